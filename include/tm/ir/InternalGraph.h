@@ -1,0 +1,266 @@
+//===- InternalGraph.h - One graph of a traced module -----------*- C++ -*-===//
+//
+// An InternalGraph is the body of one module for one call signature: input
+// nodes (input 0 is the `self` ModuleNode), a topologically ordered list of
+// exprs, and output nodes. It owns its exprs (and through them their output
+// nodes) and a NameSpace of unique names.
+//
+// Every operation is linear in what it touches: the expr list is intrusive
+// with O(1) order comparison, uses are intrusive lists, membership tests use
+// hash sets. Where the reference is quadratic (get_dep_exprs, compile,
+// replace_node, insert) this file says what it does instead.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <iterator>
+#include <memory>
+#include <unordered_map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/StringRef.h>
+#include <llvm/ADT/iterator_range.h>
+
+#include "tm/ir/Expr.h"
+#include "tm/ir/Filter.h"
+#include "tm/ir/NameSpace.h"
+#include "tm/ir/Node.h"
+#include "tm/ir/TreeDef.h"
+
+namespace tmg {
+
+class TracedModule;
+class InternalGraph;
+void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
+                    std::unordered_map<const Node *, Node *> *nodeMap);
+/// A copy of `e` without inputs or outputs (same kind, payload, TreeDefs,
+/// `disable_remove`), with id `id`.
+std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id);
+/// A copy of node `n` (kind, name, qualname, type) with id `id`, no uses.
+std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id);
+
+/// Result of `replaceNode`: uses that were deliberately not rewired.
+struct ReplaceReport {
+  struct Skipped {
+    Node *oldNode;
+    Node *newNode;
+    Expr *user;
+    bool cycle; ///< rewiring would make `user` depend on itself
+  };
+  std::vector<Skipped> skipped;
+  size_t rewired = 0;
+  bool complete() const { return skipped.empty(); }
+  /// One line per skipped use: "expr %7 keeps using relu_out: ...".
+  std::string str() const;
+};
+
+class InternalGraph {
+public:
+  InternalGraph(std::string name, std::string qualname);
+  ~InternalGraph();
+  InternalGraph(const InternalGraph &) = delete;
+  InternalGraph &operator=(const InternalGraph &) = delete;
+
+  // -- Identity --------------------------------------------------------------
+  const std::string &name() const { return name_; }
+  const std::string &qualname() const { return qualname_; }
+  /// Renames the graph with the reference's checks: a sub-graph's new name
+  /// must be unused in its parent graph's namespace and is made unique
+  /// there; a top graph may take any name. Throws tmg::Error otherwise.
+  void setName(llvm::StringRef newName);
+  void setQualnameInternal(std::string q);
+  void setNameInternal(std::string n) { name_ = std::move(n); }
+  NameSpace &ns() { return ns_; }
+  const NameSpace &ns() const { return ns_; }
+
+  /// The module whose argdef map holds this graph.
+  TracedModule *owner() const { return owner_; }
+  void setOwnerInternal(TracedModule *m) { owner_ = m; }
+  /// The graph that calls this one (the reference's `top_graph`); nullptr
+  /// for a top graph.
+  InternalGraph *parent() const { return parent_; }
+  void setParentInternal(InternalGraph *g) { parent_ = g; }
+
+  // -- Inputs and outputs ------------------------------------------------------
+  llvm::ArrayRef<Node *> inputs() const { return inputs_; }
+  llvm::ArrayRef<Node *> outputs() const { return outputs_; }
+  Node *input(size_t i) const { return inputs_[i]; }
+  Node *output(size_t i) const { return outputs_[i]; }
+  /// The `self` ModuleNode (input 0).
+  ModuleNode *self() const;
+
+  // -- The body ----------------------------------------------------------------
+  class iterator {
+  public:
+    using iterator_category = std::bidirectional_iterator_tag;
+    using value_type = Expr *;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Expr **;
+    using reference = Expr *;
+    iterator() = default;
+    iterator(Expr *e, const InternalGraph *g) : e_(e), g_(g) {}
+    Expr *operator*() const { return e_; }
+    iterator &operator++() {
+      e_ = e_->nextInGraph();
+      return *this;
+    }
+    iterator operator++(int) {
+      auto t = *this;
+      ++*this;
+      return t;
+    }
+    iterator &operator--() {
+      e_ = e_ ? e_->prevInGraph() : g_->last_;
+      return *this;
+    }
+    bool operator==(const iterator &o) const { return e_ == o.e_; }
+    bool operator!=(const iterator &o) const { return e_ != o.e_; }
+
+  private:
+    Expr *e_ = nullptr;
+    const InternalGraph *g_ = nullptr;
+  };
+  /// Body exprs in order (Input exprs excluded, as the reference's `_exprs`).
+  iterator begin() const { return iterator(first_, this); }
+  iterator end() const { return iterator(nullptr, this); }
+  llvm::iterator_range<iterator> body() const { return {begin(), end()}; }
+  size_t size() const { return size_; }
+  bool empty() const { return size_ == 0; }
+  Expr *front() const { return first_; }
+  Expr *back() const { return last_; }
+
+  // -- Creating exprs (ids from the root module's counters) --------------------
+  /// Creates an Input expr and node, appended to the inputs. The name is
+  /// made unique; qualname defaults to "<graph qualname>.[<name>]".
+  TensorNode *addTensorInput(llvm::StringRef name, std::optional<Shape> shape = {},
+                             DType dtype = DType::Float32,
+                             std::string qualname = "");
+  ModuleNode *addModuleInput(llvm::StringRef name, std::string qualname = "");
+
+  /// Where `create` puts new exprs: before `before` (nullptr = at the end).
+  void setInsertionPoint(Expr *before) { insertBefore_ = before; }
+  /// Insert after `e` (nullptr: at the beginning of the body).
+  void setInsertionPointAfter(Expr *e);
+  Expr *insertionPoint() const { return insertBefore_; }
+
+  /// Creates a body expr of type T at the insertion point with the next id.
+  template <typename T, typename... Args> T *create(Args &&...args) {
+    auto e = std::make_unique<T>(nextExprId(), std::forward<Args>(args)...);
+    T *raw = e.get();
+    insertExpr(std::move(e), insertBefore_);
+    return raw;
+  }
+  /// Creates an output node of `e` with the next node id (not yet named).
+  TensorNode *newTensorOutput(Expr &e);
+  ModuleNode *newModuleOutput(Expr &e);
+
+  /// Inserts an already created expr before `before` (nullptr = end).
+  void insertExpr(std::unique_ptr<Expr> e, Expr *before);
+  /// Unlinks `e` from the body and returns it (its uses are kept).
+  std::unique_ptr<Expr> removeExpr(Expr *e);
+  /// Erases `e`: drops its input uses and destroys it. Throws tmg::Error when
+  /// one of its outputs still has users or is a graph output.
+  void eraseExpr(Expr *e);
+  /// Moves `e` to just before `before` (nullptr = end).
+  void moveBefore(Expr *e, Expr *before);
+
+  int64_t nextNodeId();
+  int64_t nextExprId();
+
+  // -- Queries (the reference's API) --------------------------------------------
+  /// Input exprs, then the body; with `recursive`, after each module call
+  /// with a sub-graph, that sub-graph's exprs (each sub-graph once).
+  ExprFilter exprs(bool recursive = true) const;
+  /// Every node of `exprs(recursive)`, sorted by id.
+  NodeFilter nodes(bool recursive = true) const;
+  ExprFilter getFunctionByType(const OpSchema *fn = nullptr,
+                               bool recursive = true) const;
+  ExprFilter getMethodByType(llvm::StringRef method = {},
+                             bool recursive = true) const;
+  ExprFilter getExprById(llvm::ArrayRef<int64_t> ids,
+                         bool recursive = true) const;
+  NodeFilter getModuleByType(const ModuleType &t, bool recursive = true) const;
+  NodeFilter getNodeById(llvm::ArrayRef<int64_t> ids,
+                         bool recursive = true) const;
+  NodeFilter getNodeByName(llvm::StringRef pattern, bool ignoreCase = true,
+                           bool recursive = true) const;
+
+  /// Producers of `nodes` and, transitively, of their inputs (Input exprs
+  /// included; sub-graphs not entered), in the reference's discovery order.
+  /// O(exprs and uses reached), with hash sets instead of list scans.
+  std::vector<Expr *> getDepExprs(llvm::ArrayRef<Node *> nodes) const;
+
+  // -- Editing inputs and outputs (top graph only, as the reference) ------------
+  /// Replaces the tensor inputs by fresh inputs named "args", "args_1", ...
+  /// with the given shapes and dtypes; re-keys the module's signature maps.
+  /// Users of the old inputs are not rewired (reference semantics); use
+  /// replaceNode for that. Returns the new nodes.
+  std::vector<Node *> resetInputs(
+      llvm::ArrayRef<std::pair<std::optional<Shape>, DType>> inputs);
+  /// Appends a positional tensor input; returns it.
+  TensorNode *addInputNode(std::optional<Shape> shape,
+                           DType dtype = DType::Float32,
+                           llvm::StringRef name = "args");
+  /// Sets the outputs to `nodes` structured as `outDef` (a TreeDef whose
+  /// node leaves are the nodes, e.g. `(a, {"input": b})`).
+  void resetOutputs(TreeDef outDef, llvm::ArrayRef<Node *> nodes);
+  /// Outputs become `(original_structure, node)`.
+  void addOutputNode(Node *node);
+  /// Sets outputs without touching the module's out TreeDef (builders).
+  void setOutputsInternal(std::vector<Node *> outs) { outputs_ = std::move(outs); }
+  void setInputsInternal(std::vector<Node *> ins) { inputs_ = std::move(ins); }
+
+  // -- Rewrites -------------------------------------------------------------------
+  /// Replaces nodes, processing pairs last to first as the reference's
+  /// `popitem`. For each (old, new): graph outputs equal to old become new;
+  /// each use of old by an expr placed after new's producer is rewired;
+  /// uses at or before it (rewiring would create a cycle or a use before
+  /// definition) are skipped and listed in the report. Throws tmg::Error when
+  /// the kinds differ or `new` is not a node of this graph. O(uses of old).
+  ReplaceReport replaceNode(llvm::ArrayRef<std::pair<Node *, Node *>> repl);
+  /// Canonicalises GetAttrs (the reference's `_merge_getattr_expr`): a chain
+  /// `getattr(getattr(self, "a"), "b")` becomes `getattr(self, "a.b")`, and
+  /// users of duplicate GetAttrs of the same path move to the first one.
+  /// Returns true when something changed. Throws tmg::Error (naming the expr)
+  /// when a GetAttr's qualname is not under the graph's qualname.
+  bool mergeGetAttrs();
+  /// mergeGetAttrs, then removes every expr that no output depends on,
+  /// keeping `disable_remove` exprs and their producers. Returns the number
+  /// of exprs removed. O(graph).
+  size_t compile();
+  /// Renumbers ids of this graph (recursively) in the reference's order and
+  /// stores the next free ids on the root module.
+  void resetIds();
+
+  // -- Printing ---------------------------------------------------------------------
+  /// The reference's text: "Name.Graph (self, x) {\n\t...\n\treturn y\n}".
+  std::string str(NodeFormat f = {}) const;
+
+  /// True when `n` is an input or output of some expr of this graph.
+  bool ownsNode(const Node *n) const;
+
+private:
+  friend class iterator;
+  friend void cloneGraphInto(const InternalGraph &, InternalGraph &,
+                             std::unordered_map<const Node *, Node *> *);
+  void linkBefore(Expr *e, Expr *before);
+  void renumberOrder();
+  TracedModule &topModule(const char *what) const;
+
+  std::string name_, qualname_;
+  NameSpace ns_;
+  TracedModule *owner_ = nullptr;
+  InternalGraph *parent_ = nullptr;
+  std::vector<Node *> inputs_, outputs_;
+  std::vector<std::unique_ptr<Expr>> inputExprs_; ///< owned Input exprs
+  Expr *first_ = nullptr, *last_ = nullptr;
+  size_t size_ = 0;
+  Expr *insertBefore_ = nullptr;
+};
+
+} // namespace tmg

@@ -1,0 +1,182 @@
+//===- Node.h - TensorNode and ModuleNode -----------------------*- C++ -*-===//
+//
+// A Node is a value of a graph: a tensor (TensorNode) or a module
+// (ModuleNode). It is defined by exactly one Expr (its producer, which owns
+// it) and used by the inputs of other Exprs. Uses form an intrusive
+// doubly-linked list per node, in the order they were added, so `users()`
+// mirrors the reference's `node.users` list (multiplicity included) while
+// adding or removing a use is O(1).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <llvm/ADT/StringRef.h>
+#include <llvm/ADT/iterator_range.h>
+#include <llvm/Support/Casting.h>
+
+#include "tm/ir/Tensor.h"
+
+namespace tmg {
+
+class Expr;
+class InternalGraph;
+class Module;
+struct ModuleType;
+class Node;
+
+/// One input slot of an Expr: links the expr into its node's use list.
+class Use {
+public:
+  Node *get() const { return node_; }
+  Expr *user() const { return user_; }
+  Use *nextUse() const { return next_; }
+
+private:
+  friend class Node;
+  friend class Expr;
+  Node *node_ = nullptr;
+  Expr *user_ = nullptr;
+  Use *prev_ = nullptr;
+  Use *next_ = nullptr;
+};
+
+/// How a node prints: "" -> name (or %id when unnamed), "i" -> %id_name,
+/// "p" -> graphname_name, "ip" -> %id_graphname_name (the reference's
+/// `__format__` specs).
+struct NodeFormat {
+  bool withId = false;
+  bool withGraph = false;
+  /// Parses "", "i", "p", "ip", "pi"; throws tmg::Error for anything else.
+  static NodeFormat parse(llvm::StringRef spec);
+};
+
+class Node {
+public:
+  enum class Kind : uint8_t { Tensor, Module };
+  virtual ~Node();
+  Node(const Node &) = delete;
+  Node &operator=(const Node &) = delete;
+
+  Kind kind() const { return kind_; }
+  /// The producer (an Input expr for graph inputs).
+  Expr *expr() const { return expr_; }
+  /// The graph that owns the producer (the reference's `top_graph`).
+  InternalGraph *graph() const;
+
+  int64_t id() const { return id_; }
+  const std::string &name() const { return name_; }
+  const std::string &qualname() const { return qualname_; }
+  /// Renames with the reference's checks: the name must not be in use in the
+  /// graph's namespace (tmg::Error otherwise); it is then sanitised and
+  /// registered.
+  void setName(llvm::StringRef newName);
+
+  /// Formats as the reference's `__format__`.
+  std::string str(NodeFormat f = {}) const;
+
+  // -- Users -----------------------------------------------------------------
+  class UserIterator {
+  public:
+    using iterator_category = std::forward_iterator_tag;
+    using value_type = Expr *;
+    using difference_type = std::ptrdiff_t;
+    using pointer = Expr **;
+    using reference = Expr *;
+    UserIterator() = default;
+    explicit UserIterator(Use *u) : u_(u) {}
+    Expr *operator*() const { return u_->user(); }
+    UserIterator &operator++() {
+      u_ = u_->nextUse();
+      return *this;
+    }
+    UserIterator operator++(int) {
+      auto t = *this;
+      ++*this;
+      return t;
+    }
+    bool operator==(const UserIterator &o) const { return u_ == o.u_; }
+    bool operator!=(const UserIterator &o) const { return u_ != o.u_; }
+    Use *use() const { return u_; }
+
+  private:
+    Use *u_ = nullptr;
+  };
+  /// Users in use order, one entry per use (an expr using this node twice
+  /// appears twice).
+  llvm::iterator_range<UserIterator> users() const {
+    return {UserIterator(firstUse_), UserIterator()};
+  }
+  std::vector<Expr *> userList() const;
+  size_t numUsers() const { return numUses_; }
+  bool hasUsers() const { return numUses_ != 0; }
+  Use *firstUse() const { return firstUse_; }
+
+  // Internal (used by graph code).
+  void setIdInternal(int64_t id) { id_ = id; }
+  void setNameInternal(std::string n) { name_ = std::move(n); }
+  void setQualname(std::string q) { qualname_ = std::move(q); }
+  void setExprInternal(Expr *e) { expr_ = e; }
+
+protected:
+  Node(Kind k, Expr *e, int64_t id) : kind_(k), expr_(e), id_(id) {}
+
+private:
+  friend class Expr;
+  void linkUse(Use *u);
+  void unlinkUse(Use *u);
+
+  Kind kind_;
+  Expr *expr_;
+  int64_t id_;
+  std::string name_;
+  std::string qualname_;
+  Use *firstUse_ = nullptr;
+  Use *lastUse_ = nullptr;
+  size_t numUses_ = 0;
+};
+
+class TensorNode : public Node {
+public:
+  TensorNode(Expr *e, int64_t id) : Node(Kind::Tensor, e, id) {}
+  static bool classof(const Node *n) { return n->kind() == Kind::Tensor; }
+
+  /// Static shape when known (tracing records it; builders may leave it).
+  const std::optional<Shape> &shape() const { return shape_; }
+  void setShape(std::optional<Shape> s) { shape_ = std::move(s); }
+  DType dtype() const { return dtype_; }
+  void setDType(DType t) { dtype_ = t; }
+  bool hasDType() const { return hasDType_; }
+  void setHasDType(bool b) { hasDType_ = b; }
+
+private:
+  std::optional<Shape> shape_;
+  DType dtype_ = DType::Float32;
+  bool hasDType_ = false;
+};
+
+class ModuleNode : public Node {
+public:
+  ModuleNode(Expr *e, int64_t id);
+  static bool classof(const Node *n) { return n->kind() == Kind::Module; }
+
+  /// The module class the node stands for: the builtin's type, or the base
+  /// "Module" type for traced modules (as the reference).
+  const ModuleType &moduleType() const { return *moduleType_; }
+  void setModuleType(const ModuleType &t) { moduleType_ = &t; }
+  /// The live module this node refers to (the reference's `owner`);
+  /// recomputed by TracedModule::updateRefs().
+  Module *owner() const { return owner_; }
+  void setOwner(Module *m) { owner_ = m; }
+
+private:
+  const ModuleType *moduleType_;
+  Module *owner_ = nullptr;
+};
+
+} // namespace tmg

@@ -1,0 +1,489 @@
+//===- Builder.cpp - Build graphs expr by expr ----------------------------===//
+#include "tm/ir/Builder.h"
+
+#include <functional>
+
+#include "tm/ir/Diagnostic.h"
+
+namespace tmg {
+
+//===----------------------------------------------------------------------===//
+// Arg
+//===----------------------------------------------------------------------===//
+
+Arg Arg::tuple(std::vector<Arg> items) {
+  Arg a(Kind::Tuple);
+  a.items_ = std::move(items);
+  return a;
+}
+Arg Arg::list(std::vector<Arg> items) {
+  Arg a(Kind::List);
+  a.items_ = std::move(items);
+  return a;
+}
+Arg Arg::dict(std::vector<std::pair<Scalar, Arg>> items) {
+  Arg a(Kind::Dict);
+  for (auto &[k, v] : items) {
+    a.keys_.push_back(k);
+    a.items_.push_back(std::move(v));
+  }
+  return a;
+}
+Arg Arg::slice(Arg start, Arg stop, Arg step) {
+  Arg a(Kind::Slice);
+  a.items_ = {std::move(start), std::move(stop), std::move(step)};
+  return a;
+}
+Arg Arg::ints(llvm::ArrayRef<int64_t> v) {
+  std::vector<Arg> items;
+  for (int64_t x : v)
+    items.emplace_back(x);
+  return tuple(std::move(items));
+}
+
+TreeDef Arg::flatten(std::vector<Node *> &nodes) const {
+  switch (kind_) {
+  case Kind::Node:
+    if (!node_)
+      raise("argument node is null");
+    nodes.push_back(node_);
+    return TreeDef::leaf(llvm::isa<ModuleNode>(node_) ? TreeDef::LeafType::Module
+                                                      : TreeDef::LeafType::Tensor);
+  case Kind::Scalar:
+    return TreeDef::constant(scalar_);
+  case Kind::Tuple:
+  case Kind::List: {
+    std::vector<TreeDef> c;
+    for (const Arg &a : items_)
+      c.push_back(a.flatten(nodes));
+    return kind_ == Kind::Tuple ? TreeDef::tuple(std::move(c))
+                                : TreeDef::list(std::move(c));
+  }
+  case Kind::Dict: {
+    // Python flattens dict values in sorted key order: sort first so the
+    // node order matches the TreeDef.
+    std::vector<size_t> order(items_.size());
+    for (size_t i = 0; i < order.size(); ++i)
+      order[i] = i;
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return keys_[a] < keys_[b]; });
+    std::vector<std::pair<Scalar, TreeDef>> c;
+    for (size_t i : order)
+      c.emplace_back(keys_[i], items_[i].flatten(nodes));
+    return TreeDef::dict(std::move(c));
+  }
+  case Kind::Slice:
+    return TreeDef::slice(items_[0].flatten(nodes), items_[1].flatten(nodes),
+                          items_[2].flatten(nodes));
+  }
+  return TreeDef();
+}
+
+//===----------------------------------------------------------------------===//
+// GraphBuilder
+//===----------------------------------------------------------------------===//
+
+GraphBuilder GraphBuilder::top(TracedModule &mod, std::vector<InputSpec> inputs) {
+  if (mod.numGraphs() != 0)
+    raise("module '{}' already has a graph; GraphBuilder::top builds the "
+          "first one",
+          mod.typeName().str());
+  mod.setTop(true);
+  mod.setTotalIds(0, 0);
+  std::string qual = mod.name().empty() ? mod.typeName().str() : mod.name();
+  std::vector<TreeDef> pos = {TreeDef::leaf(TreeDef::LeafType::Module)};
+  for (size_t i = 0; i < inputs.size(); ++i)
+    pos.push_back(TreeDef());
+  NameSpace scope("top", qual);
+  InternalGraph &g =
+      mod.addGraph(makeArgDef(std::move(pos)), scope.createUniqueName(qual), qual);
+  ModuleNode *self = g.addModuleInput("self", qual);
+  self->setOwner(&mod);
+  for (auto &in : inputs)
+    g.addTensorInput(in.name, in.shape, in.dtype);
+  return GraphBuilder(mod, g, true);
+}
+
+Node *GraphBuilder::getAttr(Node *base, llvm::StringRef attr) {
+  auto *mn = llvm::dyn_cast_or_null<ModuleNode>(base);
+  if (!mn)
+    raise("getattr: the base '{}' is not a module node",
+          base ? base->str() : "null");
+  Module *owner = mn->owner();
+  if (!owner)
+    raise("getattr: module node '{}' has no module", mn->str());
+  auto [path, last] = attr.rsplit('.');
+  if (!attr.contains('.')) {
+    path = "";
+    last = attr;
+  }
+  Module *holder = owner->resolveModule(path);
+  const ModuleAttr *a = holder ? holder->attr(last) : nullptr;
+  if (!a || a->kind == ModuleAttr::Kind::Value)
+    raise("module '{}' has no {}attribute '{}'", owner->typeName().str(),
+          a ? "module or tensor " : "", attr.str());
+  auto *e = g_->create<GetAttr>(attr.str());
+  e->addInput(mn);
+  if (a->kind == ModuleAttr::Kind::Submodule) {
+    ModuleNode *out = g_->newModuleOutput(*e);
+    out->setOwner(a->module.get());
+    out->setModuleType(a->module->isBuiltin() ? a->module->type()
+                                              : moduleBaseType());
+  } else {
+    TensorNode *out = g_->newTensorOutput(*e);
+    out->setShape(Shape(a->tensor.shape().begin(), a->tensor.shape().end()));
+    out->setDType(a->tensor.dtype());
+    out->setHasDType(true);
+  }
+  g_->ns().autoNameOutputs(*e);
+  return e->output(0);
+}
+
+Node *GraphBuilder::constant(Tensor t, llvm::StringRef name) {
+  if (!t.defined())
+    raise("constant: tensor is undefined");
+  auto *e = g_->create<Constant>(t, name.str());
+  TensorNode *out = g_->newTensorOutput(*e);
+  out->setShape(Shape(t.shape().begin(), t.shape().end()));
+  out->setDType(t.dtype());
+  out->setHasDType(true);
+  g_->ns().autoNameOutputs(*e);
+  return out;
+}
+
+Node *GraphBuilder::constant(std::unique_ptr<Module> m, llvm::StringRef name) {
+  if (!m || !m->isBuiltin())
+    raise("constant: only builtin modules can be constants");
+  Module *raw = m.get();
+  auto *e = g_->create<Constant>(std::move(m), name.str());
+  ModuleNode *out = g_->newModuleOutput(*e);
+  out->setOwner(raw);
+  out->setModuleType(raw->type());
+  g_->ns().autoNameOutputs(*e);
+  return out;
+}
+
+TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
+                                std::vector<KwArg> &kwargs, bool isMethod,
+                                std::vector<Node *> &nodes) {
+  (void)isMethod;
+  std::vector<const OpParam *> positional, kwOnly;
+  const OpParam *variadic = nullptr;
+  for (const OpParam &p : s.params()) {
+    if (p.variadic)
+      variadic = &p;
+    else if (p.keywordOnly)
+      kwOnly.push_back(&p);
+    else
+      positional.push_back(&p);
+  }
+  auto takeKw = [&](const std::string &name) -> std::optional<Arg> {
+    for (auto it = kwargs.begin(); it != kwargs.end(); ++it)
+      if (it->first == name) {
+        Arg a = std::move(it->second);
+        kwargs.erase(it);
+        return a;
+      }
+    return std::nullopt;
+  };
+  std::vector<TreeDef> pos;
+  for (size_t i = 0; i < positional.size(); ++i) {
+    const OpParam &p = *positional[i];
+    if (i < args.size()) {
+      for (const auto &kw : kwargs)
+        if (kw.first == p.name)
+          raise("{}() got multiple values for argument '{}'",
+                s.printName().str(), p.name);
+      pos.push_back(args[i].flatten(nodes));
+    } else if (auto a = takeKw(p.name)) {
+      pos.push_back(a->flatten(nodes));
+    } else if (p.hasDefault) {
+      pos.push_back(p.defaultValue);
+    } else {
+      raise("{}() missing required argument '{}'", s.printName().str(), p.name);
+    }
+  }
+  if (args.size() > positional.size()) {
+    if (!variadic)
+      raise("{}() takes {} positional arguments but {} were given",
+            s.printName().str(), positional.size(), args.size());
+    for (size_t i = positional.size(); i < args.size(); ++i)
+      pos.push_back(args[i].flatten(nodes));
+  }
+  std::vector<std::pair<Scalar, TreeDef>> kw;
+  // Keyword-only parameters, in sorted key order for the node order.
+  std::vector<const OpParam *> sortedKw = kwOnly;
+  std::stable_sort(sortedKw.begin(), sortedKw.end(),
+                   [](const OpParam *a, const OpParam *b) { return a->name < b->name; });
+  for (const OpParam *p : sortedKw) {
+    if (auto a = takeKw(p->name))
+      kw.emplace_back(Scalar(p->name), a->flatten(nodes));
+    else if (p->hasDefault)
+      kw.emplace_back(Scalar(p->name), p->defaultValue);
+    else
+      raise("{}() missing required keyword argument '{}'", s.printName().str(),
+            p->name);
+  }
+  if (!kwargs.empty())
+    raise("{}() got an unexpected keyword argument '{}'", s.printName().str(),
+          kwargs.front().first);
+  return makeArgDef(std::move(pos), std::move(kw));
+}
+
+void GraphBuilder::addOutputs(Expr &e, size_t n,
+                              const std::vector<OutputType> &types) {
+  if (!types.empty() && types.size() != n)
+    raise("expr %{}: {} output types given for {} outputs", e.id(),
+          types.size(), n);
+  for (size_t i = 0; i < n; ++i) {
+    TensorNode *o = g_->newTensorOutput(e);
+    if (!types.empty()) {
+      o->setShape(types[i].shape);
+      o->setDType(types[i].dtype);
+      o->setHasDType(true);
+    }
+  }
+  if (n == 1)
+    e.setOutDef(TreeDef());
+  else if (n > 1)
+    e.setOutDef(TreeDef::tupleOfLeaves(n));
+}
+
+static void checkInGraph(InternalGraph &g, llvm::ArrayRef<Node *> nodes,
+                         llvm::StringRef what) {
+  for (Node *n : nodes)
+    if (n->graph() != &g)
+      raise("{}: node '{}' is not in graph '{}'", what.str(), n->str(),
+            g.name());
+}
+
+llvm::SmallVector<Node *, 1>
+GraphBuilder::callFunctionN(const OpSchema &fn, std::vector<Arg> args,
+                            std::vector<KwArg> kwargs, size_t numOutputs,
+                            std::vector<OutputType> types) {
+  if (fn.opClass() != OpClass::Function)
+    raise("'{}' is not a function", fn.printName().str());
+  std::vector<Node *> nodes;
+  TreeDef def = normalize(fn, args, kwargs, false, nodes);
+  checkInGraph(*g_, nodes, fn.printName());
+  auto *e = g_->create<CallFunction>(fn);
+  e->setArgs(def, nodes);
+  addOutputs(*e, numOutputs, types);
+  g_->ns().autoNameOutputs(*e);
+  return llvm::SmallVector<Node *, 1>(e->outputs().begin(), e->outputs().end());
+}
+
+Node *GraphBuilder::callFunction(const OpSchema &fn, std::vector<Arg> args,
+                                 std::vector<KwArg> kwargs,
+                                 std::optional<OutputType> type) {
+  std::vector<OutputType> types;
+  if (type)
+    types.push_back(*type);
+  return callFunctionN(fn, std::move(args), std::move(kwargs), 1, types)[0];
+}
+
+Node *GraphBuilder::callFunction(llvm::StringRef fn, std::vector<Arg> args,
+                                 std::vector<KwArg> kwargs,
+                                 std::optional<OutputType> type) {
+  return callFunction(functionOp(fn), std::move(args), std::move(kwargs), type);
+}
+
+CallMethod *GraphBuilder::callMethodExpr(Node *self, const OpSchema &method,
+                                         std::vector<Arg> args,
+                                         std::vector<KwArg> kwargs,
+                                         size_t numOutputs,
+                                         std::vector<OutputType> types) {
+  if (method.opClass() != OpClass::TensorMethod)
+    raise("'{}' is not a tensor method", method.printName().str());
+  if (!llvm::isa_and_nonnull<TensorNode>(self))
+    raise("{}: the receiver must be a tensor node", method.name().str());
+  args.insert(args.begin(), Arg(self));
+  std::vector<Node *> nodes;
+  TreeDef def = normalize(method, args, kwargs, true, nodes);
+  checkInGraph(*g_, nodes, method.name());
+  auto *e = g_->create<CallMethod>(method);
+  e->setArgs(def, nodes);
+  addOutputs(*e, numOutputs, types);
+  g_->ns().autoNameOutputs(*e);
+  return e;
+}
+
+Node *GraphBuilder::callMethod(Node *self, llvm::StringRef method,
+                               std::vector<Arg> args, std::vector<KwArg> kwargs,
+                               std::optional<OutputType> type) {
+  std::vector<OutputType> types;
+  if (type)
+    types.push_back(*type);
+  CallMethod *e = callMethodExpr(self, methodOp(method), std::move(args),
+                                 std::move(kwargs), 1, types);
+  return e->output(0);
+}
+
+/// Names graph inputs after forward's parameters (the reference's
+/// getcallargs mapping): `name` for a single tensor, `name_0`, `name_1`...
+/// for the leaves of a container.
+static void addCallInputs(InternalGraph &sub, const TreeDef &def,
+                          const std::string &name) {
+  std::vector<TreeDef::LeafType> leaves;
+  def.collectLeafTypes(leaves);
+  auto add = [&](TreeDef::LeafType t, const std::string &n) {
+    if (t == TreeDef::LeafType::Module)
+      sub.addModuleInput(n, sub.qualname() + ".[" + n + "]");
+    else
+      sub.addTensorInput(n);
+  };
+  if (def.isLeaf()) {
+    add(leaves[0], name);
+    return;
+  }
+  for (size_t i = 0; i < leaves.size(); ++i)
+    add(leaves[i], name + "_" + std::to_string(i));
+}
+
+llvm::SmallVector<Node *, 1>
+GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
+                          std::vector<KwArg> kwargs, const BodyFn &body,
+                          std::vector<std::string> paramNames,
+                          size_t numOutputs, std::vector<OutputType> types) {
+  auto *mn = llvm::dyn_cast_or_null<ModuleNode>(mod);
+  if (!mn)
+    raise("module call: '{}' is not a module node", mod ? mod->str() : "null");
+  Module *owner = mn->owner();
+  if (!owner)
+    raise("module call: module node '{}' has no module", mn->str());
+  std::vector<Node *> nodes;
+  std::vector<TreeDef> pos;
+  pos.push_back(Arg(mod).flatten(nodes));
+  for (const Arg &a : args)
+    pos.push_back(a.flatten(nodes));
+  std::vector<std::pair<Scalar, TreeDef>> kw;
+  std::vector<std::pair<std::string, Arg>> sortedKw = kwargs;
+  std::stable_sort(sortedKw.begin(), sortedKw.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  for (const auto &[k, a] : sortedKw)
+    kw.emplace_back(Scalar(k), a.flatten(nodes));
+  TreeDef posDef = TreeDef::tuple(pos);
+  TreeDef def = makeArgDef(pos, kw);
+  checkInGraph(*g_, nodes, "module call");
+
+  auto *e = g_->create<CallMethod>();
+  e->setArgs(def, nodes);
+  if (owner->isBuiltin()) {
+    addOutputs(*e, numOutputs, types);
+  } else if (auto *tmod = llvm::dyn_cast<TracedModule>(owner)) {
+    tmod->setTop(false);
+    InternalGraph *sub = tmod->graphFor(def);
+    if (!sub) {
+      if (!body)
+        raise("module call: '{}' has no graph for signature {} and no body "
+              "was given to build one",
+              mn->str(), def.str());
+      std::string subQual = mn->qualname();
+      sub = &tmod->addGraph(def, g_->ns().createUniqueName(subQual), subQual);
+      sub->setParentInternal(g_);
+      ModuleNode *self = sub->addModuleInput("self", subQual);
+      self->setOwner(tmod);
+      for (size_t i = 1; i < pos.size(); ++i) {
+        std::string n = i - 1 < paramNames.size() ? paramNames[i - 1]
+                                                  : "arg_" + std::to_string(i - 1);
+        if (pos[i].numLeaves())
+          addCallInputs(*sub, pos[i], n);
+      }
+      for (size_t i = 0; i < kw.size(); ++i)
+        if (kw[i].second.numLeaves())
+          addCallInputs(*sub, kw[i].second, kw[i].first.str());
+      GraphBuilder sb(*tmod, *sub, false);
+      body(sb);
+      if (!tmod->outDefFor(def) || sub->outputs().empty())
+        raise("module call: the body of '{}' set no outputs", mn->str());
+    }
+    const TreeDef &outDef = *tmod->outDefFor(def);
+    std::vector<OutputType> subTypes;
+    for (Node *o : sub->outputs()) {
+      OutputType t;
+      if (auto *tn = llvm::dyn_cast<TensorNode>(o)) {
+        t.shape = tn->shape();
+        t.dtype = tn->dtype();
+      }
+      subTypes.push_back(t);
+    }
+    addOutputs(*e, sub->outputs().size(), subTypes);
+    e->setOutDef(outDef);
+  } else {
+    raise("module call: '{}' ({}) is neither builtin nor traced",
+          mn->str(), owner->typeName().str());
+  }
+  g_->ns().autoNameOutputs(*e);
+  return llvm::SmallVector<Node *, 1>(e->outputs().begin(), e->outputs().end());
+}
+
+Node *GraphBuilder::callModule(Node *mod, std::vector<Arg> args,
+                               std::vector<KwArg> kwargs, const BodyFn &body,
+                               std::vector<std::string> paramNames,
+                               std::optional<OutputType> type) {
+  std::vector<OutputType> types;
+  if (type)
+    types.push_back(*type);
+  auto outs = callModuleN(mod, std::move(args), std::move(kwargs), body,
+                          std::move(paramNames), 1, types);
+  if (outs.size() != 1)
+    raise("module call: '{}' returns {} values; use callModuleN",
+          mod->str(), outs.size());
+  return outs[0];
+}
+
+llvm::SmallVector<Node *, 1> GraphBuilder::apply(const OpSchema &opdef,
+                                                 llvm::ArrayRef<Node *> inputs,
+                                                 size_t numOutputs,
+                                                 TreeDef attrs) {
+  if (opdef.opClass() != OpClass::OpDef)
+    raise("'{}' is not an op def", opdef.name().str());
+  checkInGraph(*g_, inputs, opdef.name());
+  auto *e = g_->create<Apply>(opdef, std::move(attrs));
+  for (Node *n : inputs)
+    e->addInput(n);
+  for (size_t i = 0; i < numOutputs; ++i)
+    g_->newTensorOutput(*e);
+  g_->ns().autoNameOutputs(*e);
+  return llvm::SmallVector<Node *, 1>(e->outputs().begin(), e->outputs().end());
+}
+
+void GraphBuilder::setOutputs(Arg outputs) {
+  std::vector<Node *> nodes;
+  TreeDef def = outputs.flatten(nodes);
+  std::vector<TreeDef::LeafType> unused;
+  if (def.numLeaves() == 0)
+    raise("graph '{}': outputs must contain at least one node", g_->name());
+  // Outputs hold nodes only (the reference asserts tensors).
+  std::function<void(const TreeDef &)> check = [&](const TreeDef &t) {
+    if (t.isConst())
+      raise("graph '{}': outputs must be nodes, got constant {}", g_->name(),
+            t.value().repr());
+    for (size_t i = 0; i < t.numChildren(); ++i)
+      check(t.child(i));
+  };
+  check(def);
+  checkInGraph(*g_, nodes, "outputs");
+  g_->setOutputsInternal(nodes);
+  const auto *sig = mod_->signatureOf(*g_);
+  mod_->setOutDef(sig->argDef, def);
+}
+
+static void compileAll(TracedModule &m) {
+  m.namedModules([](const std::string &, Module &x) {
+    if (auto *t = llvm::dyn_cast<TracedModule>(&x))
+      for (const auto &s : t->signatures())
+        s.graph->compile();
+  });
+}
+
+void GraphBuilder::finish(Arg outputs) {
+  setOutputs(std::move(outputs));
+  if (!isTop_)
+    return;
+  compileAll(*mod_);
+  mod_->updateRefs();
+  g_->resetIds();
+}
+
+} // namespace tmg

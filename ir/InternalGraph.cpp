@@ -1,0 +1,614 @@
+//===- InternalGraph.cpp - One graph of a traced module -------------------===//
+#include "tm/ir/InternalGraph.h"
+
+#include <algorithm>
+
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/StringMap.h>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/Module.h"
+#include "tm/ir/TracedModule.h"
+
+namespace tmg {
+
+std::string ReplaceReport::str() const {
+  std::string out;
+  for (const auto &s : skipped)
+    out += fmt::format(
+        "expr %{} keeps using {}: rewiring it to {} would {}\n", s.user->id(),
+        s.oldNode->str(), s.newNode->str(),
+        s.cycle ? "create a cycle" : "use it before its definition");
+  return out;
+}
+
+InternalGraph::InternalGraph(std::string name, std::string qualname)
+    : name_(name), qualname_(qualname), ns_(std::move(name), std::move(qualname)) {}
+
+InternalGraph::~InternalGraph() {
+  // Uses may point at nodes of exprs destroyed earlier; forget them first.
+  for (Expr *e = first_; e; e = e->next_)
+    e->forgetInputsInternal();
+  for (auto &e : inputExprs_)
+    e->forgetInputsInternal();
+  for (Expr *e = first_; e;) {
+    Expr *n = e->next_;
+    delete e;
+    e = n;
+  }
+}
+
+void InternalGraph::setQualnameInternal(std::string q) {
+  qualname_ = q;
+  ns_.setQualname(std::move(q));
+}
+
+void InternalGraph::setName(llvm::StringRef newName) {
+  if (newName.empty())
+    raise("graph '{}': the new name must not be empty", name_);
+  if (parent_) {
+    if (parent_->ns().isUsed(newName))
+      raise("The name({}) is already in use. Please try a different one "
+            "again.",
+            newName.str());
+    name_ = parent_->ns().createUniqueName(newName);
+    return;
+  }
+  if (!owner_ || !owner_->isTop())
+    raise("graph '{}': the parent graph cannot be None (only a top graph "
+          "may be renamed without a parent)",
+          name_);
+  name_ = newName.str();
+}
+
+ModuleNode *InternalGraph::self() const {
+  if (inputs_.empty())
+    raise("graph '{}' has no inputs (input 0 must be self)", name_);
+  auto *m = llvm::dyn_cast<ModuleNode>(inputs_[0]);
+  if (!m)
+    raise("graph '{}': input 0 is not a ModuleNode", name_);
+  return m;
+}
+
+int64_t InternalGraph::nextNodeId() {
+  static thread_local int64_t orphanIds = 0;
+  return owner_ ? owner_->nextNodeId() : orphanIds++;
+}
+int64_t InternalGraph::nextExprId() {
+  static thread_local int64_t orphanIds = 0;
+  return owner_ ? owner_->nextExprId() : orphanIds++;
+}
+
+//===----------------------------------------------------------------------===//
+// The body list
+//===----------------------------------------------------------------------===//
+
+static constexpr uint64_t OrderGap = uint64_t(1) << 20;
+static constexpr uint64_t MinSpacing = 16;
+
+void InternalGraph::renumberOrder() {
+  uint64_t k = 0;
+  for (Expr *e = first_; e; e = e->next_)
+    e->order_ = (k += OrderGap);
+}
+
+void InternalGraph::linkBefore(Expr *e, Expr *before) {
+  Expr *prev = before ? before->prev_ : last_;
+  e->prev_ = prev;
+  e->next_ = before;
+  if (prev)
+    prev->next_ = e;
+  else
+    first_ = e;
+  if (before)
+    before->prev_ = e;
+  else
+    last_ = e;
+  e->inBody_ = true;
+  e->graph_ = this;
+  ++size_;
+  uint64_t lo = prev ? prev->order_ : 0;
+  if (!before) {
+    e->order_ = lo + OrderGap;
+    return;
+  }
+  uint64_t hi = before->order_;
+  if (hi - lo >= 2) {
+    e->order_ = lo + (hi - lo) / 2;
+    return;
+  }
+  // No room: respread keys over a window around `e` that is sparse enough,
+  // doubling it each time (an order-maintenance list; amortised cheap).
+  Expr *a = e, *b = e;
+  size_t count = 1;
+  for (size_t k = 1;; k *= 2) {
+    for (size_t i = 0; i < k && a->prev_; ++i, ++count)
+      a = a->prev_;
+    for (size_t i = 0; i < k && b->next_; ++i, ++count)
+      b = b->next_;
+    uint64_t low = a->prev_ ? a->prev_->order_ : 0;
+    if (!b->next_ && !a->prev_) {
+      renumberOrder();
+      return;
+    }
+    uint64_t high = b->next_ ? b->next_->order_
+                             : low + (count + 1) * OrderGap;
+    if ((high - low) / (count + 1) >= MinSpacing) {
+      uint64_t step = (high - low) / (count + 1), key = low;
+      for (Expr *x = a;; x = x->next_) {
+        x->order_ = (key += step);
+        if (x == b)
+          break;
+      }
+      return;
+    }
+  }
+}
+
+void InternalGraph::setInsertionPointAfter(Expr *e) {
+  if (e && e->graph_ != this)
+    raise("expr %{} is not in graph '{}'", e->id(), name_);
+  if (e && !e->inBody_)
+    e = nullptr; // after an Input: the beginning of the body
+  insertBefore_ = e ? e->next_ : first_;
+}
+
+void InternalGraph::insertExpr(std::unique_ptr<Expr> e, Expr *before) {
+  if (before && (before->graph_ != this || !before->inBody_))
+    raise("cannot insert before expr %{}: it is not in graph '{}'",
+          before->id(), name_);
+  Expr *raw = e.release();
+  linkBefore(raw, before);
+}
+
+std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
+  if (!e || e->graph_ != this || !e->inBody_)
+    raise("expr is not in the body of graph '{}'", name_);
+  if (insertBefore_ == e)
+    insertBefore_ = e->next_;
+  if (e->prev_)
+    e->prev_->next_ = e->next_;
+  else
+    first_ = e->next_;
+  if (e->next_)
+    e->next_->prev_ = e->prev_;
+  else
+    last_ = e->prev_;
+  e->prev_ = e->next_ = nullptr;
+  e->inBody_ = false;
+  --size_;
+  return std::unique_ptr<Expr>(e);
+}
+
+void InternalGraph::eraseExpr(Expr *e) {
+  if (!e || e->graph_ != this || !e->inBody_)
+    raise("expr is not in the body of graph '{}'", name_);
+  for (Node *n : e->outputs()) {
+    if (n->hasUsers())
+      raiseAt(Location::atExpr(e->id()),
+              "cannot erase expr: its output '{}' is still used by expr %{}",
+              n->str(), (*n->users().begin())->id());
+    for (Node *o : outputs_)
+      if (o == n)
+        raiseAt(Location::atExpr(e->id()),
+                "cannot erase expr: its output '{}' is a graph output",
+                n->str());
+  }
+  std::unique_ptr<Expr> owned = removeExpr(e);
+  owned->dropAllInputs();
+}
+
+void InternalGraph::moveBefore(Expr *e, Expr *before) {
+  if (e == before)
+    return;
+  std::unique_ptr<Expr> owned = removeExpr(e);
+  insertExpr(std::move(owned), before);
+}
+
+TensorNode *InternalGraph::newTensorOutput(Expr &e) {
+  auto n = std::make_unique<TensorNode>(&e, nextNodeId());
+  return llvm::cast<TensorNode>(e.addOutput(std::move(n)));
+}
+
+ModuleNode *InternalGraph::newModuleOutput(Expr &e) {
+  auto n = std::make_unique<ModuleNode>(&e, nextNodeId());
+  return llvm::cast<ModuleNode>(e.addOutput(std::move(n)));
+}
+
+TensorNode *InternalGraph::addTensorInput(llvm::StringRef name,
+                                          std::optional<Shape> shape,
+                                          DType dtype, std::string qualname) {
+  auto in = std::make_unique<Input>(nextExprId(), name.str());
+  in->setGraphInternal(this);
+  TensorNode *n = newTensorOutput(*in);
+  n->setNameInternal(ns_.createUniqueName(name));
+  n->setQualname(qualname.empty() ? qualname_ + ".[" + n->name() + "]"
+                                  : std::move(qualname));
+  n->setShape(std::move(shape));
+  n->setDType(dtype);
+  n->setHasDType(true);
+  inputs_.push_back(n);
+  inputExprs_.push_back(std::move(in));
+  return n;
+}
+
+ModuleNode *InternalGraph::addModuleInput(llvm::StringRef name,
+                                          std::string qualname) {
+  auto in = std::make_unique<Input>(nextExprId(), name.str());
+  in->setGraphInternal(this);
+  ModuleNode *n = newModuleOutput(*in);
+  n->setNameInternal(ns_.createUniqueName(name));
+  n->setQualname(qualname.empty() ? qualname_ : std::move(qualname));
+  inputs_.push_back(n);
+  inputExprs_.push_back(std::move(in));
+  return n;
+}
+
+//===----------------------------------------------------------------------===//
+// Queries
+//===----------------------------------------------------------------------===//
+
+static void collectExprs(const InternalGraph *g, bool recursive,
+                         std::vector<Expr *> &out,
+                         llvm::DenseSet<const InternalGraph *> &visited) {
+  for (Node *in : g->inputs())
+    out.push_back(in->expr());
+  for (Expr *e : *g) {
+    out.push_back(e);
+    if (!recursive)
+      continue;
+    if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+      if (InternalGraph *sub = cm->calleeGraph())
+        if (visited.insert(sub).second)
+          collectExprs(sub, recursive, out, visited);
+  }
+}
+
+ExprFilter InternalGraph::exprs(bool recursive) const {
+  std::vector<Expr *> out;
+  out.reserve(size_ + inputs_.size());
+  llvm::DenseSet<const InternalGraph *> visited;
+  visited.insert(this);
+  collectExprs(this, recursive, out, visited);
+  return ExprFilter(std::move(out));
+}
+
+NodeFilter InternalGraph::nodes(bool recursive) const {
+  std::vector<Expr *> ex = exprs(recursive).asList();
+  std::vector<Node *> out;
+  llvm::DenseSet<const Node *> seen;
+  for (Expr *e : ex) {
+    for (size_t i = 0; i < e->numInputs(); ++i)
+      if (seen.insert(e->input(i)).second)
+        out.push_back(e->input(i));
+    for (Node *n : e->outputs())
+      if (seen.insert(n).second)
+        out.push_back(n);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const Node *a, const Node *b) { return a->id() < b->id(); });
+  return NodeFilter(std::move(out));
+}
+
+ExprFilter InternalGraph::getFunctionByType(const OpSchema *fn,
+                                            bool recursive) const {
+  return exprs(recursive).callFunction(fn);
+}
+ExprFilter InternalGraph::getMethodByType(llvm::StringRef method,
+                                          bool recursive) const {
+  return exprs(recursive).callMethod(method);
+}
+ExprFilter InternalGraph::getExprById(llvm::ArrayRef<int64_t> ids,
+                                      bool recursive) const {
+  return exprs(recursive).exprId(ids);
+}
+NodeFilter InternalGraph::getModuleByType(const ModuleType &t,
+                                          bool recursive) const {
+  return nodes(recursive).type(t);
+}
+NodeFilter InternalGraph::getNodeById(llvm::ArrayRef<int64_t> ids,
+                                      bool recursive) const {
+  return nodes(recursive).nodeId(ids);
+}
+NodeFilter InternalGraph::getNodeByName(llvm::StringRef pattern,
+                                        bool ignoreCase, bool recursive) const {
+  return nodes(recursive).name(pattern, ignoreCase);
+}
+
+std::vector<Expr *> InternalGraph::getDepExprs(llvm::ArrayRef<Node *> nodes) const {
+  std::vector<Expr *> ret;
+  llvm::DenseSet<const Expr *> inRet;
+  std::vector<Node *> queue(nodes.begin(), nodes.end());
+  llvm::DenseMap<const Node *, unsigned> inQueue;
+  for (Node *n : queue)
+    ++inQueue[n];
+  llvm::DenseSet<const Node *> visited;
+  while (!queue.empty()) {
+    Node *node = queue.back();
+    queue.pop_back();
+    if (--inQueue[node] == 0)
+      inQueue.erase(node);
+    visited.insert(node);
+    Expr *e = node->expr();
+    if (!e)
+      continue;
+    if (inRet.insert(e).second)
+      ret.push_back(e);
+    for (size_t i = 0; i < e->numInputs(); ++i) {
+      Node *in = e->input(i);
+      if (!inQueue.count(in) && !visited.count(in)) {
+        queue.push_back(in);
+        ++inQueue[in];
+      }
+    }
+  }
+  return ret;
+}
+
+//===----------------------------------------------------------------------===//
+// Inputs and outputs
+//===----------------------------------------------------------------------===//
+
+TracedModule &InternalGraph::topModule(const char *what) const {
+  if (!owner_ || !owner_->isTop() || parent_)
+    raise("{} only supports top graph (graph '{}' is not the top graph of a "
+          "top module)",
+          what, name_);
+  return *owner_;
+}
+
+std::vector<Node *> InternalGraph::resetInputs(
+    llvm::ArrayRef<std::pair<std::optional<Shape>, DType>> specs) {
+  TracedModule &m = topModule("reset_inputs");
+  const auto *sig = m.signatureOf(*this);
+  if (!sig)
+    raise("graph '{}' is not registered in its module", name_);
+  TreeDef oldDef = sig->argDef;
+  std::vector<Node *> fresh;
+  std::vector<TreeDef> pos = {TreeDef::leaf(TreeDef::LeafType::Module)};
+  inputs_.resize(1);
+  for (const auto &[shape, dtype] : specs) {
+    TensorNode *n = addTensorInput("args", shape, dtype);
+    fresh.push_back(n);
+    pos.push_back(TreeDef());
+  }
+  m.rekey(oldDef, makeArgDef(std::move(pos)));
+  return fresh;
+}
+
+TensorNode *InternalGraph::addInputNode(std::optional<Shape> shape, DType dtype,
+                                        llvm::StringRef name) {
+  TracedModule &m = topModule("add_input_node");
+  const auto *sig = m.signatureOf(*this);
+  if (!sig)
+    raise("graph '{}' is not registered in its module", name_);
+  TreeDef oldDef = sig->argDef;
+  if (oldDef.kind() != TreeDef::Kind::Tuple || oldDef.numChildren() != 2)
+    raise("graph '{}': unexpected signature {}", name_, oldDef.str());
+  TreeDef pos = oldDef.child(0), kw = oldDef.child(1);
+  size_t at = pos.numLeaves();
+  TensorNode *n = addTensorInput(name.empty() ? "args" : name, shape, dtype);
+  // addTensorInput appended; the new positional leaf goes before kwargs.
+  inputs_.pop_back();
+  inputs_.insert(inputs_.begin() + at, n);
+  TreeDef newDef = TreeDef::tuple({pos.appended(TreeDef()), kw});
+  m.rekey(oldDef, newDef);
+  return n;
+}
+
+void InternalGraph::resetOutputs(TreeDef outDef, llvm::ArrayRef<Node *> nodes) {
+  TracedModule &m = topModule("reset_outputs");
+  if (outDef.numLeaves() != nodes.size())
+    raise("reset_outputs: the structure {} has {} leaves but {} nodes were "
+          "given",
+          outDef.str(), outDef.numLeaves(), nodes.size());
+  for (Node *n : nodes)
+    if (!n || n->graph() != this)
+      raise("reset_outputs: node '{}' is not in graph '{}'",
+            n ? n->str() : "null", name_);
+  const auto *sig = m.signatureOf(*this);
+  outputs_.assign(nodes.begin(), nodes.end());
+  m.setOutDef(sig->argDef, std::move(outDef));
+}
+
+void InternalGraph::addOutputNode(Node *node) {
+  TracedModule &m = topModule("add_output_node");
+  if (!node || node->graph() != this)
+    raise("add_output_node: node '{}' is not in graph '{}'",
+          node ? node->str() : "null", name_);
+  const auto *sig = m.signatureOf(*this);
+  TreeDef newDef = TreeDef::tuple({sig->outDef, TreeDef()});
+  outputs_.push_back(node);
+  m.setOutDef(sig->argDef, std::move(newDef));
+}
+
+//===----------------------------------------------------------------------===//
+// Rewrites
+//===----------------------------------------------------------------------===//
+
+ReplaceReport InternalGraph::replaceNode(
+    llvm::ArrayRef<std::pair<Node *, Node *>> repl) {
+  ReplaceReport report;
+  for (auto it = repl.rbegin(); it != repl.rend(); ++it) {
+    Node *old = it->first, *nw = it->second;
+    if (!old || !nw)
+      raise("replace_node: null node");
+    if (old->kind() != nw->kind())
+      raise("The type of {}({}) and {}({}) are not the same", old->str(),
+            llvm::isa<TensorNode>(old) ? "TensorNode" : "ModuleNode",
+            nw->str(), llvm::isa<TensorNode>(nw) ? "TensorNode" : "ModuleNode");
+    if (nw->graph() != this)
+      raise("replace_node: the replacement '{}' is not a node of graph '{}'",
+            nw->str(), name_);
+    if (old == nw)
+      continue;
+    for (Node *&o : outputs_)
+      if (o == old)
+        o = nw;
+    Expr *def = nw->expr();
+    bool defIsInput = !def->inBody();
+    std::vector<Use *> uses;
+    uses.reserve(old->numUsers());
+    for (Use *u = old->firstUse(); u; u = u->nextUse())
+      uses.push_back(u);
+    std::vector<Expr *> skippedUsers;
+    for (Use *u : uses) {
+      Expr *user = u->user();
+      bool ok = user->graph() == this &&
+                (defIsInput || (user->inBody() && def->isBefore(user)));
+      if (!ok) {
+        skippedUsers.push_back(user);
+        continue;
+      }
+      user->replaceUse(u, nw);
+      ++report.rewired;
+    }
+    if (skippedUsers.empty())
+      continue;
+    // Classify: a skipped user is a cycle when it is `def` itself or one of
+    // its ancestors. Ancestors of `def` lie between the user and `def`, so
+    // the search stops at the earliest skipped user.
+    uint64_t minOrder = ~uint64_t(0);
+    for (Expr *u : skippedUsers)
+      if (u->inBody())
+        minOrder = std::min(minOrder, u->orderKey());
+    llvm::DenseSet<const Expr *> ancestors;
+    std::vector<const Expr *> stack = {def};
+    while (!stack.empty()) {
+      const Expr *e = stack.back();
+      stack.pop_back();
+      if (!ancestors.insert(e).second)
+        continue;
+      for (size_t i = 0; i < e->numInputs(); ++i) {
+        const Expr *p = e->input(i)->expr();
+        if (p && p->inBody() && p->graph() == this && p->orderKey() >= minOrder)
+          stack.push_back(p);
+      }
+    }
+    for (Expr *u : skippedUsers)
+      report.skipped.push_back({old, nw, u, ancestors.count(u) != 0});
+  }
+  return report;
+}
+
+bool InternalGraph::mergeGetAttrs() {
+  bool changed = false;
+  llvm::StringMap<Node *> seen;
+  ModuleNode *selfNode = nullptr;
+  for (Expr *e : *this) {
+    auto *ga = llvm::dyn_cast<GetAttr>(e);
+    if (!ga)
+      continue;
+    Node *out = ga->output(0);
+    std::string attr;
+    if (!getSuffixName(qualname_, out->qualname(), attr))
+      raiseAt(Location::atExpr(e->id()),
+              "\"{}\" is not a prefix of \"{}\": the qualname of '{}' is wrong",
+              qualname_, out->qualname(), out->str());
+    auto it = seen.find(attr);
+    if (it != seen.end()) {
+      Node *base = it->second;
+      if (base == out || !out->hasUsers())
+        continue;
+      std::vector<Use *> uses;
+      for (Use *u = out->firstUse(); u; u = u->nextUse())
+        uses.push_back(u);
+      for (Use *u : uses)
+        u->user()->replaceUse(u, base);
+      changed = true;
+      continue;
+    }
+    if (attr != ga->attrName()) {
+      if (!selfNode)
+        selfNode = self();
+      ga->setAttrName(attr);
+      ga->setInput(0, selfNode);
+      changed = true;
+    }
+    seen[attr] = out;
+  }
+  return changed;
+}
+
+size_t InternalGraph::compile() {
+  mergeGetAttrs();
+  // Live: everything the outputs depend on, plus disable_remove exprs and
+  // what they depend on (the reference drops the latter, leaving dangling
+  // inputs).
+  llvm::DenseSet<const Expr *> live;
+  std::vector<const Expr *> work;
+  auto pushNode = [&](const Node *n) {
+    if (const Expr *p = n->expr())
+      if (live.insert(p).second)
+        work.push_back(p);
+  };
+  for (Node *o : outputs_)
+    pushNode(o);
+  for (Expr *e : *this)
+    if (e->removeDisabled() && live.insert(e).second)
+      work.push_back(e);
+  while (!work.empty()) {
+    const Expr *e = work.back();
+    work.pop_back();
+    for (size_t i = 0; i < e->numInputs(); ++i)
+      pushNode(e->input(i));
+  }
+  std::vector<Expr *> dead;
+  for (Expr *e : *this)
+    if (!live.count(e))
+      dead.push_back(e);
+  for (Expr *e : dead)
+    e->dropAllInputs();
+  for (Expr *e : dead)
+    removeExpr(e).reset();
+  return dead.size();
+}
+
+void InternalGraph::resetIds() {
+  std::vector<Expr *> ex = exprs(true).asList();
+  // Shared sub-graphs are visited once by exprs(); ids follow that order.
+  int64_t eid = 0;
+  for (Expr *e : ex)
+    e->setIdInternal(eid++);
+  std::vector<Node *> ns = nodes(true).asList();
+  int64_t nid = 0;
+  for (Node *n : ns)
+    n->setIdInternal(nid++);
+  if (owner_)
+    owner_->setTotalIds(nid, eid);
+}
+
+std::string InternalGraph::str(NodeFormat f) const {
+  std::string out;
+  if (!name_.empty())
+    out += name_ + ".Graph";
+  out += " (";
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    if (i)
+      out += ", ";
+    out += inputs_[i]->str(f);
+  }
+  out += ") {\n\t";
+  bool first = true;
+  for (Expr *e : *this) {
+    if (!first)
+      out += "\n\t";
+    out += e->str(f);
+    first = false;
+  }
+  out += "\n\treturn ";
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (i)
+      out += ", ";
+    out += outputs_[i]->str(f);
+  }
+  out += "\n}";
+  return out;
+}
+
+bool InternalGraph::ownsNode(const Node *n) const {
+  return n && n->graph() == this;
+}
+
+} // namespace tmg

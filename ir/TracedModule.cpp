@@ -1,0 +1,474 @@
+//===- TracedModule.cpp - Graphs per call signature, clone, flatten -------===//
+#include "tm/ir/TracedModule.h"
+
+#include <llvm/ADT/DenseMap.h>
+
+#include "tm/ir/Diagnostic.h"
+
+namespace tmg {
+
+TracedModule::TracedModule(std::string typeName, bool isTop)
+    : Module(Kind::Traced, moduleBaseType(), std::move(typeName)),
+      isTop_(isTop) {}
+
+TracedModule::~TracedModule() = default;
+
+std::unique_ptr<TracedModule>
+TracedModule::fromModule(std::unique_ptr<Module> m, bool isTop) {
+  if (!m)
+    raise("fromModule: module is null");
+  if (auto *t = llvm::dyn_cast<TracedModule>(m.get())) {
+    t->setTop(isTop);
+    m.release();
+    return std::unique_ptr<TracedModule>(t);
+  }
+  if (m->isBuiltin())
+    raise("module '{}' is builtin: only plain modules become TracedModules",
+          m->typeName().str());
+  auto t = std::make_unique<TracedModule>(m->typeName().str(), isTop);
+  t->setName(m->name());
+  std::vector<std::string> names;
+  for (const auto &a : m->attrs())
+    names.push_back(a.name);
+  for (const auto &n : names) {
+    ModuleAttr *a = m->attr(n);
+    switch (a->kind) {
+    case ModuleAttr::Kind::Parameter: t->registerParameter(n, a->tensor); break;
+    case ModuleAttr::Kind::Buffer: t->registerBuffer(n, a->tensor); break;
+    case ModuleAttr::Kind::Value: t->setValue(n, a->value); break;
+    case ModuleAttr::Kind::Submodule: {
+      std::unique_ptr<Module> child = m->takeModule(n);
+      if (child->isBuiltin())
+        t->registerModule(n, std::move(child));
+      else
+        t->registerModule(n, fromModule(std::move(child), false));
+      break;
+    }
+    }
+  }
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Signatures
+//===----------------------------------------------------------------------===//
+
+std::string TracedModule::signaturesStr() const {
+  std::string out;
+  for (const auto &s : sigs_) {
+    // Drop the leading self leaf from the positional tuple.
+    std::string txt = s.argDef.str();
+    out += "  forward" + txt + "\n";
+  }
+  return out;
+}
+
+InternalGraph &TracedModule::graph() const {
+  if (sigs_.size() != 1)
+    raise("module '{}' has {} graphs (one per call signature); use the "
+          "graph of a specific call instead:\n{}",
+          typeName().str(), sigs_.size(), signaturesStr());
+  return *sigs_[0].graph;
+}
+
+InternalGraph *TracedModule::graphFor(const TreeDef &argDef) const {
+  auto it = sigIndex_.find(argDef);
+  return it == sigIndex_.end() ? nullptr : sigs_[it->second].graph.get();
+}
+
+const TreeDef *TracedModule::outDefFor(const TreeDef &argDef) const {
+  auto it = sigIndex_.find(argDef);
+  return it == sigIndex_.end() ? nullptr : &sigs_[it->second].outDef;
+}
+
+const TracedModule::Signature *
+TracedModule::signatureOf(const InternalGraph &g) const {
+  for (const auto &s : sigs_)
+    if (s.graph.get() == &g)
+      return &s;
+  return nullptr;
+}
+
+InternalGraph &TracedModule::addGraph(TreeDef argDef, std::string name,
+                                      std::string qualname) {
+  if (sigIndex_.count(argDef))
+    raise("module '{}' already has a graph for signature {}",
+          typeName().str(), argDef.str());
+  auto g = std::make_unique<InternalGraph>(std::move(name), std::move(qualname));
+  g->setOwnerInternal(this);
+  sigIndex_[argDef] = sigs_.size();
+  sigs_.push_back(Signature{argDef, TreeDef::tuple({}), std::move(g)});
+  return *sigs_.back().graph;
+}
+
+void TracedModule::setOutDef(const TreeDef &argDef, TreeDef outDef) {
+  auto it = sigIndex_.find(argDef);
+  if (it == sigIndex_.end())
+    raise("module '{}' has no graph for signature {}", typeName().str(),
+          argDef.str());
+  sigs_[it->second].outDef = std::move(outDef);
+}
+
+void TracedModule::rekey(const TreeDef &oldArgDef, TreeDef newArgDef) {
+  auto it = sigIndex_.find(oldArgDef);
+  if (it == sigIndex_.end())
+    raise("module '{}' has no graph for signature {}", typeName().str(),
+          oldArgDef.str());
+  size_t i = it->second;
+  if (oldArgDef == newArgDef)
+    return;
+  if (sigIndex_.count(newArgDef))
+    raise("module '{}' already has a graph for signature {}",
+          typeName().str(), newArgDef.str());
+  sigIndex_.erase(it);
+  sigIndex_[newArgDef] = i;
+  sigs_[i].argDef = std::move(newArgDef);
+}
+
+TracedModule &TracedModule::root() {
+  TracedModule *r = this;
+  for (Module *p = parent(); p; p = p->parent())
+    if (auto *t = llvm::dyn_cast<TracedModule>(p))
+      r = t;
+  return *r;
+}
+const TracedModule &TracedModule::root() const {
+  return const_cast<TracedModule *>(this)->root();
+}
+
+//===----------------------------------------------------------------------===//
+// References
+//===----------------------------------------------------------------------===//
+
+/// The module an attribute path names, starting from `base`.
+static Module *resolveAttrModule(Module *base, llvm::StringRef path) {
+  return base ? base->resolveModule(path) : nullptr;
+}
+
+void TracedModule::updateRefs() {
+  llvm::DenseSet<const TracedModule *> visited;
+  updateRefsImpl(nullptr, visited);
+}
+
+void TracedModule::updateRefsImpl(InternalGraph *parentGraph,
+                                  llvm::DenseSet<const TracedModule *> &visited) {
+  if (!visited.insert(this).second)
+    return;
+  for (auto &sig : sigs_) {
+    InternalGraph &g = *sig.graph;
+    g.setOwnerInternal(this);
+    g.setParentInternal(parentGraph);
+    if (!g.inputs().empty())
+      if (auto *self = llvm::dyn_cast<ModuleNode>(g.input(0)))
+        self->setOwner(this);
+    for (Expr *e : g) {
+      if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
+        if (auto *out = llvm::dyn_cast<ModuleNode>(ga->output(0))) {
+          auto *base = llvm::dyn_cast<ModuleNode>(ga->input(0));
+          Module *obj = resolveAttrModule(base ? base->owner() : nullptr,
+                                          ga->attrName());
+          out->setOwner(obj);
+          if (obj)
+            out->setModuleType(obj->isBuiltin() ? obj->type()
+                                                : moduleBaseType());
+        }
+      } else if (auto *c = llvm::dyn_cast<Constant>(e)) {
+        if (auto *out = llvm::dyn_cast<ModuleNode>(c->output(0))) {
+          out->setOwner(c->module());
+          if (c->module())
+            out->setModuleType(c->module()->type());
+        }
+      } else if (auto *cm = llvm::dyn_cast<CallMethod>(e)) {
+        if (ModuleNode *mn = cm->moduleNode())
+          if (auto *callee = llvm::dyn_cast_or_null<TracedModule>(mn->owner()))
+            callee->updateRefsImpl(&g, visited);
+      }
+    }
+  }
+  // Traced submodules never called still get their owners fixed.
+  for (const auto &a : attrs())
+    if (a.kind == ModuleAttr::Kind::Submodule)
+      if (auto *t = llvm::dyn_cast<TracedModule>(a.module.get()))
+        t->updateRefsImpl(nullptr, visited);
+}
+
+//===----------------------------------------------------------------------===//
+// Cloning
+//===----------------------------------------------------------------------===//
+
+std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id) {
+  std::unique_ptr<Node> c;
+  if (auto *t = llvm::dyn_cast<TensorNode>(&n)) {
+    auto tn = std::make_unique<TensorNode>(nullptr, id);
+    tn->setShape(t->shape());
+    tn->setDType(t->dtype());
+    tn->setHasDType(t->hasDType());
+    c = std::move(tn);
+  } else {
+    auto *m = llvm::cast<ModuleNode>(&n);
+    auto mn = std::make_unique<ModuleNode>(nullptr, id);
+    mn->setModuleType(m->moduleType());
+    mn->setOwner(m->owner());
+    c = std::move(mn);
+  }
+  c->setNameInternal(n.name());
+  c->setQualname(n.qualname());
+  return c;
+}
+
+std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id) {
+  std::unique_ptr<Expr> c;
+  switch (e.kind()) {
+  case Expr::Kind::Input:
+    c = std::make_unique<Input>(id, llvm::cast<Input>(e).name());
+    break;
+  case Expr::Kind::GetAttr:
+    c = std::make_unique<GetAttr>(id, llvm::cast<GetAttr>(e).attrName());
+    break;
+  case Expr::Kind::CallMethod: {
+    auto &cm = llvm::cast<CallMethod>(e);
+    if (cm.isModuleCall())
+      c = std::make_unique<CallMethod>(id);
+    else
+      c = std::make_unique<CallMethod>(id, *cm.methodSchema());
+    break;
+  }
+  case Expr::Kind::CallFunction:
+    c = std::make_unique<CallFunction>(id, llvm::cast<CallFunction>(e).func());
+    break;
+  case Expr::Kind::Constant: {
+    auto &k = llvm::cast<Constant>(e);
+    if (k.isTensor())
+      c = std::make_unique<Constant>(id, k.tensor(), k.name());
+    else
+      c = std::make_unique<Constant>(id, k.module()->clone(), k.name());
+    break;
+  }
+  case Expr::Kind::Apply: {
+    auto &a = llvm::cast<Apply>(e);
+    c = std::make_unique<Apply>(id, a.opdef(), a.attrs());
+    break;
+  }
+  }
+  c->setArgDef(e.argDef());
+  c->setOutDef(e.outDef());
+  if (e.removeDisabled())
+    c->disableRemove();
+  return c;
+}
+
+void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
+                    std::unordered_map<const Node *, Node *> *nodeMapOut) {
+  if (!dst.empty() || !dst.inputs_.empty())
+    raise("cloneGraphInto: destination graph '{}' is not empty", dst.name());
+  std::unordered_map<const Node *, Node *> local;
+  auto &map = nodeMapOut ? *nodeMapOut : local;
+  auto cloneOutputs = [&](const Expr &from, Expr &to) {
+    for (Node *o : from.outputs()) {
+      Node *n = to.addOutput(cloneNodeShallow(*o, o->id()));
+      map[o] = n;
+    }
+  };
+  for (const auto &in : src.inputExprs_) {
+    auto c = cloneExprShallow(*in, in->id());
+    c->setGraphInternal(&dst);
+    cloneOutputs(*in, *c);
+    dst.inputExprs_.push_back(std::move(c));
+  }
+  for (Node *n : src.inputs_)
+    dst.inputs_.push_back(map.at(n));
+  for (Expr *e : src) {
+    auto c = cloneExprShallow(*e, e->id());
+    for (size_t i = 0; i < e->numInputs(); ++i) {
+      auto it = map.find(e->input(i));
+      if (it == map.end())
+        raiseAt(Location::atExpr(e->id()),
+                "clone: input '{}' of expr is not defined in graph '{}'",
+                e->input(i)->str(), src.name());
+      c->addInput(it->second);
+    }
+    cloneOutputs(*e, *c);
+    dst.insertExpr(std::move(c), nullptr);
+  }
+  for (Node *n : src.outputs_) {
+    auto it = map.find(n);
+    if (it == map.end())
+      raise("clone: output '{}' is not defined in graph '{}'", n->str(),
+            src.name());
+    dst.outputs_.push_back(it->second);
+  }
+  dst.ns_ = src.ns_;
+  dst.name_ = src.name_;
+  dst.qualname_ = src.qualname_;
+}
+
+std::unique_ptr<TracedModule> TracedModule::cloneImpl() const {
+  auto c = std::make_unique<TracedModule>(typeName().str(), isTop_);
+  cloneAttrsInto(*c);
+  for (const auto &s : sigs_) {
+    InternalGraph &g = c->addGraph(s.argDef, s.graph->name(), s.graph->qualname());
+    cloneGraphInto(*s.graph, g, nullptr);
+    c->setOutDef(s.argDef, s.outDef);
+  }
+  c->nextNodeId_ = nextNodeId_;
+  c->nextExprId_ = nextExprId_;
+  return c;
+}
+
+std::unique_ptr<TracedModule> TracedModule::cloneTraced() const {
+  auto c = cloneImpl();
+  c->updateRefs();
+  return c;
+}
+
+std::unique_ptr<Module> TracedModule::clone() const { return cloneTraced(); }
+
+//===----------------------------------------------------------------------===//
+// Flatten
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// Inlines calls of traced submodules into one top graph.
+class Inliner {
+public:
+  Inliner(TracedModule &root, InternalGraph &top) : root_(root), top_(top) {}
+
+  /// The callee graph when `e` is a call to inline: a module call whose
+  /// module node comes from a GetAttr and whose owner is a TracedModule
+  /// with a graph for the call's signature.
+  static InternalGraph *inlinable(Expr *e) {
+    auto *cm = llvm::dyn_cast<CallMethod>(e);
+    if (!cm || !cm->isModuleCall())
+      return nullptr;
+    ModuleNode *mn = cm->moduleNode();
+    if (!mn || !llvm::isa<GetAttr>(mn->expr()))
+      return nullptr;
+    return cm->calleeGraph();
+  }
+
+  void inlineCall(CallMethod *call, InternalGraph &sub) {
+    if (sub.inputs().size() != call->numInputs())
+      raiseAt(Location::atExpr(call->id()),
+              "flatten: call passes {} values but graph '{}' takes {}",
+              call->numInputs(), sub.name(), sub.inputs().size());
+    if (sub.outputs().size() != call->numOutputs())
+      raiseAt(Location::atExpr(call->id()),
+              "flatten: call has {} outputs but graph '{}' returns {}",
+              call->numOutputs(), sub.name(), sub.outputs().size());
+    std::string prefix = call->input(0)->name();
+    llvm::DenseMap<const Node *, Node *> vmap;
+    for (size_t i = 0; i < sub.inputs().size(); ++i)
+      vmap[sub.input(i)] = call->input(i);
+    // Sub-graph outputs: pass-through inputs are rewired now; the others
+    // become the call's output nodes, adopted by their new producers.
+    llvm::DenseMap<const Node *, size_t> adopt;
+    for (size_t k = 0; k < sub.outputs().size(); ++k) {
+      Node *so = sub.output(k);
+      Node *co = call->output(k);
+      Node *target = nullptr;
+      if (!so->expr()->inBody())
+        target = vmap.lookup(so);
+      else if (adopt.count(so))
+        target = call->output(adopt[so]);
+      if (target) {
+        redirect(co, target);
+        continue;
+      }
+      adopt[so] = k;
+      if (llvm::isa<TensorNode>(co))
+        co->setQualname(so->qualname());
+    }
+    for (Expr *e : sub) {
+      auto ne = cloneExprShallow(*e, root_.nextExprId());
+      for (size_t i = 0; i < e->numInputs(); ++i) {
+        Node *m = vmap.lookup(e->input(i));
+        if (!m)
+          raiseAt(Location::atExpr(e->id()),
+                  "flatten: input '{}' is not defined in graph '{}'",
+                  e->input(i)->str(), sub.name());
+        ne->addInput(m);
+      }
+      Expr *raw = ne.get();
+      for (Node *o : e->outputs()) {
+        auto it = adopt.find(o);
+        Node *n;
+        if (it != adopt.end()) {
+          // Move the call's output node to its new producer; the call keeps
+          // an unused placeholder until it is erased.
+          std::unique_ptr<Node> owned = call->swapOutput(
+              it->second, cloneNodeShallow(*call->output(it->second), -1));
+          n = raw->addOutput(std::move(owned));
+        } else {
+          auto c = cloneNodeShallow(*o, root_.nextNodeId());
+          c->setNameInternal(top_.ns().createUniqueName(prefix + "_" + o->name()));
+          n = raw->addOutput(std::move(c));
+        }
+        vmap[o] = n;
+      }
+      top_.insertExpr(std::move(ne), call);
+      if (InternalGraph *inner = inlinable(raw))
+        inlineCall(llvm::cast<CallMethod>(raw), *inner);
+    }
+    call->dropAllInputs();
+    top_.removeExpr(call).reset();
+  }
+
+private:
+  /// Moves every use of `from` (and graph outputs) to `to`.
+  void redirect(Node *from, Node *to) {
+    std::vector<Use *> uses;
+    for (Use *u = from->firstUse(); u; u = u->nextUse())
+      uses.push_back(u);
+    for (Use *u : uses)
+      u->user()->replaceUse(u, to);
+    std::vector<Node *> outs(top_.outputs().begin(), top_.outputs().end());
+    bool changed = false;
+    for (Node *&o : outs)
+      if (o == from) {
+        o = to;
+        changed = true;
+      }
+    if (changed)
+      top_.setOutputsInternal(std::move(outs));
+  }
+
+  TracedModule &root_;
+  InternalGraph &top_;
+};
+} // namespace
+
+std::unique_ptr<TracedModule> TracedModule::flatten() const {
+  auto nm = cloneTraced();
+  InternalGraph &top = nm->graph();
+  Inliner inl(*nm, top);
+  std::vector<Expr *> calls;
+  for (Expr *e : top)
+    if (Inliner::inlinable(e))
+      calls.push_back(e);
+  for (Expr *e : calls)
+    inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
+  top.compile();
+  nm->updateRefs();
+  top.resetIds();
+  return nm;
+}
+
+std::string TracedModule::str() const {
+  std::string out;
+  bool first = true;
+  const_cast<TracedModule *>(this)->namedModules(
+      [&](const std::string &, Module &m) {
+        auto *t = llvm::dyn_cast<TracedModule>(&m);
+        if (!t)
+          return;
+        for (const auto &s : t->sigs_) {
+          if (!first)
+            out += "\n";
+          out += s.graph->str();
+          first = false;
+        }
+      });
+  return out;
+}
+
+} // namespace tmg

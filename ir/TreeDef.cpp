@@ -1,0 +1,382 @@
+//===- TreeDef.cpp - Python-style pytree structure ------------------------===//
+#include "tm/ir/TreeDef.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+
+#include <llvm/ADT/Hashing.h>
+
+#include "tm/ir/Diagnostic.h"
+
+namespace tmg {
+
+//===----------------------------------------------------------------------===//
+// Scalar
+//===----------------------------------------------------------------------===//
+
+std::string pyFloatRepr(double d) {
+  if (std::isnan(d))
+    return "nan";
+  if (std::isinf(d))
+    return d > 0 ? "inf" : "-inf";
+  if (d == 0)
+    return std::signbit(d) ? "-0.0" : "0.0";
+  // Shortest round-trip digits in scientific form, then Python's layout:
+  // fixed notation when -4 <= exponent < 16, else d.ddde+XX.
+  char buf[64];
+  auto r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
+  std::string sci(buf, r.ptr);
+  bool neg = sci[0] == '-';
+  if (neg)
+    sci.erase(0, 1);
+  size_t epos = sci.find('e');
+  std::string mant = sci.substr(0, epos);
+  int exp = std::stoi(sci.substr(epos + 1));
+  std::string digits;
+  for (char c : mant)
+    if (c != '.')
+      digits += c;
+  std::string out = neg ? "-" : "";
+  if (exp >= -4 && exp < 16) {
+    if (exp >= 0) {
+      if (digits.size() <= size_t(exp) + 1) {
+        out += digits + std::string(exp + 1 - digits.size(), '0') + ".0";
+      } else {
+        out += digits.substr(0, exp + 1) + "." + digits.substr(exp + 1);
+      }
+    } else {
+      out += "0." + std::string(-exp - 1, '0') + digits;
+    }
+    return out;
+  }
+  out += digits.substr(0, 1);
+  if (digits.size() > 1)
+    out += "." + digits.substr(1);
+  out += exp < 0 ? "e-" : "e+";
+  int a = std::abs(exp);
+  if (a < 10)
+    out += "0";
+  out += std::to_string(a);
+  return out;
+}
+
+std::string pyStringRepr(llvm::StringRef s) {
+  char q = '\'';
+  if (s.contains('\'') && !s.contains('"'))
+    q = '"';
+  std::string out(1, q);
+  for (unsigned char c : s) {
+    switch (c) {
+    case '\\': out += "\\\\"; break;
+    case '\n': out += "\\n"; break;
+    case '\r': out += "\\r"; break;
+    case '\t': out += "\\t"; break;
+    default:
+      if (c == (unsigned char)q) {
+        out += '\\';
+        out += char(c);
+      } else if (c < 0x20 || c == 0x7f) {
+        out += fmt::format("\\x{:02x}", c);
+      } else {
+        out += char(c);
+      }
+    }
+  }
+  out += q;
+  return out;
+}
+
+double Scalar::toDouble() const {
+  switch (kind()) {
+  case Kind::Int: return double(getInt());
+  case Kind::Float: return getFloat();
+  case Kind::Bool: return getBool() ? 1.0 : 0.0;
+  default: raise("expected a number, got {}", repr());
+  }
+}
+
+std::string Scalar::str() const {
+  if (isString())
+    return getString();
+  return repr();
+}
+
+std::string Scalar::repr() const {
+  switch (kind()) {
+  case Kind::None: return "None";
+  case Kind::Bool: return getBool() ? "True" : "False";
+  case Kind::Int: return std::to_string(getInt());
+  case Kind::Float: return pyFloatRepr(getFloat());
+  case Kind::String: return pyStringRepr(getString());
+  case Kind::Ellipsis: return "Ellipsis";
+  }
+  return "?";
+}
+
+bool Scalar::operator<(const Scalar &o) const {
+  if (kind() != o.kind())
+    return kind() < o.kind();
+  switch (kind()) {
+  case Kind::Bool: return getBool() < o.getBool();
+  case Kind::Int: return getInt() < o.getInt();
+  case Kind::Float: return getFloat() < o.getFloat();
+  case Kind::String: return getString() < o.getString();
+  default: return false;
+  }
+}
+
+size_t Scalar::hash() const {
+  switch (kind()) {
+  case Kind::Bool: return llvm::hash_combine(1, getBool());
+  case Kind::Int: return llvm::hash_combine(2, getInt());
+  case Kind::Float: {
+    double d = getFloat();
+    uint64_t bits;
+    std::memcpy(&bits, &d, 8);
+    return llvm::hash_combine(3, bits);
+  }
+  case Kind::String: return llvm::hash_combine(4, llvm::hash_value(getString()));
+  default: return size_t(kind()) * 0x9E3779B97F4A7C15ull;
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// TreeDef
+//===----------------------------------------------------------------------===//
+
+struct TreeDef::Impl {
+  Kind kind = Kind::Leaf;
+  LeafType leafType = LeafType::Tensor;
+  Scalar value;
+  std::vector<TreeDef> children;
+  std::vector<Scalar> keys;
+  size_t numLeaves = 0;
+  size_t hash = 0;
+};
+
+static std::shared_ptr<const TreeDef::Impl> tensorLeafImpl() {
+  static auto impl = [] {
+    auto i = std::make_shared<TreeDef::Impl>();
+    i->kind = TreeDef::Kind::Leaf;
+    i->numLeaves = 1;
+    i->hash = llvm::hash_combine(0, 0);
+    return i;
+  }();
+  return impl;
+}
+
+TreeDef::TreeDef() : impl_(tensorLeafImpl()) {}
+
+TreeDef TreeDef::leaf(LeafType t) {
+  if (t == LeafType::Tensor)
+    return TreeDef();
+  auto i = std::make_shared<Impl>();
+  i->kind = Kind::Leaf;
+  i->leafType = t;
+  i->numLeaves = 1;
+  i->hash = llvm::hash_combine(0, 1);
+  return fromImplInternal(std::move(i));
+}
+
+TreeDef TreeDef::constant(Scalar v) {
+  auto i = std::make_shared<Impl>();
+  i->kind = Kind::Const;
+  i->hash = llvm::hash_combine(1, v.hash());
+  i->value = std::move(v);
+  return fromImplInternal(std::move(i));
+}
+
+static TreeDef::Impl makeContainer(TreeDef::Kind k, std::vector<TreeDef> children,
+                                   std::vector<Scalar> keys) {
+  TreeDef::Impl i;
+  i.kind = k;
+  size_t h = llvm::hash_combine(10, int(k));
+  for (size_t c = 0; c < children.size(); ++c) {
+    i.numLeaves += children[c].numLeaves();
+    h = llvm::hash_combine(h, children[c].hash());
+    if (!keys.empty())
+      h = llvm::hash_combine(h, keys[c].hash());
+  }
+  i.hash = h;
+  i.children = std::move(children);
+  i.keys = std::move(keys);
+  return i;
+}
+
+TreeDef TreeDef::tuple(std::vector<TreeDef> children) {
+  return fromImplInternal(std::make_shared<Impl>(
+      makeContainer(Kind::Tuple, std::move(children), {})));
+}
+TreeDef TreeDef::list(std::vector<TreeDef> children) {
+  return fromImplInternal(std::make_shared<Impl>(
+      makeContainer(Kind::List, std::move(children), {})));
+}
+
+static TreeDef makeDict(TreeDef::Kind k,
+                        std::vector<std::pair<Scalar, TreeDef>> items,
+                        bool sort);
+
+TreeDef TreeDef::dict(std::vector<std::pair<Scalar, TreeDef>> items) {
+  return makeDict(Kind::Dict, std::move(items), true);
+}
+TreeDef TreeDef::orderedDict(std::vector<std::pair<Scalar, TreeDef>> items) {
+  return makeDict(Kind::OrderedDict, std::move(items), false);
+}
+
+static TreeDef makeDictImpl(TreeDef::Kind k, std::vector<TreeDef> children,
+                            std::vector<Scalar> keys);
+
+static TreeDef makeDict(TreeDef::Kind k,
+                        std::vector<std::pair<Scalar, TreeDef>> items,
+                        bool sort) {
+  if (sort)
+    std::stable_sort(items.begin(), items.end(),
+                     [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::vector<TreeDef> children;
+  std::vector<Scalar> keys;
+  for (auto &[k2, v] : items) {
+    for (const Scalar &seen : keys)
+      if (seen == k2)
+        raise("duplicate dict key {}", k2.repr());
+    keys.push_back(k2);
+    children.push_back(std::move(v));
+  }
+  return makeDictImpl(k, std::move(children), std::move(keys));
+}
+
+TreeDef TreeDef::slice(TreeDef start, TreeDef stop, TreeDef step) {
+  return fromImplInternal(std::make_shared<Impl>(makeContainer(
+      Kind::Slice, {std::move(start), std::move(stop), std::move(step)}, {})));
+}
+
+TreeDef TreeDef::tupleOfLeaves(size_t n) {
+  return tuple(std::vector<TreeDef>(n, TreeDef()));
+}
+
+TreeDef::Kind TreeDef::kind() const { return impl_->kind; }
+TreeDef::LeafType TreeDef::leafType() const { return impl_->leafType; }
+const Scalar &TreeDef::value() const {
+  if (!isConst())
+    raise("TreeDef {} is not a constant", str());
+  return impl_->value;
+}
+size_t TreeDef::numChildren() const { return impl_->children.size(); }
+const TreeDef &TreeDef::child(size_t i) const { return impl_->children.at(i); }
+const Scalar &TreeDef::key(size_t i) const { return impl_->keys.at(i); }
+int64_t TreeDef::findKey(const Scalar &k) const {
+  for (size_t i = 0; i < impl_->keys.size(); ++i)
+    if (impl_->keys[i] == k)
+      return int64_t(i);
+  return -1;
+}
+size_t TreeDef::numLeaves() const { return impl_->numLeaves; }
+size_t TreeDef::hash() const { return impl_->hash; }
+
+void TreeDef::collectLeafTypes(std::vector<LeafType> &out) const {
+  if (isLeaf()) {
+    out.push_back(leafType());
+    return;
+  }
+  for (const auto &c : impl_->children)
+    c.collectLeafTypes(out);
+}
+
+bool TreeDef::operator==(const TreeDef &o) const {
+  if (impl_ == o.impl_)
+    return true;
+  const Impl &a = *impl_, &b = *o.impl_;
+  if (a.hash != b.hash || a.kind != b.kind || a.numLeaves != b.numLeaves)
+    return false;
+  switch (a.kind) {
+  case Kind::Leaf: return a.leafType == b.leafType;
+  case Kind::Const: return a.value == b.value;
+  default:
+    return a.keys == b.keys && a.children == b.children;
+  }
+}
+
+std::string TreeDef::str() const {
+  std::string out;
+  size_t next = 0;
+  print(out, [](size_t) { return std::string(); }, &next, false);
+  return out;
+}
+
+void TreeDef::print(std::string &out,
+                    const std::function<std::string(size_t)> &leaf,
+                    size_t *next, bool strTop) const {
+  const Impl &i = *impl_;
+  switch (i.kind) {
+  case Kind::Leaf: {
+    std::string s = leaf(*next);
+    ++*next;
+    if (s.empty())
+      s = i.leafType == LeafType::Tensor ? "Tensor" : "Module";
+    out += s;
+    return;
+  }
+  case Kind::Const:
+    out += strTop ? i.value.str() : i.value.repr();
+    return;
+  case Kind::Tuple:
+  case Kind::List: {
+    bool tup = i.kind == Kind::Tuple;
+    out += tup ? "(" : "[";
+    for (size_t c = 0; c < i.children.size(); ++c) {
+      if (c)
+        out += ", ";
+      i.children[c].print(out, leaf, next, false);
+    }
+    if (tup && i.children.size() == 1)
+      out += ",";
+    out += tup ? ")" : "]";
+    return;
+  }
+  case Kind::Dict:
+  case Kind::OrderedDict: {
+    out += "{";
+    for (size_t c = 0; c < i.children.size(); ++c) {
+      if (c)
+        out += ", ";
+      out += i.keys[c].repr() + ": ";
+      i.children[c].print(out, leaf, next, false);
+    }
+    out += "}";
+    return;
+  }
+  case Kind::Slice: {
+    out += "slice(";
+    for (size_t c = 0; c < 3; ++c) {
+      if (c)
+        out += ", ";
+      i.children[c].print(out, leaf, next, false);
+    }
+    out += ")";
+    return;
+  }
+  }
+}
+
+TreeDef TreeDef::appended(TreeDef extra) const {
+  if (kind() != Kind::Tuple)
+    raise("cannot append to TreeDef {}: not a tuple", str());
+  std::vector<TreeDef> c = impl_->children;
+  c.push_back(std::move(extra));
+  return tuple(std::move(c));
+}
+
+TreeDef makeArgDef(std::vector<TreeDef> positional,
+                   std::vector<std::pair<Scalar, TreeDef>> kwargs) {
+  return TreeDef::tuple(
+      {TreeDef::tuple(std::move(positional)), TreeDef::dict(std::move(kwargs))});
+}
+
+static TreeDef makeDictImpl(TreeDef::Kind k, std::vector<TreeDef> children,
+                            std::vector<Scalar> keys) {
+  return TreeDef::fromImplInternal(std::make_shared<TreeDef::Impl>(
+      makeContainer(k, std::move(children), std::move(keys))));
+}
+
+} // namespace tmg
