@@ -104,6 +104,12 @@ GraphBuilder GraphBuilder::top(TracedModule &mod, std::vector<InputSpec> inputs)
   return GraphBuilder(mod, g, true);
 }
 
+GraphBuilder GraphBuilder::into(InternalGraph &g) {
+  if (!g.owner())
+    raise("graph '{}' has no owning module to build into", g.name());
+  return GraphBuilder(*g.owner(), g, false);
+}
+
 Node *GraphBuilder::getAttr(Node *base, llvm::StringRef attr) {
   auto *mn = llvm::dyn_cast_or_null<ModuleNode>(base);
   if (!mn)

@@ -89,6 +89,11 @@ public:
   /// from 0, as `trace_module`.
   static GraphBuilder top(TracedModule &mod, std::vector<InputSpec> inputs);
 
+  /// Builds into an existing graph (new exprs go to its insertion point,
+  /// by default the end); ids come from the owning module's counters.
+  /// Throws tm::Error when the graph has no owning module.
+  static GraphBuilder into(InternalGraph &g);
+
   InternalGraph &graph() const { return *g_; }
   TracedModule &module() const { return *mod_; }
   ModuleNode *self() const { return g_->self(); }

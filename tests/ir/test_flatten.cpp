@@ -1,0 +1,157 @@
+//===- test_flatten.cpp - TracedModule::flatten --------------------------===//
+#include "Fixtures.h"
+
+using namespace tmg;
+using namespace fixtures;
+
+static const char *FlatMyModule =
+    "MyModule.Graph (self, x) {\n"
+    "\t%2:\tblock0_conv1 = getattr(self, \"block0.conv1\") -> (Conv2d)\n"
+    "\t%3:\tblock0_conv1_out = block0_conv1(x, )\n"
+    "\t%4:\tblock0_bn1 = getattr(self, \"block0.bn1\") -> (BatchNorm2d)\n"
+    "\t%5:\tblock0_bn1_out = block0_bn1(block0_conv1_out, )\n"
+    "\t%6:\tblock0_relu_out = nn.relu(block0_bn1_out, )\n"
+    "\t%7:\tblock0_add_out = block0_relu_out.__add__(1, )\n"
+    "\t%8:\tblock1_conv1 = getattr(self, \"block1.conv1\") -> (Conv2d)\n"
+    "\t%9:\tblock1_conv1_out = block1_conv1(block0_add_out, )\n"
+    "\t%10:\tblock1_bn1 = getattr(self, \"block1.bn1\") -> (BatchNorm2d)\n"
+    "\t%11:\tblock1_bn1_out = block1_bn1(block1_conv1_out, )\n"
+    "\t%12:\tblock1_relu_out = nn.relu(block1_bn1_out, )\n"
+    "\t%13:\tblock1_add_out = block1_relu_out.__add__(1, )\n"
+    "\treturn block1_add_out\n"
+    "}";
+
+TEST_CASE("flatten MyModule (test_flatten)", "[ir][flatten]") {
+  auto tm = tracedMyModule();
+  std::string before = tm->graph().str();
+  auto flat = tm->flatten();
+  CHECK(flat->graph().size() == 12);
+  CHECK(flat->graph().str() == FlatMyModule);
+  // Module nodes resolve into the flat module's own tree.
+  Node *conv = flat->graph().getNodeByName("MyModule_block1_conv1").asUnique();
+  CHECK(llvm::cast<ModuleNode>(conv)->owner() == flat->resolveModule("block1.conv1"));
+  checkVerified(*flat);
+  checkExprUsers(*flat);
+  checkIds(*flat);
+  checkNames(*flat);
+  // Flattening a flat module changes nothing; the original is untouched.
+  auto again = flat->flatten();
+  CHECK(again->graph().str() == FlatMyModule);
+  CHECK(tm->graph().str() == before);
+  checkVerified(*tm);
+}
+
+TEST_CASE("flatten rewires pass-through outputs of a shared sub-graph", "[ir][flatten]") {
+  // MyBlock1.forward(a) = (a, concat([a, a]));
+  // forward(x): a, y1 = block(x); a = a + 1; a, y2 = block(a); return a, y1 + y2
+  auto m = std::make_unique<Module>("MyModule1");
+  m->registerModule("block", std::make_unique<Module>("MyBlock1"));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  auto body = [](GraphBuilder &sb) {
+    Node *a = sb.arg(0);
+    Node *cat = sb.callFunction("concat", {Arg::list({a, a})});
+    sb.setOutputs(Arg::tuple({a, cat}));
+  };
+  Node *blk = b.getAttr(b.self(), "block");
+  auto r1 = b.callModuleN(blk, {b.arg(0)}, {}, body, {"a"}, 2);
+  Node *a = b.callMethod(r1[0], "__add__", {1});
+  auto r2 = b.callModuleN(blk, {a}, {}, body, {"a"}, 2);
+  Node *sum = b.callMethod(r1[1], "__add__", {r2[1]});
+  b.finish(Arg::tuple({r2[0], sum}));
+  CHECK(tm->module("block") != nullptr);
+  CHECK(llvm::cast<TracedModule>(tm->module("block"))->numGraphs() == 1);
+  auto flat = tm->flatten();
+  // Call outputs keep their names (the reference's rename blacklist): the
+  // second output of each call is now produced by the inlined concat.
+  CHECK(flat->graph().str() ==
+        "MyModule1.Graph (self, x) {\n"
+        "\t%2:\tblock_out_1 = tensor.concat([x, x], 0, None, )\n"
+        "\t%3:\tadd_out = x.__add__(1, )\n"
+        "\t%4:\tblock_out_3 = tensor.concat([add_out, add_out], 0, None, )\n"
+        "\t%5:\tadd_out_1 = block_out_1.__add__(block_out_3, )\n"
+        "\treturn add_out, add_out_1\n"
+        "}");
+  checkVerified(*flat);
+  checkExprUsers(*flat);
+  checkIds(*flat);
+  checkNames(*flat);
+}
+
+TEST_CASE("flatten of three levels prefixes names per level", "[ir][flatten]") {
+  // Net -> layer1 (Sequential-like) -> "0" (block) -> conv1, relu
+  auto blk = std::make_unique<Module>("BasicBlock");
+  blk->addModule<Conv2d>("conv1", 3, 3, 3, 1, 1);
+  auto seq = std::make_unique<Module>("Sequential");
+  seq->registerModule("0", std::move(blk));
+  auto net = std::make_unique<Module>("ResNet");
+  net->registerModule("layer1", std::move(seq));
+  auto tm = TracedModule::fromModule(std::move(net));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 8, 8}}});
+  auto blockBody = [](GraphBuilder &sb) {
+    Node *conv = sb.getAttr(sb.self(), "conv1");
+    Node *y = sb.callModule(conv, {sb.arg(0)});
+    Node *r = sb.callMethod(y, "__iadd__", {sb.arg(0)});
+    sb.setOutputs(sb.callFunction("relu", {r}));
+  };
+  auto seqBody = [&](GraphBuilder &sb) {
+    Node *zero = sb.getAttr(sb.self(), "0");
+    CHECK(zero->name() == "_0");
+    sb.setOutputs(sb.callModule(zero, {sb.arg(0)}, {}, blockBody, {"x"}));
+  };
+  Node *l1 = b.getAttr(b.self(), "layer1");
+  b.finish(b.callModule(l1, {b.arg(0)}, {}, seqBody, {"input"}));
+  // Sub-graph inputs are named after forward's parameters ("input" is a
+  // Python builtin, so it gets a suffix).
+  auto *seqGraph = &llvm::cast<TracedModule>(tm->module("layer1"))->graph();
+  CHECK(seqGraph->input(1)->name() == "input_1");
+  auto flat = tm->flatten();
+  CHECK(flat->graph().str() ==
+        "ResNet.Graph (self, x) {\n"
+        "\t%2:\tlayer1__0_conv1 = getattr(self, \"layer1.0.conv1\") -> (Conv2d)\n"
+        "\t%3:\tlayer1__0_conv1_out = layer1__0_conv1(x, )\n"
+        "\t%4:\tlayer1__0_iadd_out = layer1__0_conv1_out.__iadd__(x, )\n"
+        "\t%5:\tlayer1_out = nn.relu(layer1__0_iadd_out, )\n"
+        "\treturn layer1_out\n"
+        "}");
+  CHECK(flat->graph().output(0)->qualname() == "ResNet.layer1.0.[func_relu]");
+  checkVerified(*flat);
+  checkIds(*flat);
+  checkNames(*flat);
+}
+
+TEST_CASE("a module called with two constants has two graphs, both inlined", "[ir][flatten]") {
+  // forward(x): x = self.mod(x, 1); return self.mod(x, 2)
+  auto m = std::make_unique<Module>("Net");
+  m->registerModule("mod", std::make_unique<Module>("AddK"));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1}}});
+  auto body = [](int k) {
+    return [k](GraphBuilder &sb) { sb.setOutputs(sb.callMethod(sb.arg(0), "__add__", {k})); };
+  };
+  Node *mod = b.getAttr(b.self(), "mod");
+  Node *x = b.callModule(mod, {b.arg(0), 1}, {}, body(1), {"x", "k"});
+  Node *mod2 = b.getAttr(b.self(), "mod");
+  b.finish(b.callModule(mod2, {x, 2}, {}, body(2), {"x", "k"}));
+  auto *modTm = llvm::cast<TracedModule>(tm->module("mod"));
+  CHECK(modTm->numGraphs() == 2);
+  CHECK_THROWS_WITH(modTm->graph(), Catch::Contains("has 2 graphs"));
+  CHECK(modTm->signatures()[0].graph->name() == "Net_mod");
+  CHECK(modTm->signatures()[1].graph->name() == "Net_mod_1");
+  // The duplicate getattr was merged by compile; the call output keeps the
+  // name it got from the second getattr (`mod_1`), as in the reference's
+  // documentation.
+  CHECK(tm->graph().str() == "Net.Graph (self, x) {\n"
+                             "\t%2:\tmod = getattr(self, \"mod\") -> (Module)\n"
+                             "\t%3:\tmod_out = mod(x, 1, )\n"
+                             "\t%7:\tmod_1_out = mod(mod_out, 2, )\n"
+                             "\treturn mod_1_out\n"
+                             "}");
+  auto flat = tm->flatten();
+  CHECK(flat->graph().str() == "Net.Graph (self, x) {\n"
+                               "\t%2:\tmod_out = x.__add__(1, )\n"
+                               "\t%3:\tmod_1_out = mod_out.__add__(2, )\n"
+                               "\treturn mod_1_out\n"
+                               "}");
+  checkVerified(*flat);
+}

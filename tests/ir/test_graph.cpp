@@ -1,0 +1,264 @@
+//===- test_graph.cpp - Queries, filters and graph edits -----------------===//
+#include <algorithm>
+#include <random>
+
+#include "Fixtures.h"
+
+using namespace tmg;
+using namespace fixtures;
+
+TEST_CASE("exprs() and nodes() walk sub-graphs; filters chain", "[ir][graph]") {
+  auto tm = tracedMyModule();
+  InternalGraph &g = tm->graph();
+  // Non-recursive: the Input exprs then the body.
+  auto flat = g.exprs(false).asList();
+  CHECK(flat.size() == 2 + 6);
+  CHECK(flat[0]->str() == "%0:\tself = Input()");
+  CHECK(flat[1]->str() == "%1:\tx = Input()");
+  // Recursive: each sub-graph once (block0, block1, their nothing graphs,
+  // the top nothing graph).
+  size_t all = g.exprs(true).asCount();
+  CHECK(all == 8 + 2 * (2 + 8) + 2 * 2 + 2);
+  CHECK(g.getFunctionByType(&op(OpKind::Relu)).asCount() == 2);
+  CHECK(g.getFunctionByType(&op(OpKind::Relu), false).asCount() == 0);
+  CHECK(g.getMethodByType("__add__").asCount() == 2);
+  CHECK(g.getMethodByType("__call__", false).asCount() == 3);
+  // Three filters deep.
+  auto chained = g.exprs().callMethod().callMethod("__call__").where(
+      [](const Expr *e) { return e->graph()->name() == "MyModule_block0"; });
+  CHECK(chained.asCount() == 3);
+  auto ids = g.exprs().callMethod("__call__").exprId({3, 5, 7, 100}).asList();
+  CHECK(ids.size() == 2);
+  CHECK(g.getExprById({2}).asUnique()->str() ==
+        "%2:\tblock0 = getattr(self, \"block0\") -> (Module)");
+  auto dict = g.exprs(false).asDict();
+  CHECK(dict.size() == 8);
+  CHECK(dict.begin()->first == 0);
+  CHECK_THROWS_WITH(g.exprs().asUnique(), Catch::Contains("elements found"));
+  CHECK_THROWS_WITH(g.getExprById({999}).asUnique(), "error: 0 elements found");
+  // Nodes: sorted by id, modules by type (subclass-inclusive), by name.
+  auto nodes = g.nodes().asList();
+  CHECK(std::is_sorted(nodes.begin(), nodes.end(),
+                       [](Node *a, Node *b) { return a->id() < b->id(); }));
+  CHECK(g.getModuleByType(Conv2d::staticType()).asCount() == 2);
+  CHECK(g.nodes().type<BatchNorm2d>().asCount() == 2);
+  CHECK(g.getNodeByName("MyModule_block0_conv1").asCount() == 1);
+  // Full names are "<graph name>_<node name>": graph MyModule_block0 has 9
+  // nodes, MyModule_block0_nothing 3, and the top graph's block0_out
+  // matches too.
+  CHECK(g.getNodeByName("MyModule_block0_*").asCount() == 13);
+  CHECK(g.getNodeByName("mymodule_BLOCK0_*").asCount() == 13);
+  CHECK(g.getNodeByName("mymodule_BLOCK0_*", false).asCount() == 0);
+  CHECK(g.getNodeByName("MyModule_block0_*_out").asCount() == 5);
+  CHECK(g.getNodeByName("MyModule_block0_*", true, false).asCount() == 1);
+  CHECK(g.getNodeByName("MyModule_block0_out", true, false).asCount() == 1);
+  CHECK(g.getNodeByName("mymodule_block0_conv?", true).asCount() == 1);
+  CHECK(g.getNodeByName("mymodule_block0_conv?", false).asCount() == 0);
+  CHECK(g.getNodeByName("*_[cb][on]*1").asCount() == 4);
+  CHECK(g.getNodeById({0, 1}).asCount() == 2);
+  checkExprUsers(*tm);
+  checkIds(*tm);
+  checkVerified(*tm);
+}
+
+TEST_CASE("glob matching follows fnmatch", "[ir][graph]") {
+  CHECK(globMatch("a*b", "axxb", false));
+  CHECK(globMatch("a*b", "ab", false));
+  CHECK(!globMatch("a*b", "abc", false));
+  CHECK(globMatch("a?c", "abc", false));
+  CHECK(globMatch("[!x]bc", "abc", false));
+  CHECK(!globMatch("[!a]bc", "abc", false));
+  CHECK(globMatch("[a-c]*", "beta", false));
+  CHECK(globMatch("*", "", false));
+  CHECK(globMatch("A*", "abc", true));
+  CHECK(globMatch("[", "[", false));
+  CHECK(globMatch("*a*a*a*", "banananana", false));
+}
+
+namespace {
+/// The reference's get_dep_exprs with lists, as the oracle.
+std::vector<Expr *> naiveDepExprs(std::vector<Node *> queue) {
+  std::vector<Expr *> ret;
+  std::vector<Node *> visited;
+  auto in = [](auto &v, auto x) { return std::find(v.begin(), v.end(), x) != v.end(); };
+  while (!queue.empty()) {
+    Node *n = queue.back();
+    queue.pop_back();
+    visited.push_back(n);
+    Expr *e = n->expr();
+    if (!in(ret, e))
+      ret.push_back(e);
+    for (size_t i = 0; i < e->numInputs(); ++i)
+      if (!in(queue, e->input(i)) && !in(visited, e->input(i)))
+        queue.push_back(e->input(i));
+  }
+  return ret;
+}
+} // namespace
+
+TEST_CASE("get_dep_exprs matches the reference's order on random DAGs", "[ir][graph]") {
+  std::mt19937 rng(7);
+  for (int round = 0; round < 30; ++round) {
+    auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x"}, {"y"}});
+    std::vector<Node *> vals = {b.arg(0), b.arg(1)};
+    for (int i = 0; i < 40; ++i) {
+      Node *a = vals[rng() % vals.size()];
+      Node *c = vals[rng() % vals.size()];
+      vals.push_back(rng() % 3 ? b.callMethod(a, "__add__", {c})
+                               : b.callFunction("relu", {a}));
+    }
+    std::vector<Node *> roots = {vals.back(), vals[vals.size() / 2], vals[5]};
+    b.setOutputs(vals.back());
+    CHECK(b.graph().getDepExprs(roots) == naiveDepExprs(roots));
+  }
+}
+
+TEST_CASE("compile removes dead exprs but keeps disable_remove and its inputs", "[ir][graph]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x"}});
+  Node *x = b.arg(0);
+  Node *dead = b.callFunction("neg", {x});
+  b.callFunction("exp", {dead});
+  Node *kept1 = b.callFunction("abs", {x});
+  Node *kept = b.callFunction("log", {kept1});
+  kept->expr()->disableRemove();
+  Node *out = b.callFunction("relu", {x});
+  b.setOutputs(out);
+  InternalGraph &g = b.graph();
+  CHECK(g.size() == 5);
+  CHECK(g.compile() == 2);
+  CHECK(g.size() == 3);
+  CHECK(g.getFunctionByType(&op(OpKind::Log)).asCount() == 1);
+  CHECK(g.getFunctionByType(&op(OpKind::Abs)).asCount() == 1);
+  CHECK(g.getFunctionByType(&op(OpKind::Neg)).asCount() == 0);
+  CHECK(x->numUsers() == 2);
+  kept->expr()->enableRemove();
+  CHECK(g.compile() == 2);
+  CHECK(x->numUsers() == 1);
+  checkVerified(*tm);
+}
+
+TEST_CASE("merge getattr: chains become dotted paths, duplicates merge", "[ir][graph]") {
+  auto inner = std::make_unique<Module>("Inner");
+  inner->registerParameter("w", Tensor::zeros({2}));
+  auto m = std::make_unique<Module>("Net");
+  m->registerModule("a", std::move(inner));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  Node *a1 = b.getAttr(b.self(), "a");
+  Node *w1 = b.getAttr(a1, "w");
+  Node *w2 = b.getAttr(b.self(), "a.w");
+  Node *s = b.callMethod(b.arg(0), "__add__", {w1});
+  Node *t = b.callMethod(s, "__mul__", {w2});
+  b.setOutputs(t);
+  InternalGraph &g = b.graph();
+  CHECK(g.mergeGetAttrs());
+  CHECK(w1->expr()->input(0) == g.self());
+  CHECK(llvm::cast<GetAttr>(w1->expr())->attrName() == "a.w");
+  CHECK(!w2->hasUsers());
+  CHECK(t->expr()->input(1) == w1);
+  CHECK(!g.mergeGetAttrs());
+  g.compile();
+  CHECK(g.str() == "Net.Graph (self, x) {\n"
+                   "\t%3:\ta_w = getattr(self, \"a.w\") -> (Tensor)\n"
+                   "\t%5:\tadd_out = x.__add__(a_w, )\n"
+                   "\t%6:\tmul_out = add_out.__mul__(a_w, )\n"
+                   "\treturn mul_out\n"
+                   "}");
+  // A GetAttr whose qualname is not under the graph's is reported by id.
+  w1->setQualname("Other.a.w");
+  CHECK_THROWS_WITH(g.mergeGetAttrs(), Catch::Contains("expr %3") &&
+                                           Catch::Contains("is not a prefix"));
+}
+
+TEST_CASE("reset_inputs, add_input_node and the signature maps", "[ir][graph]") {
+  auto tm = addOneModule();
+  InternalGraph &g = tm->graph();
+  TensorNode *data = g.addInputNode(Shape{1, 3, 224, 224}, DType::Float32, "data");
+  CHECK(data->name() == "data");
+  CHECK(g.inputs().size() == 3);
+  CHECK(g.inputs().back() == data);
+  CHECK(tm->signatures()[0].argDef.str() == "((Module, Tensor, Tensor), {})");
+  CHECK(g.addInputNode(Shape{1})->name() == "args");
+  CHECK(g.addInputNode(Shape{1})->name() == "args_1");
+  auto fresh = g.resetInputs({{Shape{2}, DType::Float32}});
+  CHECK(fresh.size() == 1);
+  CHECK(fresh[0]->name() == "args_2");
+  CHECK(tm->signatures()[0].argDef.str() == "((Module, Tensor), {})");
+  CHECK(tm->graphFor(tm->signatures()[0].argDef) == &g);
+  // Only the top graph may change its inputs.
+  auto my = tracedMyBlock();
+  auto *sub = llvm::cast<CallMethod>(my->graph().getExprById({9}).asUnique())->calleeGraph();
+  CHECK_THROWS_WITH(sub->addInputNode(Shape{1}), Catch::Contains("only supports top graph"));
+  CHECK_THROWS_WITH(sub->resetOutputs(TreeDef(), {sub->input(1)}),
+                    Catch::Contains("only supports top graph"));
+}
+
+TEST_CASE("graph and node renaming follow the reference's checks", "[ir][graph]") {
+  auto tm = tracedMyModule();
+  InternalGraph &g = tm->graph();
+  Node *out = g.output(0);
+  CHECK_THROWS_WITH(out->setName("block1_out"), Catch::Contains("already in use"));
+  out->setName("output");
+  CHECK(out->str() == "output");
+  g.setName("Top");
+  CHECK(g.getNodeByName("Top_output").asUnique() == out);
+  auto *sub = llvm::cast<CallMethod>(g.getExprById({3}).asUnique())->calleeGraph();
+  REQUIRE(sub);
+  CHECK(sub->name() == "MyModule_block0");
+  CHECK_THROWS_WITH(sub->setName("block0"), Catch::Contains("already in use"));
+  sub->setName("renamed");
+  CHECK(sub->name() == "renamed");
+  CHECK(g.ns().isUsed("renamed"));
+}
+
+TEST_CASE("clone is deep and structurally equal", "[ir][graph]") {
+  auto tm = tracedMyModule();
+  auto c = tm->cloneTraced();
+  CHECK(c->graph().str() == tm->graph().str());
+  auto a = tm->graph().exprs(true).asList();
+  auto b2 = c->graph().exprs(true).asList();
+  REQUIRE(a.size() == b2.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    CHECK(a[i] != b2[i]);
+    CHECK(a[i]->str() == b2[i]->str());
+    CHECK(a[i]->graph()->qualname() == b2[i]->graph()->qualname());
+  }
+  // Module nodes point into the clone's own module tree.
+  Node *conv = c->graph().getModuleByType(Conv2d::staticType()).asList()[0];
+  Module *owner = llvm::cast<ModuleNode>(conv)->owner();
+  CHECK(owner == c->resolveModule("block0.conv1"));
+  CHECK(owner->tensor("weight")->sharesStorage(*tm->resolveTensor("block0.conv1.weight")));
+  checkVerified(*c);
+  checkExprUsers(*c);
+  // Editing the clone leaves the original intact.
+  c->graph().replaceNode({{c->graph().output(0), c->graph().input(1)}});
+  c->graph().compile();
+  CHECK(c->graph().size() == 0);
+  CHECK(tm->graph().size() == 6);
+  checkVerified(*tm);
+}
+
+TEST_CASE("reset_ids renumbers recursively after edits", "[ir][graph]") {
+  auto tm = tracedMyModule();
+  tm->setTotalIds(159, 1024); // garbage counters, as the reference's test
+  // Insert a neg after every relu (recursively), replace, compile.
+  for (Expr *relu : tm->graph().getFunctionByType(&op(OpKind::Relu))) {
+    InternalGraph &g = *relu->graph();
+    GraphBuilder b = GraphBuilder::into(g);
+    b.setInsertionPointAfter(relu);
+    Node *neg = b.callFunction("neg", {relu->output(0)});
+    auto *negExpr = neg->expr();
+    g.setInsertionPoint(nullptr);
+    auto rep = g.replaceNode({{relu->output(0), neg}});
+    CHECK(negExpr->input(0) == relu->output(0));
+    CHECK(rep.rewired == 1);
+    CHECK(rep.skipped.size() == 1); // the neg's own use
+    g.compile();
+  }
+  CHECK(tm->graph().getFunctionByType(&op(OpKind::Neg)).asCount() == 2);
+  tm->graph().resetIds();
+  checkIds(*tm);
+  checkVerified(*tm);
+}
