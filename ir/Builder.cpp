@@ -327,23 +327,23 @@ Node *GraphBuilder::callMethod(Node *self, llvm::StringRef method,
 
 /// Names graph inputs after forward's parameters (the reference's
 /// getcallargs mapping): `name` for a single tensor, `name_0`, `name_1`...
-/// for the leaves of a container.
+/// for the leaves of a container. Inputs take the types of the call's nodes
+/// `args` (consumed from `next`).
 static void addCallInputs(InternalGraph &sub, const TreeDef &def,
-                          const std::string &name) {
-  std::vector<TreeDef::LeafType> leaves;
-  def.collectLeafTypes(leaves);
-  auto add = [&](TreeDef::LeafType t, const std::string &n) {
-    if (t == TreeDef::LeafType::Module)
+                          const std::string &name, llvm::ArrayRef<Node *> args,
+                          size_t &next) {
+  size_t leaves = def.numLeaves();
+  for (size_t i = 0; i < leaves; ++i) {
+    Node *actual = args[next++];
+    std::string n = def.isLeaf() ? name : name + "_" + std::to_string(i);
+    if (llvm::isa<ModuleNode>(actual)) {
       sub.addModuleInput(n, sub.qualname() + ".[" + n + "]");
-    else
-      sub.addTensorInput(n);
-  };
-  if (def.isLeaf()) {
-    add(leaves[0], name);
-    return;
+      continue;
+    }
+    auto *t = llvm::cast<TensorNode>(actual);
+    TensorNode *in = sub.addTensorInput(n, t->shape(), t->dtype());
+    in->setHasDType(t->hasDType());
   }
-  for (size_t i = 0; i < leaves.size(); ++i)
-    add(leaves[i], name + "_" + std::to_string(i));
 }
 
 llvm::SmallVector<Node *, 1>
@@ -389,15 +389,14 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
       sub->setParentInternal(g_);
       ModuleNode *self = sub->addModuleInput("self", subQual);
       self->setOwner(tmod);
+      size_t next = 1; // nodes[0] is the module itself
       for (size_t i = 1; i < pos.size(); ++i) {
         std::string n = i - 1 < paramNames.size() ? paramNames[i - 1]
                                                   : "arg_" + std::to_string(i - 1);
-        if (pos[i].numLeaves())
-          addCallInputs(*sub, pos[i], n);
+        addCallInputs(*sub, pos[i], n, nodes, next);
       }
       for (size_t i = 0; i < kw.size(); ++i)
-        if (kw[i].second.numLeaves())
-          addCallInputs(*sub, kw[i].second, kw[i].first.str());
+        addCallInputs(*sub, kw[i].second, kw[i].first.str(), nodes, next);
       GraphBuilder sb(*tmod, *sub, false);
       body(sb);
       if (!tmod->outDefFor(def) || sub->outputs().empty())

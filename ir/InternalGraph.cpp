@@ -245,6 +245,16 @@ ModuleNode *InternalGraph::addModuleInput(llvm::StringRef name,
   return n;
 }
 
+Node *InternalGraph::adoptInputInternal(std::unique_ptr<Expr> input) {
+  if (!input || !llvm::isa<Input>(input.get()) || input->numOutputs() != 1)
+    raise("graph '{}': an input needs an Input expr with one output", name_);
+  input->setGraphInternal(this);
+  Node *n = input->output(0);
+  inputs_.push_back(n);
+  inputExprs_.push_back(std::move(input));
+  return n;
+}
+
 //===----------------------------------------------------------------------===//
 // Queries
 //===----------------------------------------------------------------------===//

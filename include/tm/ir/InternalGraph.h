@@ -142,6 +142,10 @@ public:
                              std::string qualname = "");
   ModuleNode *addModuleInput(llvm::StringRef name, std::string qualname = "");
 
+  /// Appends an Input expr created by a reader (its output 0 becomes the
+  /// next graph input). Ids and names are taken as they are.
+  Node *adoptInputInternal(std::unique_ptr<Expr> input);
+
   /// Where `create` puts new exprs: before `before` (nullptr = at the end).
   void setInsertionPoint(Expr *before) { insertBefore_ = before; }
   /// Insert after `e` (nullptr: at the beginning of the body).

@@ -1,0 +1,53 @@
+//===- Safetensors.h - The safetensors weight format ------------*- C++ -*-===//
+//
+// The standard layout: an 8-byte little-endian header length N, N bytes of
+// JSON mapping each tensor name to {"dtype", "shape", "data_offsets"} (plus an
+// optional "__metadata__" map of strings), then the raw little-endian data.
+// NumPy, PyTorch and the `safetensors` package read these files.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <llvm/ADT/StringRef.h>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/Tensor.h"
+
+namespace tmg {
+
+struct WeightFile {
+  /// Tensors by name, in file order.
+  std::vector<std::pair<std::string, Tensor>> tensors;
+  std::map<std::string, std::string> metadata;
+
+  const Tensor *find(llvm::StringRef name) const;
+};
+
+/// "F32", "F16", "I8", "U8", "I32", "I64", "BOOL".
+llvm::StringRef safetensorsDType(DType t);
+
+/// Parses safetensors bytes. Every malformed input (short file, header
+/// length out of range, bad JSON, unknown dtype, bad shape, offsets out of
+/// range, overlapping or mis-sized data) is a Diagnostic naming `filename`
+/// and the byte offset.
+FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
+                                       llvm::StringRef filename = "<memory>");
+FailureOr<WeightFile> readSafetensors(const std::string &path);
+
+/// Serialises tensors (names must be unique; order kept).
+FailureOr<std::string> serializeSafetensors(const WeightFile &w);
+LogicalResult writeSafetensors(const std::string &path, const WeightFile &w,
+                               Diagnostic *error = nullptr);
+
+/// Reads a whole file; a Diagnostic names the file when it cannot.
+FailureOr<std::string> readFileBytes(const std::string &path);
+/// Writes a whole file atomically (temporary file + rename).
+LogicalResult writeFileBytes(const std::string &path, llvm::StringRef bytes,
+                             Diagnostic *error = nullptr);
+
+} // namespace tmg

@@ -1,0 +1,73 @@
+//===- Tmir.h - The .tmir text format ---------------------------*- C++ -*-===//
+//
+// `.tmir` is tmgraph's text format: a versioned, line-oriented file holding a
+// whole TracedModule — the module tree (types, value attributes, tensor
+// attributes by reference into a `.safetensors` file) and every graph of
+// every module and call signature. Graph bodies are the reference's print
+// (`%id:\tname = ...`), each line followed by `\t;; ` and annotations that
+// carry what printing leaves out (node ids, types and qualnames, argument
+// TreeDefs with typed constants, output structures). The reader checks that
+// the printed part matches the annotations. See README.md for the grammar.
+//
+//   print(parse(text)) == text, and parse(print(m)) equals m structurally.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <llvm/ADT/StringRef.h>
+
+#include "tm/io/Safetensors.h"
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/TracedModule.h"
+
+namespace tmg {
+
+/// The format version written by this build; readers accept 0..TmirVersion.
+constexpr int TmirVersion = 1;
+
+struct TmirWriteOptions {
+  /// When set, tensor data goes here and the text references it by key.
+  WeightFile *weights = nullptr;
+  /// File name recorded in the `weights` directive (relative to the .tmir).
+  std::string weightsFile;
+  /// Tensors with at most this many elements are written inline, as
+  /// numbers, instead of by reference (-1: never; with no `weights` sink,
+  /// larger tensors are printed as references that cannot be resolved).
+  int64_t inlineMaxElements = -1;
+};
+
+/// Prints `m` (which must verify) as .tmir text.
+std::string printTmir(const TracedModule &m, const TmirWriteOptions &opts = {});
+
+struct TmirReadOptions {
+  /// Resolves `@"key"` tensor references. When null, the `weights` directive
+  /// is followed relative to `baseDir`.
+  const WeightFile *weights = nullptr;
+  std::string baseDir = ".";
+  /// Treat unresolvable references as zeros (for viewing text without its
+  /// weights); off by default, when they are errors.
+  bool missingWeightsAsZeros = false;
+};
+
+/// Parses .tmir text. Errors name `filename:line:col`.
+FailureOr<std::unique_ptr<TracedModule>>
+parseTmir(llvm::StringRef text, llvm::StringRef filename = "<string>",
+          const TmirReadOptions &opts = {});
+
+/// Reads `path` (.tmir) and its weights.
+FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path);
+/// Writes `path` (.tmir) and, beside it, `<stem>.safetensors`.
+LogicalResult saveTmir(const TracedModule &m, const std::string &path,
+                       Diagnostic *error = nullptr);
+
+/// Structural comparison: module trees, attributes, tensor bytes, graphs
+/// (exprs, kinds, ids, names, qualnames, types, arguments, outputs).
+/// Returns a description of the first difference, or nullopt when equal.
+std::optional<std::string> compareModules(const TracedModule &a,
+                                          const TracedModule &b);
+
+} // namespace tmg

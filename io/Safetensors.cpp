@@ -1,0 +1,259 @@
+//===- Safetensors.cpp - The safetensors weight format --------------------===//
+#include "tm/io/Safetensors.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+namespace tmg {
+
+const Tensor *WeightFile::find(llvm::StringRef name) const {
+  for (const auto &[n, t] : tensors)
+    if (n == name)
+      return &t;
+  return nullptr;
+}
+
+llvm::StringRef safetensorsDType(DType t) {
+  switch (t) {
+  case DType::Float32: return "F32";
+  case DType::Float16: return "F16";
+  case DType::Int8: return "I8";
+  case DType::UInt8: return "U8";
+  case DType::Int32: return "I32";
+  case DType::Int64: return "I64";
+  case DType::Bool: return "BOOL";
+  }
+  return "?";
+}
+
+static std::optional<DType> parseSafetensorsDType(llvm::StringRef s) {
+  for (DType t : {DType::Float32, DType::Float16, DType::Int8, DType::UInt8,
+                  DType::Int32, DType::Int64, DType::Bool})
+    if (safetensorsDType(t) == s)
+      return t;
+  return std::nullopt;
+}
+
+static Diagnostic at(llvm::StringRef file, int64_t byte, std::string msg) {
+  Location l;
+  l.file = file.str();
+  l.byteOffset = byte;
+  return Diagnostic(l, std::move(msg));
+}
+
+FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
+                                       llvm::StringRef file) {
+  if (bytes.size() < 8)
+    return at(file, 0, fmt::format("truncated safetensors file: {} bytes, "
+                                   "the header length alone needs 8",
+                                   bytes.size()));
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | uint8_t(bytes[i]);
+  if (n > bytes.size() - 8)
+    return at(file, 0, fmt::format("header length {} exceeds the file "
+                                    "({} bytes after the length)",
+                                    n, bytes.size() - 8));
+  llvm::StringRef header = bytes.substr(8, n);
+  size_t dataStart = 8 + n;
+  uint64_t dataSize = bytes.size() - dataStart;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(header.begin(), header.end());
+  } catch (const nlohmann::json::parse_error &e) {
+    return at(file, int64_t(8 + e.byte - (e.byte ? 1 : 0)),
+              fmt::format("malformed JSON header: {}", e.what()));
+  }
+  if (!j.is_object())
+    return at(file, 8, "the JSON header must be an object");
+  WeightFile w;
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
+  for (auto it = j.begin(); it != j.end(); ++it) {
+    const std::string &name = it.key();
+    const auto &v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object())
+        return at(file, 8, "__metadata__ must be an object of strings");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string())
+          return at(file, 8, fmt::format("__metadata__ entry '{}' is not a string", m.key()));
+        w.metadata[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    auto bad = [&](const std::string &what) {
+      return at(file, 8, fmt::format("tensor '{}': {}", name, what));
+    };
+    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+        !v.contains("data_offsets"))
+      return bad("needs dtype, shape and data_offsets");
+    if (!v["dtype"].is_string())
+      return bad("dtype must be a string");
+    auto dt = parseSafetensorsDType(v["dtype"].get<std::string>());
+    if (!dt)
+      return bad(fmt::format("unsupported dtype '{}'", v["dtype"].get<std::string>()));
+    const auto &shp = v["shape"];
+    if (!shp.is_array())
+      return bad("shape must be an array");
+    Shape shape;
+    for (const auto &d : shp) {
+      if (!d.is_number_integer() || d.get<int64_t>() < 0)
+        return bad("shape entries must be non-negative integers");
+      shape.push_back(d.get<int64_t>());
+    }
+    const auto &off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+        !off[1].is_number_unsigned())
+      return bad("data_offsets must be two non-negative integers");
+    uint64_t b = off[0].get<uint64_t>(), e = off[1].get<uint64_t>();
+    if (b > e || e > dataSize)
+      return at(file, int64_t(dataStart + std::min(b, dataSize)),
+                fmt::format("tensor '{}': data offsets [{}, {}) are out of "
+                            "range (the data section has {} bytes)",
+                            name, b, e, dataSize));
+    int64_t numel;
+    try {
+      numel = shapeNumel(shape);
+    } catch (const Error &err) {
+      return bad(err.diagnostic().message);
+    }
+    uint64_t want = uint64_t(numel) * dtypeSize(*dt);
+    if (e - b != want)
+      return at(file, int64_t(dataStart + b),
+                fmt::format("tensor '{}': {} {} needs {} bytes but its data "
+                            "offsets span {}",
+                            name, dtypeName(*dt).str(), shapeStr(shape), want,
+                            e - b));
+    Tensor t = Tensor::empty(shape, *dt);
+    if (want)
+      std::memcpy(t.rawData(), bytes.data() + dataStart + b, want);
+    spans.push_back({b, e, name});
+    w.tensors.emplace_back(name, std::move(t));
+  }
+  // Tensors may not overlap (the format requires a dense, disjoint layout).
+  std::sort(spans.begin(), spans.end(),
+            [](const Span &a, const Span &b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].begin < spans[i - 1].end)
+      return at(file, int64_t(dataStart + spans[i].begin),
+                fmt::format("tensors '{}' and '{}' overlap", spans[i - 1].name,
+                            spans[i].name));
+  // JSON objects are unordered; keep the data order, which writers follow.
+  std::unordered_map<std::string, uint64_t> begins;
+  for (const auto &sp : spans)
+    begins[sp.name] = sp.begin;
+  std::stable_sort(w.tensors.begin(), w.tensors.end(),
+                   [&](const auto &x, const auto &y) {
+                     return begins[x.first] < begins[y.first];
+                   });
+  return w;
+}
+
+FailureOr<std::string> readFileBytes(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("cannot open file: {}", std::strerror(errno)));
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  if (in.bad())
+    return Diagnostic(Location::inFile(path), "read error");
+  return ss.str();
+}
+
+LogicalResult writeFileBytes(const std::string &path, llvm::StringRef bytes,
+                             Diagnostic *error) {
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) {
+      if (error)
+        *error = Diagnostic(Location::inFile(path),
+                            fmt::format("cannot write file: {}", std::strerror(errno)));
+      return failure();
+    }
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+    if (!out) {
+      if (error)
+        *error = Diagnostic(Location::inFile(path), "write error");
+      return failure();
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    if (error)
+      *error = Diagnostic(Location::inFile(path),
+                          fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
+    std::remove(tmp.c_str());
+    return failure();
+  }
+  return success();
+}
+
+FailureOr<WeightFile> readSafetensors(const std::string &path) {
+  auto bytes = readFileBytes(path);
+  if (bytes.failed())
+    return bytes.diagnostic();
+  return parseSafetensors(*bytes, path);
+}
+
+FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
+  nlohmann::ordered_json h = nlohmann::ordered_json::object();
+  if (!w.metadata.empty()) {
+    nlohmann::ordered_json m = nlohmann::ordered_json::object();
+    for (const auto &[k, v] : w.metadata)
+      m[k] = v;
+    h["__metadata__"] = m;
+  }
+  uint64_t off = 0;
+  for (const auto &[name, t] : w.tensors) {
+    if (name == "__metadata__" || h.contains(name))
+      return Diagnostic(Location(), fmt::format("duplicate or reserved tensor name '{}'", name));
+    if (!t.defined())
+      return Diagnostic(Location(), fmt::format("tensor '{}' is undefined", name));
+    nlohmann::ordered_json e;
+    e["dtype"] = safetensorsDType(t.dtype()).str();
+    e["shape"] = std::vector<int64_t>(t.shape().begin(), t.shape().end());
+    e["data_offsets"] = {off, off + t.nbytes()};
+    off += t.nbytes();
+    h[name] = e;
+  }
+  std::string header = h.dump();
+  // Pad the header with spaces so the data starts 8-byte aligned.
+  while ((8 + header.size()) % 8)
+    header += ' ';
+  std::string out;
+  out.reserve(8 + header.size() + off);
+  uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i)
+    out += char((n >> (8 * i)) & 0xff);
+  out += header;
+  for (const auto &[name, t] : w.tensors)
+    out.append(static_cast<const char *>(t.rawData()), t.nbytes());
+  return out;
+}
+
+LogicalResult writeSafetensors(const std::string &path, const WeightFile &w,
+                               Diagnostic *error) {
+  auto bytes = serializeSafetensors(w);
+  if (bytes.failed()) {
+    if (error) {
+      *error = bytes.diagnostic();
+      error->loc.file = path;
+    }
+    return failure();
+  }
+  return writeFileBytes(path, *bytes, error);
+}
+
+} // namespace tmg

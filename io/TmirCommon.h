@@ -1,0 +1,100 @@
+//===- TmirCommon.h - Shared pieces of the .tmir reader and writer -------===//
+#pragma once
+
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <llvm/ADT/StringRef.h>
+
+#include "tm/io/Tmir.h"
+#include "tm/ir/IR.h"
+
+namespace tmg {
+
+/// "float32(3, 4)".
+std::string tensorTypeStr(const Tensor &t);
+/// Python repr of a constant TreeDef ("(3, 3)", "'default'").
+std::string treeRepr(const TreeDef &t);
+/// "%7 'relu_out' float32(3, 4) 'Net.[func_relu]'": id, name, type, qualname.
+std::string nodeInfoStr(const Node &n);
+
+/// A parsed value of an annotation or attribute line.
+struct PyVal {
+  enum class Kind {
+    Scalar,
+    Tuple,
+    List,
+    Dict,
+    Slice,
+    NodeRef,    ///< %12
+    Placeholder,///< Tensor / Module (in argdef and outdef)
+    TensorVal,  ///< param(...), buffer(...), tensor(...)
+    ModuleVal,  ///< module(Type, {...})
+  };
+  Kind kind = Kind::Scalar;
+  size_t col = 0; ///< 1-based column where it starts
+  Scalar scalar;
+  std::vector<PyVal> items;
+  std::vector<Scalar> keys;
+  int64_t nodeId = -1;
+  TreeDef::LeafType leafType = TreeDef::LeafType::Tensor;
+  // TensorVal
+  std::string word; ///< param, buffer, tensor; or the module type name
+  std::optional<DType> dtype;
+  Shape shape;
+  bool hasShape = false;
+  std::string ref;               ///< @"key"
+  std::vector<double> data;      ///< inline numbers
+  bool hasData = false;
+};
+
+/// Recursive-descent parser over one line. Errors raise tmg::Error with
+/// `file:line:col`.
+class LineParser {
+public:
+  LineParser(llvm::StringRef line, std::string file, size_t lineNo,
+             size_t colBase = 0)
+      : s_(line), file_(std::move(file)), line_(lineNo), base_(colBase) {}
+
+  [[noreturn]] void fail(const std::string &msg, size_t at = ~size_t(0)) const;
+  size_t col() const { return base_ + pos_ + 1; }
+  size_t pos() const { return pos_; }
+  bool atEnd() { skipWs(); return pos_ >= s_.size(); }
+  void skipWs();
+  bool peek(llvm::StringRef t);
+  bool eat(llvm::StringRef t);
+  void expect(llvm::StringRef t);
+  std::string ident();
+  int64_t integer();
+  std::string string();
+  PyVal value();
+  /// A node type: "float32(3, 4)", "float32", "?", "module<Linear>".
+  struct NodeType {
+    bool isModule = false;
+    std::string moduleType;
+    std::optional<DType> dtype;
+    std::optional<Shape> shape;
+  };
+  NodeType nodeType();
+  llvm::StringRef rest() const { return s_.drop_front(pos_); }
+  Location loc(size_t col) const {
+    return Location::inFile(file_, int64_t(line_), int64_t(col));
+  }
+
+private:
+  Shape shapeTuple();
+  llvm::StringRef s_;
+  std::string file_;
+  size_t line_;
+  size_t base_;
+  size_t pos_ = 0;
+};
+
+/// Converts a value to a TreeDef; node refs become leaves and their ids are
+/// appended to `ids` (when given; else node refs are an error).
+TreeDef toTreeDef(const PyVal &v, const LineParser &p,
+                  std::vector<int64_t> *ids = nullptr);
+
+} // namespace tmg

@@ -1,0 +1,1062 @@
+//===- TmirParser.cpp - Reading .tmir text --------------------------------===//
+#include <cctype>
+#include <cmath>
+#include <unordered_map>
+
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/StringSet.h>
+
+#include "TmirCommon.h"
+
+namespace tmg {
+
+//===----------------------------------------------------------------------===//
+// LineParser
+//===----------------------------------------------------------------------===//
+
+void LineParser::fail(const std::string &msg, size_t at) const {
+  size_t c = at == ~size_t(0) ? base_ + pos_ + 1 : at;
+  throw Error(loc(c), msg);
+}
+
+void LineParser::skipWs() {
+  while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t'))
+    ++pos_;
+}
+
+bool LineParser::peek(llvm::StringRef t) {
+  skipWs();
+  return s_.drop_front(pos_).startswith(t);
+}
+
+bool LineParser::eat(llvm::StringRef t) {
+  if (!peek(t))
+    return false;
+  pos_ += t.size();
+  return true;
+}
+
+void LineParser::expect(llvm::StringRef t) {
+  if (!eat(t))
+    fail(fmt::format("expected '{}'", t.str()));
+}
+
+std::string LineParser::ident() {
+  skipWs();
+  size_t b = pos_;
+  while (pos_ < s_.size() &&
+         (std::isalnum((unsigned char)s_[pos_]) || s_[pos_] == '_' || s_[pos_] == '.'))
+    ++pos_;
+  if (b == pos_)
+    fail("expected a name");
+  return s_.slice(b, pos_).str();
+}
+
+int64_t LineParser::integer() {
+  skipWs();
+  size_t b = pos_;
+  if (pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+'))
+    ++pos_;
+  while (pos_ < s_.size() && std::isdigit((unsigned char)s_[pos_]))
+    ++pos_;
+  int64_t v;
+  if (s_.slice(b, pos_).getAsInteger(10, v))
+    fail("expected an integer", base_ + b + 1);
+  return v;
+}
+
+std::string LineParser::string() {
+  skipWs();
+  if (pos_ >= s_.size() || (s_[pos_] != '\'' && s_[pos_] != '"'))
+    fail("expected a quoted string");
+  char q = s_[pos_++];
+  std::string out;
+  while (pos_ < s_.size() && s_[pos_] != q) {
+    char c = s_[pos_++];
+    if (c != '\\') {
+      out += c;
+      continue;
+    }
+    if (pos_ >= s_.size())
+      break;
+    char e = s_[pos_++];
+    switch (e) {
+    case 'n': out += '\n'; break;
+    case 't': out += '\t'; break;
+    case 'r': out += '\r'; break;
+    case 'x': {
+      if (pos_ + 2 > s_.size())
+        fail("truncated \\x escape");
+      unsigned v;
+      if (s_.substr(pos_, 2).getAsInteger(16, v))
+        fail("bad \\x escape");
+      out += char(v);
+      pos_ += 2;
+      break;
+    }
+    default: out += e;
+    }
+  }
+  if (pos_ >= s_.size())
+    fail("unterminated string");
+  ++pos_;
+  return out;
+}
+
+Shape LineParser::shapeTuple() {
+  expect("(");
+  Shape s;
+  while (!eat(")")) {
+    if (!s.empty())
+      expect(",");
+    if (eat(")"))
+      break;
+    int64_t d = integer();
+    if (d < 0)
+      fail("dimensions must be non-negative");
+    s.push_back(d);
+  }
+  return s;
+}
+
+LineParser::NodeType LineParser::nodeType() {
+  NodeType t;
+  if (eat("module<")) {
+    t.isModule = true;
+    t.moduleType = ident();
+    expect(">");
+    return t;
+  }
+  if (!eat("?")) {
+    size_t c = col();
+    std::string dt = ident();
+    t.dtype = parseDType(dt);
+    if (!t.dtype)
+      fail(fmt::format("unknown dtype '{}'", dt), c);
+  }
+  if (peek("("))
+    t.shape = shapeTuple();
+  return t;
+}
+
+PyVal LineParser::value() {
+  skipWs();
+  PyVal v;
+  v.col = col();
+  if (pos_ >= s_.size())
+    fail("expected a value");
+  char c = s_[pos_];
+  auto seq = [&](char close, PyVal::Kind k) {
+    v.kind = k;
+    ++pos_;
+    bool comma = true;
+    while (!eat(std::string(1, close))) {
+      if (!comma)
+        fail(fmt::format("expected ',' or '{}'", close));
+      v.items.push_back(value());
+      comma = eat(",");
+    }
+    return v;
+  };
+  if (c == '(')
+    return seq(')', PyVal::Kind::Tuple);
+  if (c == '[')
+    return seq(']', PyVal::Kind::List);
+  if (c == '{') {
+    v.kind = PyVal::Kind::Dict;
+    ++pos_;
+    bool comma = true;
+    while (!eat("}")) {
+      if (!comma)
+        fail("expected ',' or '}'");
+      PyVal k = value();
+      if (k.kind != PyVal::Kind::Scalar)
+        fail("dict keys must be constants", k.col);
+      expect(":");
+      v.keys.push_back(k.scalar);
+      v.items.push_back(value());
+      comma = eat(",");
+    }
+    return v;
+  }
+  if (c == '%') {
+    ++pos_;
+    v.kind = PyVal::Kind::NodeRef;
+    v.nodeId = integer();
+    return v;
+  }
+  if (c == '\'' || c == '"') {
+    v.scalar = Scalar(string());
+    return v;
+  }
+  if (c == '-' || c == '+' || c == '.' || std::isdigit((unsigned char)c)) {
+    size_t b = pos_;
+    ++pos_;
+    while (pos_ < s_.size() &&
+           (std::isalnum((unsigned char)s_[pos_]) || s_[pos_] == '.' ||
+            ((s_[pos_] == '-' || s_[pos_] == '+') &&
+             (s_[pos_ - 1] == 'e' || s_[pos_ - 1] == 'E'))))
+      ++pos_;
+    llvm::StringRef tok = s_.slice(b, pos_);
+    int64_t iv;
+    double dv;
+    if (!tok.getAsInteger(10, iv))
+      v.scalar = Scalar(iv);
+    else if (tok == "-inf")
+      v.scalar = Scalar(-HUGE_VAL);
+    else if (!tok.getAsDouble(dv))
+      v.scalar = Scalar(dv);
+    else
+      fail(fmt::format("malformed number '{}'", tok.str()), base_ + b + 1);
+    return v;
+  }
+  std::string w = ident();
+  if (w == "None")
+    return v;
+  if (w == "True" || w == "False") {
+    v.scalar = Scalar(w == "True");
+    return v;
+  }
+  if (w == "Ellipsis") {
+    v.scalar = Scalar::ellipsis();
+    return v;
+  }
+  if (w == "inf" || w == "nan") {
+    v.scalar = Scalar(w == "inf" ? HUGE_VAL : NAN);
+    return v;
+  }
+  if (w == "Tensor" || w == "Module") {
+    v.kind = PyVal::Kind::Placeholder;
+    v.leafType = w == "Tensor" ? TreeDef::LeafType::Tensor : TreeDef::LeafType::Module;
+    return v;
+  }
+  if (w == "slice") {
+    v.kind = PyVal::Kind::Slice;
+    expect("(");
+    for (int i = 0; i < 3; ++i) {
+      if (i)
+        expect(",");
+      v.items.push_back(value());
+    }
+    expect(")");
+    return v;
+  }
+  if (w == "param" || w == "buffer" || w == "tensor") {
+    v.kind = PyVal::Kind::TensorVal;
+    v.word = w;
+    expect("(");
+    size_t tc = col();
+    NodeType t = nodeType();
+    if (t.isModule || !t.dtype || !t.shape)
+      fail("a tensor value needs a dtype and a shape, e.g. float32(3, 4)", tc);
+    v.dtype = t.dtype;
+    v.shape = *t.shape;
+    v.hasShape = true;
+    expect(",");
+    if (eat("@")) {
+      v.ref = string();
+    } else if (eat("zeros")) {
+      v.hasData = true; // all zeros
+    } else {
+      PyVal list = value();
+      if (list.kind != PyVal::Kind::List)
+        fail("tensor data must be @\"key\", zeros or a list of numbers", list.col);
+      for (const PyVal &x : list.items) {
+        if (x.kind != PyVal::Kind::Scalar || !x.scalar.isNumber())
+          fail("tensor data must be numbers", x.col);
+        v.data.push_back(x.scalar.toDouble());
+      }
+      v.hasData = true;
+    }
+    expect(")");
+    return v;
+  }
+  if (w == "module") {
+    v.kind = PyVal::Kind::ModuleVal;
+    expect("(");
+    v.word = ident();
+    expect(",");
+    PyVal d = value();
+    if (d.kind != PyVal::Kind::Dict)
+      fail("module(...) needs a dict of attributes", d.col);
+    v.items = std::move(d.items);
+    v.keys = std::move(d.keys);
+    expect(")");
+    return v;
+  }
+  fail(fmt::format("unexpected '{}'", w), v.col);
+}
+
+TreeDef toTreeDef(const PyVal &v, const LineParser &p, std::vector<int64_t> *ids) {
+  switch (v.kind) {
+  case PyVal::Kind::Scalar: return TreeDef::constant(v.scalar);
+  case PyVal::Kind::Placeholder: return TreeDef::leaf(v.leafType);
+  case PyVal::Kind::NodeRef:
+    if (!ids)
+      p.fail("a node reference is not allowed here", v.col);
+    ids->push_back(v.nodeId);
+    return TreeDef(); // leaf type fixed by the caller from the node
+  case PyVal::Kind::Tuple:
+  case PyVal::Kind::List: {
+    std::vector<TreeDef> c;
+    for (const auto &x : v.items)
+      c.push_back(toTreeDef(x, p, ids));
+    return v.kind == PyVal::Kind::Tuple ? TreeDef::tuple(std::move(c))
+                                        : TreeDef::list(std::move(c));
+  }
+  case PyVal::Kind::Dict: {
+    std::vector<std::pair<Scalar, TreeDef>> c;
+    for (size_t i = 0; i < v.items.size(); ++i)
+      c.emplace_back(v.keys[i], toTreeDef(v.items[i], p, ids));
+    // Keys are printed sorted; anything else was written by hand wrongly.
+    for (size_t i = 1; i < v.keys.size(); ++i)
+      if (v.keys[i] < v.keys[i - 1] || v.keys[i] == v.keys[i - 1])
+        p.fail("dict keys must be sorted and unique", v.col);
+    return TreeDef::dict(std::move(c));
+  }
+  case PyVal::Kind::Slice:
+    return TreeDef::slice(toTreeDef(v.items[0], p, ids), toTreeDef(v.items[1], p, ids),
+                          toTreeDef(v.items[2], p, ids));
+  case PyVal::Kind::TensorVal:
+  case PyVal::Kind::ModuleVal:
+    p.fail("a tensor or module value is not allowed here", v.col);
+  }
+  return TreeDef();
+}
+
+//===----------------------------------------------------------------------===//
+// The file parser
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+/// Sets the leaf types of a TreeDef whose leaves are the nodes `nodes`.
+TreeDef retypeLeaves(const TreeDef &t, llvm::ArrayRef<Node *> nodes, size_t &next) {
+  switch (t.kind()) {
+  case TreeDef::Kind::Leaf: {
+    Node *n = nodes[next++];
+    return TreeDef::leaf(llvm::isa<ModuleNode>(n) ? TreeDef::LeafType::Module
+                                                  : TreeDef::LeafType::Tensor);
+  }
+  case TreeDef::Kind::Const: return t;
+  case TreeDef::Kind::Tuple:
+  case TreeDef::Kind::List: {
+    std::vector<TreeDef> c;
+    for (size_t i = 0; i < t.numChildren(); ++i)
+      c.push_back(retypeLeaves(t.child(i), nodes, next));
+    return t.kind() == TreeDef::Kind::Tuple ? TreeDef::tuple(std::move(c))
+                                            : TreeDef::list(std::move(c));
+  }
+  case TreeDef::Kind::Dict:
+  case TreeDef::Kind::OrderedDict: {
+    std::vector<std::pair<Scalar, TreeDef>> c;
+    for (size_t i = 0; i < t.numChildren(); ++i)
+      c.emplace_back(t.key(i), retypeLeaves(t.child(i), nodes, next));
+    return t.kind() == TreeDef::Kind::Dict ? TreeDef::dict(std::move(c))
+                                           : TreeDef::orderedDict(std::move(c));
+  }
+  case TreeDef::Kind::Slice:
+    return TreeDef::slice(retypeLeaves(t.child(0), nodes, next),
+                          retypeLeaves(t.child(1), nodes, next),
+                          retypeLeaves(t.child(2), nodes, next));
+  }
+  return t;
+}
+
+class FileParser {
+public:
+  FileParser(llvm::StringRef text, std::string file, const TmirReadOptions &o)
+      : file_(std::move(file)), opts_(o) {
+    llvm::SmallVector<llvm::StringRef, 0> ls;
+    text.split(ls, '\n');
+    lines_.assign(ls.begin(), ls.end());
+    // A trailing newline leaves one empty last piece.
+    if (!lines_.empty() && lines_.back().empty())
+      lines_.pop_back();
+  }
+
+  std::unique_ptr<TracedModule> run() {
+    LineParser h = at(0);
+    if (!h.eat("tmir"))
+      h.fail("not a .tmir file: the first line must be 'tmir <version>'");
+    version_ = h.integer();
+    if (version_ < 0 || version_ > TmirVersion)
+      h.fail(fmt::format("unsupported .tmir version {} (this build reads 0 to {})",
+                         version_, TmirVersion));
+    endOfLine(h);
+    ++cur_;
+    if (cur_ < lines_.size() && lines_[cur_].startswith("weights ")) {
+      LineParser w = at(cur_);
+      w.expect("weights");
+      weightsFile_ = w.string();
+      endOfLine(w);
+      ++cur_;
+    }
+    LineParser ids = at(cur_);
+    ids.expect("ids");
+    int64_t nn = ids.integer(), ne = ids.integer();
+    endOfLine(ids);
+    ++cur_;
+    loadWeights();
+    LineParser m = at(cur_);
+    m.expect("module");
+    std::string type = m.ident();
+    m.expect("traced");
+    bool top = m.eat("top");
+    auto root = std::make_unique<TracedModule>(type, top);
+    if (m.eat("name="))
+      root->setName(m.string());
+    m.expect("{");
+    endOfLine(m);
+    ++cur_;
+    moduleBody(*root, "");
+    if (cur_ < lines_.size()) {
+      LineParser extra = at(cur_);
+      extra.fail("unexpected text after the top module");
+    }
+    root->setTotalIds(nn, ne);
+    root->updateRefs();
+    auto diags = verify(*root);
+    if (!diags.empty()) {
+      Diagnostic d = diags[0];
+      if (d.loc.exprId >= 0) {
+        auto it = exprLines_.find(d.loc.exprId);
+        if (it != exprLines_.end()) {
+          d.loc.file = file_;
+          d.loc.line = int64_t(it->second + 1);
+          d.loc.column = 1;
+        }
+      }
+      for (size_t i = 1; i < diags.size(); ++i)
+        d.note(diags[i].str());
+      throw Error(d);
+    }
+    return root;
+  }
+
+private:
+  LineParser at(size_t i) {
+    if (i >= lines_.size())
+      throw Error(Location::inFile(file_, int64_t(std::max<size_t>(lines_.size(), 1)), 1),
+                  "unexpected end of file");
+    return LineParser(lines_[i], file_, i + 1);
+  }
+  void endOfLine(LineParser &p) {
+    if (!p.atEnd())
+      p.fail("unexpected text at the end of the line");
+  }
+
+  void loadWeights() {
+    if (opts_.weights) {
+      weights_ = opts_.weights;
+      return;
+    }
+    if (weightsFile_.empty())
+      return;
+    std::string path = weightsFile_;
+    if (!path.empty() && path[0] != '/')
+      path = opts_.baseDir + "/" + path;
+    auto w = readSafetensors(path);
+    if (w.failed())
+      throw Error(w.diagnostic());
+    ownWeights_ = std::move(*w);
+    weights_ = &ownWeights_;
+  }
+
+  Tensor tensorFrom(const PyVal &v, const LineParser &p) {
+    if (!v.ref.empty()) {
+      const Tensor *t = weights_ ? weights_->find(v.ref) : nullptr;
+      if (!t) {
+        if (opts_.missingWeightsAsZeros)
+          return Tensor::zeros(v.shape, *v.dtype);
+        p.fail(weights_ ? fmt::format("tensor '{}' is not in the weights file", v.ref)
+                        : fmt::format("tensor '{}' needs a weights file, but none "
+                                      "was given",
+                                      v.ref),
+               v.col);
+      }
+      if (t->dtype() != *v.dtype || t->shape() != llvm::ArrayRef<int64_t>(v.shape))
+        p.fail(fmt::format("tensor '{}' is {} in the weights file but {} here",
+                           v.ref, tensorTypeStr(*t),
+                           dtypeName(*v.dtype).str() + shapeStr(v.shape)),
+               v.col);
+      return *t;
+    }
+    Tensor t = Tensor::zeros(v.shape, *v.dtype);
+    if (v.data.empty())
+      return t;
+    if (int64_t(v.data.size()) != t.numel())
+      p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
+                         shapeStr(v.shape), t.numel(), v.data.size()),
+             v.col);
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      double x = v.data[i];
+      switch (t.dtype()) {
+      case DType::Float32: t.data<float>()[i] = float(x); break;
+      case DType::Float16: t.data<uint16_t>()[i] = floatToHalf(float(x)); break;
+      case DType::Int8: t.data<int8_t>()[i] = int8_t(x); break;
+      case DType::UInt8: t.data<uint8_t>()[i] = uint8_t(x); break;
+      case DType::Int32: t.data<int32_t>()[i] = int32_t(x); break;
+      case DType::Int64: t.data<int64_t>()[i] = int64_t(x); break;
+      case DType::Bool: t.data<uint8_t>()[i] = x != 0; break;
+      }
+    }
+    return t;
+  }
+
+  /// Sets attribute `name` of `m` from a parsed value.
+  void setAttr(Module &m, const std::string &name, const PyVal &v,
+               const LineParser &p) {
+    if (m.hasAttr(name))
+      p.fail(fmt::format("duplicate attribute '{}'", name), v.col);
+    if (v.kind == PyVal::Kind::TensorVal) {
+      Tensor t = tensorFrom(v, p);
+      if (v.word == "param")
+        m.registerParameter(name, t);
+      else if (v.word == "buffer")
+        m.registerBuffer(name, t);
+      else
+        p.fail("module attributes are param(...) or buffer(...)", v.col);
+      return;
+    }
+    if (v.kind == PyVal::Kind::ModuleVal)
+      p.fail("submodules are written as blocks, not module(...)", v.col);
+    m.setValue(name, toTreeDef(v, p));
+  }
+
+  std::unique_ptr<Module> makeModule(const std::string &type, const std::string &kind,
+                                     const LineParser &p, size_t col) {
+    if (kind == "traced")
+      return std::make_unique<TracedModule>(type, false);
+    if (kind == "plain")
+      return std::make_unique<Module>(type);
+    if (kind != "builtin")
+      p.fail(fmt::format("unknown module kind '{}' (builtin, traced or plain)", kind), col);
+    const ModuleType *t = ModuleTypeRegistry::instance().lookup(type);
+    if (!t || !t->builtin || !t->factory)
+      p.fail(fmt::format("unknown builtin module type '{}'", type), col);
+    auto m = t->factory();
+    while (!m->attrs().empty())
+      m->removeAttr(m->attrs().front().name);
+    return m;
+  }
+
+  void moduleBody(Module &m, const std::string &path) {
+    while (true) {
+      LineParser p = at(cur_);
+      if (p.eat("}")) {
+        endOfLine(p);
+        ++cur_;
+        return;
+      }
+      if (p.peek("graph ")) {
+        auto *t = llvm::dyn_cast<TracedModule>(&m);
+        if (!t)
+          p.fail("only traced modules have graphs");
+        graph(*t);
+        continue;
+      }
+      std::string name = p.ident();
+      p.expect("=");
+      size_t c = p.col();
+      // A submodule block: `name = Type kind [name='x'] {`.
+      if (!p.peek("(") && !p.peek("[") && !p.peek("{") && !p.peek("'") &&
+          !p.peek("\"") && std::isupper((unsigned char)p.rest().ltrim()[0]) &&
+          !p.peek("None") && !p.peek("True") && !p.peek("False") &&
+          !p.peek("Ellipsis")) {
+        std::string type = p.ident();
+        size_t kc = p.col();
+        std::string kind = p.ident();
+        auto child = makeModule(type, kind, p, kc);
+        if (p.eat("name="))
+          child->setName(p.string());
+        p.expect("{");
+        endOfLine(p);
+        if (m.hasAttr(name))
+          p.fail(fmt::format("duplicate attribute '{}'", name), c);
+        ++cur_;
+        Module &ref = m.registerModule(name, std::move(child));
+        moduleBody(ref, path.empty() ? name : path + "." + name);
+        continue;
+      }
+      PyVal v = p.value();
+      endOfLine(p);
+      setAttr(m, name, v, p);
+      ++cur_;
+    }
+  }
+
+  std::unique_ptr<Node> makeNode(LineParser &p, int64_t &id) {
+    p.expect("%");
+    id = p.integer();
+    std::string name = p.string();
+    size_t tc = p.col();
+    LineParser::NodeType t = p.nodeType();
+    std::string qual = p.string();
+    std::unique_ptr<Node> n;
+    if (t.isModule) {
+      auto mn = std::make_unique<ModuleNode>(nullptr, id);
+      const ModuleType *mt = ModuleTypeRegistry::instance().lookup(t.moduleType);
+      if (!mt)
+        p.fail(fmt::format("unknown module type '{}'", t.moduleType), tc);
+      mn->setModuleType(*mt);
+      n = std::move(mn);
+    } else {
+      auto tn = std::make_unique<TensorNode>(nullptr, id);
+      if (t.dtype) {
+        tn->setDType(*t.dtype);
+        tn->setHasDType(true);
+      }
+      tn->setShape(t.shape);
+      n = std::move(tn);
+    }
+    n->setNameInternal(name);
+    n->setQualname(qual);
+    return n;
+  }
+
+  struct GraphState {
+    InternalGraph *g = nullptr;
+    llvm::DenseMap<int64_t, Node *> nodes;
+    llvm::DenseSet<int64_t> exprIds;
+  };
+
+  void defineNode(GraphState &st, Node *n, LineParser &p, size_t col) {
+    if (!st.nodes.try_emplace(n->id(), n).second)
+      p.fail(fmt::format("node id %{} is defined twice in graph '{}'", n->id(),
+                         st.g->name()),
+             col);
+  }
+
+  Node *useNode(GraphState &st, int64_t id, LineParser &p, size_t col) {
+    auto it = st.nodes.find(id);
+    if (it == st.nodes.end())
+      p.fail(fmt::format("undefined node %{} in graph '{}'", id, st.g->name()), col);
+    return it->second;
+  }
+
+  /// Parses `key=value` annotations (and bare flags) into a map.
+  struct Annot {
+    std::unordered_map<std::string, std::pair<PyVal, size_t>> kv;
+    llvm::StringSet<> flags;
+    std::vector<std::pair<std::unique_ptr<Node>, size_t>> outs;
+    bool hasOuts = false;
+  };
+
+  void graph(TracedModule &tm) {
+    LineParser d = at(cur_);
+    d.expect("graph");
+    std::string name, qual, moduleName, prefix;
+    std::optional<TreeDef> argDef, outDef;
+    bool hasName = false, hasQual = false;
+    std::vector<std::string> reserved;
+    GraphState st;
+    struct In {
+      std::unique_ptr<Node> node;
+      int64_t exprId;
+      std::string inputName;
+      size_t col;
+    };
+    std::vector<In> ins;
+    while (!d.atEnd()) {
+      size_t kc = d.col();
+      std::string key = d.ident();
+      d.expect("=");
+      if (key == "name") {
+        name = d.string();
+        hasName = true;
+      } else if (key == "qualname" && version_ >= 1) {
+        qual = d.string();
+        hasQual = true;
+      } else if (key == "module_name" && version_ == 0) {
+        qual = d.string();
+        hasQual = true;
+      } else if (key == "prefix_name" && version_ == 0) {
+        prefix = d.string();
+      } else if (key == "argdef") {
+        argDef = toTreeDef(d.value(), d);
+      } else if (key == "outdef") {
+        outDef = toTreeDef(d.value(), d);
+      } else if (key == "reserved") {
+        PyVal v = d.value();
+        for (const auto &x : v.items)
+          if (x.kind == PyVal::Kind::Scalar && x.scalar.isString())
+            reserved.push_back(x.scalar.getString());
+          else
+            d.fail("reserved names must be strings", x.col);
+      } else if (key == "inputs") {
+        d.expect("[");
+        bool first = true;
+        while (!d.eat("]")) {
+          if (!first)
+            d.expect(",");
+          first = false;
+          In in;
+          in.col = d.col();
+          int64_t id;
+          in.node = makeNode(d, id);
+          d.expect("#");
+          in.exprId = d.integer();
+          in.inputName = d.string();
+          ins.push_back(std::move(in));
+        }
+      } else {
+        d.fail(fmt::format("unknown graph field '{}'", key), kc);
+      }
+    }
+    if (!hasName || !hasQual || !argDef || !outDef)
+      d.fail(version_ == 0
+                 ? "a version-0 graph needs name, module_name, argdef and outdef"
+                 : "a graph needs name, qualname, argdef and outdef");
+    if (version_ == 0 && !prefix.empty())
+      name = prefix + "_" + name;
+    if (tm.graphFor(*argDef))
+      d.fail(fmt::format("module '{}' already has a graph for signature {}",
+                         tm.typeName().str(), argDef->str()));
+    InternalGraph &g = tm.addGraph(*argDef, name, qual);
+    st.g = &g;
+    for (auto &in : ins) {
+      auto e = std::make_unique<Input>(in.exprId, in.inputName);
+      Node *n = e->addOutput(std::move(in.node));
+      defineNode(st, n, d, in.col);
+      if (!st.exprIds.insert(in.exprId).second)
+        d.fail(fmt::format("expr id %{} is used twice in graph '{}'", in.exprId, name), in.col);
+      exprLines_.try_emplace(in.exprId, cur_);
+      g.adoptInputInternal(std::move(e));
+    }
+    if (g.inputs().empty() || !llvm::isa<ModuleNode>(g.input(0)))
+      d.fail("a graph's first input must be the self module node");
+    ++cur_;
+    // The reference's header line.
+    std::string text = g.str();
+    std::string header = text.substr(0, text.find("{\n") + 1);
+    checkLine(at(cur_).rest(), header, cur_);
+    ++cur_;
+    bool returned = false;
+    while (true) {
+      llvm::StringRef line = at(cur_).rest();
+      if (line == "}") {
+        if (!returned)
+          at(cur_).fail("graph ends without a return line");
+        ++cur_;
+        break;
+      }
+      if (returned)
+        at(cur_).fail("expected '}' after the return line");
+      if (line.trim().empty()) {
+        ++cur_;
+        continue;
+      }
+      size_t split = line.rfind("\t;; ");
+      if (split == llvm::StringRef::npos)
+        at(cur_).fail("missing the '\\t;; ' annotations of this line");
+      llvm::StringRef visible = line.take_front(split);
+      LineParser a(line.drop_front(split + 4), file_, cur_ + 1, split + 4);
+      if (visible.startswith("\treturn")) {
+        a.expect("outs=");
+        PyVal outs = a.value();
+        endOfLine(a);
+        std::vector<Node *> onodes;
+        for (const auto &o : outs.items) {
+          if (o.kind != PyVal::Kind::NodeRef)
+            a.fail("return outs must be node references", o.col);
+          onodes.push_back(useNode(st, o.nodeId, a, o.col));
+        }
+        g.setOutputsInternal(onodes);
+        std::string ret = "\treturn ";
+        for (size_t i = 0; i < onodes.size(); ++i)
+          ret += (i ? ", " : "") + onodes[i]->str();
+        checkLine(visible, ret, cur_);
+        returned = true;
+        ++cur_;
+        continue;
+      }
+      exprLine(st, visible, a);
+      ++cur_;
+    }
+    // Names: every node name, plus reserved ones.
+    for (Node *n : g.inputs())
+      g.ns().reserve(n->name());
+    for (Expr *e : g)
+      for (Node *n : e->outputs())
+        g.ns().reserve(n->name());
+    for (const auto &r : reserved)
+      g.ns().reserve(r);
+    size_t leaves = outDef->numLeaves();
+    if (leaves != g.outputs().size())
+      at(cur_ - 1).fail(fmt::format("outdef {} has {} leaves but the graph returns {} nodes",
+                                    outDef->str(), leaves, g.outputs().size()));
+    size_t next = 0;
+    tm.setOutDef(*argDef, retypeLeaves(*outDef, g.outputs(), next));
+    if (version_ == 0)
+      upgradeV0(g);
+  }
+
+  Annot annotations(LineParser &a) {
+    Annot an;
+    while (!a.atEnd()) {
+      size_t c = a.col();
+      std::string key = a.ident();
+      if (a.eat("=")) {
+        size_t vc = a.col();
+        PyVal v;
+        if (key == "outs") {
+          if (an.hasOuts)
+            a.fail("duplicate annotation 'outs'", c);
+          an.hasOuts = true;
+          a.expect("[");
+          bool first = true;
+          while (!a.eat("]")) {
+            if (!first)
+              a.expect(",");
+            first = false;
+            size_t nc = a.col();
+            int64_t nid;
+            an.outs.emplace_back(makeNode(a, nid), nc);
+          }
+          continue;
+        }
+        if (key == "fn" || key == "method" || key == "opdef") {
+          v.kind = PyVal::Kind::Scalar;
+          v.col = vc;
+          v.scalar = Scalar(a.ident());
+        } else {
+          v = a.value();
+        }
+        if (!an.kv.emplace(key, std::make_pair(std::move(v), c)).second)
+          a.fail(fmt::format("duplicate annotation '{}'", key), c);
+      } else {
+        an.flags.insert(key);
+      }
+    }
+    return an;
+  }
+
+  const PyVal &need(Annot &an, const char *key, LineParser &a) {
+    auto it = an.kv.find(key);
+    if (it == an.kv.end())
+      a.fail(fmt::format("missing annotation '{}='", key));
+    return it->second.first;
+  }
+
+  void exprLine(GraphState &st, llvm::StringRef visible, LineParser &a) {
+    LineParser v(visible, file_, cur_ + 1);
+    v.expect("%");
+    int64_t id = v.integer();
+    v.expect(":");
+    Annot an = annotations(a);
+    std::unique_ptr<Expr> e;
+    std::vector<int64_t> argIds;
+    auto str = [&](const char *k) {
+      const PyVal &x = need(an, k, a);
+      if (x.kind != PyVal::Kind::Scalar || !x.scalar.isString())
+        a.fail(fmt::format("'{}' must be a string", k), x.col);
+      return x.scalar.getString();
+    };
+    std::optional<TreeDef> argDef;
+    if (an.kv.count("getattr")) {
+      e = std::make_unique<GetAttr>(id, str("getattr"));
+      const PyVal &b = need(an, "base", a);
+      if (b.kind != PyVal::Kind::NodeRef)
+        a.fail("base must be a node reference", b.col);
+      argIds.push_back(b.nodeId);
+    } else if (an.flags.count("call") || an.kv.count("method") || an.kv.count("fn")) {
+      if (an.kv.count("fn")) {
+        const PyVal &f = need(an, "fn", a);
+        const OpSchema *s = OpRegistry::instance().lookupFunction(f.scalar.getString());
+        if (!s)
+          a.fail(fmt::format("unknown function '{}'", f.scalar.getString()), f.col);
+        e = std::make_unique<CallFunction>(id, *s);
+      } else if (an.kv.count("method")) {
+        const PyVal &f = need(an, "method", a);
+        const OpSchema *s = OpRegistry::instance().lookupMethod(f.scalar.getString());
+        if (!s)
+          a.fail(fmt::format("unknown tensor method '{}'", f.scalar.getString()), f.col);
+        e = std::make_unique<CallMethod>(id, *s);
+      } else {
+        e = std::make_unique<CallMethod>(id);
+      }
+      const PyVal &args = need(an, "args", a);
+      argDef = toTreeDef(args, a, &argIds);
+      if (argDef->kind() != TreeDef::Kind::Tuple || argDef->numChildren() != 2 ||
+          argDef->child(0).kind() != TreeDef::Kind::Tuple ||
+          argDef->child(1).kind() != TreeDef::Kind::Dict)
+        a.fail("args must be (positional tuple, kwargs dict)", args.col);
+    } else if (an.kv.count("const")) {
+      std::string name = str("const");
+      const PyVal &val = need(an, "value", a);
+      if (val.kind == PyVal::Kind::TensorVal && val.word == "tensor") {
+        e = std::make_unique<Constant>(id, tensorFrom(val, a), name);
+      } else if (val.kind == PyVal::Kind::ModuleVal) {
+        auto m = makeModule(val.word, "builtin", a, val.col);
+        for (size_t i = 0; i < val.items.size(); ++i) {
+          if (!val.keys[i].isString())
+            a.fail("module attribute names must be strings", val.col);
+          setAttr(*m, val.keys[i].getString(), val.items[i], a);
+        }
+        e = std::make_unique<Constant>(id, std::move(m), name);
+      } else {
+        a.fail("value must be tensor(...) or module(...)", val.col);
+      }
+    } else if (an.kv.count("opdef")) {
+      const PyVal &f = need(an, "opdef", a);
+      const OpSchema *s = OpRegistry::instance().lookupOpDef(f.scalar.getString());
+      if (!s)
+        a.fail(fmt::format("unknown op def '{}'", f.scalar.getString()), f.col);
+      TreeDef attrs = an.kv.count("attrs") ? toTreeDef(need(an, "attrs", a), a)
+                                           : TreeDef::dict({});
+      e = std::make_unique<Apply>(id, *s, attrs);
+      const PyVal &inputs = need(an, "inputs", a);
+      for (const auto &x : inputs.items) {
+        if (x.kind != PyVal::Kind::NodeRef)
+          a.fail("inputs must be node references", x.col);
+        argIds.push_back(x.nodeId);
+      }
+    } else {
+      a.fail("the annotations name no expr kind (getattr=, call, method=, fn=, "
+             "const=, opdef=)");
+    }
+    for (size_t i = 0; i < argIds.size(); ++i)
+      e->addInput(useNode(st, argIds[i], a, a.col()));
+    if (argDef) {
+      size_t next = 0;
+      llvm::SmallVector<Node *, 4> ins = e->inputs();
+      e->setArgDef(retypeLeaves(*argDef, ins, next));
+    }
+    if (!an.hasOuts)
+      a.fail("missing annotation 'outs=[...]'");
+    Expr *raw = e.get();
+    for (auto &[n, c] : an.outs) {
+      Node *out = raw->addOutput(std::move(n));
+      defineNode(st, out, a, c);
+    }
+    if (an.kv.count("outdef")) {
+      TreeDef od = toTreeDef(need(an, "outdef", a), a);
+      if (od.numLeaves() != raw->numOutputs())
+        a.fail(fmt::format("outdef {} does not match {} outputs", od.str(),
+                           raw->numOutputs()));
+      size_t next = 0;
+      raw->setOutDef(retypeLeaves(od, raw->outputs(), next));
+    }
+    if (an.flags.count("keep"))
+      raw->disableRemove();
+    for (const auto &f : an.flags)
+      if (f.getKey() != "keep" && f.getKey() != "call")
+        a.fail(fmt::format("unknown annotation '{}'", f.getKey().str()));
+    if (!st.exprIds.insert(id).second)
+      v.fail(fmt::format("expr id %{} is used twice in graph '{}'", id, st.g->name()), 2);
+    exprLines_.try_emplace(id, cur_);
+    st.g->insertExpr(std::move(e), nullptr);
+    checkLine(lines_[cur_].take_front(lines_[cur_].rfind("\t;; ")),
+              "\t" + raw->str(), cur_);
+  }
+
+  void checkLine(llvm::StringRef got, const std::string &want, size_t lineIdx) {
+    if (got == want)
+      return;
+    size_t i = 0;
+    while (i < got.size() && i < want.size() && got[i] == want[i])
+      ++i;
+    throw Error(Location::inFile(file_, int64_t(lineIdx + 1), int64_t(i + 1)),
+                fmt::format("the printed form does not match the annotations: "
+                            "expected '{}'",
+                            want));
+  }
+
+  /// Version 0 stored relative names (`_orig_name`) and `_module_name` /
+  /// `_prefix_name`; turn them into qualnames as the reference's
+  /// `__setstate__` does.
+  void upgradeV0(InternalGraph &g) {
+    std::vector<Node *> nodes = g.nodes(false).asList();
+    for (Node *n : nodes) {
+      if (llvm::isa<TensorNode>(n)) {
+        llvm::StringRef orig = n->qualname();
+        auto [modPath, last] = orig.rsplit('.');
+        bool dotted = orig.contains('.');
+        if (!dotted) {
+          last = orig;
+          modPath = "";
+        }
+        std::string q = last.str();
+        if (!llvm::isa<GetAttr>(n->expr()) && !q.empty())
+          q = "[" + q + "]";
+        if (dotted)
+          q = modPath.str() + "." + q;
+        n->setQualname(q);
+      }
+    }
+    for (Node *n : nodes) {
+      if (isCallModule(n->expr())) {
+        n->setQualname(n->expr()->input(0)->qualname() + ".[out]");
+        continue;
+      }
+      std::string q = g.qualname();
+      if (!n->qualname().empty())
+        q += "." + n->qualname();
+      n->setQualname(q);
+    }
+  }
+
+  std::vector<llvm::StringRef> lines_;
+  std::string file_;
+  const TmirReadOptions &opts_;
+  size_t cur_ = 0;
+  int64_t version_ = TmirVersion;
+  std::string weightsFile_;
+  const WeightFile *weights_ = nullptr;
+  WeightFile ownWeights_;
+  std::unordered_map<int64_t, size_t> exprLines_;
+};
+
+} // namespace
+
+FailureOr<std::unique_ptr<TracedModule>>
+parseTmir(llvm::StringRef text, llvm::StringRef filename, const TmirReadOptions &opts) {
+  try {
+    return FileParser(text, filename.str(), opts).run();
+  } catch (const Error &e) {
+    return e.diagnostic();
+  }
+}
+
+static std::string dirOf(const std::string &path) {
+  size_t s = path.rfind('/');
+  return s == std::string::npos ? "." : path.substr(0, s);
+}
+
+FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path) {
+  auto text = readFileBytes(path);
+  if (text.failed())
+    return text.diagnostic();
+  TmirReadOptions o;
+  o.baseDir = dirOf(path);
+  return parseTmir(*text, path, o);
+}
+
+LogicalResult saveTmir(const TracedModule &m, const std::string &path,
+                       Diagnostic *error) {
+  std::string stem = path;
+  if (llvm::StringRef(stem).endswith(".tmir"))
+    stem.resize(stem.size() - 5);
+  std::string weightsPath = stem + ".safetensors";
+  size_t slash = weightsPath.rfind('/');
+  WeightFile w;
+  w.metadata["format"] = "tmgraph";
+  TmirWriteOptions o;
+  o.weights = &w;
+  o.weightsFile = slash == std::string::npos ? weightsPath : weightsPath.substr(slash + 1);
+  std::string text;
+  try {
+    text = printTmir(m, o);
+  } catch (const Error &e) {
+    if (error)
+      *error = e.diagnostic();
+    return failure();
+  }
+  if (failed(writeSafetensors(weightsPath, w, error)))
+    return failure();
+  return writeFileBytes(path, text, error);
+}
+
+} // namespace tmg

@@ -1,0 +1,191 @@
+//===- test_tmir.cpp - The .tmir format: round trips and errors ----------===//
+#include <cstdio>
+#include <fstream>
+
+#include "../ir/Fixtures.h"
+#include "tm/io/Tmir.h"
+
+using namespace tmg;
+using namespace fixtures;
+
+namespace {
+
+/// print -> parse -> print gives the same text, and the parsed module equals
+/// the original structurally (ids, names, attributes, weights).
+void roundTrip(const TracedModule &m) {
+  WeightFile w;
+  TmirWriteOptions wo;
+  wo.weights = &w;
+  std::string text = printTmir(m, wo);
+  INFO(text);
+  TmirReadOptions ro;
+  ro.weights = &w;
+  auto parsed = parseTmir(text, "rt.tmir", ro);
+  if (parsed.failed())
+    FAIL(parsed.diagnostic().str());
+  auto diff = compareModules(m, **parsed);
+  CHECK(diff.value_or("") == "");
+  WeightFile w2;
+  TmirWriteOptions wo2;
+  wo2.weights = &w2;
+  CHECK(printTmir(**parsed, wo2) == text);
+  // Weights survive a trip through safetensors bytes too.
+  auto bytes = serializeSafetensors(w);
+  REQUIRE(bytes.succeeded());
+  auto back = parseSafetensors(*bytes);
+  REQUIRE(back.succeeded());
+  REQUIRE(back->tensors.size() == w.tensors.size());
+  for (size_t i = 0; i < w.tensors.size(); ++i) {
+    CHECK(back->tensors[i].first == w.tensors[i].first);
+    CHECK(back->tensors[i].second.bitwiseEqual(w.tensors[i].second));
+  }
+}
+
+std::string errorOf(llvm::StringRef text, const WeightFile *w = nullptr) {
+  TmirReadOptions ro;
+  ro.weights = w;
+  auto r = parseTmir(text, "bad.tmir", ro);
+  REQUIRE(r.failed());
+  return r.diagnostic().str();
+}
+
+} // namespace
+
+TEST_CASE("round trip: the reference fixtures", "[io][tmir]") {
+  roundTrip(*docstringMyModule());
+  roundTrip(*tracedMyBlock());
+  auto my = tracedMyModule();
+  roundTrip(*my);
+  roundTrip(*my->flatten());
+  roundTrip(*addOneModule());
+}
+
+TEST_CASE("round trip: constants, op defs, kwargs, multi-outputs, keep", "[io][tmir]") {
+  auto m = std::make_unique<Module>("Net");
+  m->registerParameter("w", Tensor::randn({2, 3}, 5));
+  m->setValue("label", Scalar("it's \"quoted\"\tand tabbed"));
+  m->setValue("dims", TreeDef::tuple({TreeDef::constant(Scalar(1)), TreeDef::constant(Scalar(2.5))}));
+  m->addModule<Conv2d>("conv", 3, 4, 3);
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3}}, {"idx", Shape{2}, DType::Int64}});
+  Node *c = b.constant(Tensor::fromInts({3}, {1, 2, 3}, DType::Int32), "table");
+  Node *cm = b.constant(std::make_unique<Softmax>(1));
+  Node *s = b.apply(op(OpKind::GetVarShape), {b.arg(0)})[0];
+  auto parts = b.callFunctionN(functionOp("split"), {b.arg(0), Arg::list({1, 2})}, {{"axis", 1}}, 2);
+  Node *item = b.callMethod(b.arg(0), "__getitem__",
+                            {Arg::tuple({Arg::slice(Arg::none(), 1, Arg::none()), Scalar::ellipsis()})});
+  Node *r = b.callFunction("reshape", {item, Arg::ints({-1})});
+  r->expr()->disableRemove();
+  Node *sm = b.callModule(cm, {parts[0]});
+  Node *p = b.callFunction("pad", {sm, Arg::tuple({Arg::ints({0, 0}), Arg::ints({1, 1})})},
+                           {{"mode", "reflect"}});
+  b.finish(Arg::dict({{Scalar("a"), p}, {Scalar("b"), Arg::list({parts[1], s, c})}}));
+  std::string text = printTmir(*tm);
+  CHECK(text.find("keep") != std::string::npos);
+  CHECK(text.find("label = 'it\\'s \"quoted\"\\tand tabbed'") != std::string::npos);
+  roundTrip(*tm);
+}
+
+TEST_CASE("round trip: nested modules with several signatures", "[io][tmir]") {
+  auto m = std::make_unique<Module>("Net");
+  m->registerModule("mod", std::make_unique<Module>("AddK"));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1}}});
+  auto body = [](int k) {
+    return [k](GraphBuilder &sb) { sb.setOutputs(sb.callMethod(sb.arg(0), "__add__", {k})); };
+  };
+  Node *mod = b.getAttr(b.self(), "mod");
+  Node *x = b.callModule(mod, {b.arg(0), 1}, {}, body(1), {"x", "k"});
+  b.finish(b.callModule(mod, {x, 2}, {}, body(2), {"x", "k"}));
+  roundTrip(*tm);
+}
+
+TEST_CASE("saveTmir / loadTmir write .tmir and .safetensors beside it", "[io][tmir]") {
+  auto tm = tracedMyModule();
+  std::string path = "tmir_save_test.tmir";
+  Diagnostic err;
+  REQUIRE(succeeded(saveTmir(*tm, path, &err)));
+  auto loaded = loadTmir(path);
+  if (loaded.failed())
+    FAIL(loaded.diagnostic().str());
+  CHECK(compareModules(*tm, **loaded).value_or("") == "");
+  auto w = readSafetensors("tmir_save_test.safetensors");
+  REQUIRE(w.succeeded());
+  CHECK(w->find("block0.conv1.weight") != nullptr);
+  CHECK(w->metadata.at("format") == "tmgraph");
+  std::remove(path.c_str());
+  std::remove("tmir_save_test.safetensors");
+}
+
+TEST_CASE("malformed .tmir input is reported with file:line:col", "[io][tmir]") {
+  auto tm = addOneModule();
+  WeightFile w;
+  TmirWriteOptions wo;
+  wo.weights = &w;
+  std::string good = printTmir(*tm, wo);
+  auto replace = [&](std::string from, std::string to) {
+    std::string t = good;
+    size_t at = t.find(from);
+    REQUIRE(at != std::string::npos);
+    t.replace(at, from.size(), to);
+    return t;
+  };
+  CHECK(errorOf("") == "bad.tmir:1:1: error: unexpected end of file");
+  CHECK(errorOf("tmir 7\n").find("bad.tmir:1:") != std::string::npos);
+  CHECK(errorOf("tmir 7\n").find("unsupported .tmir version 7") != std::string::npos);
+  CHECK(errorOf("hello\n").find("not a .tmir file") != std::string::npos);
+  // Unknown op.
+  std::string e = errorOf(replace("method=__add__", "method=__addd__"), &w);
+  CHECK(e.find("bad.tmir:6:") == 0);
+  CHECK(e.find("unknown tensor method '__addd__'") != std::string::npos);
+  // Bad shape.
+  e = errorOf(replace("float32(1,)", "float32(-1,)"), &w);
+  CHECK(e.find("bad.tmir:4:") == 0);
+  CHECK(e.find("dimensions must be non-negative") != std::string::npos);
+  // Undefined node.
+  e = errorOf(replace("args=((%1, 1), {})", "args=((%9, 1), {})"), &w);
+  CHECK(e.find("bad.tmir:6:") == 0);
+  CHECK(e.find("undefined node %9") != std::string::npos);
+  // Duplicate node id.
+  e = errorOf(replace("outs=[%2 'add_out'", "outs=[%1 'add_out'"), &w);
+  CHECK(e.find("node id %1 is defined twice") != std::string::npos);
+  // The printed part disagrees with the annotations.
+  e = errorOf(replace("x.__add__(1, )", "x.__add__(2, )"), &w);
+  CHECK(e.find("bad.tmir:6:") == 0);
+  CHECK(e.find("does not match the annotations") != std::string::npos);
+  // Unknown dtype.
+  e = errorOf(replace("float32(1,)", "float33(1,)"), &w);
+  CHECK(e.find("bad.tmir:4:") == 0);
+  CHECK(e.find("unknown dtype 'float33'") != std::string::npos);
+  // A graph without its return line, a truncated file.
+  e = errorOf(replace("\treturn add_out\t;; outs=[%2]\n", ""), &w);
+  CHECK(e.find("graph ends without a return line") != std::string::npos);
+  e = errorOf(good.substr(0, good.find("\treturn")), &w);
+  CHECK(e.find("unexpected end of file") != std::string::npos);
+}
+
+TEST_CASE("weights: missing, mismatched, unknown module types", "[io][tmir]") {
+  auto tm = docstringMyModule();
+  WeightFile w;
+  TmirWriteOptions wo;
+  wo.weights = &w;
+  std::string text = printTmir(*tm, wo);
+  std::string e = errorOf(text);
+  CHECK(e.find("bad.tmir:4:") == 0);
+  CHECK(e.find("tensor 'param' needs a weights file") != std::string::npos);
+  WeightFile wrong = w;
+  wrong.tensors[0].second = Tensor::zeros({2});
+  e = errorOf(text, &wrong);
+  CHECK(e.find("is float32(2,) in the weights file but float32(3, 4) here") !=
+        std::string::npos);
+  std::string t2 = text;
+  t2.replace(t2.find("Linear builtin"), 6, "Lineer");
+  e = errorOf(t2, &w);
+  CHECK(e.find("unknown builtin module type 'Lineer'") != std::string::npos);
+  // Viewing without weights: zeros on request.
+  TmirReadOptions ro;
+  ro.missingWeightsAsZeros = true;
+  auto r = parseTmir(text, "view.tmir", ro);
+  REQUIRE(r.succeeded());
+  CHECK((*r)->tensor("param")->at(0) == 0.0);
+}
