@@ -18,7 +18,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include <cstdio>
+#include <string>
 
+#include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
 
 using namespace tmg;
@@ -61,7 +63,13 @@ std::unique_ptr<TracedModule> buildSmallCnn() {
   return tm;
 }
 
-int main() {
+int main(int argc, char **argv) {
+  // `tm-example -o small_cnn.tmir` also writes the model (and its weights).
+  std::string save = argc == 3 && std::string(argv[1]) == "-o" ? argv[2] : "";
+  if (argc != 1 && save.empty()) {
+    std::fprintf(stderr, "usage: tm-example [-o MODEL.tmir]\n");
+    return 2;
+  }
   try {
     auto tm = buildSmallCnn();
     std::printf("== traced module (one graph per module and call signature)\n%s\n\n",
@@ -86,6 +94,13 @@ int main() {
                   flat->namedTensors([&](const std::string &, const Tensor &) { ++n; });
                   return n;
                 }());
+    if (!save.empty()) {
+      if (failed(saveTmir(*tm, save, &d))) {
+        std::fprintf(stderr, "%s\n", d.str().c_str());
+        return 1;
+      }
+      std::printf("wrote %s\n", save.c_str());
+    }
     return 0;
   } catch (const Error &e) {
     std::fprintf(stderr, "%s\n", e.what());

@@ -245,8 +245,10 @@ void GraphBuilder::addOutputs(Expr &e, size_t n,
     TensorNode *o = g_->newTensorOutput(e);
     if (!types.empty()) {
       o->setShape(types[i].shape);
-      o->setDType(types[i].dtype);
-      o->setHasDType(true);
+      if (types[i].dtype) {
+        o->setDType(*types[i].dtype);
+        o->setHasDType(true);
+      }
     }
   }
   if (n == 1)
@@ -408,7 +410,7 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
       OutputType t;
       if (auto *tn = llvm::dyn_cast<TensorNode>(o)) {
         t.shape = tn->shape();
-        t.dtype = tn->dtype();
+        t.dtype = tn->hasDType() ? std::optional<DType>(tn->dtype()) : std::nullopt;
       }
       subTypes.push_back(t);
     }

@@ -189,3 +189,40 @@ TEST_CASE("weights: missing, mismatched, unknown module types", "[io][tmir]") {
   REQUIRE(r.succeeded());
   CHECK((*r)->tensor("param")->at(0) == 0.0);
 }
+
+TEST_CASE("a version-0 file is upgraded as the reference's __setstate__", "[io][tmir]") {
+  auto m = loadTmir(std::string(TM_TEST_FILES) + "/v0_net.tmir");
+  if (m.failed())
+    FAIL(m.diagnostic().str());
+  TracedModule &tm = **m;
+  InternalGraph &g = tm.graph();
+  // _module_name -> qualname; _prefix_name + name -> name.
+  auto *block = llvm::cast<TracedModule>(tm.module("block"));
+  CHECK(block->graph().name() == "Net_block");
+  CHECK(block->graph().qualname() == "Net.block");
+  // _orig_name -> qualname: GetAttr keeps the path, other tensors get
+  // brackets, module-call outputs are "<module>.[out]".
+  auto q = [](InternalGraph &gr, const char *name) {
+    return gr.getNodeByName(gr.name() + "_" + name, false, false).asUnique()->qualname();
+  };
+  CHECK(q(block->graph(), "self") == "Net.block");
+  CHECK(q(block->graph(), "x") == "Net.block.[x]");
+  CHECK(q(block->graph(), "scale") == "Net.block.scale");
+  CHECK(q(block->graph(), "mul_out") == "Net.block.[mul_out]");
+  CHECK(q(block->graph(), "act") == "Net.block.act");
+  CHECK(q(block->graph(), "act_out") == "Net.block.act.[out]");
+  CHECK(q(g, "add_out") == "Net.[add_out]");
+  CHECK(q(g, "block_out") == "Net.block.[out]");
+  CHECK(block->tensor("scale")->at(1) == 2.0);
+  checkVerified(tm);
+  // Written back, it is a version-1 file that reads back equal.
+  std::string v1 = printTmir(tm, [] {
+    TmirWriteOptions o;
+    o.inlineMaxElements = 16;
+    return o;
+  }());
+  CHECK(v1.rfind("tmir 1\n", 0) == 0);
+  auto again = parseTmir(v1, "v1.tmir");
+  REQUIRE(again.succeeded());
+  CHECK(compareModules(tm, **again).value_or("") == "");
+}

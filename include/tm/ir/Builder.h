@@ -76,10 +76,10 @@ struct InputSpec {
   InputSpec(const char *n) : name(n) {}
 };
 
-/// Type of a call's tensor output (when known).
+/// Type of a call's tensor output (each part when known).
 struct OutputType {
   std::optional<Shape> shape;
-  DType dtype = DType::Float32;
+  std::optional<DType> dtype = DType::Float32;
 };
 
 class GraphBuilder {

@@ -1,0 +1,85 @@
+//===- test_safetensors.cpp - Weights files: layout and malformed input --===//
+#include <catch2/catch.hpp>
+
+#include "tm/io/Safetensors.h"
+
+using namespace tmg;
+
+namespace {
+/// A file with header `json` and `data` bytes.
+std::string file(const std::string &json, const std::string &data = "") {
+  std::string out;
+  uint64_t n = json.size();
+  for (int i = 0; i < 8; ++i)
+    out += char((n >> (8 * i)) & 0xff);
+  return out + json + data;
+}
+
+std::string error(const std::string &bytes) {
+  auto r = parseSafetensors(bytes, "w.safetensors");
+  REQUIRE(r.failed());
+  return r.diagnostic().str();
+}
+} // namespace
+
+TEST_CASE("safetensors: the standard layout", "[io][safetensors]") {
+  WeightFile w;
+  w.tensors.emplace_back("b", Tensor::fromFloats({2}, {1.5f, -2.0f}));
+  w.tensors.emplace_back("a", Tensor::fromInts({2, 2}, {1, 2, 3, 4}, DType::Int64));
+  w.tensors.emplace_back("empty", Tensor::zeros({0, 3}));
+  w.metadata["format"] = "pt";
+  auto bytes = serializeSafetensors(w);
+  REQUIRE(bytes.succeeded());
+  // 8-byte little-endian length, JSON, 8-aligned data start.
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i)
+    n = (n << 8) | uint8_t((*bytes)[i]);
+  CHECK((8 + n) % 8 == 0);
+  std::string header = bytes->substr(8, n);
+  CHECK(header.find("\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]}") !=
+        std::string::npos);
+  CHECK(header.find("\"__metadata__\":{\"format\":\"pt\"}") != std::string::npos);
+  CHECK(bytes->size() == 8 + n + 8 + 32);
+  auto back = parseSafetensors(*bytes);
+  REQUIRE(back.succeeded());
+  REQUIRE(back->tensors.size() == 3);
+  CHECK(back->tensors[0].first == "b"); // data order is kept
+  CHECK(back->find("a")->at(3) == 4.0);
+  CHECK(back->find("a")->dtype() == DType::Int64);
+  CHECK(back->metadata.at("format") == "pt");
+  WeightFile dup;
+  dup.tensors.emplace_back("x", Tensor::zeros({1}));
+  dup.tensors.emplace_back("x", Tensor::zeros({1}));
+  CHECK(serializeSafetensors(dup).failed());
+}
+
+TEST_CASE("safetensors: every malformed input names the byte offset", "[io][safetensors]") {
+  CHECK(error("abc") == "w.safetensors@byte 0: error: truncated safetensors file: 3 "
+                        "bytes, the header length alone needs 8");
+  CHECK(error(file("{}").substr(0, 9)).find("header length 2 exceeds the file") !=
+        std::string::npos);
+  CHECK(error(file("{\"a\": ")).find("w.safetensors@byte 14: error: malformed JSON header") == 0);
+  CHECK(error(file("[]")).find("must be an object") != std::string::npos);
+  CHECK(error(file(R"({"a":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
+                   std::string(8, '\0')))
+            .find("unsupported dtype 'F64'") != std::string::npos);
+  CHECK(error(file(R"({"a":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}})",
+                   std::string(4, '\0')))
+            .find("shape entries must be non-negative") != std::string::npos);
+  std::string e = error(file(R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})",
+                             std::string(8, '\0')));
+  CHECK(e.find("data offsets [0, 16) are out of range (the data section has 8 bytes)") !=
+        std::string::npos);
+  e = error(file(R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})",
+                 std::string(8, '\0')));
+  CHECK(e.find("float32 (3,) needs 12 bytes but its data offsets span 8") != std::string::npos);
+  CHECK(e.find("@byte 62:") != std::string::npos); // the data start: 8 + header
+  e = error(file(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+                 R"("b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}})",
+                 std::string(8, '\0')));
+  CHECK(e.find("overlap") != std::string::npos);
+  CHECK(error(file(R"({"a":{"dtype":"F32"}})")).find("needs dtype, shape and data_offsets") !=
+        std::string::npos);
+  CHECK(readSafetensors("/nonexistent/x.safetensors").diagnostic().str().find(
+            "/nonexistent/x.safetensors: error: cannot open file") == 0);
+}

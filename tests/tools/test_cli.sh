@@ -1,0 +1,54 @@
+#!/bin/sh
+# CLI tests: tm-example writes the bundled model; tm-opt reads, flattens and
+# writes it as .tmir, .dot and text, and rejects bad input with clear errors.
+# usage: test_cli.sh TM_EXAMPLE TM_OPT WORKDIR
+set -u
+abspath() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
+example=$(abspath "$1") opt=$(abspath "$2") dir=$3
+rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
+failures=0
+check() { # description, command...
+  desc=$1; shift
+  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; failures=$((failures + 1)); fi
+}
+contains() { grep -q -- "$2" "$1"; }
+
+check "tm-example writes the model" "$example" -o cnn.tmir
+check "the .tmir exists" test -s cnn.tmir
+check "the weights exist" test -s cnn.safetensors
+check "the .tmir names its weights" contains cnn.tmir 'weights .cnn.safetensors.'
+
+check "tm-opt round-trips the model" "$opt" cnn.tmir -o round.tmir
+sed 1,2d cnn.tmir > a.txt; sed 1,2d round.tmir > b.txt
+check "the round trip keeps the text (weights line aside)" cmp -s a.txt b.txt
+check "the round trip keeps the weights" cmp -s cnn.safetensors round.safetensors
+
+check "tm-opt --flatten" "$opt" cnn.tmir --flatten -o flat.tmir
+check "flat graph has the inlined convs" contains flat.tmir 'getattr(self, "block1.conv")'
+check "flat graph has no block calls" sh -c "! grep -q 'block1_out = block1(' flat.tmir"
+
+check "tm-opt writes DOT" "$opt" cnn.tmir -o cnn.dot
+check "DOT has a digraph" contains cnn.dot 'digraph tmgraph'
+check "DOT has one cluster per graph" test "$(grep -c 'subgraph cluster_' cnn.dot)" -eq 3
+
+"$opt" cnn.tmir > stdout.txt
+check "tm-opt prints text to stdout" contains stdout.txt '^tmir 1$'
+
+"$opt" --help > help.txt
+check "--help lists the options" contains help.txt '--flatten'
+
+"$opt" missing.tmir 2> err1.txt; s=$?
+check "a missing file exits 1" test $s -eq 1
+check "a missing file is named" contains err1.txt 'missing.tmir: error: cannot open file'
+
+printf 'tmir 1\nids 0 0\nmodule X tracd top {\n' > bad.tmir
+"$opt" bad.tmir 2> err2.txt; s=$?
+check "a malformed file exits 1" test $s -eq 1
+check "a malformed file error has file:line:col" contains err2.txt 'bad.tmir:3:10: error: expected .traced.'
+
+"$opt" cnn.tmir --bogus 2> err3.txt; s=$?
+check "an unknown option exits 2" test $s -eq 2
+check "an unknown option is named" contains err3.txt "unknown option '--bogus'"
+
+echo "$failures failure(s)"
+test "$failures" -eq 0
