@@ -257,6 +257,28 @@ void GraphBuilder::addOutputs(Expr &e, size_t n,
     e.setOutDef(TreeDef::tupleOfLeaves(n));
 }
 
+void GraphBuilder::finishCall(Expr &e, size_t n, std::vector<OutputType> types) {
+  try {
+    if (types.empty()) {
+      if (auto inferred = inferTypes(e)) {
+        if (inferred->size() != n)
+          raiseAt(Location::atExpr(e.id()),
+                  "{} produces {} outputs but {} were requested",
+                  llvm::isa<CallFunction>(e)
+                      ? llvm::cast<CallFunction>(e).func().printName().str()
+                      : std::string(e.kindName()),
+                  inferred->size(), n);
+        types = std::move(*inferred);
+      }
+    }
+    addOutputs(e, n, types);
+  } catch (const Error &) {
+    e.dropAllInputs();
+    g_->removeExpr(&e).reset();
+    throw;
+  }
+}
+
 static void checkInGraph(InternalGraph &g, llvm::ArrayRef<Node *> nodes,
                          llvm::StringRef what) {
   for (Node *n : nodes)
@@ -276,7 +298,7 @@ GraphBuilder::callFunctionN(const OpSchema &fn, std::vector<Arg> args,
   checkInGraph(*g_, nodes, fn.printName());
   auto *e = g_->create<CallFunction>(fn);
   e->setArgs(def, nodes);
-  addOutputs(*e, numOutputs, types);
+  finishCall(*e, numOutputs, std::move(types));
   g_->ns().autoNameOutputs(*e);
   return llvm::SmallVector<Node *, 1>(e->outputs().begin(), e->outputs().end());
 }
@@ -311,7 +333,7 @@ CallMethod *GraphBuilder::callMethodExpr(Node *self, const OpSchema &method,
   checkInGraph(*g_, nodes, method.name());
   auto *e = g_->create<CallMethod>(method);
   e->setArgs(def, nodes);
-  addOutputs(*e, numOutputs, types);
+  finishCall(*e, numOutputs, std::move(types));
   g_->ns().autoNameOutputs(*e);
   return e;
 }
@@ -377,7 +399,7 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
   auto *e = g_->create<CallMethod>();
   e->setArgs(def, nodes);
   if (owner->isBuiltin()) {
-    addOutputs(*e, numOutputs, types);
+    finishCall(*e, numOutputs, std::move(types));
   } else if (auto *tmod = llvm::dyn_cast<TracedModule>(owner)) {
     tmod->setTop(false);
     InternalGraph *sub = tmod->graphFor(def);
@@ -449,8 +471,8 @@ llvm::SmallVector<Node *, 1> GraphBuilder::apply(const OpSchema &opdef,
   auto *e = g_->create<Apply>(opdef, std::move(attrs));
   for (Node *n : inputs)
     e->addInput(n);
-  for (size_t i = 0; i < numOutputs; ++i)
-    g_->newTensorOutput(*e);
+  finishCall(*e, numOutputs, {});
+  e->setOutDef(std::nullopt); // Apply prints its outputs as a flat list
   g_->ns().autoNameOutputs(*e);
   return llvm::SmallVector<Node *, 1>(e->outputs().begin(), e->outputs().end());
 }

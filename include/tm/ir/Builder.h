@@ -27,6 +27,7 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 
+#include "tm/ir/ShapeInference.h"
 #include "tm/ir/TracedModule.h"
 
 namespace tmg {
@@ -76,11 +77,9 @@ struct InputSpec {
   InputSpec(const char *n) : name(n) {}
 };
 
-/// Type of a call's tensor output (each part when known).
-struct OutputType {
-  std::optional<Shape> shape;
-  std::optional<DType> dtype = DType::Float32;
-};
+/// Type of a call's tensor output (each part when known). When a call is
+/// given no types, they are inferred from the op's type rules.
+using OutputType = TensorType;
 
 class GraphBuilder {
 public:
@@ -171,6 +170,9 @@ private:
                     std::vector<KwArg> &kwargs, bool isMethod,
                     std::vector<Node *> &nodes);
   void addOutputs(Expr &e, size_t n, const std::vector<OutputType> &types);
+  /// Gives `e` `n` outputs typed by `types` or, when empty, by inference;
+  /// on a type error, erases `e` (the graph is left as it was) and throws.
+  void finishCall(Expr &e, size_t n, std::vector<OutputType> types);
 
   TracedModule *mod_;
   InternalGraph *g_;

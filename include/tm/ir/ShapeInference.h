@@ -1,0 +1,37 @@
+//===- ShapeInference.h - Output types from input types ---------*- C++ -*-===//
+//
+// The type rules of the op schemas and builtin modules: given an expr whose
+// inputs have known types (and whose constant arguments are known), compute
+// the dtype and shape of each output, as tracing records them. The builder
+// uses it for every call it creates; readers and passes can call it to
+// re-derive types after an edit.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "tm/ir/Tensor.h"
+
+namespace tmg {
+
+class Expr;
+
+/// A tensor's static type; either part may be unknown.
+struct TensorType {
+  std::optional<Shape> shape;
+  std::optional<DType> dtype = DType::Float32;
+};
+
+/// NumPy broadcasting of two shapes; nullopt when they do not broadcast.
+std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
+                                     llvm::ArrayRef<int64_t> b);
+
+/// Output types of `e` (one per output it should have). Returns nullopt when
+/// an input type it needs is unknown or the op has no rule. Throws
+/// tmg::Error naming the expr, op and shapes when the known types do not fit
+/// (e.g. a conv whose input channels do not match its weight).
+std::optional<std::vector<TensorType>> inferTypes(const Expr &e);
+
+} // namespace tmg
