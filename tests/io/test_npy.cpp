@@ -1,0 +1,61 @@
+//===- test_npy.cpp - NumPy .npy reading and writing ---------------------===//
+#include <catch2/catch.hpp>
+
+#include "tm/io/Npy.h"
+
+using namespace tmg;
+
+static std::string header(const std::string &dict, uint8_t major = 1) {
+  std::string h = std::string("\x93NUMPY", 6) + char(major) + char(0);
+  if (major == 1)
+    h += std::string{char(dict.size() & 0xff), char(dict.size() >> 8)};
+  else
+    h += std::string{char(dict.size() & 0xff), char(dict.size() >> 8), 0, 0};
+  return h + dict;
+}
+
+TEST_CASE("npy: write and read back every dtype", "[io][npy]") {
+  for (DType t : {DType::Float32, DType::Float16, DType::Int8, DType::UInt8,
+                  DType::Int32, DType::Int64, DType::Bool}) {
+    Tensor x = Tensor::fromInts({2, 3}, {1, 0, 3, 4, 5, 1}, t);
+    std::string bytes = serializeNpy(x);
+    CHECK((bytes.find('\n') + 1) % 64 == 0); // data is 64-byte aligned
+    auto back = parseNpy(bytes);
+    REQUIRE(back.succeeded());
+    CHECK(back->bitwiseEqual(x));
+  }
+  auto s = parseNpy(serializeNpy(Tensor::full({}, 2.5)));
+  REQUIRE(s.succeeded());
+  CHECK(s->rank() == 0);
+  CHECK(s->at(0) == 2.5);
+  CHECK(serializeNpy(Tensor::zeros({5})).find("'shape': (5,)") != std::string::npos);
+}
+
+TEST_CASE("npy: reads what NumPy writes, rejects what it cannot", "[io][npy]") {
+  // As np.save writes a (2,) int64 array, header version 2.
+  std::string data(16, '\0');
+  data[0] = 7;
+  auto v2 = parseNpy(header("{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }\n", 2) + data);
+  REQUIRE(v2.succeeded());
+  CHECK(v2->at(0) == 7.0);
+  auto err = [](const std::string &b) {
+    auto r = parseNpy(b, "x.npy");
+    REQUIRE(r.failed());
+    return r.diagnostic().str();
+  };
+  CHECK(err("hello") == "x.npy@byte 0: error: not a .npy file (bad magic)");
+  CHECK(err(header("{'descr': '>f4', 'fortran_order': False, 'shape': (1,), }") +
+            std::string(4, '\0'))
+            .find("unsupported dtype '>f4'") != std::string::npos);
+  CHECK(err(header("{'descr': '<f8', 'fortran_order': False, 'shape': (1,), }") +
+            std::string(8, '\0'))
+            .find("unsupported dtype '<f8'") != std::string::npos);
+  CHECK(err(header("{'descr': '<f4', 'fortran_order': True, 'shape': (1,), }") +
+            std::string(4, '\0'))
+            .find("Fortran-order") != std::string::npos);
+  CHECK(err(header("{'descr': '<f4', 'fortran_order': False, 'shape': (3,), }") +
+            std::string(4, '\0'))
+            .find("needs 12 bytes of data, the file has 4") != std::string::npos);
+  CHECK(err(header("{'descr': '<f4'}")).find("needs descr, fortran_order and shape") !=
+        std::string::npos);
+}
