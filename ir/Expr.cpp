@@ -150,6 +150,8 @@ void Expr::relocateUses(Use *oldBegin, Use *oldEnd) {
 }
 
 void Expr::addInput(Node *n) {
+  if (graph_)
+    graph_->touch();
   if (!n)
     raise("expr %{}: input node is null", id_);
   if (uses_.size() == uses_.capacity()) {
@@ -169,6 +171,8 @@ void Expr::addInput(Node *n) {
 }
 
 void Expr::setInput(size_t i, Node *n) {
+  if (graph_)
+    graph_->touch();
   if (i >= uses_.size())
     raise("expr %{}: input index {} out of range ({} inputs)", id_, i,
           uses_.size());
@@ -180,6 +184,8 @@ void Expr::setInput(size_t i, Node *n) {
 }
 
 void Expr::replaceUse(Use *u, Node *n) {
+  if (graph_)
+    graph_->touch();
   if (u->user_ != this)
     raise("expr %{}: use does not belong to this expr", id_);
   if (u->node_)
@@ -194,6 +200,8 @@ void Expr::forgetInputsInternal() {
 }
 
 void Expr::dropAllInputs() {
+  if (graph_)
+    graph_->touch();
   for (Use &u : uses_)
     if (u.node_)
       u.node_->unlinkUse(&u);
@@ -209,6 +217,8 @@ void Expr::setInputs(llvm::ArrayRef<Node *> nodes) {
 }
 
 Node *Expr::addOutput(std::unique_ptr<Node> n) {
+  if (graph_)
+    graph_->touch();
   n->setExprInternal(this);
   outputs_.push_back(n.release());
   return outputs_.back();

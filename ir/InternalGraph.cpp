@@ -108,6 +108,7 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   e->inBody_ = true;
   e->graph_ = this;
   ++size_;
+  touch();
   uint64_t lo = prev ? prev->order_ : 0;
   if (!before) {
     e->order_ = lo + OrderGap;
@@ -178,6 +179,7 @@ std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
   e->prev_ = e->next_ = nullptr;
   e->inBody_ = false;
   --size_;
+  touch();
   return std::unique_ptr<Expr>(e);
 }
 
@@ -230,6 +232,7 @@ TensorNode *InternalGraph::addTensorInput(llvm::StringRef name,
   n->setHasDType(true);
   inputs_.push_back(n);
   inputExprs_.push_back(std::move(in));
+  touch();
   return n;
 }
 
@@ -242,6 +245,7 @@ ModuleNode *InternalGraph::addModuleInput(llvm::StringRef name,
   n->setQualname(qualname.empty() ? qualname_ : std::move(qualname));
   inputs_.push_back(n);
   inputExprs_.push_back(std::move(in));
+  touch();
   return n;
 }
 
@@ -252,6 +256,7 @@ Node *InternalGraph::adoptInputInternal(std::unique_ptr<Expr> input) {
   Node *n = input->output(0);
   inputs_.push_back(n);
   inputExprs_.push_back(std::move(input));
+  touch();
   return n;
 }
 
@@ -402,6 +407,7 @@ TensorNode *InternalGraph::addInputNode(std::optional<Shape> shape, DType dtype,
   // addTensorInput appended; the new positional leaf goes before kwargs.
   inputs_.pop_back();
   inputs_.insert(inputs_.begin() + at, n);
+  touch();
   TreeDef newDef = TreeDef::tuple({pos.appended(TreeDef()), kw});
   m.rekey(oldDef, newDef);
   return n;
@@ -419,6 +425,7 @@ void InternalGraph::resetOutputs(TreeDef outDef, llvm::ArrayRef<Node *> nodes) {
             n ? n->str() : "null", name_);
   const auto *sig = m.signatureOf(*this);
   outputs_.assign(nodes.begin(), nodes.end());
+  touch();
   m.setOutDef(sig->argDef, std::move(outDef));
 }
 
@@ -430,6 +437,7 @@ void InternalGraph::addOutputNode(Node *node) {
   const auto *sig = m.signatureOf(*this);
   TreeDef newDef = TreeDef::tuple({sig->outDef, TreeDef()});
   outputs_.push_back(node);
+  touch();
   m.setOutDef(sig->argDef, std::move(newDef));
 }
 
@@ -456,6 +464,7 @@ ReplaceReport InternalGraph::replaceNode(
     for (Node *&o : outputs_)
       if (o == old)
         o = nw;
+    touch();
     Expr *def = nw->expr();
     bool defIsInput = !def->inBody();
     std::vector<Use *> uses;

@@ -125,6 +125,7 @@ Module::Module(Kind k, const ModuleType &type, std::string typeName)
 Module::~Module() = default;
 
 ModuleAttr &Module::upsert(llvm::StringRef name, ModuleAttr::Kind kind) {
+  ++version_;
   if (name.empty())
     raise("module '{}': attribute names must not be empty", typeName_);
   if (name.contains('.'))
@@ -192,6 +193,7 @@ bool Module::removeAttr(llvm::StringRef name) {
   if (it == index_.end())
     return false;
   size_t i = it->second;
+  ++version_;
   if (attrs_[i].module)
     attrs_[i].module->parent_ = nullptr;
   attrs_.erase(attrs_.begin() + i);

@@ -299,7 +299,7 @@ private:
         out.push_back(xs[i]);
       else if (keep)
         out.push_back(1);
-    return one(out, toIndex ? std::optional<DType>(DType::Int32) : x->dtype);
+    return one(out, toIndex ? std::optional<DType>(DType::Int64) : x->dtype);
   }
 
   Types reshape(const std::optional<Operand> &x, std::vector<int64_t> target) {

@@ -5,6 +5,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+#include <algorithm>
 
 #include "tm/ir/Diagnostic.h"
 
@@ -67,15 +71,94 @@ std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
   return s + ")";
 }
 
+//===----------------------------------------------------------------------===//
+// Storage and arenas
+//===----------------------------------------------------------------------===//
+
+struct StorageArena::Impl {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void *>> free;
+  int64_t live = 0, peak = 0, reused = 0;
+};
+
+StorageArena::Impl &StorageArena::impl() const {
+  if (!impl_)
+    impl_ = std::make_unique<Impl>();
+  return *impl_;
+}
+
+StorageArena::StorageArena() = default;
+
+StorageArena::~StorageArena() {
+  if (!impl_)
+    return;
+  for (auto &[size, blocks] : impl_->free)
+    for (void *p : blocks)
+      std::free(p);
+}
+
+int64_t StorageArena::liveBytes() const {
+  std::lock_guard l(impl().mu);
+  return impl().live;
+}
+int64_t StorageArena::peakBytes() const {
+  std::lock_guard l(impl().mu);
+  return impl().peak;
+}
+int64_t StorageArena::reusedBlocks() const {
+  std::lock_guard l(impl().mu);
+  return impl().reused;
+}
+
+static thread_local std::shared_ptr<StorageArena> currentArena;
+
+std::shared_ptr<StorageArena>
+StorageArena::install(std::shared_ptr<StorageArena> a) {
+  std::swap(a, currentArena);
+  return a;
+}
+
+void *StorageArena::take(size_t rounded) {
+  Impl &i = impl();
+  std::lock_guard l(i.mu);
+  i.live += int64_t(rounded);
+  i.peak = std::max(i.peak, i.live);
+  auto it = i.free.find(rounded);
+  if (it != i.free.end() && !it->second.empty()) {
+    void *p = it->second.back();
+    it->second.pop_back();
+    ++i.reused;
+    return p;
+  }
+  return nullptr;
+}
+
+void StorageArena::give(void *p, size_t rounded) {
+  Impl &i = impl();
+  std::lock_guard l(i.mu);
+  i.live -= int64_t(rounded);
+  i.free[rounded].push_back(p);
+}
+
 Storage::Storage(size_t bytes) : size_(bytes) {
-  size_t rounded = (bytes + Alignment - 1) / Alignment * Alignment;
-  if (rounded == 0)
-    rounded = Alignment;
-  data_ = std::aligned_alloc(Alignment, rounded);
+  rounded_ = (bytes + Alignment - 1) / Alignment * Alignment;
+  if (rounded_ == 0)
+    rounded_ = Alignment;
+  arena_ = currentArena;
+  if (arena_)
+    data_ = arena_->take(rounded_);
+  if (!data_)
+    data_ = std::aligned_alloc(Alignment, rounded_);
   if (!data_)
     raise("out of memory allocating {} bytes", bytes);
 }
-Storage::~Storage() { std::free(data_); }
+
+Storage::~Storage() {
+  if (arena_)
+    arena_->give(data_, rounded_);
+  else
+    std::free(data_);
+}
 
 Tensor Tensor::empty(llvm::ArrayRef<int64_t> shape, DType dtype) {
   Tensor t;

@@ -216,8 +216,14 @@ public:
   /// Outputs become `(original_structure, node)`.
   void addOutputNode(Node *node);
   /// Sets outputs without touching the module's out TreeDef (builders).
-  void setOutputsInternal(std::vector<Node *> outs) { outputs_ = std::move(outs); }
-  void setInputsInternal(std::vector<Node *> ins) { inputs_ = std::move(ins); }
+  void setOutputsInternal(std::vector<Node *> outs) {
+    outputs_ = std::move(outs);
+    touch();
+  }
+  void setInputsInternal(std::vector<Node *> ins) {
+    inputs_ = std::move(ins);
+    touch();
+  }
 
   // -- Rewrites -------------------------------------------------------------------
   /// Replaces nodes, processing pairs last to first as the reference's
@@ -248,6 +254,12 @@ public:
   /// True when `n` is an input or output of some expr of this graph.
   bool ownsNode(const Node *n) const;
 
+  /// A counter bumped by every structural change (exprs inserted, removed
+  /// or rewired, inputs or outputs changed): derived data such as execution
+  /// plans compare it to know when to rebuild.
+  uint64_t version() const { return version_; }
+  void touch() { ++version_; }
+
 private:
   friend class iterator;
   friend void cloneGraphInto(const InternalGraph &, InternalGraph &,
@@ -265,6 +277,7 @@ private:
   Expr *first_ = nullptr, *last_ = nullptr;
   size_t size_ = 0;
   Expr *insertBefore_ = nullptr;
+  uint64_t version_ = 0;
 };
 
 } // namespace tmg

@@ -137,6 +137,9 @@ public:
 
   /// Attributes in declaration order.
   const std::vector<ModuleAttr> &attrs() const { return attrs_; }
+  /// Bumped whenever an attribute is added, replaced or removed (pointers
+  /// into attributes stay valid while it does not change).
+  uint64_t version() const { return version_; }
 
   /// Resolves a dotted path ("block0.conv1.weight"); nullptr when a segment
   /// is missing. `module` resolves to a submodule, `tensor` to a tensor.
@@ -172,6 +175,7 @@ private:
   std::string attrName_;
   std::vector<ModuleAttr> attrs_;
   llvm::StringMap<size_t> index_;
+  uint64_t version_ = 0;
 };
 
 //===----------------------------------------------------------------------===//

@@ -39,6 +39,37 @@ int64_t shapeNumel(llvm::ArrayRef<int64_t> shape);
 /// "(3, 4)", "(5,)" and "()" as Python prints a tuple.
 std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 
+/// Where tensor storage comes from on the current thread. By default plain
+/// aligned malloc; the interpreter installs an arena per run that counts live
+/// and peak bytes and recycles freed blocks of the same size. An arena stays
+/// alive (shared ownership) until every block allocated from it is gone, so
+/// tensors may outlive the run and be freed on any thread.
+class StorageArena {
+public:
+  StorageArena();
+  ~StorageArena();
+  StorageArena(const StorageArena &) = delete;
+  StorageArena &operator=(const StorageArena &) = delete;
+
+  /// Bytes of storage allocated from this arena and not yet freed.
+  int64_t liveBytes() const;
+  /// The maximum of liveBytes() so far.
+  int64_t peakBytes() const;
+  /// Blocks handed out again after being freed (memory reuse).
+  int64_t reusedBlocks() const;
+
+  /// Installs `a` for allocations on this thread; returns the previous one.
+  static std::shared_ptr<StorageArena> install(std::shared_ptr<StorageArena> a);
+
+private:
+  friend class Storage;
+  void *take(size_t rounded);
+  void give(void *p, size_t rounded);
+  struct Impl;
+  mutable std::unique_ptr<Impl> impl_;
+  Impl &impl() const;
+};
+
 /// Aligned, reference-counted byte buffer.
 class Storage {
 public:
@@ -55,6 +86,8 @@ public:
 private:
   void *data_ = nullptr;
   size_t size_ = 0;
+  size_t rounded_ = 0;
+  std::shared_ptr<StorageArena> arena_;
 };
 
 /// A dense row-major tensor. A default-constructed Tensor is "undefined".
