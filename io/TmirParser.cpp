@@ -1060,3 +1060,47 @@ LogicalResult saveTmir(const TracedModule &m, const std::string &path,
 }
 
 } // namespace tmg
+
+namespace tmg {
+
+LogicalResult writeReproducer(const std::string &path, const TracedModule &m,
+                              const std::string &pipeline, Diagnostic *error) {
+  std::string model = path + ".tmir";
+  if (failed(saveTmir(m, model, error)))
+    return failure();
+  size_t slash = model.rfind('/');
+  std::string text = "tmgraph-reproducer 1\nmodel " +
+                     pyStringRepr(slash == std::string::npos ? model : model.substr(slash + 1)) +
+                     "\npipeline " + pyStringRepr(pipeline) + "\n";
+  return writeFileBytes(path, text, error);
+}
+
+FailureOr<std::pair<std::unique_ptr<TracedModule>, std::string>>
+readReproducer(const std::string &path) {
+  auto text = readFileBytes(path);
+  if (text.failed())
+    return text.diagnostic();
+  llvm::SmallVector<llvm::StringRef, 4> lines;
+  llvm::StringRef(*text).split(lines, '\n', -1, false);
+  try {
+    if (lines.size() != 3 || lines[0] != "tmgraph-reproducer 1")
+      throw Error(Location::inFile(path, 1, 1),
+                  "not a tmgraph reproducer (expected 'tmgraph-reproducer 1', "
+                  "'model ...' and 'pipeline ...' lines)");
+    LineParser m(lines[1], path, 2), p(lines[2], path, 3);
+    m.expect("model");
+    std::string model = m.string();
+    p.expect("pipeline");
+    std::string pipeline = p.string();
+    size_t slash = path.rfind('/');
+    std::string dir = slash == std::string::npos ? "." : path.substr(0, slash);
+    auto mod = loadTmir(model[0] == '/' ? model : dir + "/" + model);
+    if (mod.failed())
+      return mod.diagnostic();
+    return std::make_pair(std::move(*mod), pipeline);
+  } catch (const Error &e) {
+    return e.diagnostic();
+  }
+}
+
+} // namespace tmg

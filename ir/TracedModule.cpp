@@ -453,6 +453,23 @@ std::unique_ptr<TracedModule> TracedModule::flatten() const {
   return nm;
 }
 
+bool TracedModule::flattenInPlace() {
+  bool any = false;
+  for (Expr *e : graph())
+    any |= Inliner::inlinable(e) != nullptr;
+  if (!any)
+    return false;
+  std::unique_ptr<TracedModule> f = flatten();
+  sigs_ = std::move(f->sigs_);
+  sigIndex_ = std::move(f->sigIndex_);
+  nextNodeId_ = f->nextNodeId_;
+  nextExprId_ = f->nextExprId_;
+  for (auto &s : sigs_)
+    s.graph->setOwnerInternal(this);
+  updateRefs();
+  return true;
+}
+
 std::string TracedModule::str() const {
   std::string out;
   bool first = true;

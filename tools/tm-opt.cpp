@@ -1,10 +1,10 @@
 //===- tm-opt.cpp - Load, transform and write models ----------------------===//
 //
-// tm-opt MODEL [-o OUT] [options]
+// tm-opt MODEL [-o OUT] [--pipeline P | --pipeline-file F.toml] [options]
 //
-// Reads a model (.tmir with its weights), optionally flattens and compiles
-// it, verifies it, and writes it as .tmir + .safetensors, as Graphviz DOT,
-// or as text on stdout. Pipelines of passes come with the pass manager.
+// Reads a model (.tmir with its weights), runs a pass pipeline, verifies the
+// result, and writes it as .tmir + .safetensors, as Graphviz DOT, or as
+// text on stdout.
 //
 //===----------------------------------------------------------------------===//
 #include <cstdio>
@@ -14,28 +14,43 @@
 #include "tm/io/Dot.h"
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
+#include "tm/passes/PassManager.h"
 
 using namespace tmg;
 
 static const char *Usage = R"(usage: tm-opt MODEL [-o OUT] [options]
 
-Loads MODEL (.tmir and the .safetensors it names), applies the requested
-transformations, verifies the result and writes it.
+Loads MODEL (.tmir and the .safetensors it names), runs a pass pipeline,
+verifies the result and writes it.
 
 Output (-o OUT):
-  OUT.tmir            write OUT.tmir and OUT.safetensors beside it
-  OUT.dot             write Graphviz DOT (render: dot -Tpng OUT.dot -o OUT.png)
-  - or no -o          print the .tmir text to stdout
+  OUT.tmir                 write OUT.tmir and OUT.safetensors beside it
+  OUT.dot                  write Graphviz DOT (render: dot -Tpng OUT.dot -o OUT.png)
+  - or no -o               print the .tmir text to stdout
 
-Options:
-  -o, --output OUT    where to write (see above)
-  --flatten           inline every traced submodule call into the top graph
-  --compile           merge getattrs and remove dead exprs in the top graph
-  --no-verify         do not verify the module after loading and transforming
-  --inline-weights N  on stdout, write tensors of at most N elements inline
-  --print             also print the result's top graph in the reference format
-  -h, --help          show this help
-  --version           show the version
+Pipelines:
+  -p, --pipeline TEXT      e.g. "flatten,compile,fixpoint(merge-getattr,compile){max-iterations=4}"
+  --pipeline-file F.toml   a pipeline config file (see README)
+  --list-passes            list the registered passes with their options
+  --dump-pipeline          print the parsed pipeline in canonical form and exit
+  --load-pass-plugin LIB   load passes from a shared library (repeatable)
+
+Instrumentation:
+  --verify-each            verify the module after every pass
+  --time-passes            print time per pass
+  --print-after-all        print the module after every pass
+  --print-after NAME       print the module after pass NAME (repeatable)
+  --print-changed          print the module after passes that changed it
+  --stats                  print per-pass counters
+  --reproducer FILE        on a pass failure, write FILE (+ FILE.tmir) to replay it
+  --run-reproducer FILE    load a reproducer and run its pipeline
+  --threads N              threads for graph-local passes (default 1)
+
+Other:
+  --no-verify              do not verify the final module
+  --inline-weights N       on stdout, write tensors of at most N elements inline
+  -h, --help               show this help
+  --version                show the version
 )";
 
 static int fail(const Diagnostic &d) {
@@ -48,10 +63,32 @@ static int usageError(const std::string &msg) {
   return 2;
 }
 
+static void listPasses(const PassRegistry &r) {
+  for (const std::string &n : r.names()) {
+    auto p = r.create(n);
+    std::printf("%s\n    %s\n", n.c_str(), p->description().str().c_str());
+    for (const OptionSpec &o : p->optionSpecs())
+      std::printf("    {%s=<%s>} default %s: %s\n", o.name.c_str(),
+                  optionTypeName(o.defaultValue).str().c_str(),
+                  optionValueStr(o.defaultValue).c_str(), o.help.c_str());
+    auto pre = p->prerequisites();
+    if (!pre.empty()) {
+      std::string s;
+      for (const auto &x : pre)
+        s += (s.empty() ? "" : ", ") + x;
+      std::printf("    requires: %s\n", s.c_str());
+    }
+  }
+  std::printf("fixpoint(P)\n    repeat pipeline P until nothing changes\n"
+              "    {max-iterations=<int>} default 10\n");
+}
+
 int main(int argc, char **argv) {
-  std::string model, out;
-  bool flatten = false, compile = false, verifyIt = true, print = false;
+  std::string model, out, pipelineText, pipelineFile, reproducerIn;
+  bool verifyIt = true, list = false, dump = false;
   int64_t inlineMax = -1;
+  PipelineOptions opts;
+  std::vector<std::string> plugins;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *name) -> std::string {
@@ -69,14 +106,50 @@ int main(int argc, char **argv) {
       return 0;
     } else if (a == "-o" || a == "--output") {
       out = value("-o");
-    } else if (a == "--flatten") {
-      flatten = true;
-    } else if (a == "--compile") {
-      compile = true;
+    } else if (a == "-p" || a == "--pipeline") {
+      pipelineText = value("--pipeline");
+    } else if (a == "--pipeline-file") {
+      pipelineFile = value("--pipeline-file");
+    } else if (a == "--list-passes") {
+      list = true;
+    } else if (a == "--dump-pipeline") {
+      dump = true;
+    } else if (a == "--load-pass-plugin") {
+      plugins.push_back(value("--load-pass-plugin"));
+    } else if (a == "--verify-each") {
+      opts.verifyEach = true;
+    } else if (a == "--time-passes") {
+      opts.timePasses = true;
+    } else if (a == "--print-after-all") {
+      opts.printAfterAll = true;
+    } else if (a == "--print-after") {
+      opts.printAfter.insert(value("--print-after"));
+    } else if (a.rfind("--print-after=", 0) == 0) {
+      opts.printAfter.insert(a.substr(14));
+    } else if (a == "--print-changed") {
+      opts.printChanged = true;
+    } else if (a == "--stats") {
+      opts.stats = true;
+    } else if (a == "--reproducer") {
+      std::string path = value("--reproducer");
+      opts.onFailure = [path](const TracedModule &m, const Pipeline &p) {
+        Diagnostic d;
+        if (failed(writeReproducer(path, m, p.str(), &d)))
+          std::fprintf(stderr, "tm-opt: %s\n", d.str().c_str());
+        else
+          std::fprintf(stderr, "tm-opt: wrote reproducer %s\n", path.c_str());
+      };
+    } else if (a == "--run-reproducer") {
+      reproducerIn = value("--run-reproducer");
+    } else if (a == "--threads") {
+      std::string v = value("--threads");
+      char *end = nullptr;
+      long n = std::strtol(v.c_str(), &end, 10);
+      if (v.empty() || *end || n < 1)
+        return usageError("--threads needs a positive integer, got '" + v + "'");
+      opts.threads = int(n);
     } else if (a == "--no-verify") {
       verifyIt = false;
-    } else if (a == "--print") {
-      print = true;
     } else if (a == "--inline-weights") {
       std::string v = value("--inline-weights");
       char *end = nullptr;
@@ -91,31 +164,79 @@ int main(int argc, char **argv) {
       return usageError("more than one model given ('" + model + "' and '" + a + "')");
     }
   }
-  if (model.empty())
-    return usageError("no model given");
-  if (!llvm::StringRef(model).endswith(".tmir"))
-    return usageError("cannot read '" + model + "': expected a .tmir file");
+  PassRegistry &registry = PassRegistry::global();
+  for (const auto &p : plugins) {
+    Diagnostic d;
+    if (failed(loadPassPlugin(p, registry, &d)))
+      return fail(d);
+  }
+  if (list) {
+    listPasses(registry);
+    return 0;
+  }
+  if (!pipelineText.empty() && !pipelineFile.empty())
+    return usageError("give --pipeline or --pipeline-file, not both");
 
-  auto loaded = loadTmir(model);
-  if (loaded.failed())
-    return fail(loaded.diagnostic());
-  std::unique_ptr<TracedModule> m = std::move(*loaded);
-  try {
-    if (flatten)
-      m = m->flatten();
-    if (compile)
-      m->graph().compile();
-  } catch (const Error &e) {
-    return fail(e.diagnostic());
+  std::unique_ptr<TracedModule> m;
+  if (!reproducerIn.empty()) {
+    auto r = readReproducer(reproducerIn);
+    if (r.failed())
+      return fail(r.diagnostic());
+    m = std::move(r->first);
+    pipelineText = r->second;
+  }
+  Pipeline pipeline;
+  if (!pipelineFile.empty()) {
+    auto pf = parsePipelineFile(pipelineFile, registry);
+    if (pf.failed())
+      return fail(pf.diagnostic());
+    pipeline = std::move(pf->pipeline);
+    PipelineOptions fileOpts = std::move(pf->options);
+    // Command-line switches add to the file's.
+    opts.verifyEach |= fileOpts.verifyEach;
+    opts.timePasses |= fileOpts.timePasses;
+    opts.printAfterAll |= fileOpts.printAfterAll;
+    opts.printChanged |= fileOpts.printChanged;
+    opts.stats |= fileOpts.stats;
+    opts.printAfter.insert(fileOpts.printAfter.begin(), fileOpts.printAfter.end());
+    opts.disabled = fileOpts.disabled;
+    if (opts.threads == 1)
+      opts.threads = fileOpts.threads;
+  } else if (!pipelineText.empty()) {
+    auto p = Pipeline::parse(pipelineText, registry, "<pipeline>");
+    if (p.failed())
+      return fail(p.diagnostic());
+    pipeline = std::move(*p);
+  }
+  if (dump) {
+    std::printf("%s\n", pipeline.str().c_str());
+    if (model.empty() && !m)
+      return 0;
+  }
+  if (!m) {
+    if (model.empty())
+      return usageError("no model given");
+    if (!llvm::StringRef(model).endswith(".tmir"))
+      return usageError("cannot read '" + model + "': expected a .tmir file");
+    auto loaded = loadTmir(model);
+    if (loaded.failed())
+      return fail(loaded.diagnostic());
+    m = std::move(*loaded);
+  }
+  if (!pipeline.elements.empty()) {
+    PassManager pm(std::move(pipeline), opts);
+    Diagnostic d;
+    if (failed(pm.run(*m, &d)))
+      return fail(d);
   }
   if (verifyIt) {
     Diagnostic d;
     if (failed(verifyOrReport(*m, &d)))
       return fail(d);
   }
-  if (print)
-    std::printf("%s\n", m->str().c_str());
   if (out.empty() || out == "-") {
+    if (dump)
+      return 0;
     TmirWriteOptions o;
     o.inlineMaxElements = inlineMax;
     std::fputs(printTmir(*m, o).c_str(), stdout);

@@ -1,10 +1,11 @@
 #!/bin/sh
 # CLI tests: tm-example writes the bundled model; tm-opt reads, flattens and
 # writes it as .tmir, .dot and text, and rejects bad input with clear errors.
-# usage: test_cli.sh TM_EXAMPLE TM_OPT WORKDIR
+# tm-run executes it, writes .npy outputs and compares them.
+# usage: test_cli.sh TM_EXAMPLE TM_OPT TM_RUN WORKDIR
 set -u
 abspath() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
-example=$(abspath "$1") opt=$(abspath "$2") dir=$3
+example=$(abspath "$1") opt=$(abspath "$2") run=$(abspath "$3") dir=$4
 rm -rf "$dir" && mkdir -p "$dir" && cd "$dir" || exit 1
 failures=0
 check() { # description, command...
@@ -23,7 +24,7 @@ sed 1,2d cnn.tmir > a.txt; sed 1,2d round.tmir > b.txt
 check "the round trip keeps the text (weights line aside)" cmp -s a.txt b.txt
 check "the round trip keeps the weights" cmp -s cnn.safetensors round.safetensors
 
-check "tm-opt --flatten" "$opt" cnn.tmir --flatten -o flat.tmir
+check "tm-opt --pipeline flatten,compile" "$opt" cnn.tmir --pipeline flatten,compile -o flat.tmir
 check "flat graph has the inlined convs" contains flat.tmir 'getattr(self, "block1.conv")'
 check "flat graph has no block calls" sh -c "! grep -q 'block1_out = block1(' flat.tmir"
 
@@ -35,7 +36,7 @@ check "DOT has one cluster per graph" test "$(grep -c 'subgraph cluster_' cnn.do
 check "tm-opt prints text to stdout" contains stdout.txt '^tmir 1$'
 
 "$opt" --help > help.txt
-check "--help lists the options" contains help.txt '--flatten'
+check "--help lists the options" contains help.txt '--pipeline-file'
 
 "$opt" missing.tmir 2> err1.txt; s=$?
 check "a missing file exits 1" test $s -eq 1
@@ -49,6 +50,27 @@ check "a malformed file error has file:line:col" contains err2.txt 'bad.tmir:3:1
 "$opt" cnn.tmir --bogus 2> err3.txt; s=$?
 check "an unknown option exits 2" test $s -eq 2
 check "an unknown option is named" contains err3.txt "unknown option '--bogus'"
+
+mkdir -p out1 out2
+"$run" cnn.tmir --random-inputs 1 -o out1 > run1.txt
+check "tm-run runs the model" test $? -eq 0
+check "tm-run prints output shapes" contains run1.txt "output 0 'fc_out': float32(1, 10)"
+check "tm-run writes .npy outputs" test -s out1/fc_out.npy
+"$run" flat.tmir --random-inputs 1 --compare fc_out=out1/fc_out.npy > cmp.txt
+check "the flat model matches the hierarchical one" contains cmp.txt "compare 'fc_out': max abs error 0"
+"$run" cnn.tmir --random-inputs 2 -o out2 > /dev/null
+"$run" cnn.tmir --random-inputs 1 --compare 0=out2/fc_out.npy > cmp2.txt; s=$?
+check "a mismatch exits 1" test $s -eq 1
+check "a mismatch is reported" contains cmp2.txt 'OUTSIDE TOLERANCE'
+"$run" cnn.tmir --repeat 3 --random-inputs > lat.txt
+check "--repeat prints latencies" contains lat.txt 'latency over 3 runs'
+"$run" cnn.tmir 2> err4.txt; s=$?
+check "an unbound input exits 2" test $s -eq 2
+check "an unbound input is named" contains err4.txt "input 'x' is not bound"
+printf 'garbage' > bad.npy
+"$run" cnn.tmir -i x=bad.npy 2> err5.txt; s=$?
+check "a bad .npy exits 1" test $s -eq 1
+check "a bad .npy is named" contains err5.txt 'bad.npy@byte 0: error: not a .npy file'
 
 echo "$failures failure(s)"
 test "$failures" -eq 0

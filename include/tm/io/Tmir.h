@@ -64,6 +64,15 @@ FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path);
 LogicalResult saveTmir(const TracedModule &m, const std::string &path,
                        Diagnostic *error = nullptr);
 
+/// A reproducer: `path` names a small text file holding the pipeline;
+/// the module goes beside it as `<path>.tmir` + `.safetensors`.
+LogicalResult writeReproducer(const std::string &path, const TracedModule &m,
+                              const std::string &pipeline,
+                              Diagnostic *error = nullptr);
+/// Reads a reproducer: the module and the pipeline text.
+FailureOr<std::pair<std::unique_ptr<TracedModule>, std::string>>
+readReproducer(const std::string &path);
+
 /// Structural comparison: module trees, attributes, tensor bytes, graphs
 /// (exprs, kinds, ids, names, qualnames, types, arguments, outputs).
 /// Returns a description of the first difference, or nullopt when equal.

@@ -92,6 +92,9 @@ public:
   /// top namespace; then compile() (GetAttr chains become dotted paths,
   /// dead exprs go) and resetIds(). The module tree is kept.
   std::unique_ptr<TracedModule> flatten() const;
+  /// flatten() applied to this module: its graphs become the flat ones.
+  /// Returns false (and changes nothing) when no call was inlinable.
+  bool flattenInPlace();
 
   std::unique_ptr<Module> clone() const override;
   std::unique_ptr<TracedModule> cloneTraced() const;

@@ -1,0 +1,186 @@
+//===- Pass.h - Passes, options and the pass registry -----------*- C++ -*-===//
+//
+// A pass has a kebab-case name, a one-line description, typed options with
+// defaults and help text, declared prerequisites, and
+// `run(TracedModule&, PassContext&)` which reports whether it changed
+// anything (or a Diagnostic). Passes are registered by explicit functions
+// (registerBuiltinPasses) or by plugins; the pass manager creates them by
+// name from pipelines.
+//
+//   struct FoldNegNeg : tmg::PassWrapper<FoldNegNeg> {
+//     static constexpr const char *Name = "fold-neg-neg";
+//     static constexpr const char *Description = "neg(neg(x)) => x";
+//     FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+//   };
+//   registry.add<FoldNegNeg>();
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include <llvm/ADT/StringMap.h>
+#include <llvm/ADT/StringRef.h>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/TracedModule.h"
+
+namespace tmg {
+
+/// The value of a pass option.
+using OptionValue = std::variant<bool, int64_t, double, std::string>;
+
+/// "bool", "int", "float", "string".
+llvm::StringRef optionTypeName(const OptionValue &v);
+/// Canonical text: true/false, 12, 0.5, a string as is (quoted when needed).
+std::string optionValueStr(const OptionValue &v);
+
+/// A declared option: name, default (which fixes the type) and help.
+struct OptionSpec {
+  std::string name;
+  OptionValue defaultValue;
+  std::string help;
+};
+
+class PassContext;
+
+class Pass {
+public:
+  virtual ~Pass();
+  virtual llvm::StringRef name() const = 0;
+  virtual llvm::StringRef description() const = 0;
+  /// Options this pass accepts.
+  virtual std::vector<OptionSpec> optionSpecs() const { return {}; }
+  /// Passes that must run first (by name); the pass manager runs them.
+  virtual std::vector<std::string> prerequisites() const { return {}; }
+  /// Runs on `m`; returns whether anything changed, or a Diagnostic.
+  virtual FailureOr<bool> run(TracedModule &m, PassContext &ctx) = 0;
+  virtual std::unique_ptr<Pass> clone() const = 0;
+
+  /// Sets an option (type-checked against its spec). Returns a Diagnostic
+  /// naming the option and the closest known name on error.
+  LogicalResult setOption(llvm::StringRef name, const OptionValue &v,
+                          Diagnostic *error = nullptr);
+  /// The current value (the default unless set).
+  OptionValue option(llvm::StringRef name) const;
+  bool boolOption(llvm::StringRef name) const;
+  int64_t intOption(llvm::StringRef name) const;
+  double floatOption(llvm::StringRef name) const;
+  std::string stringOption(llvm::StringRef name) const;
+  /// Options set explicitly, in name order (for canonical printing).
+  const std::map<std::string, OptionValue> &explicitOptions() const { return set_; }
+
+private:
+  std::map<std::string, OptionValue> set_;
+};
+
+/// CRTP helper: name, description and cloning from the derived class's
+/// `Name` and `Description` constants.
+template <typename Derived> class PassWrapper : public Pass {
+public:
+  llvm::StringRef name() const override { return Derived::Name; }
+  llvm::StringRef description() const override { return Derived::Description; }
+  std::unique_ptr<Pass> clone() const override {
+    return std::make_unique<Derived>(static_cast<const Derived &>(*this));
+  }
+};
+
+/// Counters a pass reports (`--stats`): "exprs-removed", ... Thread-safe.
+class PassStatistics {
+public:
+  void add(llvm::StringRef pass, llvm::StringRef counter, int64_t n);
+  /// pass -> counter -> value, sorted.
+  const std::map<std::string, std::map<std::string, int64_t>> &all() const { return c_; }
+  std::string str() const;
+
+private:
+  std::mutex mu_;
+  std::map<std::string, std::map<std::string, int64_t>> c_;
+};
+
+/// State shared by the passes of one pipeline run.
+class PassContext {
+public:
+  PassStatistics &stats() { return stats_; }
+  /// Counts `n` under the running pass's name.
+  void count(llvm::StringRef counter, int64_t n = 1);
+  void setCurrentPass(std::string p) { current_ = std::move(p); }
+  const std::string &currentPass() const { return current_; }
+  /// Remarks for `--debug`-style output (e.g. skipped uses).
+  std::vector<Diagnostic> &remarks() { return remarks_; }
+  /// Threads graph-local passes may use (1: sequential).
+  int threads = 1;
+
+private:
+  PassStatistics stats_;
+  std::vector<Diagnostic> remarks_;
+  std::string current_;
+};
+
+/// A pass that works on each graph independently (every graph of every
+/// module of the hierarchy): with `PassContext::threads > 1` the graphs are
+/// processed in parallel, with the same result as sequentially. Graph-local
+/// passes must not create exprs or nodes in other graphs, nor touch module
+/// attributes.
+template <typename Derived> class GraphPass : public PassWrapper<Derived> {
+public:
+  virtual FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) = 0;
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override {
+    return runOnEachGraph(m, ctx, [this](InternalGraph &g, PassContext &c) {
+      return runOnGraph(g, c);
+    });
+  }
+};
+
+/// Runs `fn` on every graph of `m`'s hierarchy, on `ctx.threads` threads;
+/// returns whether any changed, or the first failure in graph order.
+FailureOr<bool> runOnEachGraph(
+    TracedModule &m, PassContext &ctx,
+    const std::function<FailureOr<bool>(InternalGraph &, PassContext &)> &fn);
+
+/// Registry of pass factories by name.
+class PassRegistry {
+public:
+  using Factory = std::function<std::unique_ptr<Pass>()>;
+  /// The process-wide registry (builtin passes are registered on first use).
+  static PassRegistry &global();
+
+  /// Registers `f` under `name`; throws tmg::Error when the name is taken.
+  void add(const std::string &name, Factory f);
+  template <typename P> void add() {
+    add(P::Name, [] { return std::make_unique<P>(); });
+  }
+  bool contains(llvm::StringRef name) const;
+  /// A new instance, or nullptr.
+  std::unique_ptr<Pass> create(llvm::StringRef name) const;
+  /// Registered names, sorted.
+  std::vector<std::string> names() const;
+  /// The registered name closest to `name` (for "did you mean").
+  std::string closest(llvm::StringRef name) const;
+
+private:
+  std::map<std::string, Factory> factories_;
+};
+
+/// Registers the builtin passes (structural passes and optimisations).
+void registerBuiltinPasses(PassRegistry &r);
+
+/// The closest of `candidates` to `name` by edit distance ("" if none).
+std::string closestName(llvm::StringRef name, const std::vector<std::string> &candidates);
+
+/// Loads a pass plugin: a shared library exporting
+/// `extern "C" void tmgRegisterPasses(tmg::PassRegistry &)`.
+LogicalResult loadPassPlugin(const std::string &path, PassRegistry &r,
+                             Diagnostic *error = nullptr);
+
+} // namespace tmg
+
+/// Plugins define this function (see examples/plugin).
+#define TMG_PASS_PLUGIN_ENTRY extern "C" void tmgRegisterPasses(tmg::PassRegistry &registry)

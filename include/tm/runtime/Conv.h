@@ -1,0 +1,83 @@
+//===- Conv.h - Convolutions ------------------------------------*- C++ -*-===//
+//
+// NCHW convolutions on float32, PyTorch/ONNX weight layouts:
+//  * conv2d weight (out, in / groups, kh, kw), bias (out,);
+//  * conv_transpose2d weight (in, out / groups, kh, kw), bias (out,);
+//  * conv1d weight (out, in / groups, k), bias (out,).
+// conv2d lowers each (image, group) to sgemm: 1x1 stride-1 convolutions use
+// the input directly as the GEMM operand; others are im2col'ed tile by tile
+// (a column tile of the patch matrix stays in L2) with the bias and the
+// activation applied to the tile right after its GEMM. Depthwise
+// convolutions (groups == in channels, one input channel per group) use a
+// direct kernel instead.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <optional>
+
+#include "tm/runtime/Common.h"
+
+namespace tmg::rt {
+
+/// Attributes of conv2d.
+struct Conv2dParams {
+  Int2 stride = 1;
+  Int2 padding = 0; ///< zeros before the input (top, left)
+  /// Zeros after the input (bottom, right); defaults to `padding`. Set for
+  /// ONNX's asymmetric pads.
+  std::optional<Int2> paddingEnd;
+  Int2 dilation = 1;
+  int64_t groups = 1;
+  Activation activation = Activation::None;
+};
+
+/// Cross-correlation of input (N, C, H, W) with weight (O, C / groups, kh,
+/// kw), plus bias (O,) when defined, then the activation. Output (N, O, Ho,
+/// Wo) with Ho = (H + padTop + padBottom - dilation.h * (kh - 1) - 1) /
+/// stride.h + 1 (floor), and likewise Wo. Throws on a rank, channel, group
+/// or bias mismatch, on non-positive strides or dilations, negative padding,
+/// or a kernel larger than the padded input.
+Tensor conv2d(const Tensor &input, const Tensor &weight,
+              const Tensor &bias = {}, const Conv2dParams &params = {});
+
+/// Attributes of conv1d (the 1-D analogue of Conv2dParams).
+struct Conv1dParams {
+  int64_t stride = 1;
+  int64_t padding = 0;
+  std::optional<int64_t> paddingEnd;
+  int64_t dilation = 1;
+  int64_t groups = 1;
+  Activation activation = Activation::None;
+};
+
+/// input (N, C, L), weight (O, C / groups, k), bias (O,) -> (N, O, Lo).
+Tensor conv1d(const Tensor &input, const Tensor &weight,
+              const Tensor &bias = {}, const Conv1dParams &params = {});
+
+/// Attributes of conv_transpose2d (PyTorch semantics).
+struct ConvTranspose2dParams {
+  Int2 stride = 1;
+  Int2 padding = 0;
+  Int2 outputPadding = 0; ///< extra rows/columns at the bottom/right
+  Int2 dilation = 1;
+  int64_t groups = 1;
+  Activation activation = Activation::None;
+};
+
+/// Transposed convolution (the gradient of conv2d with respect to its input)
+/// of input (N, C, H, W) with weight (C, O / groups, kh, kw): output (N, O,
+/// Ho, Wo) with Ho = (H - 1) * stride.h - 2 * padding.h + dilation.h * (kh -
+/// 1) + outputPadding.h + 1. outputPadding must be smaller than the stride
+/// or the dilation.
+Tensor convTranspose2d(const Tensor &input, const Tensor &weight,
+                       const Tensor &bias = {},
+                       const ConvTranspose2dParams &params = {});
+
+/// Output size of a convolution or pooling window along one axis:
+/// floor((in + padBegin + padEnd - dilation * (kernel - 1) - 1) / stride) + 1,
+/// which may be <= 0 when the window does not fit.
+int64_t convOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                       int64_t padBegin, int64_t padEnd, int64_t dilation);
+
+} // namespace tmg::rt

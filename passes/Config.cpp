@@ -1,0 +1,182 @@
+//===- Config.cpp - Pipeline config files (TOML) --------------------------===//
+#include <toml++/toml.h>
+
+#include "tm/passes/PassManager.h"
+
+namespace tmg {
+
+namespace {
+
+Location at(const std::string &file, const toml::source_region &r) {
+  return Location::inFile(file, int64_t(r.begin.line), int64_t(r.begin.column));
+}
+
+[[noreturn]] void fail(const std::string &file, const toml::node &n, const std::string &msg) {
+  throw Error(at(file, n.source()), msg);
+}
+
+/// Applies `fn` to every pass element, fixpoint children included.
+void forEachPass(std::vector<PipelineElement> &els,
+                 const std::function<void(PipelineElement &)> &fn) {
+  for (auto &e : els) {
+    if (e.kind == PipelineElement::Kind::Pass)
+      fn(e);
+    else
+      forEachPass(e.children, fn);
+  }
+}
+
+const std::vector<std::string> PipelineKeys = {
+    "passes", "disabled", "verify-each", "print-after-all", "print-after",
+    "print-changed", "time-passes", "stats", "threads"};
+
+bool getBool(const std::string &file, const toml::node &n, const std::string &key) {
+  if (auto v = n.value<bool>(); v && n.is_boolean())
+    return *v;
+  fail(file, n, fmt::format("'{}' expects true or false", key));
+}
+
+std::vector<std::string> getStrings(const std::string &file, const toml::node &n,
+                                    const std::string &key) {
+  const toml::array *a = n.as_array();
+  if (!a)
+    fail(file, n, fmt::format("'{}' expects an array of strings", key));
+  std::vector<std::string> out;
+  for (const toml::node &x : *a) {
+    if (!x.is_string())
+      fail(file, x, fmt::format("'{}' expects an array of strings", key));
+    out.push_back(*x.value<std::string>());
+  }
+  return out;
+}
+
+PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegistry &r) {
+  toml::table root;
+  try {
+    root = toml::parse(std::string_view(text.data(), text.size()), file);
+  } catch (const toml::parse_error &e) {
+    throw Error(at(file, e.source()), fmt::format("malformed TOML: {}", e.description()));
+  }
+  PipelineFile out;
+  for (auto &[k, v] : root) {
+    std::string key(k.str());
+    if (key != "pipeline" && key != "passes") {
+      std::string c = closestName(key, {"pipeline", "passes"});
+      fail(file, v, fmt::format("unknown section '{}'; did you mean '{}'?", key, c));
+    }
+  }
+  const toml::table *pl = root["pipeline"].as_table();
+  if (!pl)
+    throw Error(Location::inFile(file, 1, 1), "the config needs a [pipeline] table");
+  const toml::node *passes = pl->get("passes");
+  if (!passes)
+    fail(file, *pl, "[pipeline] needs 'passes = [...]'");
+  const toml::array *arr = passes->as_array();
+  if (!arr || arr->empty())
+    fail(file, *passes, "'passes' expects a non-empty array of pipeline strings");
+  for (const toml::node &p : *arr) {
+    if (!p.is_string())
+      fail(file, p, "'passes' expects an array of strings");
+    // The string starts one column after its opening quote.
+    auto src = p.source();
+    FailureOr<Pipeline> sub = Pipeline::parse(*p.value<std::string>(), r, file,
+                                              int64_t(src.begin.line),
+                                              int64_t(src.begin.column) + 1);
+    if (sub.failed())
+      throw Error(sub.diagnostic());
+    for (auto &e : sub->elements)
+      out.pipeline.elements.push_back(std::move(e));
+  }
+  PipelineOptions &o = out.options;
+  for (auto &[k, v] : *pl) {
+    std::string key(k.str());
+    if (key == "passes")
+      continue;
+    if (key == "verify-each")
+      o.verifyEach = getBool(file, v, key);
+    else if (key == "print-after-all")
+      o.printAfterAll = getBool(file, v, key);
+    else if (key == "print-changed")
+      o.printChanged = getBool(file, v, key);
+    else if (key == "time-passes")
+      o.timePasses = getBool(file, v, key);
+    else if (key == "stats")
+      o.stats = getBool(file, v, key);
+    else if (key == "threads") {
+      auto n = v.value<int64_t>();
+      if (!v.is_integer() || !n || *n < 1)
+        fail(file, v, "'threads' expects a positive integer");
+      o.threads = int(*n);
+    } else if (key == "print-after" || key == "disabled") {
+      for (const std::string &name : getStrings(file, v, key)) {
+        if (!r.contains(name))
+          fail(file, v, fmt::format("unknown pass '{}' in '{}'; did you mean '{}'?", name,
+                                    key, r.closest(name)));
+        (key == "disabled" ? o.disabled : o.printAfter).insert(name);
+      }
+    } else {
+      fail(file, v, fmt::format("unknown key '{}' in [pipeline]; did you mean '{}'?", key,
+                                closestName(key, PipelineKeys)));
+    }
+  }
+  if (const toml::table *opts = root["passes"].as_table()) {
+    for (auto &[k, v] : *opts) {
+      std::string pass(k.str());
+      const toml::table *t = v.as_table();
+      if (!r.contains(pass))
+        fail(file, v, fmt::format("unknown pass '{}'; did you mean '{}'?", pass,
+                                  r.closest(pass)));
+      if (!t)
+        fail(file, v, fmt::format("[passes.{}] must be a table of options", pass));
+      for (auto &[ok, ov] : *t) {
+        std::string opt(ok.str());
+        OptionValue val;
+        if (ov.is_boolean())
+          val = *ov.value<bool>();
+        else if (ov.is_integer())
+          val = *ov.value<int64_t>();
+        else if (ov.is_floating_point())
+          val = *ov.value<double>();
+        else if (ov.is_string())
+          val = *ov.value<std::string>();
+        else
+          fail(file, ov, fmt::format("option '{}' must be a boolean, number or string", opt));
+        // Check against a fresh instance even if the pipeline lacks the pass.
+        Diagnostic d;
+        if (failed(r.create(pass)->setOption(opt, val, &d)))
+          fail(file, ov, d.message);
+        forEachPass(out.pipeline.elements, [&](PipelineElement &e) {
+          if (e.pass->name() == pass)
+            (void)e.pass->setOption(opt, val);
+        });
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+FailureOr<PipelineFile> parsePipelineToml(llvm::StringRef text, const std::string &file,
+                                          const PassRegistry &r) {
+  try {
+    return parse(text, file, r);
+  } catch (const Error &e) {
+    return e.diagnostic();
+  }
+}
+
+FailureOr<PipelineFile> parsePipelineFile(const std::string &path, const PassRegistry &r) {
+  std::FILE *f = std::fopen(path.c_str(), "rb");
+  if (!f)
+    return Diagnostic(Location::inFile(path), "cannot open pipeline file");
+  std::string text;
+  char buf[4096];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
+    text.append(buf, n);
+  std::fclose(f);
+  return parsePipelineToml(text, path, r);
+}
+
+} // namespace tmg

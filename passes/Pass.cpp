@@ -1,0 +1,241 @@
+//===- Pass.cpp - Passes, options, registry, plugins ----------------------===//
+#include "tm/passes/Pass.h"
+
+#include <dlfcn.h>
+
+#include <atomic>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "tm/ir/TreeDef.h"
+
+namespace tmg {
+
+llvm::StringRef optionTypeName(const OptionValue &v) {
+  switch (v.index()) {
+  case 0: return "bool";
+  case 1: return "int";
+  case 2: return "float";
+  default: return "string";
+  }
+}
+
+std::string optionValueStr(const OptionValue &v) {
+  switch (v.index()) {
+  case 0: return std::get<bool>(v) ? "true" : "false";
+  case 1: return std::to_string(std::get<int64_t>(v));
+  case 2: return pyFloatRepr(std::get<double>(v));
+  default: {
+    const std::string &s = std::get<std::string>(v);
+    bool bare = !s.empty();
+    for (char c : s)
+      bare &= bool(std::isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' ||
+                   c == ':' || c == '/');
+    if (bare && s != "true" && s != "false" &&
+        !(std::isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '.'))
+      return s;
+    std::string q = "\"";
+    for (char c : s) {
+      if (c == '"' || c == '\\')
+        q += '\\';
+      q += c;
+    }
+    return q + "\"";
+  }
+  }
+}
+
+std::string closestName(llvm::StringRef name, const std::vector<std::string> &candidates) {
+  std::string best;
+  unsigned bestD = ~0u;
+  for (const auto &c : candidates) {
+    unsigned d = name.edit_distance(c, true, bestD);
+    if (d < bestD) {
+      bestD = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+Pass::~Pass() = default;
+
+LogicalResult Pass::setOption(llvm::StringRef name, const OptionValue &v,
+                              Diagnostic *error) {
+  std::vector<OptionSpec> specs = optionSpecs();
+  for (const auto &s : specs) {
+    if (s.name != name)
+      continue;
+    OptionValue val = v;
+    // An int where a float is expected is fine.
+    if (s.defaultValue.index() == 2 && v.index() == 1)
+      val = double(std::get<int64_t>(v));
+    if (val.index() != s.defaultValue.index()) {
+      if (error)
+        *error = Diagnostic(Location(), fmt::format("option '{}' of pass '{}' expects a {}, got "
+                                                    "{} '{}'",
+                                                    name.str(), this->name().str(),
+                                                    optionTypeName(s.defaultValue).str(),
+                                                    optionTypeName(v).str(), optionValueStr(v)));
+      return failure();
+    }
+    set_[name.str()] = val;
+    return success();
+  }
+  if (error) {
+    std::vector<std::string> names;
+    for (const auto &s : specs)
+      names.push_back(s.name);
+    std::string msg = fmt::format("pass '{}' has no option '{}'", this->name().str(), name.str());
+    std::string c = closestName(name, names);
+    if (!c.empty())
+      msg += fmt::format("; did you mean '{}'?", c);
+    else
+      msg += " (it takes no options)";
+    *error = Diagnostic(Location(), msg);
+  }
+  return failure();
+}
+
+OptionValue Pass::option(llvm::StringRef name) const {
+  auto it = set_.find(name.str());
+  if (it != set_.end())
+    return it->second;
+  for (const auto &s : optionSpecs())
+    if (s.name == name)
+      return s.defaultValue;
+  raise("pass '{}' has no option '{}'", this->name().str(), name.str());
+}
+bool Pass::boolOption(llvm::StringRef n) const { return std::get<bool>(option(n)); }
+int64_t Pass::intOption(llvm::StringRef n) const { return std::get<int64_t>(option(n)); }
+double Pass::floatOption(llvm::StringRef n) const { return std::get<double>(option(n)); }
+std::string Pass::stringOption(llvm::StringRef n) const {
+  return std::get<std::string>(option(n));
+}
+
+void PassStatistics::add(llvm::StringRef pass, llvm::StringRef counter, int64_t n) {
+  std::lock_guard l(mu_);
+  c_[pass.str()][counter.str()] += n;
+}
+
+FailureOr<bool> runOnEachGraph(
+    TracedModule &m, PassContext &ctx,
+    const std::function<FailureOr<bool>(InternalGraph &, PassContext &)> &fn) {
+  std::vector<InternalGraph *> graphs;
+  m.namedModules([&](const std::string &, Module &x) {
+    if (auto *t = llvm::dyn_cast<TracedModule>(&x))
+      for (const auto &s : t->signatures())
+        graphs.push_back(s.graph.get());
+  });
+  std::vector<std::optional<FailureOr<bool>>> results(graphs.size());
+  auto work = [&](size_t i) {
+    try {
+      results[i] = fn(*graphs[i], ctx);
+    } catch (const Error &e) {
+      results[i] = FailureOr<bool>(e.diagnostic());
+    }
+  };
+  size_t threads = std::min<size_t>(std::max(ctx.threads, 1), graphs.size());
+  if (threads <= 1) {
+    for (size_t i = 0; i < graphs.size(); ++i)
+      work(i);
+  } else {
+    std::atomic<size_t> next{0};
+    std::vector<std::thread> pool;
+    for (size_t t = 0; t < threads; ++t)
+      pool.emplace_back([&] {
+        for (size_t i; (i = next++) < graphs.size();)
+          work(i);
+      });
+    for (auto &th : pool)
+      th.join();
+  }
+  bool changed = false;
+  for (auto &r : results) {
+    if (r->failed())
+      return r->diagnostic();
+    changed |= **r;
+  }
+  return changed;
+}
+
+std::string PassStatistics::str() const {
+  std::string out = "=== statistics ===\n";
+  for (const auto &[p, cs] : c_)
+    for (const auto &[c, v] : cs)
+      out += fmt::format("{:>10}  {} - {}\n", v, p, c);
+  return out;
+}
+
+void PassContext::count(llvm::StringRef counter, int64_t n) {
+  stats_.add(current_.empty() ? "<none>" : current_, counter, n);
+}
+
+PassRegistry &PassRegistry::global() {
+  static PassRegistry *r = [] {
+    auto *reg = new PassRegistry;
+    registerBuiltinPasses(*reg);
+    return reg;
+  }();
+  return *r;
+}
+
+void PassRegistry::add(const std::string &name, Factory f) {
+  if (name.empty())
+    raise("a pass needs a name");
+  if (!factories_.emplace(name, std::move(f)).second)
+    raise("a pass named '{}' is already registered", name);
+}
+
+bool PassRegistry::contains(llvm::StringRef name) const {
+  return factories_.count(name.str()) != 0;
+}
+
+std::unique_ptr<Pass> PassRegistry::create(llvm::StringRef name) const {
+  auto it = factories_.find(name.str());
+  return it == factories_.end() ? nullptr : it->second();
+}
+
+std::vector<std::string> PassRegistry::names() const {
+  std::vector<std::string> out;
+  for (const auto &[n, f] : factories_)
+    out.push_back(n);
+  return out;
+}
+
+std::string PassRegistry::closest(llvm::StringRef name) const {
+  return closestName(name, names());
+}
+
+LogicalResult loadPassPlugin(const std::string &path, PassRegistry &r, Diagnostic *error) {
+  void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!h) {
+    if (error)
+      *error = Diagnostic(Location::inFile(path), fmt::format("cannot load pass plugin: {}",
+                                                              dlerror()));
+    return failure();
+  }
+  using Entry = void (*)(PassRegistry &);
+  auto entry = reinterpret_cast<Entry>(dlsym(h, "tmgRegisterPasses"));
+  if (!entry) {
+    if (error)
+      *error = Diagnostic(Location::inFile(path),
+                          "not a pass plugin: it does not export tmgRegisterPasses");
+    dlclose(h);
+    return failure();
+  }
+  try {
+    entry(r);
+  } catch (const Error &e) {
+    if (error) {
+      *error = e.diagnostic();
+      error->loc.file = path;
+    }
+    return failure();
+  }
+  // The library stays loaded: its passes live in the registry.
+  return success();
+}
+
+} // namespace tmg

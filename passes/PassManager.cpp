@@ -1,0 +1,159 @@
+//===- PassManager.cpp - Running pipelines with instrumentation -----------===//
+#include "tm/passes/PassManager.h"
+
+#include <chrono>
+#include <cstdio>
+
+#include "tm/ir/Verifier.h"
+
+namespace tmg {
+
+PassManager::PassManager(Pipeline p, PipelineOptions o)
+    : pipeline_(std::move(p)), opts_(std::move(o)) {
+  ctx_.threads = std::max(1, opts_.threads);
+}
+
+void PassManager::emit(const std::string &s) {
+  if (opts_.output)
+    opts_.output(s);
+  else
+    std::fputs(s.c_str(), stderr);
+}
+
+LogicalResult PassManager::run(TracedModule &m, Diagnostic *error) {
+  auto t0 = std::chrono::steady_clock::now();
+  FailureOr<bool> r = runElements(pipeline_.elements, m);
+  total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (opts_.timePasses)
+    emit(timingReport());
+  if (opts_.stats)
+    emit(ctx_.stats().str());
+  if (r.failed()) {
+    if (error)
+      *error = r.diagnostic();
+    return failure();
+  }
+  return success();
+}
+
+FailureOr<bool> PassManager::runElements(std::vector<PipelineElement> &els, TracedModule &m) {
+  bool changed = false;
+  for (PipelineElement &e : els) {
+    if (e.kind == PipelineElement::Kind::Pass) {
+      if (opts_.disabled.count(e.pass->name().str()))
+        continue;
+      FailureOr<bool> r = runPass(*e.pass, m, e.loc);
+      if (r.failed())
+        return r;
+      changed |= *r;
+      continue;
+    }
+    // fixpoint(...): repeat until nothing changes, at most maxIterations.
+    int64_t it = 0;
+    for (; it < e.maxIterations; ++it) {
+      FailureOr<bool> r = runElements(e.children, m);
+      if (r.failed())
+        return r;
+      if (!*r)
+        break;
+      changed = true;
+    }
+    if (it == e.maxIterations) {
+      Diagnostic d(e.loc,
+                   fmt::format("fixpoint did not converge within {} iterations",
+                               e.maxIterations),
+                   Diagnostic::Severity::Warning);
+      ctx_.remarks().push_back(d);
+      emit(d.str() + "\n");
+    }
+  }
+  return changed;
+}
+
+FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &loc) {
+  std::string name = p.name().str();
+  for (const std::string &pre : p.prerequisites()) {
+    if (ran_.count(pre))
+      continue;
+    std::unique_ptr<Pass> q = PassRegistry::global().create(pre);
+    if (!q)
+      return Diagnostic(loc, fmt::format("pass '{}' requires unknown pass '{}'", name, pre));
+    FailureOr<bool> r = runPass(*q, m, loc);
+    if (r.failed())
+      return r;
+  }
+  // A snapshot for the reproducer; a module too broken to copy is reported
+  // as it is when the pass fails.
+  std::unique_ptr<TracedModule> before;
+  if (opts_.onFailure) {
+    try {
+      before = m.cloneTraced();
+    } catch (const Error &) {
+    }
+  }
+  std::string beforeText;
+  if (opts_.printChanged)
+    beforeText = m.str();
+  ctx_.setCurrentPass(name);
+  size_t remarks = ctx_.remarks().size();
+  auto t0 = std::chrono::steady_clock::now();
+  FailureOr<bool> r = Diagnostic();
+  try {
+    r = p.run(m, ctx_);
+  } catch (const Error &e) {
+    r = e.diagnostic();
+  }
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto it = std::find_if(timings_.begin(), timings_.end(),
+                         [&](const Timing &t) { return t.name == name; });
+  if (it == timings_.end()) {
+    timings_.push_back({name, 0, 0});
+    it = timings_.end() - 1;
+  }
+  it->seconds += secs;
+  ++it->runs;
+  auto fail = [&](Diagnostic d) -> FailureOr<bool> {
+    if (d.loc.pass.empty())
+      d.loc.pass = name;
+    if (opts_.onFailure)
+      opts_.onFailure(before ? *before : m, pipeline_);
+    return d;
+  };
+  for (size_t i = remarks; i < ctx_.remarks().size(); ++i)
+    emit(ctx_.remarks()[i].str() + "\n");
+  if (r.failed())
+    return fail(r.diagnostic());
+  ran_.insert(name);
+  if (opts_.verifyEach) {
+    std::vector<Diagnostic> diags = verify(m);
+    if (!diags.empty()) {
+      Diagnostic d = diags[0];
+      d.message = fmt::format("the module does not verify after pass '{}': {}", name, d.message);
+      for (size_t i = 1; i < diags.size(); ++i)
+        d.note(diags[i].str());
+      return fail(d);
+    }
+  }
+  bool show = opts_.printAfterAll || opts_.printAfter.count(name) ||
+              (opts_.printChanged && *r && m.str() != beforeText);
+  if (show)
+    emit(fmt::format("// ----- IR after {} ----- //\n{}\n", name, m.str()));
+  return r;
+}
+
+std::string PassManager::timingReport() const {
+  std::string out = "=== pass execution timing report ===\n";
+  out += fmt::format("  total: {:.6f} s\n", total_);
+  out += "  wall time (s)    %     runs  pass\n";
+  double sum = 0;
+  for (const auto &t : timings_) {
+    out += fmt::format("  {:>12.6f}  {:>5.1f}%  {:>5}  {}\n", t.seconds,
+                       total_ > 0 ? 100.0 * t.seconds / total_ : 0.0, t.runs, t.name);
+    sum += t.seconds;
+  }
+  out += fmt::format("  {:>12.6f}  {:>5.1f}%         (passes)\n", sum,
+                     total_ > 0 ? 100.0 * sum / total_ : 0.0);
+  return out;
+}
+
+} // namespace tmg

@@ -1,0 +1,223 @@
+//===- Pipeline.cpp - Pipeline text: parsing and printing -----------------===//
+#include <cctype>
+
+#include "tm/passes/PassManager.h"
+
+namespace tmg {
+
+PipelineElement PipelineElement::clone() const {
+  PipelineElement e;
+  e.kind = kind;
+  if (pass)
+    e.pass = pass->clone();
+  for (const auto &c : children)
+    e.children.push_back(c.clone());
+  e.maxIterations = maxIterations;
+  e.maxIterationsSet = maxIterationsSet;
+  e.loc = loc;
+  return e;
+}
+
+Pipeline Pipeline::clone() const {
+  Pipeline p;
+  for (const auto &e : elements)
+    p.elements.push_back(e.clone());
+  return p;
+}
+
+static void printElements(const std::vector<PipelineElement> &els, std::string &out) {
+  for (size_t i = 0; i < els.size(); ++i) {
+    if (i)
+      out += ",";
+    const PipelineElement &e = els[i];
+    if (e.kind == PipelineElement::Kind::Fixpoint) {
+      out += "fixpoint(";
+      printElements(e.children, out);
+      out += ")";
+      if (e.maxIterationsSet)
+        out += fmt::format("{{max-iterations={}}}", e.maxIterations);
+      continue;
+    }
+    out += e.pass->name().str();
+    const auto &opts = e.pass->explicitOptions();
+    if (opts.empty())
+      continue;
+    out += "{";
+    bool first = true;
+    for (const auto &[k, v] : opts) {
+      if (!first)
+        out += ",";
+      first = false;
+      out += k + "=" + optionValueStr(v);
+    }
+    out += "}";
+  }
+}
+
+std::string Pipeline::str() const {
+  std::string out;
+  printElements(elements, out);
+  return out;
+}
+
+namespace {
+class PipelineParser {
+public:
+  PipelineParser(llvm::StringRef text, const PassRegistry &r, llvm::StringRef file,
+                 int64_t line, int64_t col)
+      : s_(text), r_(r), file_(file.str()), line_(line), col_(col) {}
+
+  Pipeline run() {
+    Pipeline p;
+    skip();
+    if (pos_ >= s_.size())
+      fail("the pipeline is empty");
+    p.elements = list();
+    skip();
+    if (pos_ < s_.size())
+      fail(fmt::format("unexpected '{}'", s_[pos_]));
+    return p;
+  }
+
+private:
+  Location loc(size_t at) const {
+    return Location::inFile(file_, line_, col_ + int64_t(at));
+  }
+  [[noreturn]] void fail(const std::string &msg, size_t at = ~size_t(0)) const {
+    throw Error(loc(at == ~size_t(0) ? pos_ : at), msg);
+  }
+  void skip() {
+    while (pos_ < s_.size() && std::isspace((unsigned char)s_[pos_]))
+      ++pos_;
+  }
+  bool eat(char c) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  std::string name() {
+    skip();
+    size_t b = pos_;
+    while (pos_ < s_.size() &&
+           (std::isalnum((unsigned char)s_[pos_]) || s_[pos_] == '-' || s_[pos_] == '_'))
+      ++pos_;
+    if (b == pos_)
+      fail(pos_ < s_.size() ? fmt::format("expected a pass name, got '{}'", s_[pos_])
+                            : "expected a pass name at the end of the pipeline");
+    return s_.slice(b, pos_).str();
+  }
+  std::vector<PipelineElement> list() {
+    std::vector<PipelineElement> out;
+    do {
+      out.push_back(element());
+    } while (eat(','));
+    return out;
+  }
+  OptionValue value() {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == '"') {
+      ++pos_;
+      std::string v;
+      while (pos_ < s_.size() && s_[pos_] != '"') {
+        if (s_[pos_] == '\\' && pos_ + 1 < s_.size())
+          ++pos_;
+        v += s_[pos_++];
+      }
+      if (pos_ >= s_.size())
+        fail("unterminated string");
+      ++pos_;
+      return v;
+    }
+    size_t b = pos_;
+    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != '}' &&
+           !std::isspace((unsigned char)s_[pos_]))
+      ++pos_;
+    llvm::StringRef t = s_.slice(b, pos_);
+    if (t.empty())
+      fail("expected an option value");
+    if (t == "true" || t == "false")
+      return t == "true";
+    int64_t i;
+    if (!t.getAsInteger(10, i))
+      return i;
+    double d;
+    if (!t.getAsDouble(d))
+      return d;
+    return t.str();
+  }
+  /// `{k=v, ...}` applied through `set`.
+  void options(const std::function<void(const std::string &, OptionValue, size_t)> &set) {
+    if (!eat('{'))
+      return;
+    if (eat('}'))
+      return;
+    do {
+      size_t at = (skip(), pos_);
+      std::string k = name();
+      if (!eat('='))
+        fail(fmt::format("expected '=' after option '{}'", k));
+      OptionValue v = value();
+      set(k, v, at);
+    } while (eat(','));
+    if (!eat('}'))
+      fail("expected ',' or '}' in the options");
+  }
+  PipelineElement element() {
+    skip();
+    size_t at = pos_;
+    std::string n = name();
+    PipelineElement e;
+    e.loc = loc(at);
+    if (n == "fixpoint") {
+      e.kind = PipelineElement::Kind::Fixpoint;
+      if (!eat('('))
+        fail("expected '(' after fixpoint");
+      e.children = list();
+      if (!eat(')'))
+        fail("expected ')' to close fixpoint(");
+      options([&](const std::string &k, OptionValue v, size_t kat) {
+        if (k != "max-iterations")
+          fail(fmt::format("fixpoint has no option '{}'; did you mean 'max-iterations'?", k), kat);
+        if (v.index() != 1 || std::get<int64_t>(v) <= 0)
+          fail("max-iterations expects a positive int", kat);
+        e.maxIterations = std::get<int64_t>(v);
+        e.maxIterationsSet = true;
+      });
+      return e;
+    }
+    e.pass = r_.create(n);
+    if (!e.pass) {
+      std::string c = r_.closest(n);
+      fail(fmt::format("unknown pass '{}'{}", n,
+                       c.empty() ? "" : fmt::format("; did you mean '{}'?", c)),
+           at);
+    }
+    options([&](const std::string &k, OptionValue v, size_t kat) {
+      Diagnostic d;
+      if (failed(e.pass->setOption(k, v, &d)))
+        fail(d.message, kat);
+    });
+    return e;
+  }
+
+  llvm::StringRef s_;
+  const PassRegistry &r_;
+  std::string file_;
+  int64_t line_, col_;
+  size_t pos_ = 0;
+};
+} // namespace
+
+FailureOr<Pipeline> Pipeline::parse(llvm::StringRef text, const PassRegistry &r,
+                                    llvm::StringRef file, int64_t line, int64_t col) {
+  try {
+    return PipelineParser(text, r, file, line, col).run();
+  } catch (const Error &e) {
+    return e.diagnostic();
+  }
+}
+
+} // namespace tmg

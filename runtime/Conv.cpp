@@ -1,0 +1,463 @@
+//===- Conv.cpp - Convolutions --------------------------------------------===//
+//
+// conv2d is a GEMM per (image, group): out (O_g x Ho*Wo) = weight (O_g x K)
+// times the patch matrix (K x Ho*Wo), K = C_g * kh * kw. The patch matrix
+// is never materialised whole: work items are (image, group, column tile,
+// row block) and each builds the K x tile slice it needs in a per-thread
+// buffer sized to stay in L2, runs a single-threaded sgemm into the output,
+// and applies bias and activation to the tile while it is in cache. 1x1
+// stride-1 unpadded convolutions skip the im2col: the input already is the
+// patch matrix. Depthwise convolutions have K = kh * kw, far too little
+// work for a GEMM, and use a direct row kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "tm/runtime/Conv.h"
+
+#include <cstring>
+#include <memory>
+
+#include "Internal.h"
+#include "tm/runtime/Linalg.h"
+
+namespace tmg::rt {
+using namespace detail;
+
+int64_t convOutputSize(int64_t in, int64_t kernel, int64_t stride,
+                       int64_t padBegin, int64_t padEnd, int64_t dilation) {
+  int64_t span = in + padBegin + padEnd - dilation * (kernel - 1) - 1;
+  // Floor division (span may be negative).
+  int64_t q = span >= 0 ? span / stride : -((-span + stride - 1) / stride);
+  return q + 1;
+}
+
+namespace {
+
+/// Validated geometry of a 2-D convolution (conv1d uses H = kh = 1).
+struct ConvGeom {
+  int64_t n, c, h, w;     ///< input
+  int64_t o, kh, kw;      ///< weight (o, c / groups, kh, kw)
+  int64_t oh, ow;         ///< output spatial size
+  int64_t sh, sw, ph, pw; ///< stride, leading padding
+  int64_t dh, dw;         ///< dilation
+  int64_t groups, cg, og; ///< groups, channels per group in and out
+  Activation act;
+
+  int64_t k() const { return cg * kh * kw; }
+  int64_t spatial() const { return oh * ow; }
+  bool isPointwise() const {
+    return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 &&
+           oh == h && ow == w;
+  }
+  bool isDepthwise() const { return groups == c && cg == 1 && groups > 1; }
+};
+
+/// Conventions of the error messages of one conv op.
+struct ConvNames {
+  llvm::StringRef op;          ///< "conv2d"
+  llvm::StringRef inputLayout; ///< "(N, C, H, W)"
+  llvm::StringRef weightLayout;
+  size_t rank; ///< of input and weight
+};
+
+} // namespace
+
+/// Checks the tensors and attributes shared by conv1d and conv2d and
+/// returns the geometry. `x` and `w` are the caller's tensors (for the
+/// messages); spatial attributes are given as 2-D (h = 1 for conv1d).
+static ConvGeom checkConv(const ConvNames &nm, const Tensor &x, const Tensor &w,
+                          const Tensor &bias, Int2 stride, Int2 padBegin,
+                          Int2 padEnd, Int2 dilation, int64_t groups,
+                          Activation act) {
+  llvm::StringRef op = nm.op;
+  requireFloat32(op, x, "input");
+  requireFloat32(op, w, "weight");
+  requireRank(op, x, "input", nm.rank, nm.inputLayout);
+  requireRank(op, w, "weight", nm.rank, nm.weightLayout);
+  bool is1d = nm.rank == 3;
+  auto pairStr = [&](Int2 v) { return is1d ? std::to_string(v.w) : v.str(); };
+  if (groups <= 0)
+    raise("{}: groups must be positive, got {}", op.str(), groups);
+  if (stride.h <= 0 || stride.w <= 0)
+    raise("{}: stride {} must be positive", op.str(), pairStr(stride));
+  if (dilation.h <= 0 || dilation.w <= 0)
+    raise("{}: dilation {} must be positive", op.str(), pairStr(dilation));
+  if (padBegin.h < 0 || padBegin.w < 0 || padEnd.h < 0 || padEnd.w < 0)
+    raise("{}: padding {} / {} must be non-negative", op.str(),
+          pairStr(padBegin), pairStr(padEnd));
+
+  ConvGeom g;
+  g.n = x.dim(0);
+  g.c = x.dim(1);
+  g.h = is1d ? 1 : x.dim(2);
+  g.w = x.dim(nm.rank - 1);
+  g.o = w.dim(0);
+  g.kh = is1d ? 1 : w.dim(2);
+  g.kw = w.dim(nm.rank - 1);
+  g.groups = groups;
+  if (g.c != w.dim(1) * groups)
+    raise("{}: input {} has {} channels but weight {} expects {}{}", op.str(),
+          shapeStr(x.shape()), g.c, shapeStr(w.shape()), w.dim(1) * groups,
+          groups == 1
+              ? std::string()
+              : fmt::format(" ({} per group, {} groups)", w.dim(1), groups));
+  if (g.o % groups != 0)
+    raise("{}: groups {} does not divide the {} output channels of weight {}",
+          op.str(), groups, g.o, shapeStr(w.shape()));
+  if (bias.defined()) {
+    requireFloat32(op, bias, "bias");
+    if (bias.rank() != 1 || bias.dim(0) != g.o)
+      raise("{}: bias {} does not match the {} output channels of weight {}",
+            op.str(), shapeStr(bias.shape()), g.o, shapeStr(w.shape()));
+  }
+  g.cg = g.c / groups;
+  g.og = g.o / groups;
+  g.sh = stride.h;
+  g.sw = stride.w;
+  g.ph = padBegin.h;
+  g.pw = padBegin.w;
+  g.dh = dilation.h;
+  g.dw = dilation.w;
+  g.oh = convOutputSize(g.h, g.kh, g.sh, padBegin.h, padEnd.h, g.dh);
+  g.ow = convOutputSize(g.w, g.kw, g.sw, padBegin.w, padEnd.w, g.dw);
+  if (g.kh == 0 || g.kw == 0 || g.oh <= 0 || g.ow <= 0)
+    raise("{}: kernel {} with dilation {} does not fit input {} padded by {} "
+          "/ {}",
+          op.str(), is1d ? std::to_string(g.kw) : Int2(g.kh, g.kw).str(),
+          pairStr(dilation), shapeStr(x.shape()), pairStr(padBegin),
+          pairStr(padEnd));
+  g.act = act;
+  requireBlasSize(op, g.k(), "patch size");
+  requireBlasSize(op, g.spatial(), "output size");
+  return g;
+}
+
+/// Builds columns [j0, j1) of the patch matrix of one group: row (ci, ki,
+/// kj) holds, for output position j = (oy, ox), the input element under
+/// kernel tap (ki, kj) or 0 in the padding. `col` is K x (j1 - j0).
+static void im2colTile(const ConvGeom &g, const float *x, int64_t j0,
+                       int64_t j1, float *col) {
+  int64_t nt = j1 - j0;
+  for (int64_t ci = 0; ci < g.cg; ++ci) {
+    const float *plane = x + ci * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        float *dst = col + ((ci * g.kh + ki) * g.kw + kj) * nt;
+        int64_t shift = kj * g.dw - g.pw; // ix = ox * sw + shift
+        // Valid ox: 0 <= ox * sw + shift < w.
+        int64_t oxLo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+        int64_t oxHi = g.w - shift <= 0 ? 0 : (g.w - shift + g.sw - 1) / g.sw;
+        for (int64_t j = j0; j < j1;) {
+          int64_t oy = j / g.ow, ox0 = j % g.ow;
+          int64_t ox1 = std::min(g.ow, ox0 + (j1 - j));
+          float *d = dst + (j - j0) - ox0;
+          int64_t iy = oy * g.sh - g.ph + ki * g.dh;
+          if (iy < 0 || iy >= g.h) {
+            std::memset(d + ox0, 0, sizeof(float) * (ox1 - ox0));
+          } else {
+            const float *src = plane + iy * g.w + shift;
+            int64_t a = std::clamp(oxLo, ox0, ox1);
+            int64_t b = std::clamp(oxHi, a, ox1);
+            for (int64_t ox = ox0; ox < a; ++ox)
+              d[ox] = 0.0f;
+            if (g.sw == 1) {
+              std::memcpy(d + a, src + a, sizeof(float) * (b - a));
+            } else {
+              for (int64_t ox = a; ox < b; ++ox)
+                d[ox] = src[ox * g.sw];
+            }
+            for (int64_t ox = b; ox < ox1; ++ox)
+              d[ox] = 0.0f;
+          }
+          j += ox1 - ox0;
+        }
+      }
+    }
+  }
+}
+
+/// Applies bias and activation to rows [m0, m1) x columns [j0, j1) of one
+/// group's output (row stride `ld`).
+static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
+                     int64_t m1, int64_t j0, int64_t j1, const float *bias) {
+  if (!bias && g.act == Activation::None)
+    return;
+  for (int64_t m = m0; m < m1; ++m)
+    biasActivate(out + m * ld + j0, j1 - j0, bias ? bias[m] : 0.0f, g.act);
+}
+
+/// A per-thread scratch buffer of at least `n` floats, kept between calls
+/// so that repeated convolutions do not allocate (and page-fault) their
+/// patch tiles every time. Grows, never shrinks: a thread holds at most the
+/// largest tile it has used (about ColumnBudgetBytes).
+static float *scratch(size_t n) {
+  thread_local std::unique_ptr<float[]> buf;
+  thread_local size_t capacity = 0;
+  if (n > capacity) {
+    buf.reset(new float[n]);
+    capacity = n;
+  }
+  return buf.get();
+}
+
+namespace {
+/// How convGemm cuts one (image, group) GEMM into work items.
+struct GemmTiling {
+  int64_t tile, tiles, mBlocks;
+};
+} // namespace
+
+/// Column tiles keep the K x tile slice of the patch matrix within
+/// ColumnBudgetBytes; the tile count is then raised until the work items
+/// divide evenly over the threads (when there are few of them), and the
+/// output channels are split when there are still fewer items than
+/// threads (small outputs such as 7x7).
+static GemmTiling planGemm(const ConvGeom &g, int threads) {
+  constexpr int64_t ColumnBudgetBytes = 1 << 20;
+  constexpr int64_t MinTile = 64, Align = 8, MinRows = 32;
+  int64_t k = std::max<int64_t>(g.k(), 1), sp = g.spatial();
+  int64_t images = g.n * g.groups;
+  int64_t maxTile =
+      std::max(MinTile, ColumnBudgetBytes / int64_t(sizeof(float)) / k);
+  int64_t tiles = (sp + maxTile - 1) / maxTile;
+  if (images * tiles < 4 * threads)
+    while ((images * tiles) % threads != 0 && sp / (tiles + 1) >= MinTile)
+      ++tiles;
+  int64_t tile = ((sp + tiles - 1) / tiles + Align - 1) / Align * Align;
+  tile = std::min(tile, sp);
+  tiles = (sp + tile - 1) / tile;
+  int64_t mBlocks = 1;
+  if (images * tiles < threads)
+    mBlocks = std::max<int64_t>(
+        1, std::min<int64_t>((threads + images * tiles - 1) / (images * tiles),
+                             g.og / MinRows));
+  return {tile, tiles, mBlocks};
+}
+
+/// GEMM lowering of conv2d (see the file comment).
+static void convGemm(const ConvGeom &g, const float *x, const float *w,
+                     const float *bias, float *out) {
+  int64_t k = g.k(), sp = g.spatial();
+  bool pointwise = g.isPointwise();
+  int threads = omp_get_max_threads();
+  GemmTiling t = planGemm(g, threads);
+  int64_t items = g.n * g.groups * t.tiles * t.mBlocks;
+
+  ensureSerialBlas();
+#pragma omp parallel for schedule(static) if (items > 1 && threads > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t mb = item % t.mBlocks;
+    int64_t tl = (item / t.mBlocks) % t.tiles;
+    int64_t img = item / (t.mBlocks * t.tiles);
+    int64_t n = img / g.groups, grp = img % g.groups;
+    int64_t j0 = tl * t.tile, j1 = std::min(sp, j0 + t.tile);
+    int64_t m0 = g.og * mb / t.mBlocks, m1 = g.og * (mb + 1) / t.mBlocks;
+    const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
+    float *og = out + (n * g.o + grp * g.og) * sp;
+    const float *wg = w + (grp * g.og + m0) * k;
+    const float *bg = bias ? bias + grp * g.og : nullptr;
+    const float *b;
+    int64_t ldb;
+    if (pointwise) {
+      b = xg + j0;
+      ldb = sp;
+    } else {
+      float *col = scratch(size_t(k) * size_t(j1 - j0));
+      im2colTile(g, xg, j0, j1, col);
+      b = col;
+      ldb = j1 - j0;
+    }
+    sgemmSerial(false, false, m1 - m0, j1 - j0, k, 1.0f, wg, k, b, ldb, 0.0f,
+                og + m0 * sp + j0, sp);
+    epilogue(g, og, sp, m0, m1, j0, j1, bg);
+  }
+}
+
+/// Direct depthwise convolution: output channel oc reads input channel
+/// oc / og. One output row is accumulated in a small buffer, one kernel
+/// tap at a time, so the inner loop runs over contiguous output columns.
+static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
+                          const float *bias, float *out) {
+  int64_t planes = g.n * g.o;
+  int64_t khw = g.kh * g.kw;
+  // Valid ox range per kernel column, shared by every plane and row.
+  llvm::SmallVector<int64_t, 16> lo(g.kw), hi(g.kw);
+  for (int64_t kj = 0; kj < g.kw; ++kj) {
+    int64_t shift = kj * g.dw - g.pw;
+    lo[kj] = shift >= 0 ? 0 : std::min(g.ow, (-shift + g.sw - 1) / g.sw);
+    hi[kj] =
+        g.w - shift <= 0 ? 0 : std::min(g.ow, (g.w - shift + g.sw - 1) / g.sw);
+  }
+  int64_t grain =
+      std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
+  parallelFor(planes, grain, [&](int64_t p0, int64_t p1) {
+    std::unique_ptr<float[]> acc(new float[size_t(g.ow)]);
+    for (int64_t p = p0; p < p1; ++p) {
+      int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
+      const float *plane = x + (n * g.c + ic) * g.h * g.w;
+      const float *wk = w + oc * khw;
+      float b = bias ? bias[oc] : 0.0f;
+      float *dst = out + p * g.spatial();
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        float *a = acc.get();
+        for (int64_t ox = 0; ox < g.ow; ++ox)
+          a[ox] = b;
+        for (int64_t ki = 0; ki < g.kh; ++ki) {
+          int64_t iy = oy * g.sh - g.ph + ki * g.dh;
+          if (iy < 0 || iy >= g.h)
+            continue;
+          const float *row = plane + iy * g.w;
+          for (int64_t kj = 0; kj < g.kw; ++kj) {
+            float wv = wk[ki * g.kw + kj];
+            const float *src = row + kj * g.dw - g.pw;
+            if (g.sw == 1) {
+              for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
+                a[ox] += wv * src[ox];
+            } else {
+              for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
+                a[ox] += wv * src[ox * g.sw];
+            }
+          }
+        }
+        float *d = dst + oy * g.ow;
+        for (int64_t ox = 0; ox < g.ow; ++ox)
+          d[ox] = activate(g.act, a[ox]);
+      }
+    }
+  });
+}
+
+static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
+                    const Tensor &bias, Tensor &out) {
+  if (out.numel() == 0)
+    return;
+  const float *pb = bias.defined() ? bias.data<float>() : nullptr;
+  if (g.isDepthwise())
+    convDepthwise(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
+  else
+    convGemm(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
+}
+
+Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
+              const Conv2dParams &p) {
+  ConvGeom g = checkConv({"conv2d", "(N, C, H, W)",
+                          "(out_channels, in_channels / groups, kh, kw)", 4},
+                         input, weight, bias, p.stride, p.padding,
+                         p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
+                         p.activation);
+  Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, DType::Float32);
+  runConv(g, input, weight, bias, out);
+  return out;
+}
+
+Tensor conv1d(const Tensor &input, const Tensor &weight, const Tensor &bias,
+              const Conv1dParams &p) {
+  ConvGeom g = checkConv(
+      {"conv1d", "(N, C, L)", "(out_channels, in_channels / groups, k)", 3},
+      input, weight, bias, Int2(1, p.stride), Int2(0, p.padding),
+      Int2(0, p.paddingEnd.value_or(p.padding)), Int2(1, p.dilation), p.groups,
+      p.activation);
+  Tensor out = Tensor::empty({g.n, g.o, g.ow}, DType::Float32);
+  runConv(g, input, weight, bias, out);
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
+// Transposed convolution
+//===----------------------------------------------------------------------===//
+
+Tensor convTranspose2d(const Tensor &x, const Tensor &w, const Tensor &bias,
+                       const ConvTranspose2dParams &p) {
+  llvm::StringRef op = "conv_transpose2d";
+  requireFloat32(op, x, "input");
+  requireFloat32(op, w, "weight");
+  requireRank(op, x, "input", 4, "(N, C, H, W)");
+  requireRank(op, w, "weight", 4,
+              "(in_channels, out_channels / groups, kh, kw)");
+  if (p.groups <= 0)
+    raise("{}: groups must be positive, got {}", op.str(), p.groups);
+  if (p.stride.h <= 0 || p.stride.w <= 0)
+    raise("{}: stride {} must be positive", op.str(), p.stride.str());
+  if (p.dilation.h <= 0 || p.dilation.w <= 0)
+    raise("{}: dilation {} must be positive", op.str(), p.dilation.str());
+  if (p.padding.h < 0 || p.padding.w < 0 || p.outputPadding.h < 0 ||
+      p.outputPadding.w < 0)
+    raise("{}: padding {} and output padding {} must be non-negative", op.str(),
+          p.padding.str(), p.outputPadding.str());
+  if ((p.outputPadding.h >= p.stride.h && p.outputPadding.h >= p.dilation.h) ||
+      (p.outputPadding.w >= p.stride.w && p.outputPadding.w >= p.dilation.w))
+    raise("{}: output padding {} must be smaller than the stride {} or the "
+          "dilation {}",
+          op.str(), p.outputPadding.str(), p.stride.str(), p.dilation.str());
+  int64_t n = x.dim(0), c = x.dim(1), h = x.dim(2), wd = x.dim(3);
+  int64_t groups = p.groups;
+  if (w.dim(0) != c)
+    raise("{}: input {} has {} channels but weight {} expects {}", op.str(),
+          shapeStr(x.shape()), c, shapeStr(w.shape()), w.dim(0));
+  if (c % groups != 0)
+    raise("{}: groups {} does not divide the {} input channels of input {}",
+          op.str(), groups, c, shapeStr(x.shape()));
+  int64_t og = w.dim(1), o = og * groups, kh = w.dim(2), kw = w.dim(3);
+  if (bias.defined()) {
+    requireFloat32(op, bias, "bias");
+    if (bias.rank() != 1 || bias.dim(0) != o)
+      raise("{}: bias {} does not match the {} output channels of weight {} "
+            "with groups {}",
+            op.str(), shapeStr(bias.shape()), o, shapeStr(w.shape()), groups);
+  }
+  int64_t oh = (h - 1) * p.stride.h - 2 * p.padding.h +
+               p.dilation.h * (kh - 1) + p.outputPadding.h + 1;
+  int64_t ow = (wd - 1) * p.stride.w - 2 * p.padding.w +
+               p.dilation.w * (kw - 1) + p.outputPadding.w + 1;
+  if (h <= 0 || wd <= 0 || oh <= 0 || ow <= 0)
+    raise("{}: input {} with weight {}, stride {}, padding {} gives an empty "
+          "output {}x{}",
+          op.str(), shapeStr(x.shape()), shapeStr(w.shape()), p.stride.str(),
+          p.padding.str(), oh, ow);
+  int64_t cg = c / groups, rows = og * kh * kw, hw = h * wd;
+  for (int64_t v : {cg, rows, hw})
+    requireBlasSize(op, v, "dimension");
+
+  Tensor out = Tensor::zeros({n, o, oh, ow}, DType::Float32);
+  if (out.numel() == 0)
+    return out;
+  // cols (og*kh*kw x H*W) = W_g^T (og*kh*kw x cg) @ X_g (cg x H*W), then
+  // scatter-add each column to the output positions it feeds (col2im).
+  // col2im runs one output channel per thread, in a fixed order, so it is
+  // race-free and deterministic.
+  std::unique_ptr<float[]> cols(new float[size_t(rows) * size_t(hw)]);
+  const float *px = x.data<float>(), *pw = w.data<float>();
+  const float *pb = bias.defined() ? bias.data<float>() : nullptr;
+  float *po = out.data<float>();
+  for (int64_t in = 0; in < n; ++in) {
+    for (int64_t grp = 0; grp < groups; ++grp) {
+      parallelSgemm(true, false, rows, hw, cg, 1.0f, pw + grp * cg * rows, rows,
+                    px + (in * c + grp * cg) * hw, hw, 0.0f, cols.get(), hw);
+      float *outg = po + (in * o + grp * og) * oh * ow;
+      parallelFor(og, 1, [&](int64_t c0, int64_t c1) {
+        for (int64_t oc = c0; oc < c1; ++oc) {
+          float *plane = outg + oc * oh * ow;
+          for (int64_t ki = 0; ki < kh; ++ki)
+            for (int64_t kj = 0; kj < kw; ++kj) {
+              const float *src = cols.get() + ((oc * kh + ki) * kw + kj) * hw;
+              for (int64_t iy = 0; iy < h; ++iy) {
+                int64_t oy = iy * p.stride.h - p.padding.h + ki * p.dilation.h;
+                if (oy < 0 || oy >= oh)
+                  continue;
+                for (int64_t ix = 0; ix < wd; ++ix) {
+                  int64_t ox =
+                      ix * p.stride.w - p.padding.w + kj * p.dilation.w;
+                  if (ox >= 0 && ox < ow)
+                    plane[oy * ow + ox] += src[iy * wd + ix];
+                }
+              }
+            }
+          biasActivate(plane, oh * ow, pb ? pb[grp * og + oc] : 0.0f,
+                       p.activation);
+        }
+      });
+    }
+  }
+  return out;
+}
+
+} // namespace tmg::rt

@@ -1,0 +1,309 @@
+//===- Internal.h - Helpers shared by the kernel sources --------*- C++ -*-===//
+//
+// Private to runtime/: argument checks that raise the runtime's error
+// messages, OpenMP partitioning, dtype dispatch and the broadcasting
+// iteration plan. Not installed.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <type_traits>
+
+#include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
+#include <omp.h>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/Tensor.h"
+#include "tm/runtime/Common.h"
+
+namespace tmg::rt::detail {
+
+//===-- Argument checks ---------------------------------------------------===//
+
+/// "input (1, 3, 8, 8)": a role and a shape, as error messages quote them.
+std::string describe(llvm::StringRef what, const Tensor &t);
+
+/// Throws "<op>: <what> is undefined" for a default-constructed Tensor.
+void requireDefined(llvm::StringRef op, const Tensor &t, llvm::StringRef what);
+/// Throws "<op>: <what> (shape) must be <dtype>, got <dtype>".
+void requireDType(llvm::StringRef op, const Tensor &t, llvm::StringRef what,
+                  DType dtype);
+inline void requireFloat32(llvm::StringRef op, const Tensor &t,
+                           llvm::StringRef what) {
+  requireDType(op, t, what, DType::Float32);
+}
+/// Throws "<op>: <what> must be <rank>-D <layout>, got (shape)".
+void requireRank(llvm::StringRef op, const Tensor &t, llvm::StringRef what,
+                 size_t rank, llvm::StringRef layout = "");
+/// Maps a possibly negative axis into [0, rank); throws "<op>: axis 3 is out
+/// of range for shape (2, 3)" otherwise.
+int64_t normalizeAxis(llvm::StringRef op, int64_t axis,
+                      llvm::ArrayRef<int64_t> shape);
+/// Normalises a list of distinct axes (sorted ascending); an empty list
+/// means all axes. Throws on out-of-range or repeated axes.
+llvm::SmallVector<int64_t, 4> normalizeAxes(llvm::StringRef op,
+                                            llvm::ArrayRef<int64_t> axes,
+                                            llvm::ArrayRef<int64_t> shape);
+/// Throws when `value` does not fit the `int` of the BLAS interface.
+void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what);
+
+//===-- Parallel loops ----------------------------------------------------===//
+
+/// Elements of cheap elementwise work below which a loop stays serial.
+constexpr int64_t ElementwiseGrain = 1 << 15;
+
+/// Runs body(begin, end) on contiguous, equal parts of [0, n), one per
+/// OpenMP thread, when there are at least two parts of `grain` iterations;
+/// otherwise (or inside a parallel region) runs body(0, n) on the caller.
+/// The body must not throw: kernels validate before they loop.
+template <typename Body>
+void parallelFor(int64_t n, int64_t grain, Body &&body) {
+  if (n <= 0)
+    return;
+  int64_t parts = n / std::max<int64_t>(grain, 1);
+  int threads = 1;
+  if (!omp_in_parallel())
+    threads = int(std::min<int64_t>(omp_get_max_threads(), parts));
+  if (threads <= 1) {
+    body(int64_t(0), n);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    int64_t q = n / nt, r = n % nt;
+    int64_t begin = t * q + std::min(t, r);
+    int64_t end = begin + q + (t < r ? 1 : 0);
+    if (begin < end)
+      body(begin, end);
+  }
+}
+
+//===-- Dtype dispatch ----------------------------------------------------===//
+
+/// The C++ element type a dtype is stored as (float16 as raw bits, bool as
+/// one byte holding 0 or 1).
+template <DType D> struct StorageOf;
+template <> struct StorageOf<DType::Float32> { using type = float; };
+template <> struct StorageOf<DType::Float16> { using type = uint16_t; };
+template <> struct StorageOf<DType::Int8> { using type = int8_t; };
+template <> struct StorageOf<DType::UInt8> { using type = uint8_t; };
+template <> struct StorageOf<DType::Int32> { using type = int32_t; };
+template <> struct StorageOf<DType::Int64> { using type = int64_t; };
+template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
+template <DType D> using StorageT = typename StorageOf<D>::type;
+
+template <DType D> using DTypeTag = std::integral_constant<DType, D>;
+
+/// Calls f(DTypeTag<D>{}) for the runtime dtype t.
+template <typename F> decltype(auto) visitDType(DType t, F &&f) {
+  switch (t) {
+  case DType::Float32:
+    return f(DTypeTag<DType::Float32>{});
+  case DType::Float16:
+    return f(DTypeTag<DType::Float16>{});
+  case DType::Int8:
+    return f(DTypeTag<DType::Int8>{});
+  case DType::UInt8:
+    return f(DTypeTag<DType::UInt8>{});
+  case DType::Int32:
+    return f(DTypeTag<DType::Int32>{});
+  case DType::Int64:
+    return f(DTypeTag<DType::Int64>{});
+  case DType::Bool:
+    return f(DTypeTag<DType::Bool>{});
+  }
+  return f(DTypeTag<DType::Float32>{});
+}
+
+/// Calls f(T{}) with an unsigned integer type of `bytes` bytes: data
+/// movement kernels copy elements without interpreting them.
+template <typename F> decltype(auto) visitBySize(size_t bytes, F &&f) {
+  switch (bytes) {
+  case 1:
+    return f(uint8_t{});
+  case 2:
+    return f(uint16_t{});
+  case 4:
+    return f(uint32_t{});
+  default:
+    return f(uint64_t{});
+  }
+}
+
+/// A double converted to dtype D's storage: floating to integer truncates
+/// toward zero and saturates (NaN gives 0), bool is v != 0, float16 rounds
+/// to nearest even.
+template <DType D> StorageT<D> fromDouble(double v) {
+  using T = StorageT<D>;
+  if constexpr (D == DType::Float16) {
+    return floatToHalf(float(v));
+  } else if constexpr (D == DType::Bool) {
+    return v != 0.0 ? 1 : 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return T(v);
+  } else {
+    if (v != v)
+      return 0;
+    if (v <= double(std::numeric_limits<T>::min()))
+      return std::numeric_limits<T>::min();
+    if (v >= double(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return T(v);
+  }
+}
+
+//===-- Strided copies ----------------------------------------------------===//
+
+/// Copies the strided view (base offset, shape, strides in elements) of
+/// `in` into the contiguous `out`, elements of `elemSize` bytes. Dimensions
+/// are coalesced first; transposing views are copied in cache tiles.
+/// Parallel. Strides may be negative or 0.
+void stridedCopy(size_t elemSize, const void *in, int64_t base,
+                 llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides,
+                 void *out);
+
+/// Row-major element strides of a shape.
+llvm::SmallVector<int64_t, 6> contiguousStrides(llvm::ArrayRef<int64_t> shape);
+
+//===-- Broadcasting ------------------------------------------------------===//
+
+/// How N inputs broadcast to an output shape, with runs of dimensions that
+/// every input traverses contiguously (or not at all) merged into one. The
+/// innermost dimension's strides are therefore 0 (broadcast) or 1.
+template <size_t N> struct BroadcastPlan {
+  llvm::SmallVector<int64_t, 6> shape; ///< coalesced; never empty
+  std::array<llvm::SmallVector<int64_t, 6>, N> strides;
+
+  int64_t inner() const { return shape.back(); }
+  int64_t rows() const {
+    int64_t r = 1;
+    for (size_t d = 0; d + 1 < shape.size(); ++d)
+      r *= shape[d];
+    return r;
+  }
+  int64_t innerStride(size_t i) const { return strides[i].back(); }
+};
+
+/// Builds the plan; each input shape must broadcast to `out` (checked by the
+/// caller).
+template <size_t N>
+BroadcastPlan<N>
+makeBroadcastPlan(llvm::ArrayRef<int64_t> out,
+                  const std::array<llvm::ArrayRef<int64_t>, N> &ins) {
+  // Element strides of each input, aligned to the output's dimensions.
+  size_t rank = out.size();
+  std::array<llvm::SmallVector<int64_t, 6>, N> full;
+  for (size_t i = 0; i < N; ++i) {
+    full[i].assign(rank, 0);
+    int64_t s = 1;
+    size_t r = ins[i].size();
+    for (size_t k = 0; k < r; ++k) {
+      size_t d = rank - 1 - k;
+      int64_t size = ins[i][r - 1 - k];
+      full[i][d] = size == 1 ? 0 : s;
+      s *= size;
+    }
+  }
+  BroadcastPlan<N> p;
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1)
+      continue; // strides are irrelevant for size-1 dimensions
+    bool merge = !p.shape.empty();
+    for (size_t i = 0; merge && i < N; ++i)
+      merge = p.strides[i].back() == full[i][d] * out[d];
+    if (merge) {
+      p.shape.back() *= out[d];
+      for (size_t i = 0; i < N; ++i)
+        p.strides[i].back() = full[i][d];
+    } else {
+      p.shape.push_back(out[d]);
+      for (size_t i = 0; i < N; ++i)
+        p.strides[i].push_back(full[i][d]);
+    }
+  }
+  if (p.shape.empty()) {
+    p.shape.push_back(1);
+    for (size_t i = 0; i < N; ++i)
+      p.strides[i].push_back(0);
+  }
+  return p;
+}
+
+/// Calls row(outOffset, inOffsets) for rows [rowBegin, rowEnd) of the plan
+/// (a row is `inner()` consecutive output elements), keeping the outer
+/// multi-index as an odometer so no division happens per row.
+template <size_t N, typename RowFn>
+void forEachRow(const BroadcastPlan<N> &p, int64_t rowBegin, int64_t rowEnd,
+                RowFn &&row) {
+  size_t outer = p.shape.size() - 1;
+  llvm::SmallVector<int64_t, 6> idx(outer, 0);
+  std::array<int64_t, N> off{};
+  int64_t rem = rowBegin;
+  for (size_t d = outer; d-- > 0;) {
+    idx[d] = rem % p.shape[d];
+    rem /= p.shape[d];
+    for (size_t i = 0; i < N; ++i)
+      off[i] += idx[d] * p.strides[i][d];
+  }
+  int64_t inner = p.inner();
+  for (int64_t r = rowBegin; r < rowEnd; ++r) {
+    row(r * inner, off);
+    for (size_t d = outer; d-- > 0;) {
+      for (size_t i = 0; i < N; ++i)
+        off[i] += p.strides[i][d];
+      if (++idx[d] < p.shape[d])
+        break;
+      for (size_t i = 0; i < N; ++i)
+        off[i] -= p.strides[i][d] * p.shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/// Runs a broadcast plan in parallel: rows are split over threads so each
+/// part has about ElementwiseGrain elements.
+template <size_t N, typename RowFn>
+void parallelRows(const BroadcastPlan<N> &p, RowFn &&row) {
+  int64_t rows = p.rows(), inner = std::max<int64_t>(p.inner(), 1);
+  int64_t grain = std::max<int64_t>(1, ElementwiseGrain / inner);
+  parallelFor(rows, grain,
+              [&](int64_t b, int64_t e) { forEachRow(p, b, e, row); });
+}
+
+//===-- Numeric helpers ---------------------------------------------------===//
+
+/// Applies a fused activation to one value.
+inline float activate(Activation act, float v) {
+  switch (act) {
+  case Activation::None:
+    return v;
+  case Activation::Relu:
+    return v < 0.0f ? 0.0f : v;
+  case Activation::Relu6:
+    return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
+  }
+  return v;
+}
+
+/// out[i] = act(out[i] + bias) over n contiguous floats, bias may be 0.
+void biasActivate(float *out, int64_t n, float bias, Activation act);
+
+/// One sgemm call on the calling thread (row-major, the arguments of
+/// parallelSgemm); handles k == 0 (C = beta * C) without calling BLAS.
+void sgemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                 float alpha, const float *a, int64_t lda, const float *b,
+                 int64_t ldb, float beta, float *c, int64_t ldc);
+
+/// Makes OpenBLAS run every call on the calling thread (see Linalg.h). Call
+/// outside parallel regions.
+void ensureSerialBlas();
+
+} // namespace tmg::rt::detail

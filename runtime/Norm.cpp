@@ -1,0 +1,227 @@
+//===- Norm.cpp - Normalisation and softmax -------------------------------===//
+#include "tm/runtime/Norm.h"
+
+#include <cmath>
+#include <limits>
+#include <memory>
+
+#include "Internal.h"
+
+namespace tmg::rt {
+using namespace detail;
+
+/// Reads a per-channel parameter (C elements, any shape) as doubles.
+static llvm::SmallVector<double, 64> channelParam(const Tensor &t,
+                                                  llvm::StringRef what,
+                                                  int64_t c, const Tensor &x,
+                                                  double dflt) {
+  llvm::SmallVector<double, 64> v(c, dflt);
+  if (!t.defined())
+    return v;
+  requireFloat32("batch_norm", t, what);
+  if (t.numel() != c)
+    raise("batch_norm: {} has {} elements but input {} has {} channels",
+          describe(what, t), t.numel(), shapeStr(x.shape()), c);
+  const float *p = t.data<float>();
+  for (int64_t i = 0; i < c; ++i)
+    v[i] = p[i];
+  return v;
+}
+
+Tensor batchNorm(const Tensor &x, const Tensor &mean, const Tensor &var,
+                 const Tensor &weight, const Tensor &bias, double eps) {
+  requireFloat32("batch_norm", x, "input");
+  if (x.rank() < 2)
+    raise("batch_norm: input must be at least 2-D (N, C, ...), got {}",
+          shapeStr(x.shape()));
+  requireDefined("batch_norm", mean, "running mean");
+  requireDefined("batch_norm", var, "running var");
+  if (!(eps >= 0.0))
+    raise("batch_norm: eps must be >= 0, got {}", eps);
+  int64_t n = x.dim(0), c = x.dim(1);
+  int64_t inner = shapeNumel(x.shape().drop_front(2));
+  auto mu = channelParam(mean, "running mean", c, x, 0.0);
+  auto var2 = channelParam(var, "running var", c, x, 1.0);
+  auto gamma = channelParam(weight, "weight", c, x, 1.0);
+  auto beta = channelParam(bias, "bias", c, x, 0.0);
+  // y = x * scale + shift, folded per channel in double.
+  llvm::SmallVector<float, 64> scale(c), shift(c);
+  for (int64_t i = 0; i < c; ++i) {
+    double s = gamma[i] / std::sqrt(var2[i] + eps);
+    scale[i] = float(s);
+    shift[i] = float(beta[i] - mu[i] * s);
+  }
+  Tensor out = Tensor::empty(x.shape(), DType::Float32);
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  int64_t grain =
+      std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(inner, 1));
+  parallelFor(n * c, grain, [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      float s = scale[p % c], b = shift[p % c];
+      const float *src = px + p * inner;
+      float *dst = po + p * inner;
+      for (int64_t i = 0; i < inner; ++i)
+        dst[i] = src[i] * s + b;
+    }
+  });
+  return out;
+}
+
+Tensor layerNorm(const Tensor &x, llvm::ArrayRef<int64_t> normalizedShape,
+                 const Tensor &weight, const Tensor &bias, double eps) {
+  llvm::StringRef op = "layer_norm";
+  requireFloat32(op, x, "input");
+  size_t k = normalizedShape.size();
+  if (k == 0 || k > x.rank() || x.shape().take_back(k) != normalizedShape)
+    raise("{}: normalized shape {} must be the trailing dimensions of input "
+          "{}",
+          op.str(), shapeStr(normalizedShape), shapeStr(x.shape()));
+  if (!(eps >= 0.0))
+    raise("{}: eps must be >= 0, got {}", op.str(), eps);
+  for (const auto &[t, what] :
+       {std::pair{&weight, "weight"}, std::pair{&bias, "bias"}}) {
+    if (!t->defined())
+      continue;
+    requireFloat32(op, *t, what);
+    if (t->shape() != normalizedShape)
+      raise("{}: {} must have the normalized shape {}", op.str(),
+            describe(what, *t), shapeStr(normalizedShape));
+  }
+  int64_t d = shapeNumel(normalizedShape);
+  Tensor out = Tensor::empty(x.shape(), DType::Float32);
+  if (out.numel() == 0)
+    return out;
+  int64_t rows = x.numel() / d;
+  const float *px = x.data<float>();
+  const float *pw = weight.defined() ? weight.data<float>() : nullptr;
+  const float *pb = bias.defined() ? bias.data<float>() : nullptr;
+  float *po = out.data<float>();
+  parallelFor(rows, std::max<int64_t>(1, ElementwiseGrain / d),
+              [&](int64_t r0, int64_t r1) {
+                for (int64_t r = r0; r < r1; ++r) {
+                  const float *src = px + r * d;
+                  float *dst = po + r * d;
+                  double s = 0.0;
+                  for (int64_t i = 0; i < d; ++i)
+                    s += src[i];
+                  double mu = s / double(d);
+                  double ss = 0.0;
+                  for (int64_t i = 0; i < d; ++i) {
+                    double c = src[i] - mu;
+                    ss += c * c;
+                  }
+                  float rstd = float(1.0 / std::sqrt(ss / double(d) + eps));
+                  float m = float(mu);
+                  for (int64_t i = 0; i < d; ++i) {
+                    float v = (src[i] - m) * rstd;
+                    if (pw)
+                      v *= pw[i];
+                    if (pb)
+                      v += pb[i];
+                    dst[i] = v;
+                  }
+                }
+              });
+  return out;
+}
+
+/// Softmax or log-softmax along the middle axis of (outer, len, inner).
+template <bool Log>
+static Tensor softmaxImpl(llvm::StringRef op, const Tensor &x, int64_t axis) {
+  requireFloat32(op, x, "input");
+  if (x.rank() == 0)
+    raise("{}: input must have at least one dimension, got ()", op.str());
+  int64_t ax = normalizeAxis(op, axis, x.shape());
+  int64_t len = x.dim(ax);
+  int64_t outer = shapeNumel(x.shape().take_front(ax));
+  int64_t inner = shapeNumel(x.shape().drop_front(ax + 1));
+  Tensor out = Tensor::empty(x.shape(), DType::Float32);
+  if (out.numel() == 0)
+    return out;
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  // Columns of one outer block processed together (vectorised across the
+  // inner axis); a task is (outer index, column chunk).
+  constexpr int64_t Chunk = 256;
+  int64_t chunks = (inner + Chunk - 1) / Chunk;
+  int64_t tasks = outer * chunks;
+  int64_t grain = std::max<int64_t>(
+      1, (1 << 13) / std::max<int64_t>(1, len * std::min(inner, Chunk)));
+  parallelFor(tasks, grain, [&](int64_t t0, int64_t t1) {
+    float mx[Chunk];
+    double sum[Chunk];
+    for (int64_t t = t0; t < t1; ++t) {
+      int64_t o = t / chunks, j0 = (t % chunks) * Chunk;
+      int64_t nj = std::min(Chunk, inner - j0);
+      const float *src = px + o * len * inner + j0;
+      float *dst = po + o * len * inner + j0;
+      if (inner == 1) {
+        // The common case (last axis): one contiguous row.
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t l = 0; l < len; ++l)
+          m = (src[l] > m || src[l] != src[l]) ? src[l] : m;
+        double s = 0.0;
+        for (int64_t l = 0; l < len; ++l) {
+          float e = std::exp(src[l] - m);
+          if constexpr (!Log)
+            dst[l] = e;
+          s += e;
+        }
+        if constexpr (Log) {
+          // (x - max) - log(sum) keeps the precision of small results when
+          // max is large; x - (max + log(sum)) would not.
+          float ls = float(std::log(s));
+          for (int64_t l = 0; l < len; ++l)
+            dst[l] = (src[l] - m) - ls;
+        } else {
+          float r = float(1.0 / s);
+          for (int64_t l = 0; l < len; ++l)
+            dst[l] *= r;
+        }
+        continue;
+      }
+      for (int64_t j = 0; j < nj; ++j) {
+        mx[j] = -std::numeric_limits<float>::infinity();
+        sum[j] = 0.0;
+      }
+      for (int64_t l = 0; l < len; ++l)
+        for (int64_t j = 0; j < nj; ++j) {
+          float v = src[l * inner + j];
+          mx[j] = (v > mx[j] || v != v) ? v : mx[j];
+        }
+      for (int64_t l = 0; l < len; ++l)
+        for (int64_t j = 0; j < nj; ++j) {
+          float e = std::exp(src[l * inner + j] - mx[j]);
+          if constexpr (!Log)
+            dst[l * inner + j] = e;
+          sum[j] += e;
+        }
+      if constexpr (Log) {
+        float ls[Chunk];
+        for (int64_t j = 0; j < nj; ++j)
+          ls[j] = float(std::log(sum[j]));
+        for (int64_t l = 0; l < len; ++l)
+          for (int64_t j = 0; j < nj; ++j)
+            dst[l * inner + j] = (src[l * inner + j] - mx[j]) - ls[j];
+      } else {
+        for (int64_t j = 0; j < nj; ++j)
+          mx[j] = float(1.0 / sum[j]);
+        for (int64_t l = 0; l < len; ++l)
+          for (int64_t j = 0; j < nj; ++j)
+            dst[l * inner + j] *= mx[j];
+      }
+    }
+  });
+  return out;
+}
+
+Tensor softmax(const Tensor &x, int64_t axis) {
+  return softmaxImpl<false>("softmax", x, axis);
+}
+
+Tensor logSoftmax(const Tensor &x, int64_t axis) {
+  return softmaxImpl<true>("log_softmax", x, axis);
+}
+
+} // namespace tmg::rt

@@ -1,0 +1,253 @@
+//===- Pool.cpp - Pooling -------------------------------------------------===//
+#include "tm/runtime/Pool.h"
+
+#include <cmath>
+#include <limits>
+
+#include "Internal.h"
+
+namespace tmg::rt {
+using namespace detail;
+
+namespace {
+/// An input seen as `planes` independent H x W images.
+struct Planes {
+  int64_t planes, h, w;
+};
+} // namespace
+
+/// Validates a float32 (N, C, H, W) or (C, H, W) input.
+static Planes checkPoolInput(llvm::StringRef op, const Tensor &x) {
+  requireFloat32(op, x, "input");
+  if (x.rank() != 4 && x.rank() != 3)
+    raise("{}: input must be 4-D (N, C, H, W) or 3-D (C, H, W), got {}",
+          op.str(), shapeStr(x.shape()));
+  size_t r = x.rank();
+  return {shapeNumel(x.shape().drop_back(2)), x.dim(r - 2), x.dim(r - 1)};
+}
+
+/// x's shape with the last two dimensions replaced.
+static Shape pooledShape(const Tensor &x, int64_t oh, int64_t ow) {
+  Shape s(x.shape().begin(), x.shape().end());
+  s[s.size() - 2] = oh;
+  s[s.size() - 1] = ow;
+  return s;
+}
+
+/// Pooled size along one axis, PyTorch's formula: floor (or ceil) of
+/// (in + 2 pad - d (k - 1) - 1) / s, plus 1; in ceil mode a last window that
+/// would start in the trailing padding is dropped, so every window starts
+/// inside the input or its leading padding.
+static int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t pad,
+                              int64_t d, bool ceilMode) {
+  int64_t span = in + 2 * pad - d * (k - 1) - 1 + (ceilMode ? s - 1 : 0);
+  // Floor division: span may be negative.
+  int64_t out = (span >= 0 ? span / s : -((-span + s - 1) / s)) + 1;
+  if (ceilMode && (out - 1) * s >= in + pad)
+    --out;
+  return out;
+}
+
+namespace {
+struct PoolGeom {
+  Planes in;
+  int64_t oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+};
+} // namespace
+
+static PoolGeom checkPool(llvm::StringRef op, const Tensor &x,
+                          const Pool2dParams &p, bool allowDilation) {
+  Planes in = checkPoolInput(op, x);
+  Int2 k = p.kernel, s = p.stride.value_or(p.kernel), d = p.dilation;
+  if (k.h <= 0 || k.w <= 0)
+    raise("{}: kernel size {} must be positive", op.str(), k.str());
+  if (s.h <= 0 || s.w <= 0)
+    raise("{}: stride {} must be positive", op.str(), s.str());
+  if (d.h <= 0 || d.w <= 0)
+    raise("{}: dilation {} must be positive", op.str(), d.str());
+  if (!allowDilation && !(d == Int2(1)))
+    raise("{}: dilation {} is not supported (only 1x1)", op.str(), d.str());
+  if (p.padding.h < 0 || p.padding.w < 0 || p.padding.h > k.h / 2 ||
+      p.padding.w > k.w / 2)
+    raise("{}: padding {} must be between 0 and half the kernel size {}",
+          op.str(), p.padding.str(), k.str());
+  PoolGeom g{in, 0, 0, k.h, k.w, s.h, s.w, p.padding.h, p.padding.w, d.h, d.w};
+  g.oh = poolOutputSize(in.h, k.h, s.h, g.ph, d.h, p.ceilMode);
+  g.ow = poolOutputSize(in.w, k.w, s.w, g.pw, d.w, p.ceilMode);
+  if (g.oh <= 0 || g.ow <= 0)
+    raise("{}: kernel {} (dilation {}, padding {}) does not fit input {}",
+          op.str(), k.str(), d.str(), p.padding.str(), shapeStr(x.shape()));
+  return g;
+}
+
+/// Grain for per-plane work: about 16K output elements per thread.
+static int64_t planeGrain(int64_t planeSize) {
+  return std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, planeSize));
+}
+
+Tensor maxPool2d(const Tensor &x, const Pool2dParams &p) {
+  PoolGeom g = checkPool("max_pool2d", x, p, /*allowDilation=*/true);
+  Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  int64_t hw = g.in.h * g.in.w, ohw = g.oh * g.ow;
+  parallelFor(g.in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const float *src = px + pl * hw;
+      float *dst = po + pl * ohw;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        int64_t y0 = oy * g.sh - g.ph;
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          int64_t x0 = ox * g.sw - g.pw;
+          float m = -std::numeric_limits<float>::infinity();
+          for (int64_t ki = 0; ki < g.kh; ++ki) {
+            int64_t iy = y0 + ki * g.dh;
+            if (iy < 0 || iy >= g.in.h)
+              continue;
+            const float *row = src + iy * g.in.w;
+            for (int64_t kj = 0; kj < g.kw; ++kj) {
+              int64_t ix = x0 + kj * g.dw;
+              if (ix < 0 || ix >= g.in.w)
+                continue;
+              float v = row[ix];
+              // NaN wins, as in PyTorch.
+              if (v > m || v != v)
+                m = v;
+            }
+          }
+          dst[oy * g.ow + ox] = m;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+Tensor avgPool2d(const Tensor &x, const Pool2dParams &p) {
+  PoolGeom g = checkPool("avg_pool2d", x, p, /*allowDilation=*/false);
+  Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  int64_t hw = g.in.h * g.in.w, ohw = g.oh * g.ow;
+  bool includePad = p.countIncludePad;
+  parallelFor(g.in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const float *src = px + pl * hw;
+      float *dst = po + pl * ohw;
+      for (int64_t oy = 0; oy < g.oh; ++oy) {
+        int64_t y0 = oy * g.sh - g.ph;
+        // The window clipped to the padded input, then to the input.
+        int64_t y1 = std::min(y0 + g.kh, g.in.h + g.ph);
+        int64_t padRows = y1 - y0;
+        int64_t ya = std::max<int64_t>(y0, 0), yb = std::min(y1, g.in.h);
+        for (int64_t ox = 0; ox < g.ow; ++ox) {
+          int64_t x0 = ox * g.sw - g.pw;
+          int64_t x1 = std::min(x0 + g.kw, g.in.w + g.pw);
+          int64_t xa = std::max<int64_t>(x0, 0), xb = std::min(x1, g.in.w);
+          float s = 0.0f;
+          for (int64_t iy = ya; iy < yb; ++iy)
+            for (int64_t ix = xa; ix < xb; ++ix)
+              s += src[iy * g.in.w + ix];
+          int64_t count = includePad ? padRows * (x1 - x0)
+                                     : std::max<int64_t>(0, yb - ya) *
+                                           std::max<int64_t>(0, xb - xa);
+          dst[oy * g.ow + ox] = count > 0 ? s / float(count) : 0.0f;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+/// Adaptive max (IsMax) or average pooling.
+template <bool IsMax>
+static Tensor adaptivePool(llvm::StringRef op, const Tensor &x, Int2 size) {
+  Planes in = checkPoolInput(op, x);
+  if (size.h <= 0 || size.w <= 0)
+    raise("{}: output size {} must be positive", op.str(), size.str());
+  if (in.h <= 0 || in.w <= 0)
+    raise("{}: input {} has an empty spatial size", op.str(),
+          shapeStr(x.shape()));
+  Tensor out = Tensor::empty(pooledShape(x, size.h, size.w), DType::Float32);
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  int64_t hw = in.h * in.w, ohw = size.h * size.w;
+  parallelFor(in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const float *src = px + pl * hw;
+      float *dst = po + pl * ohw;
+      for (int64_t oy = 0; oy < size.h; ++oy) {
+        int64_t y0 = oy * in.h / size.h;
+        int64_t y1 = ((oy + 1) * in.h + size.h - 1) / size.h;
+        for (int64_t ox = 0; ox < size.w; ++ox) {
+          int64_t x0 = ox * in.w / size.w;
+          int64_t x1 = ((ox + 1) * in.w + size.w - 1) / size.w;
+          float acc = IsMax ? -std::numeric_limits<float>::infinity() : 0.0f;
+          for (int64_t iy = y0; iy < y1; ++iy)
+            for (int64_t ix = x0; ix < x1; ++ix) {
+              float v = src[iy * in.w + ix];
+              if constexpr (IsMax) {
+                if (v > acc || v != v)
+                  acc = v;
+              } else {
+                acc += v;
+              }
+            }
+          if constexpr (!IsMax)
+            acc /= float((y1 - y0) * (x1 - x0));
+          dst[oy * size.w + ox] = acc;
+        }
+      }
+    }
+  });
+  return out;
+}
+
+Tensor adaptiveAvgPool2d(const Tensor &x, Int2 size) {
+  return adaptivePool<false>("adaptive_avg_pool2d", x, size);
+}
+
+Tensor adaptiveMaxPool2d(const Tensor &x, Int2 size) {
+  return adaptivePool<true>("adaptive_max_pool2d", x, size);
+}
+
+/// One value per plane; sums accumulate in double.
+template <bool IsMax>
+static Tensor globalPool(llvm::StringRef op, const Tensor &x) {
+  Planes in = checkPoolInput(op, x);
+  if (in.h * in.w == 0)
+    raise("{}: input {} has an empty spatial size", op.str(),
+          shapeStr(x.shape()));
+  Tensor out = Tensor::empty(pooledShape(x, 1, 1), DType::Float32);
+  const float *px = x.data<float>();
+  float *po = out.data<float>();
+  int64_t hw = in.h * in.w;
+  parallelFor(in.planes, planeGrain(hw), [&](int64_t p0, int64_t p1) {
+    for (int64_t pl = p0; pl < p1; ++pl) {
+      const float *src = px + pl * hw;
+      if constexpr (IsMax) {
+        float m = -std::numeric_limits<float>::infinity();
+        for (int64_t i = 0; i < hw; ++i)
+          if (src[i] > m || src[i] != src[i])
+            m = src[i];
+        po[pl] = m;
+      } else {
+        double s = 0.0;
+        for (int64_t i = 0; i < hw; ++i)
+          s += src[i];
+        po[pl] = float(s / double(hw));
+      }
+    }
+  });
+  return out;
+}
+
+Tensor globalAvgPool2d(const Tensor &x) {
+  return globalPool<false>("global_avg_pool2d", x);
+}
+
+Tensor globalMaxPool2d(const Tensor &x) {
+  return globalPool<true>("global_max_pool2d", x);
+}
+
+} // namespace tmg::rt

@@ -1,0 +1,164 @@
+//===- bench_conv.cpp - conv2d against sgemm on ResNet-18 shapes ----------===//
+//
+// Times rt::conv2d on the distinct convolution shapes of ResNet-18 (batch 1,
+// 224x224 input) and, for each, cblas_sgemm on the GEMM with the same
+// arithmetic (M = out channels, N = Ho * Wo, K = in channels * kh * kw),
+// using OpenBLAS's own threading with the same thread count. Prints GFLOP/s
+// of both and their ratio.
+//
+//   tm-bench-conv [--threads N] [--min-time SECONDS] [--rounds R]
+//
+// Each figure is the best, over R rounds (default 3), of the median time of
+// a run of at least SECONDS (default 0.3).
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iterator>
+#include <string>
+#include <vector>
+
+#include <cblas.h>
+
+#include "tm/runtime/Kernels.h"
+
+using namespace tmg;
+
+namespace {
+
+struct ConvShape {
+  const char *where; ///< layers using the shape
+  int64_t c, h, w, o, k, stride, pad;
+};
+
+// Every distinct conv of torchvision's resnet18 (the 3x3 s1 shapes repeat
+// within a stage; downsample shortcuts are the 1x1 s2 ones).
+const ConvShape Shapes[] = {
+    {"conv1", 3, 224, 224, 64, 7, 2, 3},
+    {"layer1.*.conv*", 64, 56, 56, 64, 3, 1, 1},
+    {"layer2.0.conv1", 64, 56, 56, 128, 3, 2, 1},
+    {"layer2.0.downsample", 64, 56, 56, 128, 1, 2, 0},
+    {"layer2.*.conv*", 128, 28, 28, 128, 3, 1, 1},
+    {"layer3.0.conv1", 128, 28, 28, 256, 3, 2, 1},
+    {"layer3.0.downsample", 128, 28, 28, 256, 1, 2, 0},
+    {"layer3.*.conv*", 256, 14, 14, 256, 3, 1, 1},
+    {"layer4.0.conv1", 256, 14, 14, 512, 3, 2, 1},
+    {"layer4.0.downsample", 256, 14, 14, 512, 1, 2, 0},
+    {"layer4.*.conv*", 512, 7, 7, 512, 3, 1, 1},
+};
+
+using Clock = std::chrono::steady_clock;
+
+/// Median time of f over at least `minTime` seconds (and 5 runs), after a
+/// warm-up of a quarter of that.
+template <typename F> double medianSeconds(F f, double minTime) {
+  auto since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
+  for (auto t0 = Clock::now(); since(t0) < minTime / 4;)
+    f();
+  std::vector<double> times;
+  for (auto t0 = Clock::now(); since(t0) < minTime || times.size() < 5;) {
+    auto t = Clock::now();
+    f();
+    times.push_back(since(t));
+  }
+  std::sort(times.begin(), times.end());
+  return times[times.size() / 2];
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  int threads = rt::numThreads();
+  double minTime = 0.3;
+  int rounds = 3;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = std::atoi(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
+      minTime = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
+      rounds = std::max(1, std::atoi(argv[++i]));
+    } else {
+      std::fprintf(stderr, "usage: tm-bench-conv [--threads N] [--min-time S] "
+                           "[--rounds R]\n");
+      return 2;
+    }
+  }
+  rt::setNumThreads(threads);
+  std::printf("conv2d vs cblas_sgemm, ResNet-18 shapes, batch 1, %d "
+              "thread(s), OpenBLAS %s, best of %d rounds\n\n",
+              threads, openblas_get_corename(), rounds);
+  std::printf("| layer | input | weight | stride | GEMM M x N x K | "
+              "conv2d ms | conv2d GFLOP/s | sgemm GFLOP/s | ratio |\n");
+  std::printf("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n");
+  // Each round times every conv2d, then every sgemm reference: OpenBLAS's
+  // worker threads keep spinning for a while after a threaded call and
+  // would steal cycles from the OpenMP threads of a conv measured right
+  // after. On a shared machine the load varies, so each shape keeps its
+  // best median over the rounds, for conv2d and sgemm alike.
+  size_t count = std::size(Shapes);
+  std::vector<double> tConv(count, 1e30), tGemm(count, 1e30), flops(count);
+  std::vector<int64_t> ms(count), ns(count), ks(count);
+  for (size_t i = 0; i < count; ++i) {
+    const ConvShape &s = Shapes[i];
+    int64_t oh = rt::convOutputSize(s.h, s.k, s.stride, s.pad, s.pad, 1);
+    int64_t ow = rt::convOutputSize(s.w, s.k, s.stride, s.pad, s.pad, 1);
+    ms[i] = s.o;
+    ns[i] = oh * ow;
+    ks[i] = s.c * s.k * s.k;
+    flops[i] = 2.0 * double(ms[i]) * double(ns[i]) * double(ks[i]);
+  }
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t i = 0; i < count; ++i) {
+      const ConvShape &s = Shapes[i];
+      Tensor x = Tensor::randn({1, s.c, s.h, s.w}, 1);
+      Tensor w = Tensor::randn({s.o, s.c, s.k, s.k}, 2);
+      Tensor b = Tensor::randn({s.o}, 3);
+      rt::Conv2dParams p{.stride = s.stride, .padding = s.pad};
+      tConv[i] = std::min(
+          tConv[i],
+          medianSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
+    }
+    // The reference: one sgemm of the same size, OpenBLAS-threaded.
+    openblas_set_num_threads(threads);
+    for (size_t i = 0; i < count; ++i) {
+      int64_t m = ms[i], n = ns[i], k = ks[i];
+      std::vector<float> a(size_t(m * k), 0.5f), bm(size_t(k * n), 0.25f),
+          c(size_t(m * n));
+      tGemm[i] = std::min(
+          tGemm[i], medianSeconds(
+                        [&] {
+                          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                                      int(m), int(n), int(k), 1.0f, a.data(),
+                                      int(k), bm.data(), int(n), 0.0f, c.data(),
+                                      int(n));
+                        },
+                        minTime));
+    }
+    openblas_set_num_threads(1);
+  }
+
+  double convTotal = 0, gemmTotal = 0, flopTotal = 0;
+  for (size_t i = 0; i < count; ++i) {
+    const ConvShape &s = Shapes[i];
+    convTotal += tConv[i];
+    gemmTotal += tGemm[i];
+    flopTotal += flops[i];
+    std::printf("| %s | (1, %lld, %lld, %lld) | (%lld, %lld, %lld, %lld) | "
+                "%lld | %lld x %lld x %lld | %.3f | %.1f | %.1f | %.0f%% |\n",
+                s.where, (long long)s.c, (long long)s.h, (long long)s.w,
+                (long long)s.o, (long long)s.c, (long long)s.k, (long long)s.k,
+                (long long)s.stride, (long long)ms[i], (long long)ns[i],
+                (long long)ks[i], tConv[i] * 1e3, flops[i] / tConv[i] / 1e9,
+                flops[i] / tGemm[i] / 1e9, 100.0 * tGemm[i] / tConv[i]);
+  }
+  std::printf("| all (one each) | | | | | %.3f | %.1f | %.1f | %.0f%% |\n",
+              convTotal * 1e3, flopTotal / convTotal / 1e9,
+              flopTotal / gemmTotal / 1e9, 100.0 * gemmTotal / convTotal);
+  return 0;
+}

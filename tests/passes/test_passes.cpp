@@ -1,0 +1,242 @@
+//===- test_passes.cpp - Pipelines, config files, the pass manager -------===//
+#include <cstdio>
+#include <fstream>
+
+#include "../ir/Fixtures.h"
+#include "tm/io/Tmir.h"
+#include "tm/passes/PassManager.h"
+
+using namespace tmg;
+using namespace fixtures;
+
+namespace {
+PassRegistry &reg() { return PassRegistry::global(); }
+
+std::string pipelineError(llvm::StringRef text) {
+  auto p = Pipeline::parse(text, reg());
+  REQUIRE(p.failed());
+  return p.diagnostic().str();
+}
+
+std::string tomlError(llvm::StringRef text) {
+  auto p = parsePipelineToml(text, "deploy.toml", reg());
+  REQUIRE(p.failed());
+  return p.diagnostic().str();
+}
+
+/// Runs `text` on `m`; returns what the pass manager printed.
+std::string runPipeline(TracedModule &m, llvm::StringRef text, PipelineOptions o = {}) {
+  std::string log;
+  o.output = [&](const std::string &s) { log += s; };
+  auto p = Pipeline::parse(text, reg());
+  REQUIRE(p.succeeded());
+  PassManager pm(std::move(*p), o);
+  Diagnostic d;
+  if (failed(pm.run(m, &d)))
+    FAIL(d.str());
+  return log;
+}
+} // namespace
+
+TEST_CASE("pipeline text parses and prints canonically", "[passes][pipeline]") {
+  auto p = Pipeline::parse(" flatten , compile,fixpoint( merge-getattr ,compile ){ max-iterations = 3 },"
+                           "replace-node{pairs=\"Net_a:Net_b\"}",
+                           reg());
+  REQUIRE(p.succeeded());
+  CHECK(p->str() == "flatten,compile,fixpoint(merge-getattr,compile){max-iterations=3},"
+                    "replace-node{pairs=Net_a:Net_b}");
+  auto again = Pipeline::parse(p->str(), reg());
+  REQUIRE(again.succeeded());
+  CHECK(again->str() == p->str());
+  CHECK(Pipeline::parse("replace-node{pairs=\"a b\"}", reg())->str() ==
+        "replace-node{pairs=\"a b\"}");
+}
+
+TEST_CASE("pipeline errors name the column and the closest name", "[passes][pipeline]") {
+  CHECK(pipelineError("flatten,complie") ==
+        "<pipeline>:1:9: error: unknown pass 'complie'; did you mean 'compile'?");
+  CHECK(pipelineError("replace-node{pair=x}") ==
+        "<pipeline>:1:14: error: pass 'replace-node' has no option 'pair'; did you mean "
+        "'pairs'?");
+  CHECK(pipelineError("replace-node{pairs=3}") ==
+        "<pipeline>:1:14: error: option 'pairs' of pass 'replace-node' expects a string, got "
+        "int '3'");
+  CHECK(pipelineError("fixpoint(compile){max-iterations=0}").find("positive int") !=
+        std::string::npos);
+  CHECK(pipelineError("fixpoint(compile") ==
+        "<pipeline>:1:17: error: expected ')' to close fixpoint(");
+  CHECK(pipelineError("compile,") ==
+        "<pipeline>:1:9: error: expected a pass name at the end of the pipeline");
+  CHECK(pipelineError("") == "<pipeline>:1:1: error: the pipeline is empty");
+}
+
+TEST_CASE("config files: passes, options, switches and their errors", "[passes][config]") {
+  auto f = parsePipelineToml(R"(# deploy pipeline
+[pipeline]
+passes = ["flatten", "fixpoint(merge-getattr, compile){max-iterations=4}"]
+disabled = ["flatten"]
+verify-each = true
+print-after = ["compile"]
+threads = 2
+
+[passes.replace-node]
+pairs = "x:y"
+)",
+                             "deploy.toml", reg());
+  REQUIRE(f.succeeded());
+  CHECK(f->pipeline.str() == "flatten,fixpoint(merge-getattr,compile){max-iterations=4}");
+  CHECK(f->options.verifyEach);
+  CHECK(f->options.disabled.count("flatten"));
+  CHECK(f->options.printAfter.count("compile"));
+  CHECK(f->options.threads == 2);
+  CHECK(tomlError("[pipeline]\npasses = [\"flaten\"]\n") ==
+        "deploy.toml:2:12: error: unknown pass 'flaten'; did you mean 'flatten'?");
+  CHECK(tomlError("[pipeline]\npasses = [\"compile\"]\nverify-eech = true\n") ==
+        "deploy.toml:3:15: error: unknown key 'verify-eech' in [pipeline]; did you mean "
+        "'verify-each'?");
+  CHECK(tomlError("[pipeline]\npasses = [\"compile\"]\nverify-each = 3\n") ==
+        "deploy.toml:3:15: error: 'verify-each' expects true or false");
+  CHECK(tomlError("[pipeline]\npasses = [\"compile\"]\n[passes.replace-node]\npairz = \"a\"\n") ==
+        "deploy.toml:4:9: error: pass 'replace-node' has no option 'pairz'; did you mean "
+        "'pairs'?");
+  CHECK(tomlError("[pipeline]\npasses = [\"compile\"]\n[passes.replace-node]\npairs = 1\n") ==
+        "deploy.toml:4:9: error: option 'pairs' of pass 'replace-node' expects a string, got "
+        "int '1'");
+  CHECK(tomlError("[pipeline\n").find("deploy.toml:1:") == 0);
+  CHECK(tomlError("[pipeline\n").find("malformed TOML") != std::string::npos);
+  CHECK(tomlError("[pipelin]\n") ==
+        "deploy.toml:1:1: error: unknown section 'pipelin'; did you mean 'pipeline'?");
+  CHECK(tomlError("[pipeline]\n").find("needs 'passes") != std::string::npos);
+}
+
+TEST_CASE("structural passes through the pass manager", "[passes]") {
+  auto tm = tracedMyModule();
+  auto direct = tm->flatten();
+  std::string log = runPipeline(*tm, "flatten,compile,verify", [] {
+    PipelineOptions o;
+    o.verifyEach = true;
+    o.stats = true;
+    o.timePasses = true;
+    return o;
+  }());
+  CHECK(compareModules(*tm, *direct).value_or("") == "");
+  CHECK(log.find("pass execution timing report") != std::string::npos);
+  CHECK(log.find("flatten - exprs-inlined") != std::string::npos);
+  checkVerified(*tm);
+  // A second flatten changes nothing; print-changed then prints nothing.
+  PipelineOptions o;
+  o.printChanged = true;
+  CHECK(runPipeline(*tm, "flatten,compile", o).empty());
+  o.printAfter = {"compile"};
+  CHECK(runPipeline(*tm, "compile", o).find("// ----- IR after compile ----- //") == 0);
+}
+
+TEST_CASE("replace-node reports every skipped use", "[passes]") {
+  auto tm = tracedMyBlock();
+  InternalGraph &g = tm->graph();
+  Expr *relu = g.getFunctionByType(&op(OpKind::Relu)).asUnique();
+  GraphBuilder b = GraphBuilder::into(g);
+  b.setInsertionPointAfter(relu);
+  Node *neg = b.callFunction("neg", {relu->output(0)});
+  std::string log = runPipeline(*tm, "replace-node{pairs=\"MyBlock_relu_out:MyBlock_" +
+                                         neg->name() + "\"},compile");
+  CHECK(log.find("warning: replace-node: expr keeps using 'relu_out': rewiring it to "
+                 "'neg_out' would create a cycle") != std::string::npos);
+  CHECK(g.getMethodByType("__add__").asUnique()->input(0) == neg);
+  auto p = Pipeline::parse("replace-node{pairs=\"MyBlock_nope:MyBlock_x\"}", reg());
+  PassManager pm(std::move(*p), {});
+  Diagnostic d;
+  CHECK(failed(pm.run(*tm, &d)));
+  CHECK(d.str().find("pass 'replace-node': error: replace-node: 'MyBlock_nope:MyBlock_x' is "
+                     "not a pair of full node names") != std::string::npos);
+}
+
+TEST_CASE("fixpoint stops when nothing changes and warns when it cannot", "[passes]") {
+  auto tm = tracedMyBlock();
+  // compile changes nothing on a compiled graph: one iteration.
+  CHECK(runPipeline(*tm, "fixpoint(compile){max-iterations=2}").empty());
+}
+
+TEST_CASE("graph-local passes in parallel equal the sequential run", "[passes]") {
+  auto a = tracedMyModule(), b = a->cloneTraced();
+  // Make dead code in every graph so compile has work everywhere.
+  for (TracedModule *m : {a.get(), b.get()})
+    m->namedModules([](const std::string &, Module &x) {
+      if (auto *t = llvm::dyn_cast<TracedModule>(&x))
+        for (const auto &s : t->signatures()) {
+          GraphBuilder gb = GraphBuilder::into(*s.graph);
+          gb.callFunction("neg", {s.graph->input(1)});
+        }
+    });
+  PipelineOptions par;
+  par.threads = 4;
+  runPipeline(*a, "merge-getattr,compile", par);
+  runPipeline(*b, "merge-getattr,compile");
+  CHECK(compareModules(*a, *b).value_or("") == "");
+  CHECK(a->graph().getFunctionByType(&op(OpKind::Neg)).asCount() == 0);
+}
+
+TEST_CASE("a failing pass writes a reproducer that replays", "[passes]") {
+  auto tm = tracedMyBlock();
+  // Break the graph so `verify` fails.
+  Expr *add = tm->graph().getMethodByType("__add__").asUnique();
+  tm->graph().moveBefore(add, tm->graph().front());
+  std::string seen;
+  PipelineOptions o;
+  o.onFailure = [&](const TracedModule &m, const Pipeline &p) {
+    Diagnostic d;
+    REQUIRE(succeeded(writeReproducer("repro.txt", m, p.str(), &d)));
+    seen = p.str();
+  };
+  auto p = Pipeline::parse("merge-getattr,verify", reg());
+  PassManager pm(std::move(*p), o);
+  Diagnostic d;
+  REQUIRE(failed(pm.run(*tm, &d)));
+  CHECK(d.loc.pass == "verify");
+  CHECK(seen == "merge-getattr,verify");
+  auto r = readReproducer("repro.txt");
+  // The broken module is rejected when read back, at the line of the use.
+  REQUIRE(r.failed());
+  INFO(r.diagnostic().str());
+  CHECK(r.diagnostic().str().find("repro.txt.tmir:") != std::string::npos);
+  CHECK(r.diagnostic().str().find("undefined node") != std::string::npos);
+  std::remove("repro.txt");
+  std::remove("repro.txt.tmir");
+  std::remove("repro.txt.safetensors");
+}
+
+TEST_CASE("reproducers round-trip module and pipeline", "[passes]") {
+  auto tm = tracedMyModule();
+  Diagnostic d;
+  REQUIRE(succeeded(writeReproducer("ok-repro.txt", *tm, "flatten,compile", &d)));
+  auto r = readReproducer("ok-repro.txt");
+  REQUIRE(r.succeeded());
+  CHECK(r->second == "flatten,compile");
+  CHECK(compareModules(*tm, *r->first).value_or("") == "");
+  std::remove("ok-repro.txt");
+  std::remove("ok-repro.txt.tmir");
+  std::remove("ok-repro.txt.safetensors");
+}
+
+TEST_CASE("a pass plugin built outside the project loads and runs", "[passes][plugin]") {
+  PassRegistry r;
+  registerBuiltinPasses(r);
+  Diagnostic d;
+  if (failed(loadPassPlugin(TM_PLUGIN_PATH, r, &d)))
+    FAIL(d.str());
+  REQUIRE(r.contains("fold-neg-neg"));
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  Node *n = b.callFunction("neg", {b.callFunction("neg", {b.arg(0)})});
+  b.finish(b.callFunction("relu", {n}));
+  auto p = Pipeline::parse("fold-neg-neg,compile", r);
+  REQUIRE(p.succeeded());
+  PassManager pm(std::move(*p), {});
+  REQUIRE(succeeded(pm.run(*tm, &d)));
+  CHECK(tm->graph().str() == "Net.Graph (self, x) {\n"
+                             "\t%4:\trelu_out = nn.relu(x, )\n"
+                             "\treturn relu_out\n"
+                             "}");
+  CHECK(failed(loadPassPlugin("/nonexistent/plugin.so", r, &d)));
+  CHECK(d.str().find("cannot load pass plugin") != std::string::npos);
+}

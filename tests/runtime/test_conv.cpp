@@ -1,0 +1,327 @@
+//===- test_conv.cpp - Convolutions against direct-loop references --------===//
+#include "Reference.h"
+
+using namespace tmtest;
+namespace rt = tmg::rt;
+using rt::Activation;
+using rt::Int2;
+
+namespace {
+
+struct ConvCase {
+  int64_t n, c, h, w, o, kh, kw, groups;
+  Int2 stride = 1, pad = 0, padEnd = 0, dilation = 1;
+  bool bias = true;
+  Activation act = Activation::None;
+};
+
+std::string describeCase(const ConvCase &k) {
+  std::ostringstream os;
+  os << "x (" << k.n << ", " << k.c << ", " << k.h << ", " << k.w << ") w ("
+     << k.o << ", " << k.c / k.groups << ", " << k.kh << ", " << k.kw
+     << ") groups " << k.groups << " stride " << k.stride.str() << " pad "
+     << k.pad.str() << "/" << k.padEnd.str() << " dilation " << k.dilation.str()
+     << " bias " << k.bias << " act " << rt::activationName(k.act).str();
+  return os.str();
+}
+
+double activateRef(Activation a, double v) {
+  if (a == Activation::Relu)
+    return std::max(v, 0.0);
+  if (a == Activation::Relu6)
+    return std::min(std::max(v, 0.0), 6.0);
+  return v;
+}
+
+/// Direct 7-loop convolution in double.
+Ref refConv2d(const Ref &x, const Ref &w, const Ref *b, const ConvCase &k) {
+  int64_t oh = (k.h + k.pad.h + k.padEnd.h - k.dilation.h * (k.kh - 1) - 1) /
+                   k.stride.h +
+               1;
+  int64_t ow = (k.w + k.pad.w + k.padEnd.w - k.dilation.w * (k.kw - 1) - 1) /
+                   k.stride.w +
+               1;
+  int64_t cg = k.c / k.groups, og = k.o / k.groups;
+  Ref y(Shape{k.n, k.o, oh, ow});
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.o; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = b ? b->v[o] : 0.0;
+          int64_t g = o / og;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ki = 0; ki < k.kh; ++ki)
+              for (int64_t kj = 0; kj < k.kw; ++kj) {
+                int64_t iy = oy * k.stride.h - k.pad.h + ki * k.dilation.h;
+                int64_t ix = ox * k.stride.w - k.pad.w + kj * k.dilation.w;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
+                  continue;
+                s += x({n, g * cg + ci, iy, ix}) * w({o, ci, ki, kj});
+              }
+          y({n, o, oy, ox}) = activateRef(k.act, s);
+        }
+  return y;
+}
+
+void checkConv2d(Rng &rng, const ConvCase &k) {
+  INFO(describeCase(k));
+  Tol tol = gemmTol(k.c / k.groups * k.kh * k.kw);
+  Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
+  Tensor w = rng.tensor({k.o, k.c / k.groups, k.kh, k.kw});
+  Tensor b = k.bias ? rng.tensor({k.o}) : Tensor();
+  rt::Conv2dParams p{.stride = k.stride,
+                     .padding = k.pad,
+                     .paddingEnd = k.padEnd,
+                     .dilation = k.dilation,
+                     .groups = k.groups,
+                     .activation = k.act};
+  Ref rb = k.bias ? Ref(b) : Ref();
+  requireClose(rt::conv2d(x, w, b, p),
+               refConv2d(Ref(x), Ref(w), k.bias ? &rb : nullptr, k), tol);
+}
+
+} // namespace
+
+TEST_CASE("conv2d: random configurations", "[conv]") {
+  Rng rng(201);
+  int checked = 0;
+  while (checked < 120) {
+    ConvCase k;
+    k.groups = rng.coin(0.3) ? rng.uniformInt(2, 4) : 1;
+    k.n = rng.uniformInt(1, 2);
+    k.c = k.groups * rng.uniformInt(1, 4);
+    k.o = k.groups * rng.uniformInt(1, 5);
+    k.h = rng.uniformInt(1, 13);
+    k.w = rng.uniformInt(1, 13);
+    k.kh = rng.uniformInt(1, 4);
+    k.kw = rng.uniformInt(1, 4);
+    k.stride = Int2(rng.uniformInt(1, 3), rng.uniformInt(1, 3));
+    k.dilation = Int2(rng.uniformInt(1, 2), rng.uniformInt(1, 2));
+    k.pad = Int2(rng.uniformInt(0, 2), rng.uniformInt(0, 2));
+    k.padEnd = rng.coin(0.3) ? Int2(rng.uniformInt(0, 2), rng.uniformInt(0, 2))
+                             : k.pad;
+    k.bias = rng.coin(0.7);
+    k.act = Activation(rng.uniformInt(0, 2));
+    if (tmg::rt::convOutputSize(k.h, k.kh, k.stride.h, k.pad.h, k.padEnd.h,
+                                k.dilation.h) <= 0 ||
+        tmg::rt::convOutputSize(k.w, k.kw, k.stride.w, k.pad.w, k.padEnd.w,
+                                k.dilation.w) <= 0)
+      continue;
+    checkConv2d(rng, k);
+    ++checked;
+  }
+}
+
+TEST_CASE("conv2d: depthwise fast path", "[conv]") {
+  Rng rng(202);
+  for (int64_t mult : {1, 2})
+    for (int64_t s : {1, 2})
+      for (int64_t d : {1, 2})
+        for (int64_t kk : {3, 5}) {
+          ConvCase k{2, 6, 11, 14, 6 * mult, kk, kk, 6};
+          k.stride = s;
+          k.dilation = d;
+          k.pad = kk / 2;
+          k.padEnd = k.pad;
+          k.act = Activation::Relu6;
+          checkConv2d(rng, k);
+        }
+  // Large enough to run planes in parallel.
+  ConvCase big{1, 96, 28, 28, 96, 3, 3, 96};
+  big.pad = big.padEnd = 1;
+  checkConv2d(rng, big);
+}
+
+TEST_CASE("conv2d: pointwise and GEMM tiling paths", "[conv]") {
+  Rng rng(203);
+  // 1x1 stride 1: the input is the GEMM operand, no im2col.
+  checkConv2d(rng, {2, 16, 9, 7, 24, 1, 1, 1});
+  checkConv2d(rng, {1, 8, 5, 5, 12, 1, 1, 2});
+  // 1x1 with stride or padding goes through im2col.
+  ConvCase s2{1, 16, 9, 9, 8, 1, 1, 1};
+  s2.stride = 2;
+  checkConv2d(rng, s2);
+  ConvCase p1{1, 4, 5, 5, 8, 1, 1, 1};
+  p1.pad = p1.padEnd = 1;
+  checkConv2d(rng, p1);
+  // Many column tiles (K = 1152: 224-column tiles over 900 outputs).
+  ConvCase tiles{1, 128, 30, 30, 16, 3, 3, 1};
+  tiles.pad = tiles.padEnd = 1;
+  checkConv2d(rng, tiles);
+  // Few outputs, many channels: the output channels are split.
+  ConvCase rows{1, 64, 7, 7, 128, 3, 3, 1};
+  rows.pad = rows.padEnd = 1;
+  rows.act = Activation::Relu;
+  checkConv2d(rng, rows);
+  // Batch and groups as separate work items.
+  ConvCase grouped{3, 12, 10, 10, 18, 3, 3, 3};
+  grouped.stride = 2;
+  checkConv2d(rng, grouped);
+  // Kernel as large as the padded input; empty batch.
+  checkConv2d(rng, {1, 2, 4, 4, 3, 4, 4, 1});
+  Tensor e =
+      rt::conv2d(Tensor::zeros({0, 3, 5, 5}), Tensor::zeros({4, 3, 3, 3}));
+  CHECK(shapeOf(e.shape()) == "(0, 4, 3, 3)");
+}
+
+TEST_CASE("conv2d: results do not depend on the thread count",
+          "[conv][threads]") {
+  Rng rng(204);
+  for (ConvCase k : {ConvCase{1, 64, 14, 14, 128, 3, 3, 1},
+                     ConvCase{1, 32, 20, 20, 32, 3, 3, 32},
+                     ConvCase{2, 16, 15, 15, 16, 1, 1, 1}}) {
+    k.pad = k.padEnd = k.kh / 2;
+    Tensor x = rng.tensor({k.n, k.c, k.h, k.w});
+    Tensor w = rng.tensor({k.o, k.c / k.groups, k.kh, k.kw});
+    rt::Conv2dParams p{.padding = k.pad, .groups = k.groups};
+    Tensor one = withThreads(1, [&] { return rt::conv2d(x, w, {}, p); });
+    Tensor two = withThreads(2, [&] { return rt::conv2d(x, w, {}, p); });
+    INFO(describeCase(k));
+    requireClose(two, Ref(one), gemmTol(k.c / k.groups * k.kh * k.kw));
+  }
+}
+
+TEST_CASE("conv1d matches a direct reference", "[conv]") {
+  Rng rng(205);
+  for (int i = 0; i < 30; ++i) {
+    int64_t groups = rng.coin(0.3) ? 2 : 1;
+    int64_t n = rng.uniformInt(1, 2), c = groups * rng.uniformInt(1, 3);
+    int64_t o = groups * rng.uniformInt(1, 4), l = rng.uniformInt(4, 20);
+    int64_t kk = rng.uniformInt(1, 4), s = rng.uniformInt(1, 3);
+    int64_t d = rng.uniformInt(1, 2), pb = rng.uniformInt(0, 2);
+    int64_t pe = rng.coin() ? pb : rng.uniformInt(0, 2);
+    if (l + pb + pe < d * (kk - 1) + 1)
+      continue;
+    Tensor x = rng.tensor({n, c, l}), w = rng.tensor({o, c / groups, kk});
+    Tensor b = rng.tensor({o});
+    ConvCase k{n, c, 1, l, o, 1, kk, groups};
+    k.stride = Int2(1, s);
+    k.pad = Int2(0, pb);
+    k.padEnd = Int2(0, pe);
+    k.dilation = Int2(1, d);
+    Ref rb(b);
+    Ref want = refConv2d(Ref(x.reshaped({n, c, 1, l})),
+                         Ref(w.reshaped({o, c / groups, 1, kk})), &rb, k);
+    want.shape = {want.shape[0], want.shape[1], want.shape[3]};
+    INFO(describeCase(k));
+    requireClose(rt::conv1d(x, w, b,
+                            {.stride = s,
+                             .padding = pb,
+                             .paddingEnd = pe,
+                             .dilation = d,
+                             .groups = groups}),
+                 want, GemmTol);
+  }
+}
+
+TEST_CASE("conv_transpose2d matches a scatter reference", "[conv]") {
+  Rng rng(206);
+  int checked = 0;
+  while (checked < 40) {
+    int64_t groups = rng.coin(0.3) ? 2 : 1;
+    int64_t n = rng.uniformInt(1, 2), c = groups * rng.uniformInt(1, 3);
+    int64_t og = rng.uniformInt(1, 3), o = og * groups;
+    int64_t h = rng.uniformInt(1, 7), wd = rng.uniformInt(1, 7);
+    int64_t kh = rng.uniformInt(1, 4), kw = rng.uniformInt(1, 4);
+    Int2 s(rng.uniformInt(1, 3), rng.uniformInt(1, 3));
+    Int2 d(rng.uniformInt(1, 2), rng.uniformInt(1, 2));
+    Int2 p(rng.uniformInt(0, 2), rng.uniformInt(0, 2));
+    Int2 op(rng.uniformInt(0, std::max(s.h, d.h) - 1),
+            rng.uniformInt(0, std::max(s.w, d.w) - 1));
+    int64_t oh = (h - 1) * s.h - 2 * p.h + d.h * (kh - 1) + op.h + 1;
+    int64_t ow = (wd - 1) * s.w - 2 * p.w + d.w * (kw - 1) + op.w + 1;
+    if (oh <= 0 || ow <= 0)
+      continue;
+    Tensor x = rng.tensor({n, c, h, wd}), w = rng.tensor({c, og, kh, kw});
+    Tensor b = rng.tensor({o});
+    Ref rx(x), rw(w), rb(b), want(Shape{n, o, oh, ow});
+    int64_t cg = c / groups;
+    for (int64_t in = 0; in < n; ++in)
+      for (int64_t oc = 0; oc < o; ++oc)
+        for (int64_t i = 0; i < oh * ow; ++i)
+          want({in, oc, i / ow, i % ow}) = rb.v[oc];
+    for (int64_t in = 0; in < n; ++in)
+      for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t iy = 0; iy < h; ++iy)
+          for (int64_t ix = 0; ix < wd; ++ix)
+            for (int64_t j = 0; j < og; ++j)
+              for (int64_t ki = 0; ki < kh; ++ki)
+                for (int64_t kj = 0; kj < kw; ++kj) {
+                  int64_t oy = iy * s.h - p.h + ki * d.h;
+                  int64_t ox = ix * s.w - p.w + kj * d.w;
+                  if (oy < 0 || oy >= oh || ox < 0 || ox >= ow)
+                    continue;
+                  want({in, (ci / cg) * og + j, oy, ox}) +=
+                      rx({in, ci, iy, ix}) * rw({ci, j, ki, kj});
+                }
+    INFO("x " << shapeOf(x.shape()) << " w " << shapeOf(w.shape()) << " groups "
+              << groups << " stride " << s.str() << " pad " << p.str()
+              << " dilation " << d.str() << " outpad " << op.str());
+    requireClose(rt::convTranspose2d(x, w, b,
+                                     {.stride = s,
+                                      .padding = p,
+                                      .outputPadding = op,
+                                      .dilation = d,
+                                      .groups = groups}),
+                 want, GemmTol);
+    ++checked;
+  }
+  // Fused activation.
+  Tensor x = rng.tensor({1, 4, 5, 5}), w = rng.tensor({4, 3, 2, 2});
+  Tensor plain = rt::convTranspose2d(x, w, {}, {.stride = 2});
+  Ref want(plain);
+  for (double &v : want.v)
+    v = std::max(v, 0.0);
+  requireClose(rt::convTranspose2d(
+                   x, w, {}, {.stride = 2, .activation = Activation::Relu}),
+               want, Exact);
+}
+
+TEST_CASE("conv errors name the op and the shapes", "[conv][errors]") {
+  Tensor x = Tensor::zeros({1, 3, 8, 8});
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(x, Tensor::zeros({16, 4, 3, 3})),
+      Catch::Contains("conv2d: input (1, 3, 8, 8) has 3 channels but weight "
+                      "(16, 4, 3, 3) expects 4"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(Tensor::zeros({1, 6, 8, 8}), Tensor::zeros({16, 4, 3, 3}), {},
+                 {.groups = 2}),
+      Catch::Contains("conv2d: input (1, 6, 8, 8) has 6 channels but weight "
+                      "(16, 4, 3, 3) expects 8 (4 per group, 2 groups)"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(Tensor::zeros({1, 6, 8, 8}), Tensor::zeros({16, 2, 3, 3}), {},
+                 {.groups = 3}),
+      Catch::Contains("conv2d: groups 3 does not divide the 16 output "
+                      "channels of weight (16, 2, 3, 3)"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(x, Tensor::zeros({16, 3, 3, 3}), Tensor::zeros({8})),
+      Catch::Contains("conv2d: bias (8,) does not match the 16 output "
+                      "channels of weight (16, 3, 3, 3)"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(Tensor::zeros({3, 8, 8}), Tensor::zeros({16, 3, 3, 3})),
+      Catch::Contains("conv2d: input must be 4-D (N, C, H, W), got (3, 8, 8)"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(Tensor::zeros({1, 3, 2, 2}), Tensor::zeros({4, 3, 5, 5})),
+      Catch::Contains("conv2d: kernel 5x5 with dilation 1x1 does not fit "
+                      "input (1, 3, 2, 2) padded by 0x0 / 0x0"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(x, Tensor::zeros({4, 3, 3, 3}), {}, {.stride = {0, 1}}),
+      Catch::Contains("conv2d: stride 0x1 must be positive"));
+  REQUIRE_THROWS_WITH(
+      rt::conv2d(x, Tensor::zeros({4, 3, 3, 3}), {}, {.padding = -1}),
+      Catch::Contains("conv2d: padding -1x-1 / -1x-1 must be "
+                      "non-negative"));
+  REQUIRE_THROWS_WITH(
+      rt::conv1d(Tensor::zeros({1, 3, 8}), Tensor::zeros({4, 2, 3})),
+      Catch::Contains("conv1d: input (1, 3, 8) has 3 channels but weight "
+                      "(4, 2, 3) expects 2"));
+  REQUIRE_THROWS_WITH(
+      rt::convTranspose2d(x, Tensor::zeros({4, 2, 3, 3})),
+      Catch::Contains("conv_transpose2d: input (1, 3, 8, 8) has 3 channels "
+                      "but weight (4, 2, 3, 3) expects 4"));
+  REQUIRE_THROWS_WITH(
+      rt::convTranspose2d(x, Tensor::zeros({3, 2, 3, 3}), {},
+                          {.stride = 2, .outputPadding = 2}),
+      Catch::Contains("conv_transpose2d: output padding 2x2 must be smaller "
+                      "than the stride 2x2 or the dilation 1x1"));
+}

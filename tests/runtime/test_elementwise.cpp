@@ -1,0 +1,504 @@
+//===- test_elementwise.cpp - Elementwise kernels against references ------===//
+#include "Reference.h"
+
+#include <functional>
+#include <limits>
+
+using namespace tmtest;
+namespace rt = tmg::rt;
+using rt::BinaryOp;
+using rt::CompareOp;
+using rt::UnaryOp;
+
+namespace {
+
+/// NumPy broadcast shape, computed independently of the kernels.
+Shape refBroadcast(llvm::ArrayRef<int64_t> a, llvm::ArrayRef<int64_t> b) {
+  size_t r = std::max(a.size(), b.size());
+  Shape out(r);
+  for (size_t k = 0; k < r; ++k) {
+    int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
+    int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
+    out[r - 1 - k] = da == 1 ? db : da;
+  }
+  return out;
+}
+
+/// Element of `x` that broadcasts to output multi-index `idx`.
+double bcastAt(const Ref &x, const std::vector<int64_t> &idx) {
+  size_t off = idx.size() - x.rank();
+  int64_t o = 0;
+  for (size_t d = 0; d < x.rank(); ++d)
+    o = o * x.shape[d] + (x.shape[d] == 1 ? 0 : idx[off + d]);
+  return x.v[o];
+}
+
+Ref refBinary(const Ref &a, const Ref &b,
+              const std::function<double(double, double)> &f) {
+  Ref out(refBroadcast(a.shape, b.shape));
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    auto idx = unravel(i, out.shape);
+    out.v[i] = f(bcastAt(a, idx), bcastAt(b, idx));
+  }
+  return out;
+}
+
+double refUnary(UnaryOp op, double x) {
+  switch (op) {
+  case UnaryOp::Neg:
+    return -x;
+  case UnaryOp::Abs:
+    return std::fabs(x);
+  case UnaryOp::Exp:
+    return std::exp(x);
+  case UnaryOp::Log:
+    return std::log(x);
+  case UnaryOp::Sqrt:
+    return std::sqrt(x);
+  case UnaryOp::Rsqrt:
+    return 1.0 / std::sqrt(x);
+  case UnaryOp::Erf:
+    return std::erf(x);
+  case UnaryOp::Tanh:
+    return std::tanh(x);
+  case UnaryOp::Sigmoid:
+    return 1.0 / (1.0 + std::exp(-x));
+  case UnaryOp::Relu:
+    return x > 0 ? x : 0.0;
+  case UnaryOp::Relu6:
+    return std::min(std::max(x, 0.0), 6.0);
+  case UnaryOp::Gelu:
+    return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0)));
+  case UnaryOp::GeluTanh:
+    return 0.5 * x *
+           (1.0 +
+            std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+  case UnaryOp::Silu:
+    return x / (1.0 + std::exp(-x));
+  case UnaryOp::Hardswish:
+    return x * std::min(std::max(x + 3.0, 0.0), 6.0) / 6.0;
+  case UnaryOp::Hardsigmoid:
+    return std::min(std::max(x / 6.0 + 0.5, 0.0), 1.0);
+  }
+  return 0;
+}
+
+const UnaryOp AllUnary[] = {
+    UnaryOp::Neg,        UnaryOp::Abs,   UnaryOp::Exp,
+    UnaryOp::Log,        UnaryOp::Sqrt,  UnaryOp::Rsqrt,
+    UnaryOp::Erf,        UnaryOp::Tanh,  UnaryOp::Sigmoid,
+    UnaryOp::Relu,       UnaryOp::Relu6, UnaryOp::Gelu,
+    UnaryOp::GeluTanh,   UnaryOp::Silu,  UnaryOp::Hardswish,
+    UnaryOp::Hardsigmoid};
+
+double refBinaryOp(BinaryOp op, double a, double b) {
+  switch (op) {
+  case BinaryOp::Add:
+    return a + b;
+  case BinaryOp::Sub:
+    return a - b;
+  case BinaryOp::Mul:
+    return a * b;
+  case BinaryOp::Div:
+    return a / b;
+  case BinaryOp::Pow:
+    return std::pow(a, b);
+  case BinaryOp::Maximum:
+    return std::max(a, b);
+  case BinaryOp::Minimum:
+    return std::min(a, b);
+  }
+  return 0;
+}
+
+const BinaryOp AllBinary[] = {
+    BinaryOp::Add, BinaryOp::Sub,     BinaryOp::Mul,    BinaryOp::Div,
+    BinaryOp::Pow, BinaryOp::Maximum, BinaryOp::Minimum};
+
+/// Shape pairs covering NumPy broadcasting corner cases: scalars, size-0
+/// and size-1 dimensions, rank mismatch, both-sided broadcasting, and
+/// sizes large enough for the parallel path.
+const std::vector<std::pair<Shape, Shape>> BroadcastCases = {
+    {{}, {}},
+    {{3}, {}},
+    {{}, {4}},
+    {{1}, {5}},
+    {{2, 3}, {3}},
+    {{2, 1}, {1, 3}},
+    {{4, 1, 5}, {3, 1}},
+    {{3, 1, 1}, {1, 1, 1}},
+    {{2, 3, 4}, {2, 3, 4}},
+    {{5, 1, 7}, {1, 6, 1}},
+    {{1, 1, 1, 1}, {3}},
+    {{0}, {1}},
+    {{2, 0, 3}, {1, 3}},
+    {{0, 4}, {0, 1}},
+    {{257, 129}, {129}},
+    {{90, 1, 150}, {1, 40, 1}},
+    {{64, 3, 32, 32}, {1, 3, 1, 1}},
+};
+
+} // namespace
+
+TEST_CASE("unary float ops match double references", "[elementwise]") {
+  Rng rng(11);
+  for (UnaryOp op : AllUnary) {
+    bool positive =
+        op == UnaryOp::Log || op == UnaryOp::Sqrt || op == UnaryOp::Rsqrt;
+    for (Shape shape :
+         {Shape{3, 17, 5}, Shape{}, Shape{0, 4}, Shape{311, 257}}) {
+      Tensor x = positive ? rng.tensor(shape, 0.01, 9.0)
+                          : rng.tensor(shape, -8.0, 8.0);
+      Ref want(x);
+      for (double &v : want.v)
+        v = refUnary(op, v);
+      Tensor y = rt::unary(op, x);
+      CHECK(y.dtype() == DType::Float32);
+      requireClose(y, want, ElementwiseTol,
+                   rt::opName(op).str() + " " + shapeOf(shape));
+    }
+  }
+}
+
+TEST_CASE("unary wrappers, leaky_relu, gelu approximations", "[elementwise]") {
+  Rng rng(12);
+  Tensor x = rng.tensor({4, 33}, -4, 4);
+  requireIdentical(rt::relu(x), rt::unary(UnaryOp::Relu, x));
+  requireIdentical(rt::gelu(x, rt::GeluApprox::Tanh),
+                   rt::unary(UnaryOp::GeluTanh, x));
+  requireIdentical(rt::gelu(x), rt::unary(UnaryOp::Gelu, x));
+  for (double slope : {0.01, 0.2, -1.5}) {
+    Ref want(x);
+    for (double &v : want.v)
+      v = v >= 0 ? v : v * slope;
+    requireClose(rt::leakyRelu(x, slope), want, ElementwiseTol);
+  }
+}
+
+TEST_CASE("relu family propagates NaN and handles infinities",
+          "[elementwise]") {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  float inf = std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::fromFloats({4}, {nan, inf, -inf, 0.0f});
+  Tensor r = rt::relu(x);
+  CHECK(std::isnan(r.data<float>()[0]));
+  CHECK(r.data<float>()[1] == inf);
+  CHECK(r.data<float>()[2] == 0.0f);
+  Tensor r6 = rt::relu6(x);
+  CHECK(std::isnan(r6.data<float>()[0]));
+  CHECK(r6.data<float>()[1] == 6.0f);
+  Tensor s = rt::sigmoid(x);
+  CHECK(s.data<float>()[1] == 1.0f);
+  CHECK(s.data<float>()[2] == 0.0f);
+}
+
+TEST_CASE("integer unary ops keep or promote the dtype", "[elementwise]") {
+  for (DType t : {DType::Int32, DType::Int64}) {
+    Tensor x = Tensor::fromInts({5}, {-7, -1, 0, 3, 9}, t);
+    Tensor n = rt::neg(x);
+    CHECK(n.dtype() == t);
+    CHECK(Ref(n).v == std::vector<double>{7, 1, 0, -3, -9});
+    CHECK(Ref(rt::abs(x)).v == std::vector<double>{7, 1, 0, 3, 9});
+    CHECK(Ref(rt::relu(x)).v == std::vector<double>{0, 0, 0, 3, 9});
+    CHECK(Ref(rt::relu6(x)).v == std::vector<double>{0, 0, 0, 3, 6});
+    Tensor e = rt::exp(x);
+    CHECK(e.dtype() == DType::Float32);
+    CHECK(e.data<float>()[3] == Approx(std::exp(3.0)).epsilon(1e-6));
+  }
+  // Wrapping instead of undefined behaviour at the edge of the range.
+  Tensor m = Tensor::fromInts({1}, {INT32_MIN}, DType::Int32);
+  CHECK(rt::neg(m).data<int32_t>()[0] == INT32_MIN);
+  // Small integer types compute as int32.
+  Tensor b = Tensor::fromInts({2}, {1, 0}, DType::Bool);
+  CHECK(rt::neg(b).dtype() == DType::Int32);
+}
+
+TEST_CASE("binary float ops broadcast like NumPy", "[elementwise][broadcast]") {
+  Rng rng(21);
+  for (BinaryOp op : AllBinary) {
+    for (const auto &[sa, sb] : BroadcastCases) {
+      bool pw = op == BinaryOp::Pow;
+      Tensor a = pw ? rng.tensor(sa, 0.1, 3.0) : rng.tensor(sa, -3.0, 3.0);
+      Tensor b = op == BinaryOp::Div ? rng.tensor(sb, 0.5, 2.0)
+                                     : rng.tensor(sb, -3.0, 3.0);
+      Ref want = refBinary(Ref(a), Ref(b), [op](double x, double y) {
+        return refBinaryOp(op, x, y);
+      });
+      // Float32 rounding of the inputs is in both; pow amplifies the
+      // relative error of the exponent by |b log a| <= ~3.3.
+      Tol tol = pw ? Tol{1e-5, 1e-6} : ElementwiseTol;
+      requireClose(rt::binary(op, a, b), want, tol,
+                   rt::opName(op).str() + " " + shapeOf(sa) + " " +
+                       shapeOf(sb));
+      // Swapped operands exercise the other scalar/broadcast loop.
+      Ref swapped = refBinary(Ref(b), Ref(a), [op](double x, double y) {
+        return refBinaryOp(op, x, y);
+      });
+      if (op != BinaryOp::Pow && op != BinaryOp::Div)
+        requireClose(rt::binary(op, b, a), swapped, tol);
+    }
+  }
+}
+
+TEST_CASE("binary wrappers equal the generic entry point", "[elementwise]") {
+  Rng rng(22);
+  Tensor a = rng.tensor({3, 4}), b = rng.tensor({4}, 0.5, 1.0);
+  requireIdentical(rt::add(a, b), rt::binary(BinaryOp::Add, a, b));
+  requireIdentical(rt::sub(a, b), rt::binary(BinaryOp::Sub, a, b));
+  requireIdentical(rt::mul(a, b), rt::binary(BinaryOp::Mul, a, b));
+  requireIdentical(rt::div(a, b), rt::binary(BinaryOp::Div, a, b));
+  requireIdentical(rt::maximum(a, b), rt::binary(BinaryOp::Maximum, a, b));
+  requireIdentical(rt::minimum(a, b), rt::binary(BinaryOp::Minimum, a, b));
+  requireIdentical(rt::pow(b, a), rt::binary(BinaryOp::Pow, b, a));
+}
+
+TEST_CASE("maximum and minimum propagate NaN", "[elementwise]") {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor a = Tensor::fromFloats({3}, {nan, 1.0f, 2.0f});
+  Tensor b = Tensor::fromFloats({3}, {0.0f, nan, 1.0f});
+  for (Tensor r : {rt::maximum(a, b), rt::minimum(a, b)}) {
+    CHECK(std::isnan(r.data<float>()[0]));
+    CHECK(std::isnan(r.data<float>()[1]));
+  }
+  CHECK(rt::maximum(a, b).data<float>()[2] == 2.0f);
+  CHECK(rt::minimum(a, b).data<float>()[2] == 1.0f);
+}
+
+TEST_CASE("integer binary ops and dtype promotion", "[elementwise][dtype]") {
+  Rng rng(23);
+  for (DType t : {DType::Int32, DType::Int64}) {
+    Tensor a = rng.ints({4, 5}, -20, 20, t), b = rng.ints({5}, -20, 20, t);
+    for (BinaryOp op : {BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul,
+                        BinaryOp::Maximum, BinaryOp::Minimum}) {
+      Tensor r = rt::binary(op, a, b);
+      CHECK(r.dtype() == t);
+      requireClose(
+          r,
+          refBinary(Ref(a), Ref(b),
+                    [op](double x, double y) { return refBinaryOp(op, x, y); }),
+          Exact, rt::opName(op).str());
+    }
+    Tensor e = rng.ints({5}, 0, 5, t);
+    Tensor p = rt::pow(a, e);
+    CHECK(p.dtype() == t);
+    requireClose(p,
+                 refBinary(Ref(a), Ref(e),
+                           [](double x, double y) { return std::pow(x, y); }),
+                 Exact, "pow");
+    // True division: integers give float32.
+    Tensor d = rt::div(a, rng.ints({5}, 1, 9, t));
+    CHECK(d.dtype() == DType::Float32);
+  }
+  Tensor d = rt::div(Tensor::fromInts({2}, {7, -7}, DType::Int32),
+                     Tensor::fromInts({1}, {2}, DType::Int32));
+  CHECK(Ref(d).v == std::vector<double>{3.5, -3.5});
+
+  auto dt = [](DType a, DType b) {
+    return rt::add(Tensor::zeros({2}, a), Tensor::zeros({2}, b)).dtype();
+  };
+  CHECK(dt(DType::Int32, DType::Float32) == DType::Float32);
+  CHECK(dt(DType::Int64, DType::Float32) == DType::Float32);
+  CHECK(dt(DType::Int32, DType::Int64) == DType::Int64);
+  CHECK(dt(DType::Bool, DType::Bool) == DType::Int32);
+  CHECK(dt(DType::UInt8, DType::Int8) == DType::Int32);
+  CHECK(dt(DType::Float16, DType::Float16) == DType::Float16);
+  CHECK(dt(DType::Float16, DType::Float32) == DType::Float32);
+  CHECK(dt(DType::Int64, DType::Float16) == DType::Float16);
+  CHECK(rt::promoteTypes(DType::Int8, DType::Int64) == DType::Int64);
+
+  // Mixed operands are converted before computing.
+  Tensor m = rt::mul(Tensor::fromInts({2}, {3, 4}, DType::Int32),
+                     Tensor::fromFloats({2}, {0.5f, 0.25f}));
+  CHECK(Ref(m).v == std::vector<double>{1.5, 1.0});
+}
+
+TEST_CASE("float16 arithmetic computes in float32", "[elementwise][dtype]") {
+  Tensor a =
+      rt::cast(Tensor::fromFloats({3}, {1.5f, -2.0f, 0.25f}), DType::Float16);
+  Tensor b = rt::cast(Tensor::fromFloats({1}, {2.0f}), DType::Float16);
+  Tensor s = rt::add(a, b);
+  CHECK(s.dtype() == DType::Float16);
+  CHECK(Ref(s).v == std::vector<double>{3.5, 0.0, 2.25});
+  Tensor r = rt::relu(a);
+  CHECK(r.dtype() == DType::Float16);
+  CHECK(Ref(r).v == std::vector<double>{1.5, 0.0, 0.25});
+  Tensor c = rt::less(a, b);
+  CHECK(c.dtype() == DType::Bool);
+  CHECK(Ref(c).v == std::vector<double>{1, 1, 1});
+}
+
+TEST_CASE("comparisons return bool with broadcasting", "[elementwise]") {
+  Rng rng(31);
+  using Cmp = std::function<bool(double, double)>;
+  const std::pair<CompareOp, Cmp> ops[] = {
+      {CompareOp::Equal, [](double x, double y) { return x == y; }},
+      {CompareOp::NotEqual, [](double x, double y) { return x != y; }},
+      {CompareOp::Less, [](double x, double y) { return x < y; }},
+      {CompareOp::LessEqual, [](double x, double y) { return x <= y; }},
+      {CompareOp::Greater, [](double x, double y) { return x > y; }},
+      {CompareOp::GreaterEqual, [](double x, double y) { return x >= y; }},
+  };
+  for (const auto &[op, f] : ops) {
+    for (const auto &[sa, sb] : BroadcastCases) {
+      // Small integer values so that equality actually happens.
+      Tensor a = rt::cast(rng.ints(sa, -2, 2), DType::Float32);
+      Tensor b = rng.ints(sb, -2, 2, DType::Int32);
+      Tensor r = rt::compare(op, a, b);
+      CHECK(r.dtype() == DType::Bool);
+      Ref want = refBinary(Ref(a), Ref(b), [&f](double x, double y) {
+        return f(x, y) ? 1.0 : 0.0;
+      });
+      requireClose(r, want, Exact, rt::opName(op).str());
+    }
+  }
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor n = Tensor::fromFloats({1}, {nan});
+  CHECK(rt::equal(n, n).data<uint8_t>()[0] == 0);
+  CHECK(rt::notEqual(n, n).data<uint8_t>()[0] == 1);
+  CHECK(rt::lessEqual(n, n).data<uint8_t>()[0] == 0);
+  Tensor i = Tensor::fromInts({3}, {1, 2, 3});
+  CHECK(Ref(rt::greaterEqual(i, Tensor::fromInts({}, {2}))).v ==
+        std::vector<double>{0, 1, 1});
+  CHECK(Ref(rt::greater(i, Tensor::fromInts({}, {2}))).v ==
+        std::vector<double>{0, 0, 1});
+  CHECK(Ref(rt::lessEqual(i, Tensor::fromInts({}, {2}))).v ==
+        std::vector<double>{1, 1, 0});
+}
+
+TEST_CASE("where selects with a broadcast bool mask", "[elementwise]") {
+  Rng rng(41);
+  const std::vector<std::tuple<Shape, Shape, Shape>> cases = {
+      {{}, {}, {}},
+      {{3}, {3}, {3}},
+      {{2, 1}, {3}, {2, 3}},
+      {{1}, {4, 1}, {5}},
+      {{2, 3, 1}, {1, 4}, {}},
+      {{0, 3}, {3}, {1}},
+      {{300, 200}, {200}, {300, 1}},
+  };
+  for (const auto &[sm, sx, sy] : cases) {
+    Tensor mask = rt::greater(rng.tensor(sm), Tensor::zeros({}));
+    Tensor x = rng.tensor(sx), y = rng.tensor(sy);
+    Tensor r = rt::where(mask, x, y);
+    Shape out = refBroadcast(refBroadcast(sm, sx), sy);
+    Ref want(out), rm(mask), rx(x), ry(y);
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      auto idx = unravel(i, out);
+      want.v[i] = bcastAt(rm, idx) != 0 ? bcastAt(rx, idx) : bcastAt(ry, idx);
+    }
+    requireClose(r, want, Exact, shapeOf(sm) + shapeOf(sx) + shapeOf(sy));
+  }
+  // Dtypes: same-dtype operands keep it; mixed ones are promoted.
+  Tensor m = Tensor::fromInts({2}, {1, 0}, DType::Bool);
+  Tensor i = rt::where(m, Tensor::fromInts({2}, {5, 6}, DType::Int32),
+                       Tensor::fromInts({2}, {7, 8}, DType::Int32));
+  CHECK(i.dtype() == DType::Int32);
+  CHECK(Ref(i).v == std::vector<double>{5, 8});
+  Tensor f = rt::where(m, Tensor::fromInts({2}, {5, 6}, DType::Int32),
+                       Tensor::fromFloats({2}, {0.5f, 1.5f}));
+  CHECK(f.dtype() == DType::Float32);
+  CHECK(Ref(f).v == std::vector<double>{5, 1.5});
+  Tensor b = rt::where(m, m, Tensor::fromInts({1}, {1}, DType::Bool));
+  CHECK(b.dtype() == DType::Bool);
+}
+
+TEST_CASE("clip clamps with optional bounds", "[elementwise]") {
+  Rng rng(51);
+  Tensor x = rng.tensor({7, 9}, -5, 5);
+  auto refClip = [&](std::optional<double> lo, std::optional<double> hi) {
+    Ref r(x);
+    for (double &v : r.v) {
+      float fv = float(v);
+      if (lo)
+        fv = std::max(fv, float(*lo));
+      if (hi)
+        fv = std::min(fv, float(*hi));
+      v = fv;
+    }
+    return r;
+  };
+  requireClose(rt::clip(x, -1.0, 2.0), refClip(-1.0, 2.0), Exact);
+  requireClose(rt::clip(x, std::nullopt, 0.5), refClip(std::nullopt, 0.5),
+               Exact);
+  requireClose(rt::clip(x, 0.0, std::nullopt), refClip(0.0, std::nullopt),
+               Exact);
+  requireClose(rt::clip(x, std::nullopt, std::nullopt), Ref(x), Exact);
+  Tensor i = Tensor::fromInts({5}, {-3, -1, 0, 2, 9}, DType::Int32);
+  Tensor ci = rt::clip(i, -1.5, 2.5);
+  CHECK(ci.dtype() == DType::Int32);
+  CHECK(Ref(ci).v == std::vector<double>{-1, -1, 0, 2, 2});
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(
+      rt::clip(Tensor::fromFloats({1}, {nan}), 0.0, 1.0).data<float>()[0]));
+}
+
+TEST_CASE("cast converts between every pair of dtypes", "[elementwise][cast]") {
+  const DType all[] = {DType::Float32, DType::Float16, DType::Int8,
+                       DType::UInt8,   DType::Int32,   DType::Int64,
+                       DType::Bool};
+  // Values representable in every dtype: the round trip is exact.
+  std::vector<float> vals = {0, 1, 2, 7, 100, 0, 1};
+  Tensor src = Tensor::fromFloats({7}, vals);
+  for (DType from : all) {
+    Tensor a = rt::cast(src, from);
+    CHECK(a.dtype() == from);
+    for (DType to : all) {
+      Tensor b = rt::cast(a, to);
+      CHECK(b.dtype() == to);
+      for (int64_t i = 0; i < 7; ++i) {
+        double want = vals[i];
+        if (from == DType::Bool || to == DType::Bool)
+          want = want != 0 ? 1 : 0;
+        INFO(tmg::dtypeName(from).str()
+             << " -> " << tmg::dtypeName(to).str() << " at " << i);
+        CHECK(b.at(i) == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("cast: float to integer truncates, saturates, maps NaN to 0",
+          "[elementwise][cast]") {
+  float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = Tensor::fromFloats({6}, {2.7f, -2.7f, 1e10f, -1e10f, nan, 300.f});
+  CHECK(Ref(rt::cast(x, DType::Int32)).v ==
+        std::vector<double>{2, -2, INT32_MAX, INT32_MIN, 0, 300});
+  CHECK(Ref(rt::cast(x, DType::Int8)).v ==
+        std::vector<double>{2, -2, 127, -128, 0, 127});
+  CHECK(Ref(rt::cast(x, DType::UInt8)).v ==
+        std::vector<double>{2, 0, 255, 0, 0, 255});
+  CHECK(Ref(rt::cast(x, DType::Bool)).v ==
+        std::vector<double>{1, 1, 1, 1, 1, 1});
+  Tensor h = rt::cast(Tensor::fromFloats({2}, {0.1f, 65504.f}), DType::Float16);
+  CHECK(h.data<uint16_t>()[1] == tmg::floatToHalf(65504.f));
+  CHECK(rt::cast(h, DType::Float32).data<float>()[0] ==
+        tmg::halfToFloat(tmg::floatToHalf(0.1f)));
+  // Integer narrowing wraps.
+  Tensor big = Tensor::fromInts({1}, {(int64_t(1) << 32) + 5});
+  CHECK(rt::cast(big, DType::Int32).data<int32_t>()[0] == 5);
+}
+
+TEST_CASE("elementwise errors name the op and the shapes",
+          "[elementwise][errors]") {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});
+  REQUIRE_THROWS_WITH(rt::add(a, b),
+                      Catch::Contains("add: shapes (2, 3) and (4,) do not "
+                                      "broadcast"));
+  REQUIRE_THROWS_WITH(rt::less(a, b),
+                      Catch::Contains("less: shapes (2, 3) and (4,)"));
+  REQUIRE_THROWS_WITH(
+      rt::where(Tensor::zeros({2, 3}), a, a),
+      Catch::Contains("where: mask (2, 3) must be bool, got float32"));
+  REQUIRE_THROWS_WITH(
+      rt::where(Tensor::zeros({5}, DType::Bool), a, a),
+      Catch::Contains("where: shapes (5,) and (2, 3) do not broadcast"));
+  REQUIRE_THROWS_WITH(
+      rt::pow(Tensor::fromInts({2}, {2, 3}), Tensor::fromInts({2}, {1, -1})),
+      Catch::Contains("pow: integer base a (2,)") &&
+          Catch::Contains("negative integer exponent"));
+  REQUIRE_THROWS_WITH(rt::clip(a, 2.0, 1.0),
+                      Catch::Contains("clip: lower bound 2 is greater than "
+                                      "upper bound 1 for input (2, 3)"));
+  REQUIRE_THROWS_WITH(rt::exp(Tensor()),
+                      Catch::Contains("exp: input is undefined"));
+}

@@ -1,0 +1,211 @@
+//===- test_linalg.cpp - matmul, linear, gemm against references ----------===//
+#include "Reference.h"
+
+using namespace tmtest;
+namespace rt = tmg::rt;
+
+namespace {
+
+/// Element (i, j) of op(m) for a row-major 2-D slab at `base`.
+double mat(const Ref &m, int64_t base, int64_t cols, bool trans, int64_t i,
+           int64_t j) {
+  return trans ? m.v[base + j * cols + i] : m.v[base + i * cols + j];
+}
+
+/// Naive batched matmul with NumPy semantics (double accumulation).
+Ref refMatmul(const Ref &a, const Ref &b, bool ta, bool tb) {
+  bool av = a.rank() == 1, bv = b.rank() == 1;
+  ta = ta && !av;
+  tb = tb && !bv;
+  int64_t ar = av ? 1 : a.shape[a.rank() - 2], ac = a.shape.back();
+  int64_t br = bv ? b.shape[0] : b.shape[b.rank() - 2],
+          bc = bv ? 1 : b.shape.back();
+  int64_t m = ta ? ac : ar, k = ta ? ar : ac, n = tb ? br : bc;
+  Shape ba = av ? Shape{} : Shape(a.shape.begin(), a.shape.end() - 2);
+  Shape bb = bv ? Shape{} : Shape(b.shape.begin(), b.shape.end() - 2);
+  size_t r = std::max(ba.size(), bb.size());
+  Shape batch(r);
+  for (size_t i = 0; i < r; ++i) {
+    int64_t x = i < ba.size() ? ba[ba.size() - 1 - i] : 1;
+    int64_t y = i < bb.size() ? bb[bb.size() - 1 - i] : 1;
+    batch[r - 1 - i] = x == 1 ? y : x;
+  }
+  Shape out = batch;
+  if (!av)
+    out.push_back(m);
+  if (!bv)
+    out.push_back(n);
+  Ref c(out);
+  int64_t count = tmg::shapeNumel(batch);
+  auto slab = [&](const Shape &bs, const std::vector<int64_t> &idx) {
+    int64_t o = 0, off = idx.size() - bs.size();
+    for (size_t d = 0; d < bs.size(); ++d)
+      o = o * bs[d] + (bs[d] == 1 ? 0 : idx[off + d]);
+    return o;
+  };
+  for (int64_t bi = 0; bi < count; ++bi) {
+    auto idx = unravel(bi, batch);
+    int64_t oa = slab(ba, idx) * ar * ac, ob = slab(bb, idx) * br * bc;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double s = 0;
+        for (int64_t p = 0; p < k; ++p)
+          s += mat(a, oa, ac, ta, i, p) * mat(b, ob, bc, tb, p, j);
+        c.v[(bi * m + i) * n + j] = s;
+      }
+  }
+  return c;
+}
+
+} // namespace
+
+TEST_CASE("matmul: 2-D with transposes and edge sizes", "[linalg]") {
+  Rng rng(101);
+  const int64_t dims[][3] = {{1, 1, 1},   {3, 4, 5},   {17, 31, 9},
+                             {64, 1, 64}, {1, 200, 1}, {130, 70, 90},
+                             {0, 4, 5},   {3, 0, 5},   {3, 4, 0}};
+  for (const auto &d : dims) {
+    int64_t m = d[0], k = d[1], n = d[2];
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Tensor a = rng.tensor(ta ? Shape{k, m} : Shape{m, k});
+        Tensor b = rng.tensor(tb ? Shape{n, k} : Shape{k, n});
+        INFO("m=" << m << " k=" << k << " n=" << n << " ta=" << ta
+                  << " tb=" << tb);
+        requireClose(rt::matmul(a, b, ta, tb),
+                     refMatmul(Ref(a), Ref(b), ta, tb), gemmTol(k));
+      }
+  }
+}
+
+TEST_CASE("matmul: batched with broadcast batch dimensions", "[linalg]") {
+  Rng rng(102);
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {4, 5}},
+      {{3, 4}, {6, 4, 5}},
+      {{2, 1, 3, 4}, {5, 4, 2}},
+      {{1, 3, 4}, {7, 4, 6}},
+      {{4}, {3, 4, 5}},
+      {{2, 3, 4}, {4}},
+      {{4}, {4}},
+      {{0, 3, 4}, {4, 2}},
+      {{5, 2, 8, 16}, {5, 1, 16, 8}},
+      {{40, 20, 30}, {40, 30, 10}},
+  };
+  for (const auto &[sa, sb] : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape a = sa, b = sb;
+        if (ta && a.size() >= 2)
+          std::swap(a[a.size() - 1], a[a.size() - 2]);
+        if (tb && b.size() >= 2)
+          std::swap(b[b.size() - 1], b[b.size() - 2]);
+        Tensor ta_ = rng.tensor(a), tb_ = rng.tensor(b);
+        INFO(shapeOf(a) << " @ " << shapeOf(b) << " ta=" << ta << " tb=" << tb);
+        requireClose(rt::matmul(ta_, tb_, ta, tb),
+                     refMatmul(Ref(ta_), Ref(tb_), ta, tb), GemmTol);
+      }
+}
+
+TEST_CASE("matmul: large products use every thread and agree across thread "
+          "counts",
+          "[linalg][threads]") {
+  Rng rng(103);
+  Tensor a = rng.tensor({300, 257}), b = rng.tensor({257, 190});
+  requireClose(rt::matmul(a, b), refMatmul(Ref(a), Ref(b), false, false),
+               gemmTol(257));
+  Tensor one = withThreads(1, [&] { return rt::matmul(a, b); });
+  Tensor two = withThreads(2, [&] { return rt::matmul(a, b); });
+  requireClose(two, Ref(one), gemmTol(257));
+}
+
+TEST_CASE("linear: x @ W^T + b with a fused activation", "[linalg]") {
+  Rng rng(104);
+  const std::vector<Shape> inputs = {{7}, {3, 7}, {2, 5, 7}, {0, 7}, {129, 7}};
+  for (const Shape &xs : inputs)
+    for (int64_t out : {1, 4, 33})
+      for (rt::Activation act :
+           {rt::Activation::None, rt::Activation::Relu, rt::Activation::Relu6})
+        for (bool withBias : {false, true}) {
+          Tensor x = rng.tensor(xs, -3, 3), w = rng.tensor({out, 7});
+          Tensor b = withBias ? rng.tensor({out}) : Tensor();
+          Shape ys = xs;
+          ys.back() = out;
+          Ref want(ys), rx(x), rw(w);
+          int64_t rows = want.numel() / out;
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t o = 0; o < out; ++o) {
+              double s = withBias ? b.data<float>()[o] : 0.0;
+              for (int64_t i = 0; i < 7; ++i)
+                s += rx.v[r * 7 + i] * rw.v[o * 7 + i];
+              if (act != rt::Activation::None)
+                s = std::max(s, 0.0);
+              if (act == rt::Activation::Relu6)
+                s = std::min(s, 6.0);
+              want.v[r * out + o] = s;
+            }
+          INFO(shapeOf(xs) << " out=" << out
+                           << " act=" << rt::activationName(act).str());
+          requireClose(rt::linear(x, w, b, act), want, GemmTol);
+        }
+}
+
+TEST_CASE("gemm: alpha, beta and a broadcast C", "[linalg]") {
+  Rng rng(105);
+  int64_t m = 9, k = 13, n = 6;
+  for (Shape cs : {Shape{}, Shape{n}, Shape{1, n}, Shape{m, 1}, Shape{m, n}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Tensor a = rng.tensor(ta ? Shape{k, m} : Shape{m, k});
+        Tensor b = rng.tensor(tb ? Shape{n, k} : Shape{k, n});
+        Tensor c = rng.tensor(cs);
+        Ref ab = refMatmul(Ref(a), Ref(b), ta, tb), rc(c);
+        Ref want(Shape{m, n});
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double cv = cs.empty()       ? rc.v[0]
+                        : cs.size() == 1 ? rc.v[j]
+                        : cs[0] == 1     ? rc.v[j]
+                        : cs[1] == 1     ? rc.v[i]
+                                         : rc.v[i * n + j];
+            want.v[i * n + j] = 0.5 * ab.v[i * n + j] + 2.0 * cv;
+          }
+        INFO("C " << shapeOf(cs) << " ta=" << ta << " tb=" << tb);
+        requireClose(rt::gemm(a, b, c, 0.5f, 2.0f, ta, tb), want, GemmTol);
+        // C is an input: it must not be modified.
+        requireClose(c, rc, Exact);
+      }
+  Tensor a = rng.tensor({m, k}), b = rng.tensor({k, n});
+  requireClose(rt::gemm(a, b), refMatmul(Ref(a), Ref(b), false, false),
+               GemmTol);
+}
+
+TEST_CASE("linalg errors name the op and the shapes", "[linalg][errors]") {
+  Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4, 5});
+  REQUIRE_THROWS_WITH(rt::matmul(a, b),
+                      Catch::Contains("matmul: a (2, 3) and b (4, 5) have "
+                                      "mismatched inner dimensions 3 and 4"));
+  REQUIRE_THROWS_WITH(
+      rt::matmul(Tensor::zeros({2, 3, 4}), Tensor::zeros({3, 4, 5})),
+      Catch::Contains("matmul: batch dimensions (2,) of a "
+                      "(2, 3, 4) and (3,) of b (3, 4, 5) do "
+                      "not broadcast"));
+  REQUIRE_THROWS_WITH(rt::matmul(Tensor::fromInts({2, 2}, {1, 2, 3, 4}), a),
+                      Catch::Contains("matmul: a (2, 2) must be float32, got "
+                                      "int64"));
+  REQUIRE_THROWS_WITH(rt::linear(Tensor::zeros({3, 6}), Tensor::zeros({4, 5})),
+                      Catch::Contains("linear: input (3, 6) has 6 features "
+                                      "but weight (4, 5) expects 5"));
+  REQUIRE_THROWS_WITH(
+      rt::linear(Tensor::zeros({3, 5}), Tensor::zeros({4, 5}),
+                 Tensor::zeros({3})),
+      Catch::Contains("linear: bias (3,) does not match the 4 output "
+                      "features of weight (4, 5)"));
+  REQUIRE_THROWS_WITH(rt::gemm(a, b, Tensor::zeros({3})),
+                      Catch::Contains("gemm: a (2, 3) and b (4, 5)"));
+  REQUIRE_THROWS_WITH(rt::gemm(a, Tensor::zeros({3, 5}), Tensor::zeros({3, 5})),
+                      Catch::Contains("gemm: c (3, 5) does not broadcast to "
+                                      "the result shape (2, 5)") ||
+                          Catch::Contains("gemm: shapes (3, 5) and (2, 5)"));
+}
