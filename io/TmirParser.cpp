@@ -637,9 +637,25 @@ private:
   }
 
   /// Parses `key=value` annotations (and bare flags) into a map.
+  /// Annotations of one line; a handful of keys, so a flat vector.
   struct Annot {
-    std::unordered_map<std::string, std::pair<PyVal, size_t>> kv;
-    llvm::StringSet<> flags;
+    llvm::SmallVector<std::pair<std::string, std::pair<PyVal, size_t>>, 6> items;
+    llvm::SmallVector<std::string, 2> flags;
+    bool has(llvm::StringRef k) const {
+      for (const auto &i : items)
+        if (i.first == k)
+          return true;
+      return false;
+    }
+    const std::pair<PyVal, size_t> *find(llvm::StringRef k) const {
+      for (const auto &i : items)
+        if (i.first == k)
+          return &i.second;
+      return nullptr;
+    }
+    bool flag(llvm::StringRef f) const {
+      return std::find(flags.begin(), flags.end(), f) != flags.end();
+    }
     std::vector<std::pair<std::unique_ptr<Node>, size_t>> outs;
     bool hasOuts = false;
   };
@@ -824,20 +840,21 @@ private:
         } else {
           v = a.value();
         }
-        if (!an.kv.emplace(key, std::make_pair(std::move(v), c)).second)
+        if (an.has(key))
           a.fail(fmt::format("duplicate annotation '{}'", key), c);
+        an.items.emplace_back(key, std::make_pair(std::move(v), c));
       } else {
-        an.flags.insert(key);
+        an.flags.push_back(key);
       }
     }
     return an;
   }
 
   const PyVal &need(Annot &an, const char *key, LineParser &a) {
-    auto it = an.kv.find(key);
-    if (it == an.kv.end())
+    const auto *it = an.find(key);
+    if (!it)
       a.fail(fmt::format("missing annotation '{}='", key));
-    return it->second.first;
+    return it->first;
   }
 
   void exprLine(GraphState &st, llvm::StringRef visible, LineParser &a) {
@@ -855,20 +872,20 @@ private:
       return x.scalar.getString();
     };
     std::optional<TreeDef> argDef;
-    if (an.kv.count("getattr")) {
+    if (an.has("getattr")) {
       e = std::make_unique<GetAttr>(id, str("getattr"));
       const PyVal &b = need(an, "base", a);
       if (b.kind != PyVal::Kind::NodeRef)
         a.fail("base must be a node reference", b.col);
       argIds.push_back(b.nodeId);
-    } else if (an.flags.count("call") || an.kv.count("method") || an.kv.count("fn")) {
-      if (an.kv.count("fn")) {
+    } else if (an.flag("call") || an.has("method") || an.has("fn")) {
+      if (an.has("fn")) {
         const PyVal &f = need(an, "fn", a);
         const OpSchema *s = OpRegistry::instance().lookupFunction(f.scalar.getString());
         if (!s)
           a.fail(fmt::format("unknown function '{}'", f.scalar.getString()), f.col);
         e = std::make_unique<CallFunction>(id, *s);
-      } else if (an.kv.count("method")) {
+      } else if (an.has("method")) {
         const PyVal &f = need(an, "method", a);
         const OpSchema *s = OpRegistry::instance().lookupMethod(f.scalar.getString());
         if (!s)
@@ -883,7 +900,7 @@ private:
           argDef->child(0).kind() != TreeDef::Kind::Tuple ||
           argDef->child(1).kind() != TreeDef::Kind::Dict)
         a.fail("args must be (positional tuple, kwargs dict)", args.col);
-    } else if (an.kv.count("const")) {
+    } else if (an.has("const")) {
       std::string name = str("const");
       const PyVal &val = need(an, "value", a);
       if (val.kind == PyVal::Kind::TensorVal && val.word == "tensor") {
@@ -899,12 +916,12 @@ private:
       } else {
         a.fail("value must be tensor(...) or module(...)", val.col);
       }
-    } else if (an.kv.count("opdef")) {
+    } else if (an.has("opdef")) {
       const PyVal &f = need(an, "opdef", a);
       const OpSchema *s = OpRegistry::instance().lookupOpDef(f.scalar.getString());
       if (!s)
         a.fail(fmt::format("unknown op def '{}'", f.scalar.getString()), f.col);
-      TreeDef attrs = an.kv.count("attrs") ? toTreeDef(need(an, "attrs", a), a)
+      TreeDef attrs = an.has("attrs") ? toTreeDef(need(an, "attrs", a), a)
                                            : TreeDef::dict({});
       e = std::make_unique<Apply>(id, *s, attrs);
       const PyVal &inputs = need(an, "inputs", a);
@@ -931,7 +948,7 @@ private:
       Node *out = raw->addOutput(std::move(n));
       defineNode(st, out, a, c);
     }
-    if (an.kv.count("outdef")) {
+    if (an.has("outdef")) {
       TreeDef od = toTreeDef(need(an, "outdef", a), a);
       if (od.numLeaves() != raw->numOutputs())
         a.fail(fmt::format("outdef {} does not match {} outputs", od.str(),
@@ -939,11 +956,11 @@ private:
       size_t next = 0;
       raw->setOutDef(retypeLeaves(od, raw->outputs(), next));
     }
-    if (an.flags.count("keep"))
+    if (an.flag("keep"))
       raw->disableRemove();
     for (const auto &f : an.flags)
-      if (f.getKey() != "keep" && f.getKey() != "call")
-        a.fail(fmt::format("unknown annotation '{}'", f.getKey().str()));
+      if (f != "keep" && f != "call")
+        a.fail(fmt::format("unknown annotation '{}'", f));
     if (!st.exprIds.insert(id).second)
       v.fail(fmt::format("expr id %{} is used twice in graph '{}'", id, st.g->name()), 2);
     exprLines_.try_emplace(id, cur_);
