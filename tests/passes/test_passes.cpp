@@ -240,3 +240,89 @@ TEST_CASE("a pass plugin built outside the project loads and runs", "[passes][pl
   CHECK(failed(loadPassPlugin("/nonexistent/plugin.so", r, &d)));
   CHECK(d.str().find("cannot load pass plugin") != std::string::npos);
 }
+
+#include "tm/passes/Drivers.h"
+
+namespace {
+/// Records the visiting order; rewrites `x + 0` into `x`.
+struct FoldAddZero : ForwardPass<FoldAddZero> {
+  static constexpr const char *Name = "test-fold-add-zero";
+  static constexpr const char *Description = "x + 0 => x";
+  std::vector<std::string> *order = nullptr;
+  bool once = true;
+  bool runOnce() const override { return once; }
+  Expr *transform(Expr &e, PassContext &) override {
+    if (order)
+      order->push_back(e.output(0)->name());
+    if (!isCallTensorMethod(&e, "__add__"))
+      return nullptr;
+    ArgRef v = e.arg(1);
+    if (!v.isConst() || !(v.scalar() == Scalar(0)))
+      return nullptr;
+    Node *x = e.input(0);
+    e.graph()->replaceNode({{e.output(0), x}});
+    return x->expr();
+  }
+};
+
+struct OrderOnly : BackwardPass<OrderOnly> {
+  static constexpr const char *Name = "test-backward-order";
+  static constexpr const char *Description = "records the backward order";
+  std::vector<std::string> *order = nullptr;
+  Expr *transform(Expr &e, PassContext &) override {
+    order->push_back(e.output(0)->name());
+    return nullptr;
+  }
+};
+
+/// Counts exprs; an analysis for the cache test.
+struct ExprCount {
+  explicit ExprCount(const InternalGraph &g) : n(g.size()) {}
+  size_t n;
+};
+} // namespace
+
+TEST_CASE("ForwardPass and BackwardPass visit in the reference's orders", "[passes][drivers]") {
+  // y = relu(x + 0); z = neg(x); out = y + z
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  Node *a = b.callMethod(b.arg(0), "__add__", {0});
+  Node *y = b.callFunction("relu", {a});
+  Node *z = b.callFunction("neg", {b.arg(0)});
+  b.finish(b.callMethod(y, "__add__", {z}));
+  std::vector<std::string> fwd, bwd;
+  OrderOnly ob;
+  ob.order = &bwd;
+  PassContext ctx;
+  REQUIRE(ob.run(*tm, ctx).succeeded());
+  // Input exprs are not visited (they are not in the body, as the reference).
+  CHECK(bwd == std::vector<std::string>{"add_out_1", "relu_out", "add_out", "neg_out"});
+  FoldAddZero f;
+  f.order = &fwd;
+  auto r = f.run(*tm, ctx);
+  REQUIRE(r.succeeded());
+  CHECK(*r);
+  // Producers first.
+  CHECK(fwd == std::vector<std::string>{"add_out", "relu_out", "neg_out", "add_out_1"});
+  CHECK(y->expr()->input(0) == b.arg(0));
+  tm->graph().compile();
+  CHECK(tm->graph().getMethodByType("__add__").asCount() == 1);
+  // Nothing left to fold: no change.
+  fwd.clear();
+  CHECK(!*f.run(*tm, ctx));
+}
+
+TEST_CASE("analyses are cached until the graph changes", "[passes][drivers]") {
+  auto tm = tracedMyBlock();
+  InternalGraph &g = tm->graph();
+  PassContext ctx;
+  CHECK(ctx.analysis<ExprCount>(g).n == 8);
+  CHECK(ctx.analysis<ExprCount>(g).n == 8);
+  CHECK(ctx.analysisComputations() == 1);
+  g.compile(); // no change: the analysis stays valid
+  CHECK(ctx.analysis<ExprCount>(g).n == 8);
+  CHECK(ctx.analysisComputations() == 1);
+  GraphBuilder(GraphBuilder::into(g)).callFunction("neg", {g.input(1)});
+  CHECK(ctx.analysis<ExprCount>(g).n == 9);
+  CHECK(ctx.analysisComputations() == 2);
+}

@@ -151,7 +151,14 @@ public:
       throw Error(std::get<1>(v_));
     return std::move(std::get<0>(v_));
   }
+  const T &value() const & {
+    if (failed())
+      throw Error(std::get<1>(v_));
+    return std::get<0>(v_);
+  }
   T &operator*() & { return value(); }
+  const T &operator*() const & { return value(); }
+  T operator*() && { return std::move(*this).value(); }
   T *operator->() { return &value(); }
   const Diagnostic &diagnostic() const { return std::get<1>(v_); }
   operator LogicalResult() const { return LogicalResult::success(succeeded()); }

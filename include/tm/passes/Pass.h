@@ -23,6 +23,7 @@
 #include <mutex>
 #include <memory>
 #include <string>
+#include <typeindex>
 #include <variant>
 #include <vector>
 
@@ -108,6 +109,22 @@ private:
 /// State shared by the passes of one pipeline run.
 class PassContext {
 public:
+  /// Analysis `A` (constructible from `const InternalGraph &`) of `g`,
+  /// computed on first use and reused until the graph changes (its version
+  /// moves), so passes that change nothing keep analyses valid.
+  template <typename A> const A &analysis(const InternalGraph &g) {
+    std::lock_guard l(analysesMu_);
+    auto &slot = analyses_[{std::type_index(typeid(A)), &g}];
+    if (!slot.value || slot.version != g.version()) {
+      slot.value = std::make_shared<A>(g);
+      slot.version = g.version();
+      ++analysisComputations_;
+    }
+    return *static_cast<const A *>(slot.value.get());
+  }
+  /// How many analyses were (re)computed (for tests and --stats).
+  int64_t analysisComputations() const { return analysisComputations_; }
+
   PassStatistics &stats() { return stats_; }
   /// Counts `n` under the running pass's name.
   void count(llvm::StringRef counter, int64_t n = 1);
@@ -119,6 +136,13 @@ public:
   int threads = 1;
 
 private:
+  struct CachedAnalysis {
+    uint64_t version = 0;
+    std::shared_ptr<void> value;
+  };
+  std::mutex analysesMu_;
+  std::map<std::pair<std::type_index, const InternalGraph *>, CachedAnalysis> analyses_;
+  int64_t analysisComputations_ = 0;
   PassStatistics stats_;
   std::vector<Diagnostic> remarks_;
   std::string current_;
