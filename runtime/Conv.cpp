@@ -185,20 +185,6 @@ static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
     biasActivate(out + m * ld + j0, j1 - j0, bias ? bias[m] : 0.0f, g.act);
 }
 
-/// A per-thread scratch buffer of at least `n` floats, kept between calls
-/// so that repeated convolutions do not allocate (and page-fault) their
-/// patch tiles every time. Grows, never shrinks: a thread holds at most the
-/// largest tile it has used (about ColumnBudgetBytes).
-static float *scratch(size_t n) {
-  thread_local std::unique_ptr<float[]> buf;
-  thread_local size_t capacity = 0;
-  if (n > capacity) {
-    buf.reset(new float[n]);
-    capacity = n;
-  }
-  return buf.get();
-}
-
 namespace {
 /// How convGemm cuts one (image, group) GEMM into work items.
 struct GemmTiling {
@@ -241,9 +227,14 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
   int threads = omp_get_max_threads();
   GemmTiling t = planGemm(g, threads);
   int64_t items = g.n * g.groups * t.tiles * t.mBlocks;
+  // One patch tile per thread, allocated here: an allocation failure must
+  // throw on the calling thread, not inside the parallel region.
+  size_t tileFloats = pointwise ? 0 : size_t(k) * size_t(t.tile);
+  std::unique_ptr<float[]> scratch(new float[tileFloats * size_t(threads)]);
 
   ensureSerialBlas();
-#pragma omp parallel for schedule(static) if (items > 1 && threads > 1)
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(threads) if (items > 1 && threads > 1)
   for (int64_t item = 0; item < items; ++item) {
     int64_t mb = item % t.mBlocks;
     int64_t tl = (item / t.mBlocks) % t.tiles;
@@ -261,7 +252,7 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
       b = xg + j0;
       ldb = sp;
     } else {
-      float *col = scratch(size_t(k) * size_t(j1 - j0));
+      float *col = scratch.get() + tileFloats * size_t(omp_get_thread_num());
       im2colTile(g, xg, j0, j1, col);
       b = col;
       ldb = j1 - j0;
@@ -289,8 +280,11 @@ static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
   }
   int64_t grain =
       std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
-  parallelFor(planes, grain, [&](int64_t p0, int64_t p1) {
-    std::unique_ptr<float[]> acc(new float[size_t(g.ow)]);
+  // One output-row accumulator per part (allocated outside the region).
+  int parts = parallelParts(planes, grain);
+  std::unique_ptr<float[]> rows(new float[size_t(g.ow) * size_t(parts)]);
+  parallelForParts(planes, grain, [&](int64_t p0, int64_t p1, int part) {
+    float *acc = rows.get() + size_t(g.ow) * size_t(part);
     for (int64_t p = p0; p < p1; ++p) {
       int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
       const float *plane = x + (n * g.c + ic) * g.h * g.w;
@@ -298,7 +292,7 @@ static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
       float b = bias ? bias[oc] : 0.0f;
       float *dst = out + p * g.spatial();
       for (int64_t oy = 0; oy < g.oh; ++oy) {
-        float *a = acc.get();
+        float *a = acc;
         for (int64_t ox = 0; ox < g.ow; ++ox)
           a[ox] = b;
         for (int64_t ki = 0; ki < g.kh; ++ki) {

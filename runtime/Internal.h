@@ -59,20 +59,30 @@ void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what);
 /// Elements of cheap elementwise work below which a loop stays serial.
 constexpr int64_t ElementwiseGrain = 1 << 15;
 
-/// Runs body(begin, end) on contiguous, equal parts of [0, n), one per
-/// OpenMP thread, when there are at least two parts of `grain` iterations;
-/// otherwise (or inside a parallel region) runs body(0, n) on the caller.
-/// The body must not throw: kernels validate before they loop.
+/// Number of parts parallelFor splits n iterations of `grain` into: one per
+/// OpenMP thread when there are at least two parts of `grain` iterations,
+/// otherwise (or inside a parallel region) 1.
+inline int parallelParts(int64_t n, int64_t grain) {
+  if (n <= 0 || omp_in_parallel())
+    return 1;
+  int64_t parts = n / std::max<int64_t>(grain, 1);
+  return int(
+      std::max<int64_t>(1, std::min<int64_t>(omp_get_max_threads(), parts)));
+}
+
+/// Runs body(begin, end, part) on contiguous, equal parts of [0, n), part
+/// in [0, parallelParts(n, grain)), one part per OpenMP thread; with one
+/// part the body runs on the caller. `part` indexes per-thread scratch
+/// (omp_get_thread_num() would not: on the serial path it is the caller's
+/// number in an enclosing team). The body must not throw: kernels validate
+/// and allocate before they loop.
 template <typename Body>
-void parallelFor(int64_t n, int64_t grain, Body &&body) {
+void parallelForParts(int64_t n, int64_t grain, Body &&body) {
   if (n <= 0)
     return;
-  int64_t parts = n / std::max<int64_t>(grain, 1);
-  int threads = 1;
-  if (!omp_in_parallel())
-    threads = int(std::min<int64_t>(omp_get_max_threads(), parts));
+  int threads = parallelParts(n, grain);
   if (threads <= 1) {
-    body(int64_t(0), n);
+    body(int64_t(0), n, 0);
     return;
   }
 #pragma omp parallel num_threads(threads)
@@ -82,8 +92,14 @@ void parallelFor(int64_t n, int64_t grain, Body &&body) {
     int64_t begin = t * q + std::min(t, r);
     int64_t end = begin + q + (t < r ? 1 : 0);
     if (begin < end)
-      body(begin, end);
+      body(begin, end, int(t));
   }
+}
+
+/// parallelForParts without the part index: body(begin, end).
+template <typename Body>
+void parallelFor(int64_t n, int64_t grain, Body &&body) {
+  parallelForParts(n, grain, [&](int64_t b, int64_t e, int) { body(b, e); });
 }
 
 //===-- Dtype dispatch ----------------------------------------------------===//

@@ -1,6 +1,8 @@
 //===- test_conv.cpp - Convolutions against direct-loop references --------===//
 #include "Reference.h"
 
+#include <thread>
+
 using namespace tmtest;
 namespace rt = tmg::rt;
 using rt::Activation;
@@ -178,6 +180,31 @@ TEST_CASE("conv2d: results do not depend on the thread count",
     Tensor two = withThreads(2, [&] { return rt::conv2d(x, w, {}, p); });
     INFO(describeCase(k));
     requireClose(two, Ref(one), gemmTol(k.c / k.groups * k.kh * k.kw));
+  }
+}
+
+TEST_CASE("kernels can run concurrently on several threads",
+          "[conv][threads]") {
+  // Each caller gets its own scratch and OpenBLAS runs serially per call,
+  // so concurrent kernels (e.g. independent branches) must not interfere.
+  Rng rng(207);
+  Tensor x = rng.tensor({1, 32, 20, 20});
+  Tensor wg = rng.tensor({48, 32, 3, 3}), wd = rng.tensor({32, 1, 3, 3});
+  rt::Conv2dParams pg{.padding = 1}, pd{.padding = 1, .groups = 32};
+  Tensor wantG = rt::conv2d(x, wg, {}, pg), wantD = rt::conv2d(x, wd, {}, pd);
+  Tensor wantS = rt::sum(x, {1, 3});
+  std::vector<Tensor> got(8);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 4; ++i)
+    workers.emplace_back([&, i] {
+      got[2 * i] = rt::conv2d(x, i % 2 ? wd : wg, {}, i % 2 ? pd : pg);
+      got[2 * i + 1] = rt::sum(x, {1, 3});
+    });
+  for (std::thread &t : workers)
+    t.join();
+  for (int i = 0; i < 4; ++i) {
+    requireIdentical(got[2 * i], i % 2 ? wantD : wantG);
+    requireIdentical(got[2 * i + 1], wantS);
   }
 }
 
