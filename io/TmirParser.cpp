@@ -1023,7 +1023,7 @@ private:
   std::string weightsFile_;
   const WeightFile *weights_ = nullptr;
   WeightFile ownWeights_;
-  std::unordered_map<int64_t, size_t> exprLines_;
+  llvm::DenseMap<int64_t, size_t> exprLines_;
 };
 
 } // namespace
