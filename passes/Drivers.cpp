@@ -17,6 +17,18 @@ FailureOr<bool> visitGraph(InternalGraph &g, VisitOrder order,
   };
   for (auto it = g.outputs().rbegin(); it != g.outputs().rend(); ++it)
     push((*it)->expr());
+  // Pops the top expr, transforms it, and queues its replacement.
+  auto visitTop = [&]() {
+    Expr *cur = stack.back().first;
+    stack.pop_back();
+    visited.insert(cur);
+    Expr *repl = transform(*cur);
+    if (repl && repl != cur) {
+      changed = true;
+      push(repl);
+    }
+    return cur;
+  };
   while (!stack.empty()) {
     auto &[e, next] = stack.back();
     if (visited.count(e)) {
@@ -25,32 +37,17 @@ FailureOr<bool> visitGraph(InternalGraph &g, VisitOrder order,
     }
     if (order == VisitOrder::Backward) {
       // Pre-order: the consumer first, then its producers.
-      Expr *cur = e;
-      stack.pop_back();
-      visited.insert(cur);
-      Expr *repl = transform(*cur);
-      if (repl && repl != cur) {
-        changed = true;
-        push(repl);
-      }
+      Expr *cur = visitTop();
       for (size_t i = cur->numInputs(); i-- > 0;)
         push(cur->input(i)->expr());
       continue;
     }
     // Post-order: all producers first.
     if (next < e->numInputs()) {
-      Expr *p = e->input(next++)->expr();
-      push(p);
+      push(e->input(next++)->expr());
       continue;
     }
-    Expr *cur = e;
-    stack.pop_back();
-    visited.insert(cur);
-    Expr *repl = transform(*cur);
-    if (repl && repl != cur) {
-      changed = true;
-      push(repl);
-    }
+    visitTop();
   }
   return changed;
 }
