@@ -8,8 +8,8 @@
 // 0.5 s. Each time is the minimum over a few runs; every run starts from a
 // freshly built input with cold caches, and results are destroyed after the
 // clock stops. The heap is reserved and pre-faulted up front (see
-// reserveHeap) so that page faults and TLB misses of the machine do not
-// masquerade as non-linear algorithms.
+// reserveHeap in BenchHeap.h) so that page faults and TLB misses of the
+// machine do not masquerade as non-linear algorithms.
 //
 //   tm-ir-bench [--max-size N] [--reps R]
 //
@@ -25,7 +25,6 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <cstdint>
 #include <cstdlib>
 #include <ctime>
 #include <limits>
@@ -36,10 +35,6 @@
 
 #include <fmt/core.h>
 #include <llvm/ADT/StringRef.h>
-#ifdef __GLIBC__
-#include <malloc.h>
-#include <sys/mman.h>
-#endif
 
 #include "BenchHeap.h"
 #include "tm/ir/IR.h"
