@@ -560,11 +560,11 @@ private:
       std::string name = p.ident();
       p.expect("=");
       size_t c = p.col();
-      // A submodule block: `name = Type kind [name='x'] {`.
-      if (!p.peek("(") && !p.peek("[") && !p.peek("{") && !p.peek("'") &&
-          !p.peek("\"") && std::isupper((unsigned char)p.rest().ltrim()[0]) &&
-          !p.peek("None") && !p.peek("True") && !p.peek("False") &&
-          !p.peek("Ellipsis")) {
+      // A submodule block: `name = Type kind [name='x'] {`: a capitalised
+      // word that is not a Python constant.
+      llvm::StringRef after = p.rest().ltrim();
+      if (!after.empty() && std::isupper((unsigned char)after[0]) && !p.peek("None") &&
+          !p.peek("True") && !p.peek("False") && !p.peek("Ellipsis")) {
         std::string type = p.ident();
         size_t kc = p.col();
         std::string kind = p.ident();

@@ -252,7 +252,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     });
   };
   auto un = [&](UnaryOp op) {
-    Src x = method ? a.tensor("self") : a.tensor(e.numArgs() ? "x" : "x");
+    Src x = method ? a.tensor("self") : a.tensor("x");
     return unaryStep(x, out(), [op](const Tensor &t) { return unary(op, t); });
   };
   auto first = [&]() {
