@@ -301,8 +301,16 @@ NodeFilter InternalGraph::nodes(bool recursive) const {
       if (seen.insert(n).second)
         out.push_back(n);
   }
-  std::stable_sort(out.begin(), out.end(),
-                   [](const Node *a, const Node *b) { return a->id() < b->id(); });
+  // Sort contiguous (id, node) pairs: comparing through the node pointers
+  // would miss the cache on nearly every comparison in large graphs.
+  std::vector<std::pair<int64_t, Node *>> keyed;
+  keyed.reserve(out.size());
+  for (Node *n : out)
+    keyed.emplace_back(n->id(), n);
+  std::stable_sort(keyed.begin(), keyed.end(),
+                   [](const auto &a, const auto &b) { return a.first < b.first; });
+  for (size_t i = 0; i < keyed.size(); ++i)
+    out[i] = keyed[i].second;
   return NodeFilter(std::move(out));
 }
 

@@ -213,6 +213,16 @@ std::unique_ptr<Module> Module::takeModule(llvm::StringRef name) {
   return m;
 }
 
+std::unique_ptr<Module> Module::releaseModule(llvm::StringRef name) {
+  ModuleAttr *a = attr(name);
+  if (!a || a->kind != ModuleAttr::Kind::Submodule || !a->module)
+    return nullptr;
+  ++version_;
+  std::unique_ptr<Module> m = std::move(a->module);
+  m->parent_ = nullptr;
+  return m;
+}
+
 bool Module::hasAttr(llvm::StringRef name) const { return index_.count(name); }
 
 const ModuleAttr *Module::attr(llvm::StringRef name) const {

@@ -27,17 +27,16 @@ TracedModule::fromModule(std::unique_ptr<Module> m, bool isTop) {
           m->typeName().str());
   auto t = std::make_unique<TracedModule>(m->typeName().str(), isTop);
   t->setName(m->name());
-  std::vector<std::string> names;
-  for (const auto &a : m->attrs())
-    names.push_back(a.name);
-  for (const auto &n : names) {
-    ModuleAttr *a = m->attr(n);
+  // `m` is consumed: submodules are released from it in O(1) each.
+  for (const ModuleAttr &attr : m->attrs()) {
+    const ModuleAttr *a = &attr;
+    const std::string &n = attr.name;
     switch (a->kind) {
     case ModuleAttr::Kind::Parameter: t->registerParameter(n, a->tensor); break;
     case ModuleAttr::Kind::Buffer: t->registerBuffer(n, a->tensor); break;
     case ModuleAttr::Kind::Value: t->setValue(n, a->value); break;
     case ModuleAttr::Kind::Submodule: {
-      std::unique_ptr<Module> child = m->takeModule(n);
+      std::unique_ptr<Module> child = m->releaseModule(n);
       if (child->isBuiltin())
         t->registerModule(n, std::move(child));
       else
@@ -258,11 +257,13 @@ std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id) {
 }
 
 void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
-                    std::unordered_map<const Node *, Node *> *nodeMapOut) {
+                    llvm::DenseMap<const Node *, Node *> *nodeMapOut) {
   if (!dst.empty() || !dst.inputs_.empty())
     raise("cloneGraphInto: destination graph '{}' is not empty", dst.name());
-  std::unordered_map<const Node *, Node *> local;
+  llvm::DenseMap<const Node *, Node *> local;
   auto &map = nodeMapOut ? *nodeMapOut : local;
+  // One entry per node; sized up front so the map never rehashes.
+  map.reserve(map.size() + src.inputExprs_.size() + 2 * src.size());
   auto cloneOutputs = [&](const Expr &from, Expr &to) {
     for (Node *o : from.outputs()) {
       Node *n = to.addOutput(cloneNodeShallow(*o, o->id()));
@@ -276,7 +277,7 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
     dst.inputExprs_.push_back(std::move(c));
   }
   for (Node *n : src.inputs_)
-    dst.inputs_.push_back(map.at(n));
+    dst.inputs_.push_back(map.lookup(n));
   for (Expr *e : src) {
     auto c = cloneExprShallow(*e, e->id());
     for (size_t i = 0; i < e->numInputs(); ++i) {

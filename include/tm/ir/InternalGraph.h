@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/ADT/iterator_range.h>
 
@@ -37,7 +38,7 @@ namespace tmg {
 class TracedModule;
 class InternalGraph;
 void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
-                    std::unordered_map<const Node *, Node *> *nodeMap);
+                    llvm::DenseMap<const Node *, Node *> *nodeMap);
 /// A copy of `e` without inputs or outputs (same kind, payload, TreeDefs,
 /// `disable_remove`), with id `id`.
 std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id);
@@ -263,7 +264,7 @@ public:
 private:
   friend class iterator;
   friend void cloneGraphInto(const InternalGraph &, InternalGraph &,
-                             std::unordered_map<const Node *, Node *> *);
+                             llvm::DenseMap<const Node *, Node *> *);
   void linkBefore(Expr *e, Expr *before);
   void renumberOrder();
   TracedModule &topModule(const char *what) const;

@@ -117,7 +117,11 @@ public:
   /// Removes an attribute; returns false when absent.
   bool removeAttr(llvm::StringRef name);
   /// Detaches and returns submodule `name` (nullptr when absent).
+  /// O(attributes): the attribute is removed.
   std::unique_ptr<Module> takeModule(llvm::StringRef name);
+  /// Detaches and returns submodule `name` in O(1), leaving its attribute
+  /// slot empty (for converters that consume this module).
+  std::unique_ptr<Module> releaseModule(llvm::StringRef name);
 
   bool hasAttr(llvm::StringRef name) const;
   const ModuleAttr *attr(llvm::StringRef name) const;
