@@ -271,6 +271,25 @@ private:
                x->dtype);
   }
 
+  /// Axes start..end (inclusive, negatives from the end) merged into one.
+  Types flatten(const std::optional<Operand> &x, int64_t start, int64_t end) const {
+    if (!x || !x->shape)
+      return std::nullopt;
+    const Shape &xs = *x->shape;
+    if (xs.empty())
+      return one(Shape{1}, x->dtype);
+    int64_t b = normAxis(start, xs.size()), e = normAxis(end, xs.size());
+    if (b > e)
+      fail(fmt::format("start axis {} is after end axis {}", start, end));
+    Shape out(xs.begin(), xs.begin() + b);
+    int64_t m = 1;
+    for (int64_t i = b; i <= e; ++i)
+      m *= xs[i];
+    out.push_back(m);
+    out.append(xs.begin() + e + 1, xs.end());
+    return one(out, x->dtype);
+  }
+
   Types reduce(bool toIndex) {
     auto x = first();
     auto ax = constArg("axis");
@@ -542,24 +561,11 @@ private:
       return reshape(first(), target);
     }
     case OpKind::Flatten: {
-      auto x = first();
       auto s = constArg("start_axis"), en = constArg("end_axis");
       auto si = s ? intOf(*s) : std::nullopt, ei = en ? intOf(*en) : std::nullopt;
-      if (!x || !x->shape || !si || !ei)
+      if (!si || !ei)
         return std::nullopt;
-      const Shape &xs = *x->shape;
-      if (xs.empty())
-        return one(Shape{1}, x->dtype);
-      int64_t b = normAxis(*si, xs.size()), en2 = normAxis(*ei, xs.size());
-      if (b > en2)
-        fail(fmt::format("start axis {} is after end axis {}", *si, *ei));
-      Shape out(xs.begin(), xs.begin() + b);
-      int64_t m = 1;
-      for (int64_t i = b; i <= en2; ++i)
-        m *= xs[i];
-      out.push_back(m);
-      out.append(xs.begin() + en2 + 1, xs.end());
-      return one(out, x->dtype);
+      return flatten(first(), *si, *ei);
     }
     case OpKind::MFlatten: {
       auto x = first();
@@ -897,22 +903,8 @@ private:
         fail(fmt::format("input {} must be NCHW", shapeStr(*x->shape)));
       return one(Shape{(*x->shape)[0], (*x->shape)[1], pr->first, pr->second}, x->dtype);
     }
-    if (llvm::isa<Flatten>(m)) {
-      if (!x || !x->shape)
-        return std::nullopt;
-      const Shape &xs = *x->shape;
-      if (xs.empty())
-        return one(Shape{1}, x->dtype);
-      int64_t b = normAxis(m->intValue("start_axis"), xs.size());
-      int64_t en = normAxis(m->intValue("end_axis"), xs.size());
-      Shape out(xs.begin(), xs.begin() + b);
-      int64_t p = 1;
-      for (int64_t i = b; i <= en; ++i)
-        p *= xs[i];
-      out.push_back(p);
-      out.append(xs.begin() + en + 1, xs.end());
-      return one(out, x->dtype);
-    }
+    if (llvm::isa<Flatten>(m))
+      return flatten(x, m->intValue("start_axis"), m->intValue("end_axis"));
     if (llvm::isa<Embedding>(m)) {
       const Tensor *w = m->tensor("weight");
       if (!x || !x->shape || !w)
