@@ -20,6 +20,7 @@
 #include <llvm/ADT/iterator_range.h>
 #include <llvm/Support/Casting.h>
 
+#include "tm/ir/Pool.h"
 #include "tm/ir/Tensor.h"
 
 namespace tmg {
@@ -59,6 +60,7 @@ struct NodeFormat {
 class Node {
 public:
   enum class Kind : uint8_t { Tensor, Module };
+  TM_POOL_ALLOCATED
   virtual ~Node();
   Node(const Node &) = delete;
   Node &operator=(const Node &) = delete;

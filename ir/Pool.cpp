@@ -1,0 +1,195 @@
+//===- Pool.cpp - Size-class pool for IR objects --------------------------===//
+#include "tm/ir/Pool.h"
+
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TM_IR_NO_POOL 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define TM_IR_NO_POOL 1
+#endif
+
+namespace tmg::detail {
+
+#ifdef TM_IR_NO_POOL
+
+void *poolAllocate(size_t size) { return ::operator new(size); }
+void poolDeallocate(void *p, size_t size) noexcept {
+  ::operator delete(p, size);
+}
+
+#else
+
+namespace {
+
+constexpr size_t Granule = 16;
+constexpr size_t MaxPooled = 1024;
+constexpr size_t NumClasses = MaxPooled / Granule;
+constexpr size_t SlabBytes = size_t(256) << 10;
+
+struct FreeBlock {
+  FreeBlock *next;
+};
+
+size_t classOf(size_t size) { return (size + Granule - 1) / Granule - 1; }
+size_t classBytes(size_t cls) { return (cls + 1) * Granule; }
+
+/// Blocks and slab remainders given back by exited threads. Slabs are never
+/// released: they stay reachable from here for leak checkers.
+struct Global {
+  std::mutex mu;
+  FreeBlock *free[NumClasses] = {};
+  std::atomic<bool> hasFree[NumClasses] = {};
+  std::vector<std::pair<char *, char *>> remainders;
+  std::vector<void *> slabs;
+
+  /// A fresh or handed-back region for bumping (under `mu`).
+  std::pair<char *, char *> region() {
+    if (!remainders.empty()) {
+      auto r = remainders.back();
+      remainders.pop_back();
+      return r;
+    }
+    char *s = static_cast<char *>(::operator new(SlabBytes));
+    slabs.push_back(s);
+    return {s, s + SlabBytes};
+  }
+};
+
+Global &global() {
+  // Never destroyed: blocks may be freed during static destruction.
+  static Global *g = new Global;
+  return *g;
+}
+
+/// Per-thread state; trivially destructible so it stays usable while other
+/// thread-local and static objects are destroyed.
+struct Cache {
+  FreeBlock *free[NumClasses];
+  char *cur, *end;
+  bool registered, dead;
+};
+thread_local Cache tlCache;
+
+/// Hands the thread's blocks and slab remainder to the global reserve when
+/// the thread exits.
+struct Flusher {
+  void touch() {}
+  ~Flusher() {
+    Cache &c = tlCache;
+    Global &g = global();
+    std::lock_guard lock(g.mu);
+    for (size_t k = 0; k < NumClasses; ++k) {
+      FreeBlock *head = c.free[k];
+      if (!head)
+        continue;
+      FreeBlock *tail = head;
+      while (tail->next)
+        tail = tail->next;
+      tail->next = g.free[k];
+      g.free[k] = head;
+      g.hasFree[k].store(true, std::memory_order_relaxed);
+      c.free[k] = nullptr;
+    }
+    if (c.end - c.cur >= ptrdiff_t(MaxPooled))
+      g.remainders.emplace_back(c.cur, c.end);
+    c.cur = c.end = nullptr;
+    c.dead = true;
+  }
+};
+thread_local Flusher tlFlusher;
+
+void *allocateDead(size_t cls) {
+  // The thread's cache is gone (thread or static teardown): work on the
+  // global reserve directly.
+  Global &g = global();
+  std::lock_guard lock(g.mu);
+  if (FreeBlock *b = g.free[cls]) {
+    g.free[cls] = b->next;
+    return b;
+  }
+  return ::operator new(classBytes(cls));
+}
+
+[[gnu::noinline]] void *allocateSlow(Cache &c, size_t cls) {
+  if (c.dead)
+    return allocateDead(cls);
+  if (!c.registered) {
+    tlFlusher.touch(); // registers the thread-exit flush
+    c.registered = true;
+  }
+  Global &g = global();
+  size_t bytes = classBytes(cls);
+  if (g.hasFree[cls].load(std::memory_order_relaxed)) {
+    std::lock_guard lock(g.mu);
+    if (FreeBlock *b = g.free[cls]) {
+      c.free[cls] = b->next;
+      g.free[cls] = nullptr;
+      g.hasFree[cls].store(false, std::memory_order_relaxed);
+      return b;
+    }
+  }
+  if (c.end - c.cur < ptrdiff_t(bytes)) {
+    std::lock_guard lock(g.mu);
+    auto [b, e] = g.region();
+    c.cur = b;
+    c.end = e;
+  }
+  void *p = c.cur;
+  c.cur += bytes;
+  return p;
+}
+
+} // namespace
+
+void *poolAllocate(size_t size) {
+  if (size > MaxPooled)
+    return ::operator new(size);
+  size_t cls = classOf(size);
+  Cache &c = tlCache;
+  if (FreeBlock *b = c.free[cls]) {
+    c.free[cls] = b->next;
+    return b;
+  }
+  size_t bytes = classBytes(cls);
+  if (c.registered && c.end - c.cur >= ptrdiff_t(bytes) &&
+      !global().hasFree[cls].load(std::memory_order_relaxed)) {
+    void *p = c.cur;
+    c.cur += bytes;
+    return p;
+  }
+  return allocateSlow(c, cls);
+}
+
+void poolDeallocate(void *p, size_t size) noexcept {
+  if (!p)
+    return;
+  if (size > MaxPooled) {
+    ::operator delete(p);
+    return;
+  }
+  size_t cls = classOf(size);
+  Cache &c = tlCache;
+  auto *b = static_cast<FreeBlock *>(p);
+  if (c.dead) {
+    Global &g = global();
+    std::lock_guard lock(g.mu);
+    b->next = g.free[cls];
+    g.free[cls] = b;
+    g.hasFree[cls].store(true, std::memory_order_relaxed);
+    return;
+  }
+  b->next = c.free[cls];
+  c.free[cls] = b;
+}
+
+#endif
+
+} // namespace tmg::detail
