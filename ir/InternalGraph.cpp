@@ -27,16 +27,17 @@ InternalGraph::InternalGraph(std::string name, std::string qualname)
     : name_(name), qualname_(qualname), ns_(std::move(name), std::move(qualname)) {}
 
 InternalGraph::~InternalGraph() {
-  // Uses may point at nodes of exprs destroyed earlier; forget them first.
-  for (Expr *e = first_; e; e = e->next_)
-    e->forgetInputsInternal();
-  for (auto &e : inputExprs_)
-    e->forgetInputsInternal();
+  // One walk: each expr forgets its input uses (whose nodes may belong to
+  // exprs destroyed earlier in the walk) and is destroyed; later exprs never
+  // dereference the nodes they used.
   for (Expr *e = first_; e;) {
     Expr *n = e->next_;
+    e->forgetInputsInternal();
     delete e;
     e = n;
   }
+  for (auto &e : inputExprs_)
+    e->forgetInputsInternal();
 }
 
 void InternalGraph::setQualnameInternal(std::string q) {
@@ -519,29 +520,41 @@ ReplaceReport InternalGraph::replaceNode(
   return report;
 }
 
-bool InternalGraph::mergeGetAttrs() {
+bool InternalGraph::mergeGetAttrs() { return mergeGetAttrsImpl(nullptr); }
+
+bool InternalGraph::mergeGetAttrsImpl(std::vector<Expr *> *keep) {
   bool changed = false;
   llvm::StringMap<Node *> seen;
   ModuleNode *selfNode = nullptr;
-  for (Expr *e : *this) {
-    auto *ga = llvm::dyn_cast<GetAttr>(e);
-    if (!ga)
+  llvm::StringRef qual = qualname_;
+  for (Expr *e = first_; e; e = e->next_) {
+    if (keep && e->disableRemove_ && !e->mark_) {
+      e->mark_ = true;
+      keep->push_back(e);
+    }
+    if (e->kind() != Expr::Kind::GetAttr)
       continue;
+    auto *ga = llvm::cast<GetAttr>(e);
     Node *out = ga->output(0);
-    std::string attr;
-    if (!getSuffixName(qualname_, out->qualname(), attr))
+    // The attribute path is the qualname's suffix after "<graph qualname>.".
+    llvm::StringRef oq = out->qualname();
+    llvm::StringRef attr;
+    if (oq == qual)
+      attr = "";
+    else if (oq.size() > qual.size() + 1 && oq.startswith(qual) &&
+             oq[qual.size()] == '.')
+      attr = oq.drop_front(qual.size() + 1);
+    else
       raiseAt(Location::atExpr(e->id()),
               "\"{}\" is not a prefix of \"{}\": the qualname of '{}' is wrong",
               qualname_, out->qualname(), out->str());
-    auto it = seen.find(attr);
-    if (it != seen.end()) {
+    auto [it, inserted] = seen.try_emplace(attr, out);
+    if (!inserted) {
       Node *base = it->second;
       if (base == out || !out->hasUsers())
         continue;
-      std::vector<Use *> uses;
-      for (Use *u = out->firstUse(); u; u = u->nextUse())
-        uses.push_back(u);
-      for (Use *u : uses)
+      // Rewire every use; replaceUse unlinks the use from `out`.
+      while (Use *u = out->firstUse())
         u->user()->replaceUse(u, base);
       changed = true;
       continue;
@@ -549,47 +562,85 @@ bool InternalGraph::mergeGetAttrs() {
     if (attr != ga->attrName()) {
       if (!selfNode)
         selfNode = self();
-      ga->setAttrName(attr);
+      ga->setAttrName(attr.str());
       ga->setInput(0, selfNode);
       changed = true;
     }
-    seen[attr] = out;
   }
   return changed;
 }
 
 size_t InternalGraph::compile() {
-  mergeGetAttrs();
   // Live: everything the outputs depend on, plus disable_remove exprs and
   // what they depend on (the reference drops the latter, leaving dangling
-  // inputs).
-  llvm::DenseSet<const Expr *> live;
-  std::vector<const Expr *> work;
+  // inputs). A mark bit on the exprs stands for the live set: set here,
+  // cleared by the sweep below, so it is false between calls. The
+  // disable_remove exprs are collected by the getattr merge's walk.
+  std::vector<Expr *> work;
+  try {
+    mergeGetAttrsImpl(&work);
+  } catch (...) {
+    for (Expr *e : work)
+      e->mark_ = false;
+    throw;
+  }
   auto pushNode = [&](const Node *n) {
-    if (const Expr *p = n->expr())
-      if (live.insert(p).second)
-        work.push_back(p);
+    Expr *p = n->expr();
+    if (p && !p->mark_ && p->inBody_ && p->graph_ == this) {
+      p->mark_ = true;
+      work.push_back(p);
+    }
   };
   for (Node *o : outputs_)
     pushNode(o);
-  for (Expr *e : *this)
-    if (e->removeDisabled() && live.insert(e).second)
-      work.push_back(e);
   while (!work.empty()) {
-    const Expr *e = work.back();
+    Expr *e = work.back();
     work.pop_back();
-    for (size_t i = 0; i < e->numInputs(); ++i)
-      pushNode(e->input(i));
+    for (const Use &u : e->uses_)
+      pushNode(u.get());
   }
-  std::vector<Expr *> dead;
-  for (Expr *e : *this)
-    if (!live.count(e))
-      dead.push_back(e);
-  for (Expr *e : dead)
+  // Sweep from the back: the users of a dead expr's outputs are dead and
+  // come after it, so they are gone (their uses unlinked) when it is
+  // destroyed. An expr whose outputs are still used (only possible in a
+  // graph that is not in topological order) is destroyed at the end.
+  size_t removed = 0;
+  std::vector<Expr *> deferred;
+  for (Expr *e = last_; e;) {
+    Expr *prev = e->prev_;
+    if (e->mark_) {
+      e->mark_ = false;
+      e = prev;
+      continue;
+    }
+    if (insertBefore_ == e)
+      insertBefore_ = e->next_;
+    if (e->prev_)
+      e->prev_->next_ = e->next_;
+    else
+      first_ = e->next_;
+    if (e->next_)
+      e->next_->prev_ = e->prev_;
+    else
+      last_ = e->prev_;
+    e->prev_ = e->next_ = nullptr;
+    e->inBody_ = false;
+    --size_;
+    ++removed;
     e->dropAllInputs();
-  for (Expr *e : dead)
-    removeExpr(e).reset();
-  return dead.size();
+    bool used = false;
+    for (Node *n : e->outputs_)
+      used |= n->hasUsers();
+    if (used)
+      deferred.push_back(e);
+    else
+      delete e;
+    e = prev;
+  }
+  for (Expr *e : deferred)
+    delete e;
+  if (removed)
+    touch();
+  return removed;
 }
 
 void InternalGraph::resetIds() {

@@ -161,6 +161,8 @@ private:
   Kind kind_;
   bool disableRemove_ = false;
   bool inBody_ = false;
+  /// Scratch mark of graph walks (compile's live set); false between them.
+  bool mark_ = false;
   int64_t id_;
   InternalGraph *graph_ = nullptr;
   llvm::SmallVector<Use, 3> uses_;

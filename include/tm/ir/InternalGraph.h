@@ -267,6 +267,9 @@ private:
                              llvm::DenseMap<const Node *, Node *> *);
   void linkBefore(Expr *e, Expr *before);
   void renumberOrder();
+  /// mergeGetAttrs; with `keep`, also marks the disable_remove exprs and
+  /// appends them to `keep` (compile's seeds), in the same walk.
+  bool mergeGetAttrsImpl(std::vector<Expr *> *keep);
   TracedModule &topModule(const char *what) const;
 
   std::string name_, qualname_;
