@@ -169,23 +169,43 @@ static std::shared_ptr<const TreeDef::Impl> tensorLeafImpl() {
 
 TreeDef::TreeDef() : impl_(tensorLeafImpl()) {}
 
+/// Shares equal TreeDefs. Graphs hold two TreeDefs per expr and nearly all
+/// of them are a handful of shapes (`((Tensor,), {})`, `((Tensor, 1), {})`),
+/// so each new structure is looked up in a small direct-mapped per-thread
+/// cache of recent ones (by structural hash) and shares its Impl when equal:
+/// exprs then point to one Impl instead of owning three, which makes
+/// creating, copying and destroying graphs cheaper and keeps the cache
+/// bounded (it only ever holds the last structure of each slot).
+static TreeDef intern(TreeDef::Impl &&i) {
+  constexpr size_t Slots = 1024;
+  static thread_local std::shared_ptr<const TreeDef::Impl> cache[Slots];
+  std::shared_ptr<const TreeDef::Impl> &slot = cache[i.hash % Slots];
+  if (slot && slot->hash == i.hash && slot->kind == i.kind &&
+      slot->leafType == i.leafType && slot->numLeaves == i.numLeaves &&
+      slot->value == i.value && slot->keys == i.keys &&
+      slot->children == i.children)
+    return TreeDef::fromImplInternal(slot);
+  slot = std::make_shared<const TreeDef::Impl>(std::move(i));
+  return TreeDef::fromImplInternal(slot);
+}
+
 TreeDef TreeDef::leaf(LeafType t) {
   if (t == LeafType::Tensor)
     return TreeDef();
-  auto i = std::make_shared<Impl>();
-  i->kind = Kind::Leaf;
-  i->leafType = t;
-  i->numLeaves = 1;
-  i->hash = llvm::hash_combine(0, 1);
-  return fromImplInternal(std::move(i));
+  Impl i;
+  i.kind = Kind::Leaf;
+  i.leafType = t;
+  i.numLeaves = 1;
+  i.hash = llvm::hash_combine(0, 1);
+  return intern(std::move(i));
 }
 
 TreeDef TreeDef::constant(Scalar v) {
-  auto i = std::make_shared<Impl>();
-  i->kind = Kind::Const;
-  i->hash = llvm::hash_combine(1, v.hash());
-  i->value = std::move(v);
-  return fromImplInternal(std::move(i));
+  Impl i;
+  i.kind = Kind::Const;
+  i.hash = llvm::hash_combine(1, v.hash());
+  i.value = std::move(v);
+  return intern(std::move(i));
 }
 
 static TreeDef::Impl makeContainer(TreeDef::Kind k, std::vector<TreeDef> children,
@@ -206,12 +226,10 @@ static TreeDef::Impl makeContainer(TreeDef::Kind k, std::vector<TreeDef> childre
 }
 
 TreeDef TreeDef::tuple(std::vector<TreeDef> children) {
-  return fromImplInternal(std::make_shared<Impl>(
-      makeContainer(Kind::Tuple, std::move(children), {})));
+  return intern(makeContainer(Kind::Tuple, std::move(children), {}));
 }
 TreeDef TreeDef::list(std::vector<TreeDef> children) {
-  return fromImplInternal(std::make_shared<Impl>(
-      makeContainer(Kind::List, std::move(children), {})));
+  return intern(makeContainer(Kind::List, std::move(children), {}));
 }
 
 static TreeDef makeDict(TreeDef::Kind k,
@@ -225,9 +243,6 @@ TreeDef TreeDef::orderedDict(std::vector<std::pair<Scalar, TreeDef>> items) {
   return makeDict(Kind::OrderedDict, std::move(items), false);
 }
 
-static TreeDef makeDictImpl(TreeDef::Kind k, std::vector<TreeDef> children,
-                            std::vector<Scalar> keys);
-
 static TreeDef makeDict(TreeDef::Kind k,
                         std::vector<std::pair<Scalar, TreeDef>> items,
                         bool sort) {
@@ -236,6 +251,8 @@ static TreeDef makeDict(TreeDef::Kind k,
                      [](const auto &a, const auto &b) { return a.first < b.first; });
   std::vector<TreeDef> children;
   std::vector<Scalar> keys;
+  children.reserve(items.size());
+  keys.reserve(items.size());
   for (auto &[k2, v] : items) {
     for (const Scalar &seen : keys)
       if (seen == k2)
@@ -243,12 +260,12 @@ static TreeDef makeDict(TreeDef::Kind k,
     keys.push_back(k2);
     children.push_back(std::move(v));
   }
-  return makeDictImpl(k, std::move(children), std::move(keys));
+  return intern(makeContainer(k, std::move(children), std::move(keys)));
 }
 
 TreeDef TreeDef::slice(TreeDef start, TreeDef stop, TreeDef step) {
-  return fromImplInternal(std::make_shared<Impl>(makeContainer(
-      Kind::Slice, {std::move(start), std::move(stop), std::move(step)}, {})));
+  return intern(makeContainer(
+      Kind::Slice, {std::move(start), std::move(stop), std::move(step)}, {}));
 }
 
 TreeDef TreeDef::tupleOfLeaves(size_t n) {
@@ -373,10 +390,5 @@ TreeDef makeArgDef(std::vector<TreeDef> positional,
       {TreeDef::tuple(std::move(positional)), TreeDef::dict(std::move(kwargs))});
 }
 
-static TreeDef makeDictImpl(TreeDef::Kind k, std::vector<TreeDef> children,
-                            std::vector<Scalar> keys) {
-  return TreeDef::fromImplInternal(std::make_shared<TreeDef::Impl>(
-      makeContainer(k, std::move(children), std::move(keys))));
-}
 
 } // namespace tmg
