@@ -229,8 +229,10 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
   int64_t items = g.n * g.groups * t.tiles * t.mBlocks;
   // One patch tile per thread, allocated here: an allocation failure must
   // throw on the calling thread, not inside the parallel region.
+  // From the run's storage arena: recycled across layers and runs.
   size_t tileFloats = pointwise ? 0 : size_t(k) * size_t(t.tile);
-  std::unique_ptr<float[]> scratch(new float[tileFloats * size_t(threads)]);
+  Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
+  float *scratch = scratchT.data<float>();
 
   ensureSerialBlas();
 #pragma omp parallel for schedule(static)                                      \
@@ -252,7 +254,7 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
       b = xg + j0;
       ldb = sp;
     } else {
-      float *col = scratch.get() + tileFloats * size_t(omp_get_thread_num());
+      float *col = scratch + tileFloats * size_t(omp_get_thread_num());
       im2colTile(g, xg, j0, j1, col);
       b = col;
       ldb = j1 - j0;
@@ -263,59 +265,92 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
   }
 }
 
+/// Valid output-column range [lo[kj], hi[kj]) per kernel column of a
+/// depthwise conv: the columns whose tap kj reads inside the input row.
+namespace {
+struct DepthwiseCols {
+  llvm::SmallVector<int64_t, 16> lo, hi;
+};
+} // namespace
+
+/// One plane of a depthwise convolution: one output row is accumulated in
+/// `acc`, one kernel tap at a time, so the inner loop runs over contiguous
+/// output columns. Compiled for AVX-512, AVX2 and baseline x86-64, chosen
+/// at load time (the library itself is built without -march).
+TM_VECTOR_CLONES
+static void depthwisePlane(const ConvGeom &g, const DepthwiseCols &cols,
+                           const float *plane, const float *wk, float b,
+                           float *dst, float *acc) {
+  const int64_t *lo = cols.lo.data(), *hi = cols.hi.data();
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    for (int64_t ox = 0; ox < g.ow; ++ox)
+      acc[ox] = b;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      int64_t iy = oy * g.sh - g.ph + ki * g.dh;
+      if (iy < 0 || iy >= g.h)
+        continue;
+      const float *row = plane + iy * g.w;
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        float wv = wk[ki * g.kw + kj];
+        const float *src = row + kj * g.dw - g.pw;
+        if (g.sw == 1) {
+          for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
+            acc[ox] += wv * src[ox];
+        } else if (g.sw == 2) {
+          for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
+            acc[ox] += wv * src[2 * ox];
+        } else {
+          for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
+            acc[ox] += wv * src[ox * g.sw];
+        }
+      }
+    }
+    float *d = dst + oy * g.ow;
+    switch (g.act) {
+    case Activation::None:
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        d[ox] = acc[ox];
+      break;
+    case Activation::Relu:
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        d[ox] = std::max(acc[ox], 0.0f);
+      break;
+    case Activation::Relu6:
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        d[ox] = std::min(std::max(acc[ox], 0.0f), 6.0f);
+      break;
+    }
+  }
+}
+
 /// Direct depthwise convolution: output channel oc reads input channel
-/// oc / og. One output row is accumulated in a small buffer, one kernel
-/// tap at a time, so the inner loop runs over contiguous output columns.
+/// oc / og; planes are split over threads.
 static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
                           const float *bias, float *out) {
   int64_t planes = g.n * g.o;
   int64_t khw = g.kh * g.kw;
   // Valid ox range per kernel column, shared by every plane and row.
-  llvm::SmallVector<int64_t, 16> lo(g.kw), hi(g.kw);
+  DepthwiseCols cols;
+  cols.lo.resize(g.kw);
+  cols.hi.resize(g.kw);
   for (int64_t kj = 0; kj < g.kw; ++kj) {
     int64_t shift = kj * g.dw - g.pw;
-    lo[kj] = shift >= 0 ? 0 : std::min(g.ow, (-shift + g.sw - 1) / g.sw);
-    hi[kj] =
+    cols.lo[kj] = shift >= 0 ? 0 : std::min(g.ow, (-shift + g.sw - 1) / g.sw);
+    cols.hi[kj] =
         g.w - shift <= 0 ? 0 : std::min(g.ow, (g.w - shift + g.sw - 1) / g.sw);
   }
   int64_t grain =
       std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
   // One output-row accumulator per part (allocated outside the region).
   int parts = parallelParts(planes, grain);
-  std::unique_ptr<float[]> rows(new float[size_t(g.ow) * size_t(parts)]);
+  Tensor rows = Tensor::empty({int64_t(parts), g.ow});
+  float *rowsData = rows.data<float>();
   parallelForParts(planes, grain, [&](int64_t p0, int64_t p1, int part) {
-    float *acc = rows.get() + size_t(g.ow) * size_t(part);
+    float *acc = rowsData + size_t(g.ow) * size_t(part);
     for (int64_t p = p0; p < p1; ++p) {
       int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
-      const float *plane = x + (n * g.c + ic) * g.h * g.w;
-      const float *wk = w + oc * khw;
-      float b = bias ? bias[oc] : 0.0f;
-      float *dst = out + p * g.spatial();
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        float *a = acc;
-        for (int64_t ox = 0; ox < g.ow; ++ox)
-          a[ox] = b;
-        for (int64_t ki = 0; ki < g.kh; ++ki) {
-          int64_t iy = oy * g.sh - g.ph + ki * g.dh;
-          if (iy < 0 || iy >= g.h)
-            continue;
-          const float *row = plane + iy * g.w;
-          for (int64_t kj = 0; kj < g.kw; ++kj) {
-            float wv = wk[ki * g.kw + kj];
-            const float *src = row + kj * g.dw - g.pw;
-            if (g.sw == 1) {
-              for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
-                a[ox] += wv * src[ox];
-            } else {
-              for (int64_t ox = lo[kj]; ox < hi[kj]; ++ox)
-                a[ox] += wv * src[ox * g.sw];
-            }
-          }
-        }
-        float *d = dst + oy * g.ow;
-        for (int64_t ox = 0; ox < g.ow; ++ox)
-          d[ox] = activate(g.act, a[ox]);
-      }
+      depthwisePlane(g, cols, x + (n * g.c + ic) * g.h * g.w, w + oc * khw,
+                     bias ? bias[oc] : 0.0f, out + p * g.spatial(), acc);
     }
   });
 }
