@@ -110,6 +110,12 @@ int64_t StorageArena::reusedBlocks() const {
   return impl().reused;
 }
 
+void StorageArena::resetCounters() {
+  std::lock_guard l(impl().mu);
+  impl().peak = impl().live;
+  impl().reused = 0;
+}
+
 static thread_local std::shared_ptr<StorageArena> currentArena;
 
 std::shared_ptr<StorageArena>
@@ -160,13 +166,179 @@ Storage::~Storage() {
     std::free(data_);
 }
 
+//===----------------------------------------------------------------------===//
+// Layout and views
+//===----------------------------------------------------------------------===//
+
+static Shape denseStrides(llvm::ArrayRef<int64_t> shape) {
+  Shape st(shape.size(), 1);
+  int64_t s = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    st[d] = s;
+    s *= std::max<int64_t>(shape[d], 1);
+  }
+  return st;
+}
+
+/// Row-major dense: every dimension of size > 1 has the stride of the
+/// dimensions after it; empty tensors count as dense.
+static bool isDense(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> st) {
+  int64_t expect = 1;
+  for (size_t d = shape.size(); d-- > 0;) {
+    if (shape[d] == 0)
+      return true;
+    if (shape[d] != 1 && st[d] != expect)
+      return false;
+    expect *= shape[d];
+  }
+  return true;
+}
+
 Tensor Tensor::empty(llvm::ArrayRef<int64_t> shape, DType dtype) {
   Tensor t;
   t.dtype_ = dtype;
   t.shape_.assign(shape.begin(), shape.end());
   t.numel_ = shapeNumel(shape);
+  t.strides_ = denseStrides(shape);
   t.storage_ = std::make_shared<Storage>(size_t(t.numel_) * dtypeSize(dtype));
   return t;
+}
+
+void Tensor::throwNotContiguous() const {
+  raise("{} is a non-contiguous view (strides {}): call contiguous() first",
+        str(), shapeStr(strides_));
+}
+
+Tensor Tensor::view(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides,
+                    int64_t offset) const {
+  Tensor t;
+  t.dtype_ = dtype_;
+  t.storage_ = storage_;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.strides_.assign(strides.begin(), strides.end());
+  t.numel_ = shapeNumel(shape);
+  t.offset_ = offset;
+  t.contiguous_ = isDense(shape, strides);
+  return t;
+}
+
+/// Copies elements of `elem` bytes from the strided `src` to the dense `dst`,
+/// the innermost dimension as a run.
+template <typename E>
+static void copyStrided(const char *src, llvm::ArrayRef<int64_t> shape,
+                        llvm::ArrayRef<int64_t> strides, char *dst) {
+  size_t rank = shape.size();
+  if (rank == 0) {
+    std::memcpy(dst, src, sizeof(E));
+    return;
+  }
+  int64_t inner = shape[rank - 1], is = strides[rank - 1];
+  llvm::SmallVector<int64_t, 6> idx(rank - 1, 0);
+  int64_t rows = 1;
+  for (size_t d = 0; d + 1 < rank; ++d)
+    rows *= shape[d];
+  const E *in = reinterpret_cast<const E *>(src);
+  E *out = reinterpret_cast<E *>(dst);
+  int64_t off = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    if (is == 1)
+      std::memcpy(out, in + off, sizeof(E) * size_t(inner));
+    else
+      for (int64_t i = 0; i < inner; ++i)
+        out[i] = in[off + i * is];
+    out += inner;
+    for (size_t d = rank - 1; d-- > 0;) {
+      off += strides[d];
+      if (++idx[d] < shape[d])
+        break;
+      off -= strides[d] * shape[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+Tensor Tensor::contiguous() const {
+  if (!defined() || contiguous_)
+    return *this;
+  Tensor t = empty(shape_, dtype_);
+  if (numel_ == 0)
+    return t;
+  auto *src = static_cast<const char *>(viewData());
+  auto *dst = static_cast<char *>(t.rawData());
+  switch (dtypeSize(dtype_)) {
+  case 1: copyStrided<uint8_t>(src, shape_, strides_, dst); break;
+  case 2: copyStrided<uint16_t>(src, shape_, strides_, dst); break;
+  case 4: copyStrided<uint32_t>(src, shape_, strides_, dst); break;
+  default: copyStrided<uint64_t>(src, shape_, strides_, dst); break;
+  }
+  return t;
+}
+
+static int64_t viewAxis(const char *what, int64_t axis, size_t rank,
+                        llvm::ArrayRef<int64_t> shape) {
+  int64_t r = int64_t(rank);
+  if (axis < -r || axis >= r)
+    raise("{}: axis {} is out of range for shape {}", what, axis, shapeStr(shape));
+  return axis < 0 ? axis + r : axis;
+}
+
+Tensor Tensor::permuted(llvm::ArrayRef<int64_t> perm) const {
+  if (perm.size() != rank())
+    raise("permute: {} axes given for shape {}", perm.size(), shapeStr(shape_));
+  Shape shape, strides;
+  llvm::SmallVector<bool, 6> seen(rank(), false);
+  for (int64_t p : perm) {
+    int64_t a = viewAxis("permute", p, rank(), shape_);
+    if (seen[a])
+      raise("permute: axis {} repeats in the permutation", p);
+    seen[a] = true;
+    shape.push_back(shape_[a]);
+    strides.push_back(strides_[a]);
+  }
+  return view(shape, strides, offset_);
+}
+
+Tensor Tensor::sliced(int64_t axis, int64_t start, int64_t stop, int64_t step) const {
+  int64_t a = viewAxis("slice", axis, rank(), shape_);
+  if (step < 1)
+    raise("slice: step must be >= 1, got {}", step);
+  int64_t n = shape_[a];
+  start = std::clamp<int64_t>(start, 0, n);
+  stop = std::clamp<int64_t>(stop, start, n);
+  Shape shape = shape_, strides = strides_;
+  shape[a] = (stop - start + step - 1) / step;
+  strides[a] = strides_[a] * step;
+  return view(shape, strides, shape[a] ? offset_ + start * strides_[a] : offset_);
+}
+
+Tensor Tensor::selected(int64_t axis, int64_t index) const {
+  int64_t a = viewAxis("select", axis, rank(), shape_);
+  if (index < -shape_[a] || index >= shape_[a])
+    raise("select: index {} is out of range for axis {} of shape {}", index, axis,
+          shapeStr(shape_));
+  if (index < 0)
+    index += shape_[a];
+  Shape shape = shape_, strides = strides_;
+  shape.erase(shape.begin() + a);
+  strides.erase(strides.begin() + a);
+  return view(shape, strides, offset_ + index * strides_[a]);
+}
+
+Tensor Tensor::expanded(llvm::ArrayRef<int64_t> shape) const {
+  if (shape.size() < rank())
+    raise("cannot broadcast a tensor of shape {} to {}", shapeStr(shape_),
+          shapeStr(shape));
+  Shape strides(shape.size(), 0);
+  size_t lead = shape.size() - rank();
+  for (size_t d = 0; d < rank(); ++d) {
+    int64_t from = shape_[d], to = shape[lead + d];
+    if (from == to)
+      strides[lead + d] = strides_[d];
+    else if (from != 1)
+      raise("cannot broadcast a tensor of shape {} to {}", shapeStr(shape_),
+            shapeStr(shape));
+  }
+  return view(shape, strides, offset_);
 }
 
 Tensor Tensor::zeros(llvm::ArrayRef<int64_t> shape, DType dtype) {
@@ -251,31 +423,79 @@ Tensor Tensor::fromInts(llvm::ArrayRef<int64_t> shape,
 Tensor Tensor::clone() const {
   if (!defined())
     return Tensor();
+  if (!contiguous_)
+    return contiguous();
   Tensor t = empty(shape_, dtype_);
   std::memcpy(t.rawData(), rawData(), nbytes());
   return t;
+}
+
+/// Strides viewing `from` (shape, strides) as `to` without a copy, or
+/// nullopt when the layout does not allow it (NumPy's no-copy reshape:
+/// each group of old dimensions merged or split must be contiguous within
+/// itself).
+static std::optional<Shape> reshapeStrides(llvm::ArrayRef<int64_t> fromShape,
+                                           llvm::ArrayRef<int64_t> fromStrides,
+                                           llvm::ArrayRef<int64_t> to) {
+  Shape od, os;
+  for (size_t d = 0; d < fromShape.size(); ++d)
+    if (fromShape[d] != 1) {
+      od.push_back(fromShape[d]);
+      os.push_back(fromStrides[d]);
+    }
+  Shape ns(to.size(), 1);
+  size_t oi = 0, oj = 1, ni = 0, nj = 1;
+  while (ni < to.size() && oi < od.size()) {
+    int64_t np = to[ni], op = od[oi];
+    while (np != op) {
+      if (np < op)
+        np *= to[nj++];
+      else
+        op *= od[oj++];
+    }
+    for (size_t ok = oi; ok + 1 < oj; ++ok)
+      if (os[ok] != od[ok + 1] * os[ok + 1])
+        return std::nullopt;
+    ns[nj - 1] = os[oj - 1];
+    for (size_t nk = nj - 1; nk > ni; --nk)
+      ns[nk - 1] = ns[nk] * to[nk];
+    ni = nj++;
+    oi = oj++;
+  }
+  return ns;
 }
 
 Tensor Tensor::reshaped(llvm::ArrayRef<int64_t> shape) const {
   if (shapeNumel(shape) != numel_)
     raise("cannot reshape a tensor of shape {} to {}", shapeStr(shape_),
           shapeStr(shape));
-  Tensor t = *this;
-  t.shape_.assign(shape.begin(), shape.end());
-  return t;
+  if (contiguous_ || numel_ == 0)
+    return view(shape, denseStrides(shape), offset_);
+  if (auto st = reshapeStrides(shape_, strides_, shape))
+    return view(shape, *st, offset_);
+  return contiguous().reshaped(shape);
 }
 
 double Tensor::at(int64_t i) const {
   if (!defined() || i < 0 || i >= numel_)
     raise("tensor index {} out of range for shape {}", i, shapeStr(shape_));
+  int64_t off = i;
+  if (!contiguous_) {
+    off = 0;
+    for (size_t d = shape_.size(); d-- > 0;) {
+      off += (i % shape_[d]) * strides_[d];
+      i /= shape_[d];
+    }
+  }
+  const void *p = viewData();
   switch (dtype_) {
-  case DType::Float32: return data<float>()[i];
-  case DType::Float16: return halfToFloat(data<uint16_t>()[i]);
-  case DType::Int8: return data<int8_t>()[i];
-  case DType::UInt8: return data<uint8_t>()[i];
-  case DType::Int32: return data<int32_t>()[i];
-  case DType::Int64: return double(data<int64_t>()[i]);
-  case DType::Bool: return data<uint8_t>()[i] ? 1.0 : 0.0;
+  case DType::Float32: return static_cast<const float *>(p)[off];
+  case DType::Float16: return halfToFloat(static_cast<const uint16_t *>(p)[off]);
+  case DType::Int8: return static_cast<const int8_t *>(p)[off];
+  case DType::UInt8: return static_cast<const uint8_t *>(p)[off];
+  case DType::Int32: return static_cast<const int32_t *>(p)[off];
+  case DType::Int64: return double(static_cast<const int64_t *>(p)[off]);
+  case DType::Bool: return static_cast<const uint8_t *>(p)[off] ? 1.0 : 0.0;
   }
   return 0;
 }
@@ -287,7 +507,9 @@ bool Tensor::bitwiseEqual(const Tensor &o) const {
     return true;
   if (dtype_ != o.dtype_ || shape_ != o.shape_)
     return false;
-  return storage_ == o.storage_ ||
+  if (!contiguous_ || !o.contiguous_)
+    return contiguous().bitwiseEqual(o.contiguous());
+  return rawData() == o.rawData() ||
          std::memcmp(rawData(), o.rawData(), nbytes()) == 0;
 }
 

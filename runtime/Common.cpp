@@ -93,6 +93,7 @@ void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what) {
           INT_MAX);
 }
 
+TM_VECTOR_CLONES
 void biasActivate(float *out, int64_t n, float bias, Activation act) {
   switch (act) {
   case Activation::None:

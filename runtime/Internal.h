@@ -23,6 +23,17 @@
 #include "tm/ir/Tensor.h"
 #include "tm/runtime/Common.h"
 
+/// Put before a hot kernel function (not a lambda) to compile it for
+/// AVX-512, AVX2+FMA and the baseline, the best chosen when the library
+/// loads (GCC/Clang function multiversioning on x86-64 ELF). The build uses
+/// no -march, so everything else is baseline SSE2.
+#if defined(__x86_64__) && defined(__ELF__) && !defined(TM_NO_VECTOR_CLONES)
+#define TM_VECTOR_CLONES                                                       \
+  __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define TM_VECTOR_CLONES
+#endif
+
 namespace tmg::rt::detail {
 
 //===-- Argument checks ---------------------------------------------------===//

@@ -61,7 +61,8 @@ static std::shared_ptr<ExecutionPlan> buildPlan(const Interpreter &interp,
   }
   for (uint32_t s : p->inputSlots)
     p->inputLive.push_back(refs[s] > 0);
-  LowerContext ctx{interp, *p};
+  LowerContext ctx{interp, *p, {}, {}};
+  planFusions(g, ctx);
   std::vector<int64_t> left = refs;
   for (Expr *e : g) {
     Step st;
@@ -224,6 +225,7 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
   for (const Node *n : opts.watch)
     st.watch[n] = true;
   st.watching = !opts.watch.empty();
+  st.exact = st.watching || !opts.endPoints.empty();
   std::vector<uint32_t> endSlots;
   for (const Node *n : opts.endPoints) {
     auto it = plan->slotOf.find(n);
@@ -235,21 +237,41 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
   args.push_back(Value{Tensor(), const_cast<TracedModule *>(&module_)});
   for (const Tensor &t : inputs)
     args.push_back(Value{t, nullptr});
-  auto arena = std::make_shared<StorageArena>();
+  std::shared_ptr<StorageArena> arena;
+  {
+    std::lock_guard l(mu_);
+    if (!arenas_.empty()) {
+      arena = std::move(arenas_.back());
+      arenas_.pop_back();
+    }
+  }
+  if (!arena)
+    arena = std::make_shared<StorageArena>();
+  int64_t base = arena->liveBytes(); // outputs of earlier runs still held
+  arena->resetCounters();
   auto previous = StorageArena::install(arena);
+  auto giveBack = [&] {
+    StorageArena::install(previous);
+    std::lock_guard l(mu_);
+    arenas_.push_back(arena);
+  };
   try {
     bool stopped = false;
     std::vector<Value> out = execute(*plan, args, st, endSlots.empty() ? nullptr : &endSlots,
                                      &stopped);
-    StorageArena::install(previous);
+    // Outputs are dense: views of intermediates become copies here.
     for (Value &v : out)
-      result.outputs.push_back(std::move(v.tensor));
+      result.outputs.push_back(v.tensor.contiguous());
+    for (auto &[n, values] : result.watched)
+      for (Tensor &t : values)
+        t = t.contiguous();
+    giveBack();
     result.stoppedAtEndPoints = stopped;
   } catch (...) {
-    StorageArena::install(previous);
+    giveBack();
     throw;
   }
-  result.peakBytes = arena->peakBytes();
+  result.peakBytes = std::max<int64_t>(0, arena->peakBytes() - base);
   result.reusedBlocks = arena->reusedBlocks();
   return result;
 }

@@ -15,16 +15,6 @@
 namespace tmg::rt {
 namespace {
 
-/// A tensor argument: a slot, or a constant decided at plan time.
-struct Src {
-  int64_t slot = -1;
-  Tensor constant;
-  const Tensor &get(const Value *slots) const {
-    return slot >= 0 ? slots[slot].tensor : constant;
-  }
-  bool defined() const { return slot >= 0 || constant.defined(); }
-};
-
 /// A 0-d tensor holding `s`, typed after `like` when given.
 Tensor scalarTensor(const Scalar &s, std::optional<DType> like) {
   DType t = s.isFloat() ? DType::Float32 : s.isBool() ? DType::Bool : DType::Int64;
@@ -327,44 +317,35 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
       return lg ? logSoftmax(t, ax) : softmax(t, ax);
     });
   }
-  case OpKind::Conv2d: {
-    Conv2dParams p;
-    p.stride = a.pair("stride");
-    p.padding = a.pair("padding");
-    p.dilation = a.pair("dilation");
-    p.groups = a.integer("groups");
-    if (a.string("conv_mode") != "cross_correlation")
-      a.fail("only conv_mode='cross_correlation' is supported");
-    Src x = a.tensor("inp"), w = a.tensor("weight"), b = a.optTensor("bias");
-    uint32_t o = out();
-    return [x, w, b, p, o](Value *s, RunState &) {
-      s[o].tensor = conv2d(x.get(s), w.get(s), b.defined() ? b.get(s) : Tensor(), p);
-    };
-  }
-  case OpKind::Conv1d: {
-    Conv1dParams p;
-    p.stride = a.integer("stride");
-    p.padding = a.integer("padding");
-    p.dilation = a.integer("dilation");
-    p.groups = a.integer("groups");
-    Src x = a.tensor("inp"), w = a.tensor("weight"), b = a.optTensor("bias");
-    uint32_t o = out();
-    return [x, w, b, p, o](Value *s, RunState &) {
-      s[o].tensor = conv1d(x.get(s), w.get(s), b.defined() ? b.get(s) : Tensor(), p);
-    };
-  }
+  case OpKind::Conv2d:
+  case OpKind::Conv1d:
   case OpKind::ConvTranspose2d: {
-    ConvTranspose2dParams p;
-    p.stride = a.pair("stride");
-    p.padding = a.pair("padding");
-    p.outputPadding = a.pair("output_padding");
-    p.dilation = a.pair("dilation");
-    p.groups = a.integer("groups");
-    Src x = a.tensor("inp"), w = a.tensor("weight"), b = a.optTensor("bias");
-    uint32_t o = out();
-    return [x, w, b, p, o](Value *s, RunState &) {
-      s[o].tensor = convTranspose2d(x.get(s), w.get(s), b.defined() ? b.get(s) : Tensor(), p);
-    };
+    ConvCall c;
+    c.x = a.tensor("inp");
+    c.w = a.tensor("weight");
+    c.b = a.optTensor("bias");
+    if (k == OpKind::Conv1d) {
+      c.kind = ConvCall::Kind::Conv1d;
+      c.p1.stride = a.integer("stride");
+      c.p1.padding = a.integer("padding");
+      c.p1.dilation = a.integer("dilation");
+      c.p1.groups = a.integer("groups");
+    } else if (k == OpKind::Conv2d) {
+      if (a.string("conv_mode") != "cross_correlation")
+        a.fail("only conv_mode='cross_correlation' is supported");
+      c.p2.stride = a.pair("stride");
+      c.p2.padding = a.pair("padding");
+      c.p2.dilation = a.pair("dilation");
+      c.p2.groups = a.integer("groups");
+    } else {
+      c.kind = ConvCall::Kind::ConvTranspose2d;
+      c.pt.stride = a.pair("stride");
+      c.pt.padding = a.pair("padding");
+      c.pt.outputPadding = a.pair("output_padding");
+      c.pt.dilation = a.pair("dilation");
+      c.pt.groups = a.integer("groups");
+    }
+    return convStep(e, c, ctx);
   }
   case OpKind::Linear: {
     Src x = a.tensor("inp"), w = a.tensor("weight"), b = a.optTensor("bias");
@@ -665,27 +646,30 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     return [x, o, f](Value *s, RunState &) { s[o].tensor = f(s[x].tensor); };
   };
   auto tensorOr = [](const Tensor *t) { return t ? *t : Tensor(); };
-  if (llvm::isa<Conv2d>(&m)) {
-    if (m.scalar("padding_mode").getString() != "zeros")
-      raiseAt(Location::atExpr(e.id()), "Conv2d padding_mode '{}' is not supported",
-              m.scalar("padding_mode").getString());
-    Conv2dParams p;
-    p.stride = pairAttr("stride");
-    p.padding = pairAttr("padding");
-    p.dilation = pairAttr("dilation");
-    p.groups = m.intValue("groups");
-    const Tensor *w = tensorAttr("weight"), *b = tensorAttr("bias");
-    return fn([p, w, b, tensorOr](const Tensor &t) { return conv2d(t, *w, tensorOr(b), p); });
-  }
-  if (llvm::isa<ConvTranspose2d>(&m)) {
-    ConvTranspose2dParams p;
-    p.stride = pairAttr("stride");
-    p.padding = pairAttr("padding");
-    p.outputPadding = pairAttr("output_padding");
-    p.dilation = pairAttr("dilation");
-    p.groups = m.intValue("groups");
-    const Tensor *w = tensorAttr("weight"), *b = tensorAttr("bias");
-    return fn([p, w, b, tensorOr](const Tensor &t) { return convTranspose2d(t, *w, tensorOr(b), p); });
+  if (llvm::isa<Conv2d>(&m) || llvm::isa<ConvTranspose2d>(&m)) {
+    ConvCall c;
+    c.x.slot = x;
+    c.w.attr = tensorAttr("weight");
+    c.b.attr = tensorAttr("bias");
+    if (!c.w.attr)
+      raiseAt(Location::atExpr(e.id()), "{} has no weight", m.typeName().str());
+    if (llvm::isa<Conv2d>(&m)) {
+      if (m.scalar("padding_mode").getString() != "zeros")
+        raiseAt(Location::atExpr(e.id()), "Conv2d padding_mode '{}' is not supported",
+                m.scalar("padding_mode").getString());
+      c.p2.stride = pairAttr("stride");
+      c.p2.padding = pairAttr("padding");
+      c.p2.dilation = pairAttr("dilation");
+      c.p2.groups = m.intValue("groups");
+    } else {
+      c.kind = ConvCall::Kind::ConvTranspose2d;
+      c.pt.stride = pairAttr("stride");
+      c.pt.padding = pairAttr("padding");
+      c.pt.outputPadding = pairAttr("output_padding");
+      c.pt.dilation = pairAttr("dilation");
+      c.pt.groups = m.intValue("groups");
+    }
+    return convStep(e, c, ctx);
   }
   if (llvm::isa<Linear>(&m)) {
     const Tensor *w = tensorAttr("weight"), *b = tensorAttr("bias");
@@ -769,9 +753,8 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
           m.typeName().str());
 }
 
-} // namespace
-
-StepFn lowerExpr(const Expr &e, LowerContext &ctx) {
+/// The step of `e` on its own, unfused.
+StepFn lowerSingle(const Expr &e, LowerContext &ctx) {
   switch (e.kind()) {
   case Expr::Kind::Input:
     raiseAt(Location::atExpr(e.id()), "Input exprs are not steps");
@@ -864,6 +847,23 @@ StepFn lowerExpr(const Expr &e, LowerContext &ctx) {
   }
   }
   raiseAt(Location::atExpr(e.id()), "unknown expr kind");
+}
+
+} // namespace
+
+StepFn lowerExpr(const Expr &e, LowerContext &ctx) {
+  StepFn single = lowerSingle(e, ctx);
+  auto it = ctx.absorbed.find(&e);
+  if (it == ctx.absorbed.end())
+    return single;
+  // Absorbed into a fused chain: the value already is in the input slot.
+  uint32_t in = it->second, o = ctx.slot(e.output(0));
+  return [single, in, o](Value *s, RunState &st) {
+    if (st.exact)
+      single(s, st);
+    else
+      s[o].tensor = s[in].tensor;
+  };
 }
 
 } // namespace tmg::rt

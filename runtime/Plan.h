@@ -10,6 +10,7 @@
 #include <llvm/ADT/SmallVector.h>
 
 #include "tm/ir/Diagnostic.h"
+#include "tm/runtime/Conv.h"
 #include "tm/runtime/Interpreter.h"
 
 namespace tmg::rt {
@@ -21,6 +22,20 @@ struct Value {
 };
 
 struct RunState;
+
+/// A tensor argument: a slot, a module attribute (read at run time, so a
+/// replaced attribute is seen), or a constant decided at plan time.
+struct Src {
+  int64_t slot = -1;
+  const Tensor *attr = nullptr;
+  Tensor constant;
+  const Tensor &get(const Value *slots) const {
+    return slot >= 0 ? slots[slot].tensor : attr ? *attr : constant;
+  }
+  bool defined() const { return slot >= 0 || attr || constant.defined(); }
+  /// The tensor, or an undefined one for an absent optional argument.
+  Tensor getOr(const Value *slots) const { return defined() ? get(slots) : Tensor(); }
+};
 
 /// The work of one expr: reads its argument slots, writes its output slots.
 using StepFn = std::function<void(Value *slots, RunState &st)>;
@@ -60,6 +75,9 @@ struct RunState {
   llvm::DenseMap<const Node *, bool> watch;
   std::unordered_map<const ExecutionPlan *, std::vector<const Node *>> watchSlots;
   bool watching = false;
+  /// Every node's own value must be observable (watch or end points):
+  /// plan-time fusions run unfused.
+  bool exact = false;
 };
 
 /// Runs `p` on `args` (one per graph input); returns the output values.
@@ -70,15 +88,45 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
                            const std::vector<uint32_t> *endSlots = nullptr,
                            bool *stopped = nullptr);
 
+/// A conv2d that absorbs the inference batch norm and / or the activation
+/// consuming its result (each the only user of its input, which is no graph
+/// output). The head computes the chain's final value into its own slot;
+/// each absorbed expr then only moves the value on to its output slot.
+/// With RunState::exact every expr of the chain runs on its own instead.
+struct FusedChain {
+  const Module *batchNorm = nullptr; ///< a BatchNorm2d module
+  Activation activation = Activation::None;
+};
+
 /// Everything lowering needs from the plan being built.
 struct LowerContext {
   const Interpreter &interp;
   ExecutionPlan &plan;
+  /// Fusion decisions of the graph (planFusions): chain heads, and the
+  /// absorbed exprs with the slot their value arrives in.
+  llvm::DenseMap<const Expr *, FusedChain> heads;
+  llvm::DenseMap<const Expr *, uint32_t> absorbed;
   /// Slot of a node of the graph.
   uint32_t slot(const Node *n) const { return plan.slotOf.lookup(n); }
   /// Records that the plan holds pointers into `m`'s attributes.
   void readsModule(const Module *m) const;
 };
+
+/// Finds the fusable chains of `g` (see FusedChain); call after slots are
+/// assigned and before lowering.
+void planFusions(const InternalGraph &g, LowerContext &ctx);
+
+/// A convolution call decoded from a function or a builtin module.
+struct ConvCall {
+  enum class Kind { Conv1d, Conv2d, ConvTranspose2d } kind = Kind::Conv2d;
+  Conv1dParams p1;
+  Conv2dParams p2;
+  ConvTranspose2dParams pt;
+  Src x, w, b;
+};
+
+/// The one step builder of every convolution, fused per ctx.heads.
+StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx);
 
 /// The step function of `e` (not Input). Throws tmg::Error naming the expr
 /// for ops the runtime does not implement or arguments it cannot take.

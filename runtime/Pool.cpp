@@ -85,40 +85,73 @@ static int64_t planeGrain(int64_t planeSize) {
   return std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, planeSize));
 }
 
+/// max(m, v), NaN winning as in PyTorch; branch-free so loops vectorise.
+static inline float nanMax(float m, float v) { return (v > m || v != v) ? v : m; }
+
+/// One plane of max_pool2d. For each output row the window rows are first
+/// reduced column-wise into `buf` (contiguous, vectorised), a row padded by
+/// -inf on both sides so the horizontal pass needs no bounds checks.
+TM_VECTOR_CLONES
+static void maxPoolPlane(const PoolGeom &g, const float *src, float *dst,
+                         float *buf) {
+  constexpr float NegInf = -std::numeric_limits<float>::infinity();
+  int64_t w = g.in.w, padded = w + 2 * g.pw + g.sw * g.ow + g.kw * g.dw;
+  for (int64_t i = 0; i < padded; ++i)
+    buf[i] = NegInf;
+  float *row = buf + g.pw;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    int64_t y0 = oy * g.sh - g.ph;
+    bool first = true;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      int64_t iy = y0 + ki * g.dh;
+      if (iy < 0 || iy >= g.in.h)
+        continue;
+      const float *in = src + iy * w;
+      if (first) {
+        for (int64_t i = 0; i < w; ++i)
+          row[i] = in[i];
+        first = false;
+      } else {
+        for (int64_t i = 0; i < w; ++i)
+          row[i] = nanMax(row[i], in[i]);
+      }
+    }
+    if (first) // no window row inside the input (cannot happen for pad <= k/2)
+      for (int64_t i = 0; i < w; ++i)
+        row[i] = NegInf;
+    float *out = dst + oy * g.ow;
+    if (g.sw == 2 && g.dw == 1 && g.kw == 3) {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const float *b = buf + 2 * ox;
+        out[ox] = nanMax(nanMax(b[0], b[1]), b[2]);
+      }
+    } else {
+      for (int64_t ox = 0; ox < g.ow; ++ox) {
+        const float *b = buf + ox * g.sw;
+        float m = NegInf;
+        for (int64_t kj = 0; kj < g.kw; ++kj)
+          m = nanMax(m, b[kj * g.dw]);
+        out[ox] = m;
+      }
+    }
+  }
+}
+
 Tensor maxPool2d(const Tensor &x, const Pool2dParams &p) {
   PoolGeom g = checkPool("max_pool2d", x, p, /*allowDilation=*/true);
   Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
   const float *px = x.data<float>();
   float *po = out.data<float>();
   int64_t hw = g.in.h * g.in.w, ohw = g.oh * g.ow;
-  parallelFor(g.in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
-    for (int64_t pl = p0; pl < p1; ++pl) {
-      const float *src = px + pl * hw;
-      float *dst = po + pl * ohw;
-      for (int64_t oy = 0; oy < g.oh; ++oy) {
-        int64_t y0 = oy * g.sh - g.ph;
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          int64_t x0 = ox * g.sw - g.pw;
-          float m = -std::numeric_limits<float>::infinity();
-          for (int64_t ki = 0; ki < g.kh; ++ki) {
-            int64_t iy = y0 + ki * g.dh;
-            if (iy < 0 || iy >= g.in.h)
-              continue;
-            const float *row = src + iy * g.in.w;
-            for (int64_t kj = 0; kj < g.kw; ++kj) {
-              int64_t ix = x0 + kj * g.dw;
-              if (ix < 0 || ix >= g.in.w)
-                continue;
-              float v = row[ix];
-              // NaN wins, as in PyTorch.
-              if (v > m || v != v)
-                m = v;
-            }
-          }
-          dst[oy * g.ow + ox] = m;
-        }
-      }
-    }
+  int64_t grain = planeGrain(ohw);
+  // One padded row buffer per part, allocated before the parallel region.
+  int64_t bufLen = g.in.w + 2 * g.pw + g.sw * g.ow + g.kw * g.dw;
+  int parts = parallelParts(g.in.planes, grain);
+  Tensor bufs = Tensor::empty({int64_t(parts), bufLen});
+  float *pb = bufs.data<float>();
+  parallelForParts(g.in.planes, grain, [&](int64_t p0, int64_t p1, int part) {
+    for (int64_t pl = p0; pl < p1; ++pl)
+      maxPoolPlane(g, px + pl * hw, po + pl * ohw, pb + part * bufLen);
   });
   return out;
 }

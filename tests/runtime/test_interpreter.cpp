@@ -4,6 +4,7 @@
 
 #include "../ir/Fixtures.h"
 #include "tm/runtime/Interpreter.h"
+#include "tm/runtime/Kernels.h"
 
 using namespace tmg;
 using namespace tmg::rt;
@@ -174,4 +175,94 @@ TEST_CASE("one module runs from four threads with identical results", "[runtime]
     th.join();
   for (int t = 0; t < 4; ++t)
     CHECK(same(parallel[t], serial[t]));
+}
+
+namespace {
+/// conv (module) -> bn (module) -> relu (module or function), optionally with
+/// the conv output also used by an add (which prevents fusion).
+std::unique_ptr<TracedModule> convBnRelu(bool functionRelu, bool extraUse) {
+  auto m = std::make_unique<Module>("ConvBnRelu");
+  m->addModule<Conv2d>("conv", 3, 4, IntPair{3, 3}, IntPair{1, 1}, IntPair{1, 1},
+                       IntPair{1, 1}, 1, /*bias=*/true, /*seed=*/7);
+  auto bn = std::make_unique<BatchNorm2d>(4);
+  auto vec = [](std::vector<float> v) { return Tensor::fromFloats({4}, v); };
+  bn->registerParameter("weight", vec({1.5f, -0.5f, 0.75f, 2.0f}));
+  bn->registerParameter("bias", vec({0.1f, -0.2f, 0.3f, 0.0f}));
+  bn->registerBuffer("running_mean", vec({0.2f, -0.1f, 0.05f, 0.3f}));
+  bn->registerBuffer("running_var", vec({0.5f, 1.5f, 0.8f, 2.0f}));
+  m->registerModule("bn", std::move(bn));
+  m->addModule<ReLU>("relu");
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3, 6, 5}}});
+  Node *c = b.callModule(b.getAttr(b.self(), "conv"), {b.arg(0)});
+  Node *n = b.callModule(b.getAttr(b.self(), "bn"), {c});
+  Node *r = functionRelu ? b.callFunction("relu", {n})
+                         : b.callModule(b.getAttr(b.self(), "relu"), {n});
+  b.finish(extraUse ? b.callMethod(r, "__add__", {c}) : r);
+  return tm;
+}
+
+void requireClose(const Tensor &a, const Tensor &b, double tol) {
+  REQUIRE(a.shape() == b.shape());
+  for (int64_t i = 0; i < a.numel(); ++i)
+    REQUIRE(a.at(i) == Approx(b.at(i)).margin(tol));
+}
+} // namespace
+
+TEST_CASE("plan-time fusion: conv + batch norm + relu", "[runtime][interp][fusion]") {
+  for (bool fn : {false, true})
+    for (bool extra : {false, true}) {
+      CAPTURE(fn, extra);
+      auto tm = convBnRelu(fn, extra);
+      const Module &conv = *tm->module("conv"), &bnm = *tm->module("bn");
+      Tensor x = Tensor::randn({2, 3, 6, 5}, 3);
+      // Unfused reference from the kernels.
+      Tensor c = conv2d(x, *conv.tensor("weight"), *conv.tensor("bias"),
+                        Conv2dParams{.stride = 1, .padding = 1});
+      Tensor ref = unary(UnaryOp::Relu,
+                         batchNorm(c, *bnm.tensor("running_mean"), *bnm.tensor("running_var"),
+                                   *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
+      if (extra)
+        ref = binary(BinaryOp::Add, ref, c);
+      Interpreter interp(*tm);
+      Tensor fused = interp.run({x}).outputs[0];
+      requireClose(fused, ref, 1e-4);
+      // Watching the conv output runs the chain unfused and records the
+      // conv's own value.
+      const Node *convOut = nullptr;
+      for (const Expr *e : tm->graph())
+        if (auto *cm = llvm::dyn_cast<CallMethod>(e); cm && cm->isModuleCall() &&
+                                                      cm->moduleNode()->owner() == &conv)
+          convOut = e->output(0);
+      REQUIRE(convOut);
+      RunResult w = interp.run({x}, RunOptions{{convOut}, {}});
+      requireClose(w.outputs[0], ref, 1e-4);
+      REQUIRE(w.watched.at(convOut).size() == 1);
+      CHECK(w.watched.at(convOut)[0].bitwiseEqual(c));
+      // An end point inside the chain stops with the unfused value.
+      RunResult stop = interp.run({x}, RunOptions{{}, {convOut}});
+      CHECK(stop.stoppedAtEndPoints);
+      CHECK(stop.outputs[0].bitwiseEqual(c));
+    }
+}
+
+TEST_CASE("plan-time fusion refolds when a batch-norm tensor is replaced",
+          "[runtime][interp][fusion]") {
+  auto tm = convBnRelu(false, false);
+  Interpreter interp(*tm);
+  Tensor x = Tensor::randn({2, 3, 6, 5}, 4);
+  Tensor before = interp.run({x}).outputs[0];
+  // Replace the running mean by assignment (no module version change): the
+  // folded weights must follow.
+  Module &bnm = *tm->module("bn");
+  *bnm.tensor("running_mean") = Tensor::fromFloats({4}, {5.0f, 5.0f, 5.0f, 5.0f});
+  Tensor after = interp.run({x}).outputs[0];
+  const Module &conv = *tm->module("conv");
+  Tensor c = conv2d(x, *conv.tensor("weight"), *conv.tensor("bias"),
+                    Conv2dParams{.stride = 1, .padding = 1});
+  Tensor ref = unary(UnaryOp::Relu,
+                     batchNorm(c, *bnm.tensor("running_mean"), *bnm.tensor("running_var"),
+                               *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
+  requireClose(after, ref, 1e-4);
+  CHECK(!after.bitwiseEqual(before));
 }

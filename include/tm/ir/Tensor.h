@@ -1,8 +1,11 @@
 //===- Tensor.h - Dense tensor value type -----------------------*- C++ -*-===//
 //
 // The value type of parameters, buffers and constants: a dtype, a shape and a
-// contiguous, 64-byte-aligned storage shared between copies (copying a Tensor
-// is O(1); `clone()` copies the bytes). Kernels live in runtime/.
+// 64-byte-aligned storage shared between copies (copying a Tensor is O(1);
+// `clone()` copies the bytes). A tensor may be a strided view of its storage
+// (an element offset and per-dimension element strides): permuted(),
+// sliced(), expanded() and, when the layout allows, reshaped() share the
+// storage instead of copying. Kernels live in runtime/.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -13,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/SmallVector.h>
@@ -57,6 +61,9 @@ public:
   int64_t peakBytes() const;
   /// Blocks handed out again after being freed (memory reuse).
   int64_t reusedBlocks() const;
+  /// Starts a new measurement (an arena reused for another run): the peak
+  /// becomes the live bytes and the reuse count 0; freed blocks are kept.
+  void resetCounters();
 
   /// Installs `a` for allocations on this thread; returns the previous one.
   static std::shared_ptr<StorageArena> install(std::shared_ptr<StorageArena> a);
@@ -90,7 +97,9 @@ private:
   std::shared_ptr<StorageArena> arena_;
 };
 
-/// A dense row-major tensor. A default-constructed Tensor is "undefined".
+/// A tensor: row-major and dense when created, possibly a strided view of
+/// another tensor's storage (see isContiguous()). A default-constructed
+/// Tensor is "undefined".
 class Tensor {
 public:
   Tensor() = default;
@@ -117,31 +126,76 @@ public:
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return size_t(numel_) * dtypeSize(dtype_); }
 
-  void *rawData() { return storage_ ? storage_->data() : nullptr; }
-  const void *rawData() const { return storage_ ? storage_->data() : nullptr; }
+  /// Dense row-major data. Throws tmg::Error for a non-contiguous view
+  /// (call contiguous() first, or read it with viewData() and strides()).
+  void *rawData() { return const_cast<void *>(std::as_const(*this).rawData()); }
+  const void *rawData() const {
+    if (!contiguous_)
+      throwNotContiguous();
+    return viewData();
+  }
   template <typename T> T *data() { return static_cast<T *>(rawData()); }
   template <typename T> const T *data() const {
     return static_cast<const T *>(rawData());
   }
 
+  // -- Strided views ------------------------------------------------------
+  /// Address of element (0, ..., 0), for any layout.
+  const void *viewData() const {
+    return storage_ ? static_cast<const char *>(storage_->data()) +
+                          offset_ * int64_t(dtypeSize(dtype_))
+                    : nullptr;
+  }
+  void *viewData() { return const_cast<void *>(std::as_const(*this).viewData()); }
+  /// Element strides per dimension, >= 0 (0 on expanded dimensions).
+  llvm::ArrayRef<int64_t> strides() const { return strides_; }
+  /// Element offset of element (0, ..., 0) in the storage.
+  int64_t storageOffset() const { return offset_; }
+  /// Row-major and dense: rawData() / data() may be used.
+  bool isContiguous() const { return contiguous_; }
+  /// This tensor when contiguous (O(1)), else a dense copy.
+  Tensor contiguous() const;
+  /// View with dimensions reordered: result dim i is dim perm[i]. Throws
+  /// unless perm is a permutation of [0, rank).
+  Tensor permuted(llvm::ArrayRef<int64_t> perm) const;
+  /// View of elements start, start + step, ... (< stop) along `axis`;
+  /// start and stop are clamped to [0, dim], step >= 1.
+  Tensor sliced(int64_t axis, int64_t start, int64_t stop, int64_t step = 1) const;
+  /// View broadcast to `shape` (NumPy rules; new leading dimensions and
+  /// size-1 dimensions get stride 0). Throws when it does not broadcast.
+  Tensor expanded(llvm::ArrayRef<int64_t> shape) const;
+  /// View of element `index` along `axis`, which is removed.
+  Tensor selected(int64_t axis, int64_t index) const;
+
   /// Deep copy of the bytes.
   Tensor clone() const;
-  /// Same storage, new shape with the same element count (throws otherwise).
+  /// New shape with the same element count (throws otherwise): a view of
+  /// the same storage when the strides allow it (always for contiguous
+  /// tensors; squeeze / unsqueeze always), else a dense copy.
   Tensor reshaped(llvm::ArrayRef<int64_t> shape) const;
-  /// Element `i` (flat index) converted to double, for any dtype.
+  /// Element `i` (flat row-major index) converted to double, for any dtype
+  /// and layout.
   double at(int64_t i) const;
-  /// True when both share the same storage object.
+  /// True when both share the same storage object (views included).
   bool sharesStorage(const Tensor &o) const { return storage_ == o.storage_; }
-  /// Same dtype, shape and bytes.
+  /// Same dtype, shape and element bytes (layouts may differ).
   bool bitwiseEqual(const Tensor &o) const;
   /// "Tensor(shape=(3, 4), dtype=float32)".
   std::string str() const;
 
 private:
+  [[noreturn]] void throwNotContiguous() const;
+  /// A view of the same storage; recomputes contiguous_.
+  Tensor view(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides,
+              int64_t offset) const;
+
   DType dtype_ = DType::Float32;
   Shape shape_;
   int64_t numel_ = 0;
   std::shared_ptr<Storage> storage_;
+  Shape strides_;
+  int64_t offset_ = 0;
+  bool contiguous_ = true;
 };
 
 /// IEEE half <-> float conversions (round to nearest even).

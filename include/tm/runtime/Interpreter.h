@@ -49,7 +49,8 @@ struct RunResult {
   std::unordered_map<const Node *, std::vector<Tensor>> watched;
   /// Peak bytes of tensors allocated during the run and still alive.
   int64_t peakBytes = 0;
-  /// Allocations served from memory freed earlier in the run.
+  /// Allocations served from memory freed earlier in the run or by an
+  /// earlier run of the same interpreter (arenas are reused across runs).
   int64_t reusedBlocks = 0;
 };
 
@@ -91,6 +92,9 @@ private:
   const TracedModule &module_;
   mutable std::mutex mu_;
   mutable llvm::DenseMap<const InternalGraph *, std::shared_ptr<const ExecutionPlan>> plans_;
+  /// Storage arenas of finished runs, taken by the next runs (one per
+  /// concurrent run), so steady-state runs allocate no new memory.
+  mutable std::vector<std::shared_ptr<StorageArena>> arenas_;
   std::vector<const Node *> watch_, end_;
   std::unordered_map<const Node *, Tensor> watchValue_;
 };
