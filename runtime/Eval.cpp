@@ -3,7 +3,33 @@
 
 #include "Plan.h"
 
+#include <mutex>
+
 namespace tmg::rt {
+
+namespace {
+struct KernelRegistry {
+  std::mutex mu;
+  llvm::DenseMap<const OpSchema *, FunctionKernel> kernels;
+  static KernelRegistry &get() {
+    static KernelRegistry r;
+    return r;
+  }
+};
+} // namespace
+
+void registerFunctionKernel(const OpSchema &fn, FunctionKernel k) {
+  auto &r = KernelRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.kernels[&fn] = std::move(k);
+}
+
+FunctionKernel lookupFunctionKernel(const OpSchema &fn) {
+  auto &r = KernelRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.kernels.find(&fn);
+  return it == r.kernels.end() ? FunctionKernel() : it->second;
+}
 
 std::vector<Tensor> evalExpr(const Expr &e, llvm::ArrayRef<Tensor> inputs) {
   if (auto *cm = llvm::dyn_cast<CallMethod>(&e))

@@ -125,6 +125,15 @@ void InsertScope::commit() {
       else
         before = e->nextInGraph();
   }
+  // Modules attached in the scope were built by tracing: compile their
+  // graphs as the reference's build() does.
+  for (auto &a : im.st.attached)
+    if (auto *t = llvm::dyn_cast_or_null<TracedModule>(a.owner->module(a.name)))
+      t->namedModules([](const std::string &, Module &m) {
+        if (auto *x = llvm::dyn_cast<TracedModule>(&m))
+          for (const auto &sig : x->signatures())
+            sig.graph->compile();
+      });
   im.st.attached.clear();
   im.end();
 }

@@ -476,12 +476,36 @@ static Node *cachedGetAttr(State &st, Node *base, llvm::StringRef name, const vo
   return n;
 }
 
+std::vector<std::string> ModuleRef::moduleNames() const {
+  std::vector<std::string> out;
+  for (const ModuleAttr &a : mod_->attrs())
+    if (a.kind == ModuleAttr::Kind::Submodule)
+      out.push_back(a.name);
+  return out;
+}
+
+/// Module containers hold modules only (the reference's check).
+static void checkContainer(const Module &m) {
+  if (!dynamic_cast<const ModuleList *>(&m) && !dynamic_cast<const ModuleDict *>(&m) &&
+      m.typeName() != "ModuleList" && m.typeName() != "ModuleDict")
+    return;
+  bool modules = false, others = false;
+  for (const ModuleAttr &a : m.attrs())
+    (a.kind == ModuleAttr::Kind::Submodule ? modules : others) = true;
+  if (modules && others)
+    raise("Can not trace the module that uses the same container to store "
+          "Module and Non-Module objects ('{}' of '{}')",
+          m.attrName(), m.parent() ? m.parent()->typeName().str() : std::string("?"));
+}
+
 ModuleRef ModuleRef::mod(llvm::StringRef name) const {
   Module *sub = mod_->module(name);
   if (!sub)
     raise("module '{}' has no submodule '{}'{}", mod_->typeName().str(), name.str(),
           mod_->tensor(name) ? " (it is a tensor: use attr)" : "");
   State *st = trace::current();
+  if (st)
+    checkContainer(*sub);
   if (!st)
     return ModuleRef(*sub);
   Node *base = scopeNode(*st, *mod_, node_);
@@ -529,7 +553,7 @@ Var Layer::attr(llvm::StringRef name) {
 
 /// Rewrites qualnames under `src` to be under `dst` in every graph of `t`
 /// (a copied TracedModule now living at another attribute path).
-static void requalify(TracedModule &t, const std::string &src, const std::string &dst) {
+static void requalify(TracedModule &t, std::string src, std::string dst) {
   auto fix = [&](const std::string &q) -> std::string {
     if (q == src)
       return dst;
@@ -541,8 +565,11 @@ static void requalify(TracedModule &t, const std::string &src, const std::string
     if (auto *x = llvm::dyn_cast<TracedModule>(&m))
       for (const auto &s : x->signatures()) {
         s.graph->setQualnameInternal(fix(s.graph->qualname()));
-        for (Node *n : s.graph->nodes(false))
+        for (Node *n : s.graph->inputs())
           n->setQualname(fix(n->qualname()));
+        for (Expr *e : *s.graph)
+          for (Node *n : e->outputs())
+            n->setQualname(fix(n->qualname()));
       }
   });
 }
@@ -783,17 +810,6 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
 // wrap
 //===----------------------------------------------------------------------===//
 
-namespace {
-struct WrappedRegistry {
-  std::mutex mu;
-  llvm::DenseMap<const OpSchema *, WrappedFunction::Impl> impls;
-  static WrappedRegistry &get() {
-    static WrappedRegistry r;
-    return r;
-  }
-};
-} // namespace
-
 const OpSchema &detail::registerWrapped(llvm::StringRef qualname,
                                         const std::vector<std::string> &params) {
   auto [mod, name] = qualname.rsplit('.');
@@ -806,9 +822,31 @@ const OpSchema &detail::registerWrapped(llvm::StringRef qualname,
 
 WrappedFunction::WrappedFunction(const OpSchema &schema, Impl impl)
     : schema_(&schema), impl_(std::move(impl)) {
-  auto &r = WrappedRegistry::get();
-  std::lock_guard<std::mutex> lock(r.mu);
-  r.impls[schema_] = impl_;
+  // The interpreter runs recorded calls with the function itself: its
+  // arguments are rebuilt from the expr's (args, kwargs) structure.
+  Impl fn = impl_;
+  rt::registerFunctionKernel(schema, [fn](const Expr &e, llvm::ArrayRef<Tensor> ins) {
+    if (!e.argDef())
+      raiseAt(Location::atExpr(e.id()), "a wrapped function call without arguments");
+    size_t next = 0;
+    Value all = trace::fromTreeFn(*e.argDef(), [&](bool) { return Value(Var(ins[next++])); });
+    CallArgs c;
+    c.args = all[0].items();
+    if (all.size() > 1)
+      for (size_t i = 0; i < all[1].size(); ++i)
+        c.kwargs.push_back({all[1].keys()[i], all[1][i]});
+    Value out;
+    {
+      trace::StateGuard off(nullptr);
+      out = fn(c);
+    }
+    std::vector<Var> leaves;
+    trace::valueTree(out, leaves);
+    std::vector<Tensor> res;
+    for (const Var &v : leaves)
+      res.push_back(v.value());
+    return res;
+  });
 }
 
 Value WrappedFunction::call(CallArgs args) const {

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <functional>
 #include <vector>
 
 #include <llvm/ADT/ArrayRef.h>
@@ -23,5 +24,16 @@ namespace tmg::rt {
 /// Interpreter. Throws tmg::Error naming the expr when the runtime does not
 /// implement the op or a kernel rejects its arguments.
 std::vector<Tensor> evalExpr(const Expr &e, llvm::ArrayRef<Tensor> inputs);
+
+/// The kernel of a user function (a schema registered at run time, e.g. by
+/// tmg::wrap): gets the CallFunction expr (for the structure of its
+/// arguments) and one tensor per input node, returns one per output.
+using FunctionKernel =
+    std::function<std::vector<Tensor>(const Expr &, llvm::ArrayRef<Tensor>)>;
+/// Registers (or replaces) the kernel of `fn`; thread-safe. The interpreter
+/// and evalExpr run CallFunctions of `fn` with it.
+void registerFunctionKernel(const OpSchema &fn, FunctionKernel k);
+/// The kernel of `fn`, or an empty function.
+FunctionKernel lookupFunctionKernel(const OpSchema &fn);
 
 } // namespace tmg::rt

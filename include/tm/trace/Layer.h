@@ -53,7 +53,10 @@ public:
 
   /// `self.name` for a submodule / a tensor attribute.
   ModuleRef mod(llvm::StringRef name) const;
+  ModuleRef mod(size_t index) const { return mod(std::to_string(index)); }
   Var attr(llvm::StringRef name) const;
+  /// Names of the submodules, in order (iterating a ModuleList/Dict).
+  std::vector<std::string> moduleNames() const;
 
   /// Calls the module: eagerly, or recorded (builtin: one CallMethod;
   /// otherwise its forward traced into a graph of its own).
@@ -67,6 +70,27 @@ public:
 private:
   Module *mod_;
   Node *node_;
+};
+
+/// A list of submodules, items named "0", "1", ... (the reference's list
+/// attribute of modules, `_ModuleList`). It has no forward: reach its items
+/// with `mod("blocks").mod(i)` and call them.
+class ModuleList : public Module {
+public:
+  ModuleList() : Module("ModuleList") {}
+  template <typename T, typename... A> T &append(A &&...a) {
+    return addModule<T>(std::to_string(size()), std::forward<A>(a)...);
+  }
+  Module &append(std::unique_ptr<Module> m) {
+    return registerModule(std::to_string(size()), std::move(m));
+  }
+  size_t size() const { return attrs().size(); }
+};
+
+/// A dict of submodules by key (`_ModuleDict`).
+class ModuleDict : public Module {
+public:
+  ModuleDict() : Module("ModuleDict") {}
 };
 
 /// Base of modules with a C++ forward. Prefer LayerOf<Derived>, which
