@@ -158,6 +158,10 @@ Var operator+(const Var &a, int b) { return method("__add__", {{a, b}, {}}); }
 Var operator-(const Var &a, int b) { return method("__sub__", {{a, b}, {}}); }
 Var operator*(const Var &a, int b) { return method("__mul__", {{a, b}, {}}); }
 Var operator/(const Var &a, int b) { return method("__truediv__", {{a, b}, {}}); }
+Var operator+(const Var &a, int64_t b) { return method("__add__", {{a, b}, {}}); }
+Var operator-(const Var &a, int64_t b) { return method("__sub__", {{a, b}, {}}); }
+Var operator*(const Var &a, int64_t b) { return method("__mul__", {{a, b}, {}}); }
+Var operator/(const Var &a, int64_t b) { return method("__truediv__", {{a, b}, {}}); }
 Var operator+(int a, const Var &b) { return method("__radd__", {{b, a}, {}}); }
 Var operator*(int a, const Var &b) { return method("__rmul__", {{b, a}, {}}); }
 Var operator-(const Var &a) { return method("__neg__", {{a}, {}}); }

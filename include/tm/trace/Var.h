@@ -148,6 +148,10 @@ Var operator/(const Var &a, int b);
 Var operator+(int a, const Var &b);
 Var operator*(int a, const Var &b);
 Var &operator+=(Var &a, int b);
+Var operator+(const Var &a, int64_t b);
+Var operator-(const Var &a, int64_t b);
+Var operator*(const Var &a, int64_t b);
+Var operator/(const Var &a, int64_t b);
 
 /// A forward argument or result.
 class Value {
