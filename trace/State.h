@@ -18,7 +18,8 @@ struct Scope {
   GraphBuilder b;
   Module *user;   ///< the module whose forward runs (null: insertion scope)
   Module *traced; ///< its counterpart in the traced module tree
-  /// GetAttr already recorded in this scope: (base node, attribute) -> node.
+  /// Constants already recorded in this scope: (nullptr, tensor data) -> node
+  /// (a tensor used twice is one Constant, as the reference's mark_constant).
   llvm::DenseMap<std::pair<const Node *, const void *>, Node *> attrs;
 };
 

@@ -465,14 +465,12 @@ static Node *scopeNode(State &st, Module &m, Node *node) {
         m.typeName().str(), sc.user ? sc.user->typeName().str() : std::string("a graph"));
 }
 
-static Node *cachedGetAttr(State &st, Node *base, llvm::StringRef name, const void *what) {
-  Scope &sc = st.scope();
-  auto it = sc.attrs.find({base, what});
-  if (it != sc.attrs.end())
-    return it->second;
-  Node *n = sc.b.getAttr(base, name);
+/// `getattr(base, name)`: a new GetAttr per access, as the reference (which
+/// wraps the attribute again on every access); compile() merges duplicates,
+/// and names keep the reference's numbering (`lin_1_out`).
+static Node *recordGetAttr(State &st, Node *base, llvm::StringRef name) {
+  Node *n = st.scope().b.getAttr(base, name);
   st.created(n->expr());
-  sc.attrs[{base, what}] = n;
   return n;
 }
 
@@ -509,7 +507,7 @@ ModuleRef ModuleRef::mod(llvm::StringRef name) const {
   if (!st)
     return ModuleRef(*sub);
   Node *base = scopeNode(*st, *mod_, node_);
-  return ModuleRef(*sub, cachedGetAttr(*st, base, name, sub));
+  return ModuleRef(*sub, recordGetAttr(*st, base, name));
 }
 
 Var ModuleRef::attr(llvm::StringRef name) const {
@@ -521,7 +519,7 @@ Var ModuleRef::attr(llvm::StringRef name) const {
   if (!st)
     return Var(*t);
   Node *base = scopeNode(*st, *mod_, node_);
-  Node *n = cachedGetAttr(*st, base, name, t);
+  Node *n = recordGetAttr(*st, base, name);
   if (st->computeValues)
     st->values[n] = *t;
   return Var(n);

@@ -25,7 +25,7 @@
 #include <typeindex>
 #include <vector>
 
-#include "tm/ir/TracedModule.h"
+#include "tm/ir/IR.h"
 #include "tm/trace/Functional.h"
 #include "tm/trace/Layer.h"
 #include "tm/trace/Var.h"
