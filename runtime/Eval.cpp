@@ -11,6 +11,7 @@ namespace {
 struct KernelRegistry {
   std::mutex mu;
   llvm::DenseMap<const OpSchema *, FunctionKernel> kernels;
+  llvm::DenseMap<const ModuleType *, ModuleKernel> modules;
   static KernelRegistry &get() {
     static KernelRegistry r;
     return r;
@@ -29,6 +30,19 @@ FunctionKernel lookupFunctionKernel(const OpSchema &fn) {
   std::lock_guard<std::mutex> lock(r.mu);
   auto it = r.kernels.find(&fn);
   return it == r.kernels.end() ? FunctionKernel() : it->second;
+}
+
+void registerModuleKernel(const ModuleType &type, ModuleKernel k) {
+  auto &r = KernelRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.modules[&type] = std::move(k);
+}
+
+ModuleKernel lookupModuleKernel(const ModuleType &type) {
+  auto &r = KernelRegistry::get();
+  std::lock_guard<std::mutex> lock(r.mu);
+  auto it = r.modules.find(&type);
+  return it == r.modules.end() ? ModuleKernel() : it->second;
 }
 
 std::vector<Tensor> evalExpr(const Expr &e, llvm::ArrayRef<Tensor> inputs) {

@@ -9,9 +9,11 @@
 //===----------------------------------------------------------------------===//
 #include <mutex>
 #include <set>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "State.h"
+#include "tm/trace/Quant.h"
 #include "tm/ir/Diagnostic.h"
 #include "tm/runtime/Eval.h"
 #include "tm/runtime/Interpreter.h"
@@ -35,6 +37,7 @@ namespace {
 struct BuiltinRegistry {
   std::mutex mu;
   std::unordered_set<std::type_index> types;
+  std::unordered_map<std::type_index, std::function<std::unique_ptr<Layer>()>> factories;
   static BuiltinRegistry &get() {
     static BuiltinRegistry r;
     return r;
@@ -45,6 +48,10 @@ struct BuiltinRegistry {
 //===----------------------------------------------------------------------===//
 // Module trees
 //===----------------------------------------------------------------------===//
+
+static void registerLayerKernel(const ModuleType &type, std::type_index t);
+static Value fromTreeFn(const TreeDef &def, const std::function<Value(bool)> &leaf);
+static TreeDef valueTree(const Value &v, std::vector<Var> &leaves);
 
 static void copyAttrs(Module &from, Module &to, State &st) {
   for (const ModuleAttr &a : from.attrs()) {
@@ -62,6 +69,10 @@ static void copyAttrs(Module &from, Module &to, State &st) {
 
 std::unique_ptr<Module> convertTree(Module &m, bool top, State &st) {
   std::unique_ptr<Module> out;
+  // QAT modules with non-builtin observers or fake-quantisers get tmgraph's
+  // FakeQuantize, in place (the reference's `_check_qat_module`).
+  if (auto *q = dynamic_cast<QATLayer *>(&m))
+    checkQATModule(*q);
   if (auto *t = llvm::dyn_cast<TracedModule>(&m)) {
     // A TracedModule called inside a trace is nested, not re-traced.
     auto c = t->cloneTraced();
@@ -79,6 +90,7 @@ std::unique_ptr<Module> convertTree(Module &m, bool top, State &st) {
     t.name = m.typeName().str();
     t.builtin = true;
     const ModuleType &type = ModuleTypeRegistry::instance().add(std::move(t));
+    registerLayerKernel(type, std::type_index(typeid(m)));
     out = std::make_unique<BuiltinModule>(type);
   } else {
     out = std::make_unique<TracedModule>(m.typeName().str(), top);
@@ -396,11 +408,79 @@ std::vector<Var> F::split(const Var &x, int64_t sections, int64_t axis) {
 
 bool isTracing() { return trace::current() != nullptr; }
 
-void registerAsBuiltin(std::type_index t) {
+void registerAsBuiltin(std::type_index t, std::function<std::unique_ptr<Layer>()> factory) {
   auto &r = trace::BuiltinRegistry::get();
   std::lock_guard<std::mutex> lock(r.mu);
   r.types.insert(t);
+  if (factory)
+    r.factories[t] = std::move(factory);
 }
+
+namespace trace {
+static thread_local bool probing = false;
+struct ProbeGuard {
+  bool prev;
+  ProbeGuard() : prev(probing) { probing = true; }
+  ~ProbeGuard() { probing = prev; }
+};
+
+/// The interpreter's kernel for a registered builtin Layer class: a fresh
+/// instance with the traced module's attributes runs its forward.
+static void registerLayerKernel(const ModuleType &type, std::type_index t) {
+  std::function<std::unique_ptr<Layer>()> factory;
+  {
+    auto &r = BuiltinRegistry::get();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.factories.find(t);
+    if (it == r.factories.end())
+      return;
+    factory = it->second;
+  }
+  if (rt::lookupModuleKernel(type))
+    return;
+  rt::registerModuleKernel(type, [factory](const Module &m, const Expr &e,
+                                           llvm::ArrayRef<Tensor> ins) {
+    std::unique_ptr<Layer> inst = factory();
+    for (const ModuleAttr &a : m.attrs()) {
+      switch (a.kind) {
+      case ModuleAttr::Kind::Parameter: inst->registerParameter(a.name, a.tensor); break;
+      case ModuleAttr::Kind::Buffer: inst->registerBuffer(a.name, a.tensor); break;
+      case ModuleAttr::Kind::Value: inst->setValue(a.name, a.value); break;
+      case ModuleAttr::Kind::Submodule:
+        inst->takeModule(a.name);
+        if (a.module)
+          inst->registerModule(a.name, a.module->clone());
+        break;
+      }
+    }
+    if (!e.argDef())
+      raiseAt(Location::atExpr(e.id()), "a module call without arguments");
+    size_t next = 0;
+    Value all = fromTreeFn(*e.argDef(), [&](bool isModule) {
+      return isModule ? Value() : Value(Var(ins[next++]));
+    });
+    CallArgs c;
+    for (size_t i = 1; i < all[0].size(); ++i)
+      c.args.push_back(all[0][i]);
+    if (all.size() > 1)
+      for (size_t i = 0; i < all[1].size(); ++i)
+        c.kwargs.push_back({all[1].keys()[i], all[1][i]});
+    Value out;
+    {
+      StateGuard off(nullptr);
+      out = inst->forwardValues(c);
+    }
+    std::vector<Var> leaves;
+    valueTree(out, leaves);
+    std::vector<Tensor> res;
+    for (const Var &v : leaves)
+      res.push_back(v.value());
+    return res;
+  });
+}
+} // namespace trace
+
+bool isProbing() { return trace::probing; }
 bool isRegisteredBuiltin(std::type_index t) {
   auto &r = trace::BuiltinRegistry::get();
   std::lock_guard<std::mutex> lock(r.mu);
@@ -671,6 +751,7 @@ Value ModuleRef::call(CallArgs args) const {
     Value out;
     {
       trace::StateGuard off(nullptr);
+      trace::ProbeGuard probing;
       out = layer->forwardValues(probe);
     }
     std::vector<Var> leaves;
@@ -878,6 +959,7 @@ Value WrappedFunction::call(CallArgs args) const {
   Value out;
   {
     trace::StateGuard off(nullptr);
+    trace::ProbeGuard probing;
     out = impl_(probe);
   }
   std::vector<Var> leaves;

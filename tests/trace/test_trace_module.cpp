@@ -410,3 +410,103 @@ TEST_CASE("tracing errors have clear messages", "[trace][trace_module][error]") 
   CHECK_THROWS_WITH(traceModule(two, Var::meta({1}), Var::meta({1}), kw("x", Var::meta({1}))),
                     Catch::Contains("got multiple values for argument 'x'"));
 }
+
+namespace {
+struct MyObserver : MinMaxObserver {}; // a user subclass: not builtin
+struct QATLinear : LayerOf<QATLinear, QATLayer> {
+  explicit QATLinear(bool userObserver) : LayerOf("QATLinear", {"x"}, true, true) {
+    registerParameter("weight", Tensor::randn({4, 4}, 3));
+    addModule<MinMaxObserver>("weight_observer");
+    addModule<FakeQuantize>("weight_fake_quant", "qint8", QParams{0.02, 0});
+    if (userObserver)
+      addModule<MyObserver>("act_observer");
+    else
+      addModule<MinMaxObserver>("act_observer");
+    addModule<FakeQuantize>("act_fake_quant", "qint8", QParams{0.05, 0});
+  }
+  Var forward(Var x) {
+    Var w = applyWeight(attr("weight"));
+    return applyAct(F::linear(x, w));
+  }
+};
+} // namespace
+
+TEST_CASE("QAT: observers and FakeQuantize are builtin; others are replaced",
+          "[trace][trace_module][qat]") {
+  Tensor x = Tensor::randn({2, 4}, 9);
+  SECTION("builtin observer: kept") {
+    QATLinear net(false);
+    (void)net(x); // calibration
+    auto tm = traceModule(net, Var::meta({2, 4}));
+    std::string s = tm->graph().str();
+    CHECK(s.find("act_observer = getattr(self, \"act_observer\") -> (MinMaxObserver)") !=
+          std::string::npos);
+    CHECK(s.find("weight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)") !=
+          std::string::npos);
+    CHECK(tm->module("act_observer")->isBuiltin());
+    CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+  }
+  SECTION("user observer: replaced by FakeQuantize with its qparams") {
+    QATLinear net(true);
+    (void)net(x); // calibration: MyObserver records min/max
+    QParams want = static_cast<MyObserver *>(net.module("act_observer"))->qparams();
+    auto tm = traceModule(net, Var::meta({2, 4}));
+    CHECK(tm->graph().str() ==
+          "QATLinear.Graph (self, x) {\n"
+          "\t%2:\tweight = getattr(self, \"weight\") -> (Tensor)\n"
+          "\t%3:\tweight_observer = getattr(self, \"weight_observer\") -> (MinMaxObserver)\n"
+          "\t%4:\tweight_observer_out = weight_observer(weight, )\n"
+          "\t%5:\tweight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)\n"
+          "\t%6:\tweight_fake_quant_out = weight_fake_quant(weight_observer_out, )\n"
+          "\t%7:\tlinear_out = nn.linear(x, weight_fake_quant_out, None, default, )\n"
+          "\t%8:\tact_fake_quant = getattr(self, \"act_fake_quant\") -> (FakeQuantize)\n"
+          "\t%9:\tact_fake_quant_out = act_fake_quant(linear_out, )\n"
+          "\treturn act_fake_quant_out\n"
+          "}");
+    CHECK(!net.module("act_observer")); // in place, as the reference
+    Module *fq = tm->module("act_fake_quant");
+    REQUIRE(fq);
+    CHECK(fq->floatValue("scale") == want.scale);
+    CHECK(fq->intValue("zero_point") == want.zeroPoint);
+    CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+    checkVerified(*tm);
+  }
+}
+
+namespace {
+struct Cat : LayerOf<Cat> {
+  Cat() : LayerOf("Concat", {"inps"}) {}
+  Var forward(std::vector<Var> inps) { return F::concat(inps); }
+};
+struct MyCat : Cat {}; // a subclass of a builtin: traced
+} // namespace
+
+TEST_CASE("insert builtin and traced calls with list arguments", "[trace][modification][qat]") {
+  registerAsBuiltin<Cat>();
+  MyBlock net;
+  Tensor x = ones({1, 3, 3, 3});
+  Tensor e = Var(net(x)).value();
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  tm->registerModule("cat_0", std::make_unique<Cat>());
+  tm->registerModule("cat_1", std::make_unique<MyCat>());
+  InternalGraph &g = tm->graph();
+  Node *out = g.output(0);
+  Var x1;
+  {
+    auto scope = insertExprs(g);
+    ModuleRef self(g.self());
+    Var o(out);
+    Var x0 = self.mod("cat_0")(Value::list({o, o}));
+    x1 = self.mod("cat_1")(Value::list({o, x0}));
+  }
+  g.replaceNode({{out, x1.node()}});
+  g.compile();
+  CHECK(tm->module("cat_0")->isBuiltin());
+  auto *c1 = llvm::dyn_cast<TracedModule>(tm->module("cat_1"));
+  REQUIRE(c1);
+  CHECK(c1->numGraphs() == 1);
+  Tensor got = run(*tm, {x})[0];
+  Tensor want = Var(F::concat({e, e, e})).value();
+  CHECK(got.bitwiseEqual(want));
+  checkVerified(*tm);
+}

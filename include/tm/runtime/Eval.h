@@ -14,6 +14,7 @@
 #include <llvm/ADT/ArrayRef.h>
 
 #include "tm/ir/Expr.h"
+#include "tm/ir/Module.h"
 
 namespace tmg::rt {
 
@@ -35,5 +36,14 @@ using FunctionKernel =
 void registerFunctionKernel(const OpSchema &fn, FunctionKernel k);
 /// The kernel of `fn`, or an empty function.
 FunctionKernel lookupFunctionKernel(const OpSchema &fn);
+
+/// The kernel of a builtin module class registered at run time (e.g. a
+/// C++ Layer made builtin with tmg::registerAsBuiltin): gets the module, the
+/// call expr and one tensor per input node after the module; returns one
+/// tensor per output.
+using ModuleKernel = std::function<std::vector<Tensor>(const Module &, const Expr &,
+                                                       llvm::ArrayRef<Tensor>)>;
+void registerModuleKernel(const ModuleType &type, ModuleKernel k);
+ModuleKernel lookupModuleKernel(const ModuleType &type);
 
 } // namespace tmg::rt

@@ -249,12 +249,16 @@ struct MemberFn<R (C::*)(A...) const> : MemberFn<R (C::*)(A...)> {};
 
 } // namespace detail
 
-/// A Layer whose `Derived::forward` has typed parameters: Var, Tensor,
+/// A Layer (or a subclass `Base` of Layer) whose `Derived::forward` has
+/// typed parameters: Var, Tensor,
 /// bool, integers, floats, std::string, std::optional, std::vector,
 /// std::tuple/std::pair and std::map<std::string, T> of those, or Value.
-template <typename Derived> class LayerOf : public Layer {
+template <typename Derived, typename Base = Layer> class LayerOf : public Base {
 public:
-  using Layer::Layer;
+  using Base::Base;
+  using Base::forwardParams;
+  using Base::bind;
+  using Base::typeName;
   Value forwardValues(const CallArgs &args) override {
     using FT = detail::MemberFn<decltype(&Derived::forward)>;
     if (forwardParams().size() != FT::Arity)

@@ -28,6 +28,7 @@
 #include "tm/ir/IR.h"
 #include "tm/trace/Functional.h"
 #include "tm/trace/Layer.h"
+#include "tm/trace/Quant.h"
 #include "tm/trace/Var.h"
 
 namespace tmg {
@@ -58,9 +59,21 @@ bool isTracing();
 /// Makes the C++ class T (a Layer) opaque to tracing: its calls are one
 /// CallMethod on a ModuleNode, its module a BuiltinModule of its class name.
 /// Exact type, as the reference: subclasses of T are traced.
-void registerAsBuiltin(std::type_index t);
-template <typename T> void registerAsBuiltin() { registerAsBuiltin(std::type_index(typeid(T))); }
+/// With a factory (default-constructible T), the interpreter can run the
+/// recorded calls too: it makes an instance, gives it the traced module's
+/// attributes and calls its forward.
+void registerAsBuiltin(std::type_index t, std::function<std::unique_ptr<Layer>()> factory = {});
+template <typename T> void registerAsBuiltin() {
+  if constexpr (std::is_default_constructible_v<T>)
+    registerAsBuiltin(std::type_index(typeid(T)), [] { return std::make_unique<T>(); });
+  else
+    registerAsBuiltin(std::type_index(typeid(T)));
+}
 bool isRegisteredBuiltin(std::type_index t);
+/// True while the tracer runs the forward of a builtin Layer or a wrapped
+/// function on placeholder inputs to learn its outputs (observers do not
+/// record statistics then).
+bool isProbing();
 
 /// A user function registered as a builtin function (the reference's
 /// `wrap`): calls are recorded as one CallFunction `module.name(...)` and
