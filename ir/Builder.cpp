@@ -351,23 +351,62 @@ Node *GraphBuilder::callMethod(Node *self, llvm::StringRef method,
 
 /// Names graph inputs after forward's parameters (the reference's
 /// getcallargs mapping): `name` for a single tensor, `name_0`, `name_1`...
-/// for the leaves of a container. Inputs take the types of the call's nodes
-/// `args` (consumed from `next`).
-static void addCallInputs(InternalGraph &sub, const TreeDef &def,
-                          const std::string &name, llvm::ArrayRef<Node *> args,
-                          size_t &next) {
+/// for the leaves of a container. `add(name, leafIndex)` creates input
+/// number `leafIndex` of the container.
+static void addCallInputs(const TreeDef &def, const std::string &name,
+                          const std::function<void(const std::string &)> &add) {
   size_t leaves = def.numLeaves();
-  for (size_t i = 0; i < leaves; ++i) {
-    Node *actual = args[next++];
-    std::string n = def.isLeaf() ? name : name + "_" + std::to_string(i);
-    if (llvm::isa<ModuleNode>(actual)) {
-      sub.addModuleInput(n, sub.qualname() + ".[" + n + "]");
-      continue;
-    }
-    auto *t = llvm::cast<TensorNode>(actual);
-    TensorNode *in = sub.addTensorInput(n, t->shape(), t->dtype());
-    in->setHasDType(t->hasDType());
+  for (size_t i = 0; i < leaves; ++i)
+    add(def.isLeaf() ? name : name + "_" + std::to_string(i));
+}
+
+/// Inputs of `sub` for the signature `pos`/`kw` (pos[0] is self), named
+/// after `paramNames`; `add(name)` creates the next one.
+static void addSignatureInputs(const TreeDef &argDef,
+                               llvm::ArrayRef<std::string> paramNames,
+                               const std::function<void(const std::string &)> &add) {
+  const TreeDef &pos = argDef.child(0);
+  for (size_t i = 1; i < pos.numChildren(); ++i) {
+    std::string n = i - 1 < paramNames.size() ? paramNames[i - 1]
+                                              : "arg_" + std::to_string(i - 1);
+    addCallInputs(pos.child(i), n, add);
   }
+  if (argDef.numChildren() > 1) {
+    const TreeDef &kw = argDef.child(1);
+    for (size_t i = 0; i < kw.numChildren(); ++i)
+      addCallInputs(kw.child(i), kw.key(i).str(), add);
+  }
+}
+
+GraphBuilder GraphBuilder::top(TracedModule &mod, const TreeDef &argDef,
+                               llvm::ArrayRef<std::string> paramNames,
+                               llvm::ArrayRef<InputSpec> leaves) {
+  if (mod.numGraphs() != 0)
+    raise("module '{}' already has a graph; GraphBuilder::top builds the "
+          "first one",
+          mod.typeName().str());
+  if (argDef.kind() != TreeDef::Kind::Tuple || argDef.numChildren() != 2 ||
+      argDef.child(0).kind() != TreeDef::Kind::Tuple ||
+      argDef.child(0).numChildren() == 0)
+    raise("GraphBuilder::top: {} is not a call signature ((self, *args), kwargs)",
+          argDef.str());
+  if (argDef.numLeaves() != leaves.size() + 1)
+    raise("GraphBuilder::top: signature {} has {} tensor leaves but {} input "
+          "types were given",
+          argDef.str(), argDef.numLeaves() - 1, leaves.size());
+  mod.setTop(true);
+  mod.setTotalIds(0, 0);
+  std::string qual = mod.name().empty() ? mod.typeName().str() : mod.name();
+  NameSpace scope("top", qual);
+  InternalGraph &g = mod.addGraph(argDef, scope.createUniqueName(qual), qual);
+  ModuleNode *self = g.addModuleInput("self", qual);
+  self->setOwner(&mod);
+  size_t next = 0;
+  addSignatureInputs(argDef, paramNames, [&](const std::string &n) {
+    const InputSpec &in = leaves[next++];
+    g.addTensorInput(n, in.shape, in.dtype);
+  });
+  return GraphBuilder(mod, g, true);
 }
 
 llvm::SmallVector<Node *, 1>
@@ -414,13 +453,17 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
       ModuleNode *self = sub->addModuleInput("self", subQual);
       self->setOwner(tmod);
       size_t next = 1; // nodes[0] is the module itself
-      for (size_t i = 1; i < pos.size(); ++i) {
-        std::string n = i - 1 < paramNames.size() ? paramNames[i - 1]
-                                                  : "arg_" + std::to_string(i - 1);
-        addCallInputs(*sub, pos[i], n, nodes, next);
-      }
-      for (size_t i = 0; i < kw.size(); ++i)
-        addCallInputs(*sub, kw[i].second, kw[i].first.str(), nodes, next);
+      // Inputs take the types of the call's nodes.
+      addSignatureInputs(def, paramNames, [&](const std::string &n) {
+        Node *actual = nodes[next++];
+        if (llvm::isa<ModuleNode>(actual)) {
+          sub->addModuleInput(n, sub->qualname() + ".[" + n + "]");
+          return;
+        }
+        auto *t = llvm::cast<TensorNode>(actual);
+        TensorNode *in = sub->addTensorInput(n, t->shape(), t->dtype());
+        in->setHasDType(t->hasDType());
+      });
       GraphBuilder sb(*tmod, *sub, false);
       body(sb);
       if (!tmod->outDefFor(def) || sub->outputs().empty())

@@ -10,6 +10,7 @@
 
 #include <cmath>
 
+#include "tm/runtime/Eval.h"
 #include "tm/runtime/Kernels.h"
 
 namespace tmg::rt {
@@ -629,6 +630,28 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
 /// A call of a builtin module: its attributes are read once, its tensors
 /// through pointers that stay valid while the module's version holds.
 StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
+  if (ModuleKernel k = lookupModuleKernel(m.type())) {
+    // A builtin class registered at run time: its kernel gets the inputs.
+    ctx.readsModule(&m);
+    std::vector<uint32_t> ins, outs;
+    for (size_t i = 1; i < e.numInputs(); ++i)
+      ins.push_back(ctx.slot(e.input(i)));
+    for (size_t i = 0; i < e.numOutputs(); ++i)
+      outs.push_back(ctx.slot(e.output(i)));
+    const Expr *ep = &e;
+    const Module *mp = &m;
+    return [k, ins, outs, ep, mp](Value *s, RunState &) {
+      std::vector<Tensor> args;
+      for (uint32_t a : ins)
+        args.push_back(s[a].tensor);
+      std::vector<Tensor> res = k(*mp, *ep, args);
+      if (res.size() != outs.size())
+        raiseAt(Location::atExpr(ep->id()), "{} returned {} tensors for {} outputs",
+                mp->typeName().str(), res.size(), outs.size());
+      for (size_t i = 0; i < outs.size(); ++i)
+        s[outs[i]].tensor = std::move(res[i]);
+    };
+  }
   if (e.numArgs() != 2 || e.numOutputs() != 1)
     raiseAt(Location::atExpr(e.id()), "{} takes one tensor argument and returns one tensor",
             m.typeName().str());
@@ -810,8 +833,32 @@ StepFn lowerSingle(const Expr &e, LowerContext &ctx) {
     raiseAt(Location::atExpr(e.id()), "the runtime does not implement op def '{}'",
             ap.opdef().name().str());
   }
-  case Expr::Kind::CallFunction:
-    return lowerOp(e, llvm::cast<CallFunction>(e).func().kind(), ctx);
+  case Expr::Kind::CallFunction: {
+    const OpSchema &fn = llvm::cast<CallFunction>(e).func();
+    if (fn.kind() == OpKind::Custom)
+      if (FunctionKernel k = lookupFunctionKernel(fn)) {
+        // A user function (tmg::wrap): its kernel gets every input tensor.
+        std::vector<uint32_t> ins, outs;
+        for (size_t i = 0; i < e.numInputs(); ++i)
+          ins.push_back(ctx.slot(e.input(i)));
+        for (size_t i = 0; i < e.numOutputs(); ++i)
+          outs.push_back(ctx.slot(e.output(i)));
+        const Expr *ep = &e;
+        return [k, ins, outs, ep](Value *s, RunState &) {
+          std::vector<Tensor> args;
+          for (uint32_t a : ins)
+            args.push_back(s[a].tensor);
+          std::vector<Tensor> res = k(*ep, args);
+          if (res.size() != outs.size())
+            raiseAt(Location::atExpr(ep->id()), "{} returned {} tensors for {} outputs",
+                    llvm::cast<CallFunction>(ep)->func().printName().str(), res.size(),
+                    outs.size());
+          for (size_t i = 0; i < outs.size(); ++i)
+            s[outs[i]].tensor = std::move(res[i]);
+        };
+      }
+    return lowerOp(e, fn.kind(), ctx);
+  }
   case Expr::Kind::CallMethod: {
     auto &cm = llvm::cast<CallMethod>(e);
     if (!cm.isModuleCall())

@@ -88,6 +88,16 @@ public:
   /// from 0, as `trace_module`.
   static GraphBuilder top(TracedModule &mod, std::vector<InputSpec> inputs);
 
+  /// Starts the top graph of `mod` for a call of signature `argDef`
+  /// (`((self, *args), kwargs)`, as `TreeDef` with tensor leaves, constants
+  /// and containers): inputs are named after `paramNames` as the reference's
+  /// getcallargs (`x`; `x_0`, `x_1` for the leaves of a container; keyword
+  /// arguments by their key), typed by `leaves` (one per tensor leaf after
+  /// self, in flatten order). Ids restart from 0. The tracer uses it.
+  static GraphBuilder top(TracedModule &mod, const TreeDef &argDef,
+                          llvm::ArrayRef<std::string> paramNames,
+                          llvm::ArrayRef<InputSpec> leaves);
+
   /// Builds into an existing graph (new exprs go to its insertion point,
   /// by default the end); ids come from the owning module's counters.
   /// Throws tm::Error when the graph has no owning module.

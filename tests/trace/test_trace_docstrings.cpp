@@ -1,0 +1,200 @@
+//===- test_trace_docstrings.cpp - The reference's examples, traced -------===//
+//
+// The modules of the reference's docstrings written as C++ Layers and
+// traced: each prints exactly the text the builder-made graphs of
+// tests/ir/test_docstrings.cpp print (the reference's text).
+//
+//===----------------------------------------------------------------------===//
+#include "Fixtures.h"
+#include "tm/runtime/Interpreter.h"
+#include "tm/trace/Trace.h"
+
+using namespace tmg;
+using namespace fixtures;
+
+namespace {
+
+// class MyModule(M.Module):
+//     def __init__(self): self.param = randn(3, 4); self.linear = M.Linear(4, 5)
+//     def forward(self, x): return F.relu(self.linear(x + self.param))
+struct MyModule : LayerOf<MyModule> {
+  MyModule() : LayerOf("MyModule", {"x"}) {
+    registerBuffer("param", Tensor::randn({3, 4}));
+    addModule<Linear>("linear", 4, 5);
+  }
+  Var forward(Var x) { return F::relu(mod("linear")(x + attr("param"))); }
+};
+
+// forward(x): x = x + 1; return x
+struct AddOne : LayerOf<AddOne> {
+  AddOne() : LayerOf("MyModule", {"x"}) {}
+  Var forward(Var x) { return x + 1; }
+};
+
+// forward(x): return x + 1 + 2 (int64 input)
+struct AddTwice : LayerOf<AddTwice> {
+  AddTwice() : LayerOf("MyModule", {"x"}) {}
+  Var forward(Var x) { return x + 1 + 2; }
+};
+
+// The census appendix module.
+struct SimpleModule : LayerOf<SimpleModule> {
+  SimpleModule() : LayerOf("SimpleModule", {"x"}) {
+    addModule<Linear>("linear", 4, 5);
+    registerBuffer("param", Tensor::zeros({4}));
+  }
+  Var forward(Var x) {
+    Var c = Tensor::full({4}, 1.0);
+    Var r = F::relu(x + c);
+    return mod("linear")(r + attr("param"));
+  }
+};
+
+struct IdentityMod : LayerOf<IdentityMod> {
+  IdentityMod() : LayerOf("IdentityMod", {"x"}) {}
+  Var forward(Var x) { return x; }
+};
+
+struct MyBlock : LayerOf<MyBlock> {
+  MyBlock(int64_t in = 3, int64_t ch = 3) : LayerOf("MyBlock", {"x"}) {
+    addModule<Conv2d>("conv1", in, ch, 3, 1, 1, 1, 1, false);
+    addModule<BatchNorm2d>("bn1", ch);
+    addModule<IdentityMod>("nothing");
+  }
+  Var forward(Var x) {
+    x = mod("conv1")(x);
+    x = mod("bn1")(x);
+    x = F::relu(x) + 1;
+    return mod("nothing")(x);
+  }
+};
+
+// class block: relu = M.ReLU(); param; forward(x) = relu(F.relu(x + param))
+struct Block : LayerOf<Block> {
+  Block() : LayerOf("block", {"x"}) {
+    registerBuffer("param", Tensor::full({1}, 1.0));
+    addModule<ReLU>("relu");
+  }
+  Var forward(Var x) {
+    Var y = x + attr("param");
+    return mod("relu")(F::relu(y));
+  }
+};
+struct Outer : LayerOf<Outer> {
+  Outer() : LayerOf("module", {"x"}) { addModule<Block>("block"); }
+  Var forward(Var x) { return mod("block")(x); }
+};
+
+} // namespace
+
+TEST_CASE("traced InternalGraph docstring prints the reference's text", "[trace][docstring]") {
+  MyModule net;
+  auto tm = traceModule(net, Var::meta({3, 4}));
+  CHECK(tm->graph().str() == docstringMyModule()->graph().str());
+  CHECK(tm->graph().str() == "MyModule.Graph (self, x) {\n"
+                             "\t%2:\tlinear = getattr(self, \"linear\") -> (Linear)\n"
+                             "\t%3:\tparam = getattr(self, \"param\") -> (Tensor)\n"
+                             "\t%4:\tadd_out = x.__add__(param, )\n"
+                             "\t%5:\tlinear_out = linear(add_out, )\n"
+                             "\t%6:\trelu_out = nn.relu(linear_out, )\n"
+                             "\treturn relu_out\n"
+                             "}");
+  checkVerified(*tm);
+  checkIds(*tm);
+  // Types come from the op schemas.
+  auto *out = llvm::cast<TensorNode>(tm->graph().output(0));
+  REQUIRE(out->shape());
+  CHECK(shapeStr(*out->shape()) == "(3, 5)");
+  // The user's module is untouched and runs eagerly on the same kernels.
+  Tensor x = Tensor::randn({3, 4}, 7);
+  Var eager = net(x);
+  rt::Interpreter interp(*tm);
+  Tensor traced = interp.run({x}).outputs[0];
+  CHECK(traced.bitwiseEqual(eager.value()));
+}
+
+TEST_CASE("traced x + 1: reset_outputs and add_output_node docstrings", "[trace][docstring]") {
+  AddOne net;
+  auto tm = traceModule(net, Var::meta({1}));
+  CHECK(tm->graph().str() == addOneModule()->graph().str());
+  InternalGraph &g = tm->graph();
+  g.addOutputNode(g.input(1));
+  g.addOutputNode(g.output(0));
+  CHECK(g.str() == "MyModule.Graph (self, x) {\n"
+                   "\t%2:\tadd_out = x.__add__(1, )\n"
+                   "\treturn add_out, x, add_out\n"
+                   "}");
+}
+
+TEST_CASE("traced set_watch_points docstring: node 2 is the first add", "[trace][docstring]") {
+  AddTwice net;
+  auto tm = traceModule(net, Var::meta({1}, DType::Int64));
+  CHECK(tm->graph().str() == "MyModule.Graph (self, x) {\n"
+                             "\t%2:\tadd_out = x.__add__(1, )\n"
+                             "\t%3:\tadd_out_1 = add_out.__add__(2, )\n"
+                             "\treturn add_out_1\n"
+                             "}");
+  CHECK(tm->graph().getNodeById({2}).asUnique()->str() == "add_out");
+}
+
+TEST_CASE("traced census appendix: constants and repeated names", "[trace][docstring]") {
+  SimpleModule net;
+  auto tm = traceModule(net, Var::meta({4}));
+  InternalGraph &g = tm->graph();
+  CHECK(g.str() == "SimpleModule.Graph (self, x) {\n"
+                   "\t%2:\tconst_tensor = Constant() -> (Tensor)\n"
+                   "\t%3:\tadd_out = x.__add__(const_tensor, )\n"
+                   "\t%4:\trelu_out = nn.relu(add_out, )\n"
+                   "\t%5:\tlinear = getattr(self, \"linear\") -> (Linear)\n"
+                   "\t%6:\tparam = getattr(self, \"param\") -> (Tensor)\n"
+                   "\t%7:\tadd_out_1 = relu_out.__add__(param, )\n"
+                   "\t%8:\tlinear_out = linear(add_out_1, )\n"
+                   "\treturn linear_out\n"
+                   "}");
+  Node *relu = g.getFunctionByType(&op(OpKind::Relu)).asUnique()->output(0);
+  CHECK(fmt::format("{:ip}", *relu) == "%4_SimpleModule_relu_out");
+  CHECK(relu->qualname() == "SimpleModule.[func_relu]");
+  checkVerified(*tm);
+}
+
+TEST_CASE("traced MyBlock prints as in the census, with its identity sub-graph",
+          "[trace][docstring]") {
+  MyBlock net;
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  auto ref = tracedMyBlock();
+  CHECK(tm->graph().str() == ref->graph().str());
+  auto sub = llvm::cast<CallMethod>(tm->graph().getExprById({9}).asUnique())->calleeGraph();
+  REQUIRE(sub);
+  CHECK(sub->str() == "MyBlock_nothing.Graph (self, x) {\n"
+                      "\t\n"
+                      "\treturn x\n"
+                      "}");
+  CHECK(sub->qualname() == "MyBlock.nothing");
+  CHECK(sub->input(0)->id() == 9);
+  CHECK(sub->input(0)->expr()->id() == 10);
+  checkVerified(*tm);
+  checkIds(*tm);
+  checkExprUsers(*tm);
+}
+
+TEST_CASE("traced qualname docstring: sub-graph qualnames are attribute paths",
+          "[trace][docstring]") {
+  Outer net;
+  auto tm = traceModule(net, Var::meta({1}));
+  auto *blockTm = llvm::cast<TracedModule>(tm->module("block"));
+  CHECK(blockTm->graph().qualname() == "module.block");
+  CHECK(!blockTm->isTop());
+  // `self.relu(F.relu(y))`: Python (and C++17) evaluate the callee first.
+  CHECK(blockTm->graph().str() == "module_block.Graph (self, x) {\n"
+                                  "\t%6:\tparam = getattr(self, \"param\") -> (Tensor)\n"
+                                  "\t%7:\tadd_out = x.__add__(param, )\n"
+                                  "\t%8:\trelu = getattr(self, \"relu\") -> (ReLU)\n"
+                                  "\t%9:\trelu_out = nn.relu(add_out, )\n"
+                                  "\t%10:\trelu_out_1 = relu(relu_out, )\n"
+                                  "\treturn relu_out_1\n"
+                                  "}");
+  checkIds(*tm);
+  auto flat = tm->flatten();
+  CHECK(flat->graph().output(0)->qualname() == "module.block.relu.[out]");
+  checkVerified(*flat);
+}

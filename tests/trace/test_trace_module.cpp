@@ -1,0 +1,512 @@
+//===- test_trace_module.cpp - Tracing C++ modules -----------------------===//
+//
+// The scenarios of MegEngine's test_trace_module.py (census §2, 1-3) for C++
+// Layers, and the tracer's own contracts: signatures and input naming,
+// shared graphs, constants, wrapped functions, builtin registration,
+// value computation, threads, and errors.
+//
+//===----------------------------------------------------------------------===//
+#include <thread>
+
+#include "Layers.h"
+
+using namespace tmg;
+using namespace layers;
+using namespace fixtures;
+
+namespace {
+
+// forward(x): y = copy(x); y += 1; x = x + 2; return x, y
+struct MyModule1 : LayerOf<MyModule1> {
+  MyModule1() : LayerOf("MyModule1", {"x"}) {}
+  std::tuple<Var, Var> forward(Var x) {
+    Var y = F::copy(x);
+    y += 1;
+    x = x + 2;
+    return {x, y};
+  }
+};
+
+// Containers of modules: a list whose third item is a dict.
+struct MyModule3 : LayerOf<MyModule3> {
+  MyModule3() : LayerOf("MyModule3", {"x"}) {
+    auto &l = addModule<ModuleList>("modules");
+    l.append<ReLU>();
+    l.append<ReLU>();
+    auto &d = l.append<ModuleDict>();
+    d.addModule<Sigmoid>("a");
+    d.addModule<Sigmoid>("b");
+    l.append<ReLU6>();
+    l.append<ReLU6>();
+  }
+  Var forward(Var x) {
+    ModuleRef ms = mod("modules");
+    x = ms.mod(0)(x);
+    x = ms.mod(1)(x);
+    ModuleRef d = ms.mod(2);
+    CHECK(d.moduleNames() == std::vector<std::string>{"a", "b"});
+    for (const std::string &k : d.moduleNames())
+      x = d.mod(k)(x);
+    for (size_t i = 3; i < 5; ++i)
+      x = ms.mod(i)(x);
+    return x;
+  }
+};
+
+// forward(x, y) = F.add(x, y)
+struct MyModule4 : LayerOf<MyModule4> {
+  MyModule4() : LayerOf("MyModule4", {"x", "y"}) {}
+  Var forward(Var x, Var y) { return F::add(x, y); }
+};
+
+struct Holder : LayerOf<Holder> {
+  explicit Holder(std::unique_ptr<TracedModule> m) : LayerOf("Holder", {"x", "y"}) {
+    registerModule("m1", std::move(m));
+  }
+  Var forward(Var x, Var y) { return mod("m1")(x, y); }
+};
+
+// x.name = "result" while tracing
+struct Rename : LayerOf<Rename> {
+  Rename() : LayerOf("Rename", {"x"}) {}
+  Var forward(Var x) {
+    Var a = x + x;
+    Var b = x * a;
+    b.setName("result");
+    return b;
+  }
+};
+
+} // namespace
+
+TEST_CASE("trace_module: copy, in-place add, tuple outputs", "[trace][trace_module]") {
+  MyModule1 net;
+  auto tm = traceModule(net, Tensor::full({}, 1.0));
+  CHECK(tm->graph().str() == "MyModule1.Graph (self, x) {\n"
+                             "\t%2:\tcopy_out = tensor.copy(x, None, )\n"
+                             "\t%3:\tiadd_out = copy_out.__iadd__(1, )\n"
+                             "\t%4:\tadd_out = x.__add__(2, )\n"
+                             "\treturn add_out, iadd_out\n"
+                             "}");
+  CHECK(tm->signatures()[0].outDef.str() == "(Tensor, Tensor)");
+  Tensor two = Tensor::full({}, 2.0);
+  Value eager = net(two);
+  auto outs = run(*tm, {two});
+  CHECK(outs[0].bitwiseEqual(eager[0].var().value()));
+  CHECK(outs[1].bitwiseEqual(eager[1].var().value()));
+  CHECK(outs[0].at(0) == 4.0);
+  CHECK(outs[1].at(0) == 3.0);
+}
+
+TEST_CASE("trace_module: lists and dicts of modules", "[trace][trace_module]") {
+  MyModule3 net;
+  Tensor x = Tensor::randn({2, 3}, 5);
+  auto tm = traceModule(net, Var::meta({2, 3}));
+  CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+  Module *ms = tm->module("modules");
+  REQUIRE(ms);
+  CHECK(llvm::isa<ReLU>(ms->module("0")));
+  CHECK(llvm::isa<ReLU6>(ms->module("3")));
+  CHECK(llvm::isa<TracedModule>(ms->module("2")));
+  CHECK(llvm::isa<Sigmoid>(ms->module("2")->module("a")));
+  // GetAttr chains through the containers become dotted paths.
+  CHECK(tm->graph().str().find("modules_2_a = getattr(self, \"modules.2.a\") -> (Sigmoid)") !=
+        std::string::npos);
+  checkVerified(*tm);
+}
+
+TEST_CASE("trace_module: keyword arguments are their own signatures", "[trace][trace_module]") {
+  MyModule4 net;
+  Tensor a = Tensor::full({1}, 1.0), b = Tensor::full({1}, 2.0);
+  auto t1 = traceModule(net, a, b);
+  auto t2 = traceModule(net, a, kw("y", b));
+  auto t3 = traceModule(net, kw("x", a), kw("y", b));
+  for (auto *tm : {t1.get(), t2.get(), t3.get()}) {
+    CHECK(tm->graph().str() == "MyModule4.Graph (self, x, y) {\n"
+                               "\t%3:\tadd_out = elemwise.add(x, y, )\n"
+                               "\treturn add_out\n"
+                               "}");
+    CHECK(tm->graph().size() == 1);
+    CHECK(llvm::isa<CallFunction>(tm->graph().front()));
+    CHECK(run(*tm, {a, b})[0].at(0) == 3.0);
+  }
+  CHECK(t1->signatures()[0].argDef.str() == "((Module, Tensor, Tensor), {})");
+  CHECK(t2->signatures()[0].argDef.str() == "((Module, Tensor), {'y': Tensor})");
+  CHECK(t3->signatures()[0].argDef.str() == "((Module,), {'x': Tensor, 'y': Tensor})");
+  // A traced module inside a new trace is nested and not top.
+  Holder h(std::move(t1));
+  auto t6 = traceModule(h, a, b);
+  auto *m1 = llvm::cast<TracedModule>(t6->module("m1"));
+  CHECK(!m1->isTop());
+  CHECK(run(*t6, {a, b})[0].at(0) == 3.0);
+  CHECK(Var(h(a, b)).value().at(0) == 3.0);
+}
+
+TEST_CASE("trace_module: renaming a traced tensor inserts nothing", "[trace][trace_module]") {
+  Rename net;
+  auto tm = traceModule(net, Var::meta({2}));
+  Node *out = tm->graph().output(0);
+  CHECK(out->name() == "result");
+  CHECK(llvm::isa<CallMethod>(out->expr()));
+  CHECK(tm->graph().size() == 2);
+}
+
+namespace {
+// Containers and plain values as arguments; names follow getcallargs.
+struct Args : LayerOf<Args> {
+  Args() : LayerOf("Args", {"xs", "d", "scale"}) {}
+  std::map<std::string, Var> forward(std::vector<Var> xs, std::map<std::string, Var> d,
+                                     int64_t scale) {
+    Var s = xs[0] + xs[1];
+    return {{"sum", s * scale}, {"b", d["b"]}};
+  }
+};
+struct UsesArgs : LayerOf<UsesArgs> {
+  UsesArgs() : LayerOf("UsesArgs", {"x"}) { addModule<Args>("inner"); }
+  Value forward(Var x) {
+    ModuleRef inner = mod("inner");
+    Value r1 = inner(Value::list({x, x}), Value::dict({{"a", x}, {"b", x}}), 2);
+    Value r2 = inner(Value::list({x, x}), Value::dict({{"a", x}, {"b", x}}), 2);
+    Value r3 = inner(Value::list({x, x}), Value::dict({{"a", x}, {"b", x}}), 3);
+    return Value::tuple({r1.at("sum"), r2.at("b"), r3.at("sum")});
+  }
+};
+} // namespace
+
+TEST_CASE("trace_module: container arguments, plain values, shared graphs",
+          "[trace][trace_module]") {
+  UsesArgs net;
+  auto tm = traceModule(net, Var::meta({2}));
+  auto *inner = llvm::cast<TracedModule>(tm->module("inner"));
+  // Same signature twice: one graph; another constant: a second graph.
+  CHECK(inner->numGraphs() == 2);
+  const InternalGraph &g = *inner->signatures()[0].graph;
+  CHECK(g.name() == "UsesArgs_inner");
+  CHECK(inner->signatures()[1].graph->name() == "UsesArgs_inner_1");
+  std::vector<std::string> names;
+  for (Node *n : g.inputs())
+    names.push_back(n->name());
+  CHECK(names == std::vector<std::string>{"self", "xs_0", "xs_1", "d_0", "d_1"});
+  CHECK(inner->signatures()[0].argDef.str() ==
+        "((Module, [Tensor, Tensor], {'a': Tensor, 'b': Tensor}, 2), {})");
+  CHECK(inner->signatures()[0].outDef.str() == "{'b': Tensor, 'sum': Tensor}");
+  Tensor x = Tensor::fromFloats({2}, {1, 2});
+  Value eager = net(x);
+  auto outs = run(*tm, {x});
+  REQUIRE(outs.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(outs[i].bitwiseEqual(eager[i].var().value()));
+  CHECK(outs[2].at(1) == 12.0);
+  checkVerified(*tm);
+  checkIds(*tm);
+}
+
+namespace {
+struct WithConst : LayerOf<WithConst> {
+  WithConst() : LayerOf("WithConst", {"x"}) {}
+  Var forward(Var x) {
+    Tensor bias = Tensor::fromFloats({2}, {10, 20});
+    Var y = x + bias;
+    return y * bias; // the same tensor: one Constant
+  }
+};
+} // namespace
+
+TEST_CASE("trace_module: tensors made in forward become one Constant each",
+          "[trace][trace_module]") {
+  WithConst net;
+  auto tm = traceModule(net, Var::meta({2}));
+  CHECK(tm->graph().str() == "WithConst.Graph (self, x) {\n"
+                             "\t%2:\tconst_tensor = Constant() -> (Tensor)\n"
+                             "\t%3:\tadd_out = x.__add__(const_tensor, )\n"
+                             "\t%4:\tmul_out = add_out.__mul__(const_tensor, )\n"
+                             "\treturn mul_out\n"
+                             "}");
+  Tensor x = Tensor::fromFloats({2}, {1, 2});
+  CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+}
+
+namespace {
+const WrappedFunction &myFunc() {
+  static WrappedFunction f =
+      wrap([](Var x, Var y) { return F::relu(x) * y + 1; }, "my_func", {"x", "y"});
+  return f;
+}
+struct UsesWrapped : LayerOf<UsesWrapped> {
+  UsesWrapped() : LayerOf("UsesWrapped", {"x"}) {}
+  Var forward(Var x) {
+    Var y = myFunc()(x, kw("y", x));
+    return y.mean();
+  }
+};
+} // namespace
+
+TEST_CASE("wrap: one CallFunction, run by calling the function", "[trace][trace_module]") {
+  UsesWrapped net;
+  auto tm = traceModule(net, Var::meta({3}));
+  CHECK(tm->graph().str() == "UsesWrapped.Graph (self, x) {\n"
+                             "\t%2:\tmy_func_out = __main__.my_func(x, x, )\n"
+                             "\t%3:\tmean_out = my_func_out.mean(None, False, )\n"
+                             "\treturn mean_out\n"
+                             "}");
+  auto *out = llvm::cast<TensorNode>(tm->graph().front()->output(0));
+  CHECK(shapeStr(*out->shape()) == "(3,)");
+  Tensor x = Tensor::fromFloats({3}, {-1, 2, 3});
+  Tensor eager = Var(net(x)).value();
+  CHECK(eager.at(0) == Approx((1 + 5 + 10) / 3.0));
+  CHECK(run(*tm, {x})[0].bitwiseEqual(eager));
+  // Registering another signature under the same name is an error.
+  CHECK_THROWS(wrap([](Var x) { return x; }, "my_func", {"x"}));
+}
+
+namespace {
+struct Swish : LayerOf<Swish> {
+  Swish() : LayerOf("Swish", {"x"}) {}
+  Var forward(Var x) { return x * F::sigmoid(x); }
+};
+struct SubSwish : Swish {};
+struct UsesSwish : LayerOf<UsesSwish> {
+  UsesSwish() : LayerOf("UsesSwish", {"x"}) {
+    addModule<Swish>("swish");
+    registerModule("sub", std::make_unique<SubSwish>());
+  }
+  Var forward(Var x) {
+    Var y = mod("swish")(x);
+    return mod("sub")(y);
+  }
+};
+} // namespace
+
+TEST_CASE("registerAsBuiltin: one CallMethod, exact type only", "[trace][trace_module]") {
+  registerAsBuiltin<Swish>();
+  UsesSwish net;
+  auto tm = traceModule(net, Var::meta({4}));
+  CHECK(tm->graph().str() == "UsesSwish.Graph (self, x) {\n"
+                             "\t%2:\tswish = getattr(self, \"swish\") -> (Swish)\n"
+                             "\t%3:\tswish_out = swish(x, )\n"
+                             "\t%4:\tsub = getattr(self, \"sub\") -> (Module)\n"
+                             "\t%5:\tsub_out = sub(swish_out, )\n"
+                             "\treturn sub_out\n"
+                             "}");
+  CHECK(tm->module("swish")->isBuiltin());
+  CHECK(llvm::isa<TracedModule>(tm->module("sub")));
+  auto *out = llvm::cast<TensorNode>(tm->graph().getExprById({3}).asUnique()->output(0));
+  CHECK(shapeStr(*out->shape()) == "(4,)");
+  checkVerified(*tm);
+}
+
+namespace {
+struct Branchy : LayerOf<Branchy> {
+  Branchy() : LayerOf("Branchy", {"x"}) {}
+  Var forward(Var x) {
+    Var s = x.sum();
+    // Control flow on values: only the taken branch is recorded.
+    if (s.value().at(0) > 0)
+      return F::relu(x);
+    return F::neg(x);
+  }
+};
+} // namespace
+
+TEST_CASE("computeValues: forward may read values", "[trace][trace_module]") {
+  Branchy net;
+  CHECK_THROWS_WITH(traceModule(net, Var::meta({2})), Catch::Contains("has no value"));
+  CallArgs pos;
+  pos.add(Tensor::fromFloats({2}, {1, -3}));
+  auto neg = traceModule(net, pos, {.computeValues = true});
+  CHECK(neg->graph().getFunctionByType(&op(OpKind::Neg)).asCount() == 1);
+  CallArgs p2;
+  p2.add(Tensor::fromFloats({2}, {5, -3}));
+  auto relu = traceModule(net, p2, {.computeValues = true});
+  CHECK(relu->graph().getFunctionByType(&op(OpKind::Relu)).asCount() == 1);
+}
+
+TEST_CASE("indexing and tensor methods trace and run", "[trace][trace_module]") {
+  struct Idx : LayerOf<Idx> {
+    Idx() : LayerOf("Idx", {"x"}) {}
+    Var forward(Var x) {
+      Var a = x[0];
+      Var b = x[{all, slice(1, std::nullopt)}];
+      Var c = b.reshape({2, 2}).transpose({1, 0}).flatten();
+      return a.sum() + c.mean(0) - (-x).max();
+    }
+  };
+  Idx net;
+  auto tm = traceModule(net, Var::meta({2, 3}));
+  CHECK(tm->graph().str().find("getitem_out = x.__getitem__(0, )") != std::string::npos);
+  Tensor x = Tensor::randn({2, 3}, 11);
+  CHECK(maxDiff(run(*tm, {x})[0], Var(net(x)).value()) <= 1e-6);
+}
+
+TEST_CASE("two threads trace at once", "[trace][trace_module]") {
+  std::string a, b;
+  std::thread t1([&] {
+    for (int i = 0; i < 20; ++i) {
+      MyModule net;
+      a = traceModule(net, Var::meta({1, 3, 3, 3}))->graph().str();
+    }
+  });
+  std::thread t2([&] {
+    for (int i = 0; i < 20; ++i) {
+      MyBlock net;
+      b = traceModule(net, Var::meta({1, 3, 3, 3}))->graph().str();
+    }
+  });
+  t1.join();
+  t2.join();
+  MyModule m;
+  MyBlock k;
+  CHECK(a == traceModule(m, Var::meta({1, 3, 3, 3}))->graph().str());
+  CHECK(b == traceModule(k, Var::meta({1, 3, 3, 3}))->graph().str());
+  CHECK(!isTracing());
+}
+
+namespace {
+struct ReturnsInt : LayerOf<ReturnsInt> {
+  ReturnsInt() : LayerOf("ReturnsInt", {"x"}) {}
+  Value forward(Var x) { return Value::tuple({x, 3}); }
+};
+struct Mixed : LayerOf<Mixed> {
+  Mixed() : LayerOf("Mixed", {"x"}) {
+    auto &l = addModule<ModuleList>("items");
+    l.append<ReLU>();
+    l.setValue("1", Scalar(int64_t(3)));
+  }
+  Var forward(Var x) { return mod("items").mod(0)(x); }
+};
+struct Nested : LayerOf<Nested> {
+  Nested() : LayerOf("Nested", {"x"}) {}
+  Var forward(Var x) {
+    MyModule inner;
+    traceModule(inner, Var::meta({1}));
+    return x;
+  }
+};
+struct Missing : LayerOf<Missing> {
+  Missing() : LayerOf("Missing", {"x"}) {}
+  Var forward(Var x) { return x + attr("weight"); }
+};
+} // namespace
+
+TEST_CASE("tracing errors have clear messages", "[trace][trace_module][error]") {
+  ReturnsInt r;
+  CHECK_THROWS_WITH(traceModule(r, Var::meta({1})),
+                    Catch::Contains("the forward of 'ReturnsInt' returns 3 (a plain value): "
+                                    "only tensors, and tuples, lists and dicts of tensors, "
+                                    "can be returned"));
+  Mixed m;
+  CHECK_THROWS_WITH(traceModule(m, Var::meta({1})),
+                    Catch::Contains("Can not trace the module that uses the same container to "
+                                    "store Module and Non-Module objects"));
+  Nested n;
+  CHECK_THROWS_WITH(traceModule(n, Var::meta({1})), Catch::Contains("traces do not nest"));
+  CHECK(!isTracing());
+  Missing mi;
+  CHECK_THROWS_WITH(traceModule(mi, Var::meta({1})),
+                    Catch::Contains("module 'Missing' has no tensor attribute 'weight'"));
+  MyModule4 two;
+  CHECK_THROWS_WITH(traceModule(two, Var::meta({1})),
+                    Catch::Contains("MyModule4.forward() missing required argument 'y'"));
+  CHECK_THROWS_WITH(traceModule(two, Var::meta({1}), Var::meta({1}), kw("x", Var::meta({1}))),
+                    Catch::Contains("got multiple values for argument 'x'"));
+}
+
+namespace {
+struct MyObserver : MinMaxObserver {}; // a user subclass: not builtin
+struct QATLinear : LayerOf<QATLinear, QATLayer> {
+  explicit QATLinear(bool userObserver) : LayerOf("QATLinear", {"x"}, true, true) {
+    registerParameter("weight", Tensor::randn({4, 4}, 3));
+    addModule<MinMaxObserver>("weight_observer");
+    addModule<FakeQuantize>("weight_fake_quant", "qint8", QParams{0.02, 0});
+    if (userObserver)
+      addModule<MyObserver>("act_observer");
+    else
+      addModule<MinMaxObserver>("act_observer");
+    addModule<FakeQuantize>("act_fake_quant", "qint8", QParams{0.05, 0});
+  }
+  Var forward(Var x) {
+    Var w = applyWeight(attr("weight"));
+    return applyAct(F::linear(x, w));
+  }
+};
+} // namespace
+
+TEST_CASE("QAT: observers and FakeQuantize are builtin; others are replaced",
+          "[trace][trace_module][qat]") {
+  Tensor x = Tensor::randn({2, 4}, 9);
+  SECTION("builtin observer: kept") {
+    QATLinear net(false);
+    (void)net(x); // calibration
+    auto tm = traceModule(net, Var::meta({2, 4}));
+    std::string s = tm->graph().str();
+    CHECK(s.find("act_observer = getattr(self, \"act_observer\") -> (MinMaxObserver)") !=
+          std::string::npos);
+    CHECK(s.find("weight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)") !=
+          std::string::npos);
+    CHECK(tm->module("act_observer")->isBuiltin());
+    CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+  }
+  SECTION("user observer: replaced by FakeQuantize with its qparams") {
+    QATLinear net(true);
+    (void)net(x); // calibration: MyObserver records min/max
+    QParams want = static_cast<MyObserver *>(net.module("act_observer"))->qparams();
+    auto tm = traceModule(net, Var::meta({2, 4}));
+    CHECK(tm->graph().str() ==
+          "QATLinear.Graph (self, x) {\n"
+          "\t%2:\tweight = getattr(self, \"weight\") -> (Tensor)\n"
+          "\t%3:\tweight_observer = getattr(self, \"weight_observer\") -> (MinMaxObserver)\n"
+          "\t%4:\tweight_observer_out = weight_observer(weight, )\n"
+          "\t%5:\tweight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)\n"
+          "\t%6:\tweight_fake_quant_out = weight_fake_quant(weight_observer_out, )\n"
+          "\t%7:\tlinear_out = nn.linear(x, weight_fake_quant_out, None, default, )\n"
+          "\t%8:\tact_fake_quant = getattr(self, \"act_fake_quant\") -> (FakeQuantize)\n"
+          "\t%9:\tact_fake_quant_out = act_fake_quant(linear_out, )\n"
+          "\treturn act_fake_quant_out\n"
+          "}");
+    CHECK(!net.module("act_observer")); // in place, as the reference
+    Module *fq = tm->module("act_fake_quant");
+    REQUIRE(fq);
+    CHECK(fq->floatValue("scale") == want.scale);
+    CHECK(fq->intValue("zero_point") == want.zeroPoint);
+    CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+    checkVerified(*tm);
+  }
+}
+
+namespace {
+struct Cat : LayerOf<Cat> {
+  Cat() : LayerOf("Concat", {"inps"}) {}
+  Var forward(std::vector<Var> inps) { return F::concat(inps); }
+};
+struct MyCat : Cat {}; // a subclass of a builtin: traced
+} // namespace
+
+TEST_CASE("insert builtin and traced calls with list arguments", "[trace][modification][qat]") {
+  registerAsBuiltin<Cat>();
+  MyBlock net;
+  Tensor x = ones({1, 3, 3, 3});
+  Tensor e = Var(net(x)).value();
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  tm->registerModule("cat_0", std::make_unique<Cat>());
+  tm->registerModule("cat_1", std::make_unique<MyCat>());
+  InternalGraph &g = tm->graph();
+  Node *out = g.output(0);
+  Var x1;
+  {
+    auto scope = insertExprs(g);
+    ModuleRef self(g.self());
+    Var o(out);
+    Var x0 = self.mod("cat_0")(Value::list({o, o}));
+    x1 = self.mod("cat_1")(Value::list({o, x0}));
+  }
+  g.replaceNode({{out, x1.node()}});
+  g.compile();
+  CHECK(tm->module("cat_0")->isBuiltin());
+  auto *c1 = llvm::dyn_cast<TracedModule>(tm->module("cat_1"));
+  REQUIRE(c1);
+  CHECK(c1->numGraphs() == 1);
+  Tensor got = run(*tm, {x})[0];
+  Tensor want = Var(F::concat({e, e, e})).value();
+  CHECK(got.bitwiseEqual(want));
+  checkVerified(*tm);
+}

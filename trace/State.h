@@ -1,0 +1,83 @@
+//===- State.h - Per-thread tracing state (internal) ----------------------===//
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include <llvm/ADT/DenseMap.h>
+
+#include "tm/ir/Builder.h"
+#include "tm/trace/Trace.h"
+
+namespace tmg::trace {
+
+/// One forward being traced: the graph it builds and its module.
+struct Scope {
+  Scope(GraphBuilder b, Module *user, Module *traced)
+      : b(std::move(b)), user(user), traced(traced) {}
+  GraphBuilder b;
+  Module *user;   ///< the module whose forward runs (null: insertion scope)
+  Module *traced; ///< its counterpart in the traced module tree
+  /// Constants already recorded in this scope: (nullptr, tensor data) -> node
+  /// (a tensor used twice is one Constant, as the reference's mark_constant).
+  llvm::DenseMap<std::pair<const Node *, const void *>, Node *> attrs;
+};
+
+struct State {
+  TracedModule *top = nullptr;
+  /// User module -> the module standing for it in the traced tree.
+  llvm::DenseMap<const Module *, Module *> counterpart;
+  std::vector<std::unique_ptr<Scope>> scopes;
+  bool computeValues = false;
+  llvm::DenseMap<const Node *, Tensor> values;
+  /// Insertion scope: the graph edited and the exprs recorded in it.
+  InternalGraph *insertGraph = nullptr;
+  std::vector<Expr *> newExprs;
+  /// Layers attached to the traced tree replaced by their TracedModule:
+  /// (owner, attribute, the layer) so a rollback can restore them.
+  struct Attached {
+    Module *owner;
+    std::string name;
+    std::unique_ptr<Module> layer;
+  };
+  std::vector<Attached> attached;
+
+  Scope &scope() { return *scopes.back(); }
+  /// Records that `e` was created (insertion scopes track their exprs).
+  void created(Expr *e) {
+    if (insertGraph && e->graph() == insertGraph)
+      newExprs.push_back(e);
+  }
+};
+
+/// The state of this thread (nullptr when not tracing).
+State *current();
+/// Installs `s` for this thread; returns the previous one.
+State *install(State *s);
+
+/// RAII: installs a state, restores the previous one.
+class StateGuard {
+public:
+  explicit StateGuard(State *s) : prev_(install(s)) {}
+  ~StateGuard() { install(prev_); }
+
+private:
+  State *prev_;
+};
+
+/// Converts a user module tree into the traced tree (TracedModules for
+/// plain modules and Layers, builtins cloned, registered builtin Layers as
+/// BuiltinModules, traced submodules copied), filling `st.counterpart`.
+std::unique_ptr<Module> convertTree(Module &m, bool top, State &st);
+
+/// A Value whose node leaves are `nodes` (from `next`), shaped as `def`.
+Value fromTree(const TreeDef &def, llvm::ArrayRef<Node *> nodes, size_t &next);
+
+/// The Vars of a value in flatten order (dict values by sorted key).
+void collectVars(const Value &v, std::vector<const Var *> &out);
+
+/// Eager helpers.
+Value eagerOp(const OpSchema &schema, const CallArgs &args, size_t numOutputs);
+Value eagerModuleCall(Module &m, const CallArgs &args);
+
+} // namespace tmg::trace
