@@ -165,8 +165,11 @@ private:
     std::vector<int64_t> ints(size_t i) const {
       const Tensor &t = cst(i);
       std::vector<int64_t> out(t.numel());
+      // Exact for int64 (slice bounds are often INT64_MAX; doubles round).
       for (int64_t k = 0; k < t.numel(); ++k)
-        out[k] = int64_t(t.at(k));
+        out[k] = t.dtype() == DType::Int64   ? t.data<int64_t>()[k]
+                 : t.dtype() == DType::Int32 ? t.data<int32_t>()[k]
+                                             : int64_t(t.at(k));
       return out;
     }
     std::vector<double> floats(size_t i) const {
