@@ -769,11 +769,131 @@ private:
         fail(fmt::format("unknown dtype '{}'", dt->value().getString()));
       return one(x->shape, t);
     }
+    // ---- ONNX block (issue 9) ----
+    case OpKind::Elu: case OpKind::Selu: case OpKind::Celu: case OpKind::Softsign:
+    case OpKind::HardSigmoid: case OpKind::ThresholdedRelu: case OpKind::Sign:
+    case OpKind::Reciprocal: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos:
+    case OpKind::Atan: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh:
+    case OpKind::Acosh: case OpKind::Atanh:
+      return same();
+    case OpKind::IsNan: case OpKind::IsInf: {
+      auto x = first();
+      return x ? one(x->shape, DType::Bool) : std::nullopt;
+    }
+    case OpKind::LogicalXor:
+      return binary(true, false);
+    case OpKind::Fmod:
+      return binary(false, false);
+    case OpKind::Take: {
+      auto x = first(), idx = operand(arg("indices"));
+      auto ax = constArg("axis");
+      auto a = ax ? intOf(*ax) : std::nullopt;
+      if (!x || !idx || !x->shape || !idx->shape || !a)
+        return std::nullopt;
+      int64_t r = int64_t(x->shape->size()), axis = *a < 0 ? *a + r : *a;
+      if (axis < 0 || axis >= r)
+        fail(fmt::format("axis {} is out of range for {}", *a, shapeStr(*x->shape)));
+      Shape out(x->shape->begin(), x->shape->begin() + axis);
+      out.append(idx->shape->begin(), idx->shape->end());
+      out.append(x->shape->begin() + axis + 1, x->shape->end());
+      return one(out, x->dtype);
+    }
+    case OpKind::ResizeNd: {
+      auto x = first();
+      auto sz = constArg("size");
+      auto v = sz ? intsOf(*sz) : std::nullopt;
+      if (!x || !v)
+        return std::nullopt;
+      return one(Shape(v->begin(), v->end()), x->dtype);
+    }
+    case OpKind::ConvNd: case OpKind::ConvTransposeNd:
+    case OpKind::MaxPoolNd: case OpKind::AvgPoolNd:
+      return windowNd(k);
     case OpKind::MGetItem:
       return getitem();
     default:
       return std::nullopt;
     }
+  }
+
+  /// Output type of the N-d window ops (ONNX-style paddings).
+  Types windowNd(OpKind k) {
+    auto x = first();
+    if (!x || !x->shape || x->shape->size() < 3)
+      return std::nullopt;
+    size_t nd = x->shape->size() - 2;
+    bool conv = k == OpKind::ConvNd || k == OpKind::ConvTransposeNd;
+    std::vector<int64_t> ks;
+    std::optional<Operand> w;
+    if (conv) {
+      w = operand(arg("weight"));
+      if (!w || !w->shape || w->shape->size() != nd + 2)
+        return std::nullopt;
+      ks.assign(w->shape->begin() + 2, w->shape->end());
+    } else {
+      auto kk = constArg("kernel_size");
+      auto v = kk ? intsOf(*kk) : std::nullopt;
+      if (!v)
+        return std::nullopt;
+      ks = *v;
+    }
+    auto expand = [&](const char *name, size_t n, int64_t dflt) -> std::optional<std::vector<int64_t>> {
+      auto t = constArg(name);
+      if (!t || isNoneDef(*t))
+        return std::vector<int64_t>(n, dflt);
+      auto v = intsOf(*t);
+      if (!v)
+        return std::nullopt;
+      if (v->size() == 1)
+        return std::vector<int64_t>(n, (*v)[0]);
+      return v;
+    };
+    auto st = k == OpKind::ConvNd || k == OpKind::ConvTransposeNd ? expand("stride", nd, 1)
+              : constArg("stride") && !isNoneDef(*constArg("stride")) ? expand("stride", nd, 1)
+                                                                      : std::optional(ks);
+    auto pd = expand("padding", 2 * nd, 0);
+    auto dl = k == OpKind::AvgPoolNd ? std::optional(std::vector<int64_t>(nd, 1))
+                                     : expand("dilation", nd, 1);
+    if (!st || !pd || !dl || ks.size() != nd || st->size() != nd || dl->size() != nd)
+      return std::nullopt;
+    if (pd->size() == nd)
+      pd->insert(pd->end(), pd->begin(), pd->end());
+    if (pd->size() != 2 * nd)
+      return std::nullopt;
+    bool ceil = false;
+    if (auto c = constArg("ceil_mode"); c && c->isConst() && c->value().isBool())
+      ceil = c->value().getBool();
+    Shape out{(*x->shape)[0], (*x->shape)[1]};
+    if (conv) {
+      auto g = constArg("groups");
+      auto gi = g ? intOf(*g) : std::nullopt;
+      if (!gi)
+        return std::nullopt;
+      out[1] = k == OpKind::ConvNd ? (*w->shape)[0] : (*w->shape)[1] * *gi;
+    }
+    std::vector<int64_t> op(nd, 0);
+    if (k == OpKind::ConvTransposeNd) {
+      auto o = expand("output_padding", nd, 0);
+      if (!o || o->size() != nd)
+        return std::nullopt;
+      op = *o;
+    }
+    for (size_t i = 0; i < nd; ++i) {
+      int64_t in = (*x->shape)[i + 2], s = (*st)[i], d = (*dl)[i];
+      int64_t pb = (*pd)[i], pe = (*pd)[i + nd];
+      if (k == OpKind::ConvTransposeNd) {
+        out.push_back((in - 1) * s - pb - pe + d * (ks[i] - 1) + op[i] + 1);
+        continue;
+      }
+      int64_t span = in + pb + pe - (d * (ks[i] - 1) + 1);
+      if (span < 0 || s < 1)
+        fail(fmt::format("window {} does not fit input {}", ks[i], shapeStr(*x->shape)));
+      int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
+      if (ceil && (o - 1) * s >= in + pb)
+        --o;
+      out.push_back(o);
+    }
+    return one(out, x->dtype);
   }
 
   static std::string treeStr(const TreeDef &t) { return t.str(); }

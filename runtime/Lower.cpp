@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "tm/runtime/Eval.h"
+#include "tm/runtime/Extra.h"
 #include "tm/runtime/Kernels.h"
 
 namespace tmg::rt {
@@ -218,6 +219,8 @@ std::vector<IndexItem> indexItems(const TreeDef &idx, const Args &a) {
   }
   return out;
 }
+
+StepFn lowerExtraOp(const Expr &e, OpKind k, LowerContext &ctx);
 
 /// The kernel of a function or tensor method.
 StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
@@ -620,12 +623,29 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     std::vector<IndexItem> items = indexItems(a.constant("index"), a);
     return unaryStep(a.tensor("self"), out(), [items](const Tensor &x) { return getitem(x, items); });
   }
+  // ---- ONNX block (issue 9): kernels of runtime/Extra.cpp ----
+  case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sin:
+  case OpKind::Cos: case OpKind::Sign: case OpKind::Reciprocal: case OpKind::Tan:
+  case OpKind::Asin: case OpKind::Acos: case OpKind::Atan: case OpKind::Sinh:
+  case OpKind::Cosh: case OpKind::Asinh: case OpKind::Acosh: case OpKind::Atanh:
+  case OpKind::Softsign: case OpKind::Softplus:
+    return lowerExtraOp(e, k, ctx);
+  case OpKind::Elu: case OpKind::Selu: case OpKind::Celu: case OpKind::HardSigmoid:
+  case OpKind::ThresholdedRelu: case OpKind::Prelu: case OpKind::LogicalAnd:
+  case OpKind::LogicalOr: case OpKind::LogicalXor: case OpKind::LogicalNot:
+  case OpKind::IsNan: case OpKind::IsInf: case OpKind::Mod: case OpKind::Fmod:
+  case OpKind::Take: case OpKind::ConvNd: case OpKind::ConvTransposeNd:
+  case OpKind::MaxPoolNd: case OpKind::AvgPoolNd: case OpKind::ResizeNd:
+    return lowerExtraOp(e, k, ctx);
   default:
     a.fail(fmt::format("the runtime does not implement '{}'",
                        llvm::isa<CallFunction>(e) ? llvm::cast<CallFunction>(e).func().printName().str()
                                                   : llvm::cast<CallMethod>(e).method().str()));
   }
 }
+
+// Lowering of the ops added for ONNX import (kernels in Extra.cpp).
+#include "LowerExtra.inc"
 
 /// A call of a builtin module: its attributes are read once, its tensors
 /// through pointers that stay valid while the module's version holds.

@@ -21,6 +21,7 @@
 #include "tm/runtime/Common.h"
 #include "tm/runtime/Conv.h"
 #include "tm/runtime/Elementwise.h"
+#include "tm/runtime/Extra.h"
 #include "tm/runtime/Linalg.h"
 #include "tm/runtime/Norm.h"
 #include "tm/runtime/Pool.h"

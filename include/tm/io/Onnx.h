@@ -1,0 +1,102 @@
+//===- Onnx.h - ONNX import and export --------------------------*- C++ -*-===//
+//
+// Reading ONNX models (opsets 7 to 17) into flat TracedModules and writing
+// TracedModules (flat or hierarchical) back out as ONNX. Built only when
+// Debian's libonnx-dev and libprotobuf-dev are found (the Meson feature
+// option `onnx`); `TM_HAVE_ONNX` is defined for users of tm_io_dep then.
+//
+// Import, in short:
+//  * initializers become parameters of the top module (attribute names
+//    sanitised with the NameSpace rules), reached by GetAttr;
+//  * graph inputs that are not initializers become Input nodes named after
+//    the ONNX inputs (sanitised: "input" becomes "input_1");
+//  * each ONNX node becomes a CallFunction/CallMethod of the matching op
+//    schema with its attributes as keyword arguments, or a short fixed
+//    composition of schemas where tmgraph has no single op (Gemm with alpha,
+//    InstanceNormalization, ReduceL2, Tile, ...); Constant nodes become
+//    Constant exprs;
+//  * tmgraph graphs are statically shaped: inputs that decide shapes
+//    (Reshape's shape, Slice's starts, Expand's shape, ...) must be
+//    initializers, Constant nodes, or computable from them and from static
+//    shapes at import time (Shape, Gather, Concat, ... are folded). A graph
+//    input in such a position is an error whose notes say
+//    "constant input: NAME"; bind it with ImportOptions::constantInputs;
+//  * tmgraph has no float64: DOUBLE tensors are imported as float32.
+//
+// The names the module came with (ONNX input, output and initializer names)
+// are kept in `OnnxNames` and, for export, in the top module's value
+// attribute "onnx_names" (a dict from tmgraph name to ONNX name).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/TracedModule.h"
+
+namespace tmg::io {
+
+struct OnnxImportOptions {
+  /// Graph inputs (by ONNX name) bound to fixed values: they become
+  /// initializers (parameters) instead of graph inputs.
+  std::map<std::string, Tensor> constantInputs;
+  /// Run ONNX's own shape inference first (types of values tmgraph's rules
+  /// cannot derive).
+  bool onnxShapeInference = true;
+};
+
+/// The ONNX names of a module's graph inputs and outputs, in graph order.
+struct OnnxNames {
+  std::vector<std::string> inputs;
+  std::vector<std::string> outputs;
+};
+
+struct OnnxModel {
+  std::unique_ptr<TracedModule> module;
+  OnnxNames names;
+  int64_t opsetVersion = 0;
+};
+
+/// Reads `path` (.onnx). Errors (unreadable or corrupt protobuf, unsupported
+/// ops - all listed with their node names -, dtypes, subgraphs, sparse or
+/// external-data tensors, shapes that do not fit) come back as a Diagnostic
+/// naming the file and the ONNX node.
+FailureOr<OnnxModel> importOnnx(const std::string &path,
+                                const OnnxImportOptions &opts = {});
+/// Same from serialized ModelProto bytes; `name` is used in diagnostics.
+FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string &name,
+                                     const OnnxImportOptions &opts = {});
+
+/// The ONNX op types (default domain) the importer maps.
+const std::vector<std::string> &onnxSupportedOps();
+bool isOnnxOpSupported(const std::string &opType);
+/// Op types used by the model at `path` (sorted, unique), for skip
+/// accounting. Fails on an unreadable model.
+FailureOr<std::vector<std::string>> onnxModelOps(const std::string &path);
+
+/// Reads a serialized TensorProto (the test data's input_0.pb files).
+FailureOr<Tensor> readOnnxTensor(const std::string &path);
+/// The ONNX data type name of a TensorProto file's tensor ("FLOAT",
+/// "DOUBLE", ...), for comparisons that need the original dtype.
+FailureOr<std::string> onnxTensorTypeName(const std::string &path);
+
+struct OnnxExportOptions {
+  /// Opset of the default domain written in the model.
+  int64_t opsetVersion = 17;
+  /// Run ONNX's checker on the result (an error when it fails).
+  bool check = true;
+};
+
+/// Writes the single graph of `m` (flattened first when hierarchical) as an
+/// ONNX model. Parameters and buffers become initializers, Constant exprs
+/// Constant nodes. Ops without an ONNX form are an error naming the expr.
+FailureOr<std::string> exportOnnxBytes(const TracedModule &m,
+                                       const OnnxExportOptions &opts = {});
+LogicalResult exportOnnx(const TracedModule &m, const std::string &path,
+                         const OnnxExportOptions &opts = {}, Diagnostic *diag = nullptr);
+
+} // namespace tmg::io

@@ -1,0 +1,101 @@
+//===- Extra.h - Kernels added for ONNX coverage ----------------*- C++ -*-===//
+//
+// Elementwise math and activations with parameters, logical ops, PReLU,
+// modulo, N-dimensional convolution, transposed convolution, pooling and
+// resizing with ONNX's padding and coordinate conventions. Conventions are
+// those of Common.h. Float kernels compute in float32: integer inputs are
+// converted (the ops that keep integer dtypes say so), float16 inputs are
+// converted and the result converted back.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <vector>
+
+#include "tm/runtime/Common.h"
+
+namespace tmg::rt {
+
+enum class MathOp : uint8_t {
+  Floor, Ceil, Round, ///< Round: half to even; these three and Sign keep integer dtypes
+  Sign,
+  Sin, Cos, Tan, Asin, Acos, Atan, Sinh, Cosh, Asinh, Acosh, Atanh,
+  Reciprocal,
+  Softsign, ///< x / (1 + |x|)
+  Softplus, ///< log(1 + exp(x)), computed without overflow
+};
+/// "floor", "sign", "softplus", ...
+llvm::StringRef opName(MathOp op);
+Tensor mathUnary(MathOp op, const Tensor &x);
+
+/// x > 0 ? x : alpha * (exp(x) - 1).
+Tensor elu(const Tensor &x, double alpha = 1.0);
+/// scale * (x > 0 ? x : alpha * (exp(x) - 1)).
+Tensor selu(const Tensor &x, double alpha, double scale);
+/// max(0, x) + min(0, alpha * (exp(x / alpha) - 1)).
+Tensor celu(const Tensor &x, double alpha = 1.0);
+/// max(0, min(1, alpha * x + beta)).
+Tensor hardSigmoid(const Tensor &x, double alpha = 0.2, double beta = 0.5);
+/// x > alpha ? x : 0.
+Tensor thresholdedRelu(const Tensor &x, double alpha = 1.0);
+/// x < 0 ? slope * x : x, slope broadcast against x (NumPy rules).
+Tensor prelu(const Tensor &x, const Tensor &slope);
+
+enum class LogicalOp : uint8_t { And, Or, Xor };
+/// Elementwise logic on truth values (non-zero is true), broadcasting;
+/// bool result.
+Tensor logical(LogicalOp op, const Tensor &a, const Tensor &b);
+Tensor logicalNot(const Tensor &x);
+/// Bool: NaN elements; infinite elements of the chosen signs.
+Tensor isNan(const Tensor &x);
+Tensor isInf(const Tensor &x, bool positive = true, bool negative = true);
+
+/// Modulo with broadcasting. fmod = false: Python's % (result has the sign
+/// of b); true: C's fmod (sign of a). Integer dtypes stay integer (the
+/// result has the promoted dtype); integer division by zero throws.
+Tensor mod(const Tensor &a, const Tensor &b, bool fmod = false);
+
+/// Parameters of the N-dimensional window ops; every vector has one entry
+/// per spatial axis (padBegin/padEnd: padding before and after each axis).
+struct WindowNd {
+  std::vector<int64_t> kernel, stride, padBegin, padEnd, dilation;
+  /// Pooling: output sizes rounded up (a window must start inside the
+  /// input or its leading padding).
+  bool ceilMode = false;
+  /// Average pooling: divide by the window size including padding.
+  bool countIncludePad = false;
+};
+
+/// Convolution of x (N, C, *spatial) with w (O, C / groups, *kernel) and an
+/// optional bias (O), any number of spatial axes (kernel is taken from w).
+Tensor convNd(const Tensor &x, const Tensor &w, const Tensor &bias, const WindowNd &p,
+              int64_t groups = 1);
+/// Transposed convolution: x (N, C, *spatial), w (C, O / groups, *kernel);
+/// output size per axis (in - 1) * stride - padBegin - padEnd + dilation *
+/// (k - 1) + outputPadding + 1.
+Tensor convTransposeNd(const Tensor &x, const Tensor &w, const Tensor &bias,
+                       const WindowNd &p, llvm::ArrayRef<int64_t> outputPadding,
+                       int64_t groups = 1);
+/// Max or average pooling of x (N, C, *spatial); the kernel comes from p.
+Tensor maxPoolNd(const Tensor &x, const WindowNd &p);
+Tensor avgPoolNd(const Tensor &x, const WindowNd &p);
+/// Output size of one pooled axis (ceil mode as PyTorch and ONNX).
+int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
+                       bool ceilMode);
+
+enum class ResizeInterp : uint8_t { Nearest, Linear, Cubic };
+enum class ResizeCoord : uint8_t { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric };
+enum class NearestRound : uint8_t { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
+struct ResizeParams {
+  ResizeInterp mode = ResizeInterp::Nearest;
+  ResizeCoord coord = ResizeCoord::HalfPixel;
+  NearestRound nearest = NearestRound::RoundPreferFloor;
+  double cubicA = -0.75;
+  bool excludeOutside = false;
+  /// Per-axis scales used by the coordinate transform (out / in when empty).
+  std::vector<double> scales;
+};
+/// ONNX Resize of any float32 tensor to `size` (one entry per axis).
+Tensor resizeNd(const Tensor &x, llvm::ArrayRef<int64_t> size, const ResizeParams &p);
+
+} // namespace tmg::rt

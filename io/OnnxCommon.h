@@ -1,0 +1,30 @@
+//===- OnnxCommon.h - Helpers shared by ONNX import and export --*- C++ -*-===//
+#pragma once
+
+#include <string>
+
+#include <onnx/onnx_pb.h>
+
+#include "tm/io/Onnx.h"
+
+namespace tmg::io::onnxdetail {
+
+/// tmgraph dtype of an ONNX element type; nullopt when tmgraph has none.
+/// DOUBLE maps to Float32 (tmgraph has no float64).
+std::optional<DType> fromOnnxType(int32_t t);
+int32_t toOnnxType(DType t);
+/// "FLOAT", "INT64", ... for messages.
+std::string onnxTypeName(int32_t t);
+
+/// Tensor of a TensorProto (raw_data or typed fields). Throws tmg::Error for
+/// unsupported element types, external data and size mismatches.
+Tensor tensorFromProto(const onnx::TensorProto &p);
+void tensorToProto(const Tensor &t, onnx::TensorProto &p);
+
+/// Parses serialized bytes; throws tmg::Error naming `what` when they are
+/// not a complete message.
+void parseProto(google::protobuf::MessageLite &m, const std::string &bytes,
+                const std::string &what);
+std::string readFileBytes(const std::string &path);
+
+} // namespace tmg::io::onnxdetail
