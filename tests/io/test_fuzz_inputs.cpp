@@ -12,6 +12,7 @@
 #include "Targets.h"
 #include "tm/io/Npy.h"
 #include "tm/io/Safetensors.h"
+#include "tm/io/Tmir.h"
 
 namespace fs = std::filesystem;
 
@@ -69,4 +70,22 @@ TEST_CASE("fuzz inputs: a JSON number overflowing a double is a diagnosed header
   auto w = tmg::parseSafetensors(b, "big.safetensors");
   REQUIRE(w.failed());
   CHECK_THAT(w.diagnostic().str(), Catch::Contains("malformed JSON header"));
+}
+
+TEST_CASE("fuzz inputs: a getattr line without an output is a parse error",
+          "[io][fuzz]") {
+  // Minimised from a libFuzzer finding: `outs=[]` on a getattr line made the
+  // reader print the expr (to check the line) with no output to name.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_tmir" /
+                       "getattr-without-output.tmir",
+                   std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!text.empty());
+  tmg::TmirReadOptions opts;
+  opts.missingWeightsAsZeros = true;
+  auto m = tmg::parseTmir(text, "g.tmir", opts);
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(),
+             Catch::StartsWith("g.tmir:9:") &&
+                 Catch::Contains("a getattr has exactly one output, not 0"));
 }
