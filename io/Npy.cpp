@@ -93,32 +93,40 @@ FailureOr<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef file) {
               fmt::format("unsupported dtype '{}' (expected little-endian float32, "
                           "float16, int8, uint8, int32, int64 or bool)",
                           descr.str()));
+  if (!shapeText.startswith("(") || !shapeText.endswith(")"))
+    return at(file, int64_t(start),
+              fmt::format("bad shape {} (expected a tuple)", shapeText.str()));
   Shape shape;
-  llvm::StringRef dims = shapeText.trim("()");
+  llvm::StringRef dims = shapeText.drop_front().drop_back();
+  // Bytes the header promises, checked for overflow before anything is
+  // allocated: the data must be in the file, so a huge shape is an error,
+  // not an allocation.
+  uint64_t need = dtypeSize(*dtype);
   while (!dims.trim().empty()) {
     auto [d, rest] = dims.split(',');
     d = d.trim();
     if (!d.empty()) {
       int64_t v;
-      if (d.getAsInteger(10, v) || v < 0)
+      if (d.getAsInteger(10, v) || v < 0 ||
+          __builtin_mul_overflow(need, uint64_t(v), &need))
         return at(file, int64_t(start),
                   fmt::format("bad shape {}", shapeText.str()));
       shape.push_back(v);
     }
     dims = rest;
   }
+  size_t data = start + hlen;
+  if (bytes.size() - data != need)
+    return at(file, int64_t(data),
+              fmt::format("{} {} needs {} bytes of data, the file has {}",
+                          dtypeName(*dtype).str(), shapeStr(shape), need,
+                          bytes.size() - data));
   Tensor t;
   try {
     t = Tensor::empty(shape, *dtype);
   } catch (const Error &e) {
     return at(file, int64_t(start), e.diagnostic().message);
   }
-  size_t data = start + hlen;
-  if (bytes.size() - data != t.nbytes())
-    return at(file, int64_t(data),
-              fmt::format("{} {} needs {} bytes of data, the file has {}",
-                          dtypeName(*dtype).str(), shapeStr(shape), t.nbytes(),
-                          bytes.size() - data));
   if (t.nbytes())
     std::memcpy(t.rawData(), bytes.data() + data, t.nbytes());
   return t;

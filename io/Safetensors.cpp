@@ -70,6 +70,9 @@ FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
   } catch (const nlohmann::json::parse_error &e) {
     return at(file, int64_t(8 + e.byte - (e.byte ? 1 : 0)),
               fmt::format("malformed JSON header: {}", e.what()));
+  } catch (const nlohmann::json::exception &e) {
+    // e.g. out_of_range for a number literal that overflows a double.
+    return at(file, 8, fmt::format("malformed JSON header: {}", e.what()));
   }
   if (!j.is_object())
     return at(file, 8, "the JSON header must be an object");
@@ -128,7 +131,9 @@ FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
     } catch (const Error &err) {
       return bad(err.diagnostic().message);
     }
-    uint64_t want = uint64_t(numel) * dtypeSize(*dt);
+    uint64_t want;
+    if (__builtin_mul_overflow(uint64_t(numel), uint64_t(dtypeSize(*dt)), &want))
+      return bad(fmt::format("{} {} is too large", dtypeName(*dt).str(), shapeStr(shape)));
     if (e - b != want)
       return at(file, int64_t(dataStart + b),
                 fmt::format("tensor '{}': {} {} needs {} bytes but its data "

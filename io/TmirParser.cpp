@@ -948,6 +948,10 @@ private:
       Node *out = raw->addOutput(std::move(n));
       defineNode(st, out, a, c);
     }
+    if ((llvm::isa<GetAttr>(raw) || llvm::isa<Constant>(raw)) && raw->numOutputs() != 1)
+      a.fail(fmt::format("a {} has exactly one output, not {}",
+                         llvm::isa<GetAttr>(raw) ? "getattr" : "constant",
+                         raw->numOutputs()));
     if (an.has("outdef")) {
       TreeDef od = toTreeDef(need(an, "outdef", a), a);
       if (od.numLeaves() != raw->numOutputs())
