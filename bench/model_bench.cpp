@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -280,29 +281,42 @@ void loadTorchWeights(TracedModule &tm, const std::string &dir) {
 
 struct Latency {
   double minMs = 0, medianMs = 0;
+  /// Median process CPU time per run (all threads): on a shared machine
+  /// the 1-thread figure is what the run would take without contention.
+  double cpuMs = 0;
 };
+
+double cpuNowMs() {
+  timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return double(t.tv_sec) * 1e3 + double(t.tv_nsec) * 1e-6;
+}
 
 Latency timeRuns(const rt::Interpreter &interp, const Tensor &x, int warmup,
                  int repeat) {
   for (int i = 0; i < warmup; ++i)
     interp.run({x});
-  std::vector<double> ms;
+  std::vector<double> ms, cpu;
   for (int i = 0; i < repeat; ++i) {
+    double c0 = cpuNowMs();
     auto t0 = std::chrono::steady_clock::now();
     interp.run({x});
     auto t1 = std::chrono::steady_clock::now();
+    cpu.push_back(cpuNowMs() - c0);
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
   std::sort(ms.begin(), ms.end());
-  return {ms.front(), ms[ms.size() / 2]};
+  std::sort(cpu.begin(), cpu.end());
+  return {ms.front(), ms[ms.size() / 2], cpu[cpu.size() / 2]};
 }
 
 /// The one line format shared with torch_latency.py, which model_bench
-/// parses back: "<model> <impl> threads=<T> min=<ms> ms median=<ms> ms".
+/// parses back: "<model> <impl> threads=<T> min=<ms> ms median=<ms> ms
+/// cpu=<ms> ms".
 void printLatency(const std::string &model, const std::string &impl, int threads,
                   Latency l) {
-  std::printf("%-12s %-13s threads=%d min=%.2f ms median=%.2f ms\n", model.c_str(),
-              impl.c_str(), threads, l.minMs, l.medianMs);
+  std::printf("%-12s %-13s threads=%d min=%.2f ms median=%.2f ms cpu=%.2f ms\n",
+              model.c_str(), impl.c_str(), threads, l.minMs, l.medianMs, l.cpuMs);
   std::fflush(stdout);
 }
 
@@ -327,8 +341,8 @@ std::map<std::string, Latency> runTorch(const std::string &script, int repeat,
     char model[64], impl[64];
     int t;
     Latency l;
-    if (std::sscanf(line, "%63s %63s threads=%d min=%lf ms median=%lf ms", model, impl,
-                    &t, &l.minMs, &l.medianMs) == 5)
+    if (std::sscanf(line, "%63s %63s threads=%d min=%lf ms median=%lf ms cpu=%lf ms", model,
+                    impl, &t, &l.minMs, &l.medianMs, &l.cpuMs) >= 5)
       out[model] = l;
   }
   if (pclose(p) != 0)
@@ -428,15 +442,18 @@ int main(int argc, char **argv) {
           if (!ref.count(name))
             continue;
           Latency t = byThreads[threads], r = ref[name];
-          char row[160];
-          std::snprintf(row, sizeof row, "%-12s %7d %14.2f %14.2f %7.2f", name.c_str(),
-                        threads, t.medianMs, r.medianMs, t.medianMs / r.medianMs);
+          char row[200];
+          std::snprintf(row, sizeof row, "%-12s %7d %14.2f %14.2f %7.2f %12.2f %12.2f %7.2f",
+                        name.c_str(), threads, t.medianMs, r.medianMs, t.medianMs / r.medianMs,
+                        t.cpuMs, r.cpuMs, r.cpuMs > 0 ? t.cpuMs / r.cpuMs : 0.0);
           table.push_back(row);
         }
       }
       // Printed after all torch output so the summary reads as one table.
-      std::printf("\nmedian latency, ratio = tmgraph / torch\n%-12s %7s %14s %14s %7s\n",
-                  "model", "threads", "tmgraph ms", "torch ms", "ratio");
+      std::printf("\nmedian latency and median process CPU time per run, ratio = tmgraph / "
+                  "torch\n%-12s %7s %14s %14s %7s %12s %12s %7s\n",
+                  "model", "threads", "tmgraph ms", "torch ms", "ratio", "tmgraph cpu",
+                  "torch cpu", "ratio");
       for (const std::string &row : table)
         std::printf("%s\n", row.c_str());
     }

@@ -324,6 +324,26 @@ Tensor Tensor::selected(int64_t axis, int64_t index) const {
   return view(shape, strides, offset_ + index * strides_[a]);
 }
 
+Tensor Tensor::asStrided(llvm::ArrayRef<int64_t> shape,
+                         llvm::ArrayRef<int64_t> strides, int64_t offset) const {
+  if (!defined())
+    raise("as_strided: the tensor is undefined");
+  if (strides.size() != shape.size())
+    raise("as_strided: {} strides for shape {}", strides.size(), shapeStr(shape));
+  int64_t last = offset, n = shapeNumel(shape);
+  for (size_t d = 0; d < shape.size(); ++d) {
+    if (strides[d] < 0)
+      raise("as_strided: negative stride {} (strides {})", strides[d], shapeStr(strides));
+    last += (shape[d] - 1) * strides[d];
+  }
+  int64_t capacity = int64_t(storage_->size() / dtypeSize(dtype_));
+  if (offset < 0 || (n > 0 && last >= capacity))
+    raise("as_strided: shape {} with strides {} at offset {} reaches element {} of a "
+          "storage of {} elements",
+          shapeStr(shape), shapeStr(strides), offset, last, capacity);
+  return view(shape, strides, offset);
+}
+
 Tensor Tensor::expanded(llvm::ArrayRef<int64_t> shape) const {
   if (shape.size() < rank())
     raise("cannot broadcast a tensor of shape {} to {}", shapeStr(shape_),

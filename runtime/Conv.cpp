@@ -134,7 +134,9 @@ static ConvGeom checkConv(const ConvNames &nm, const Tensor &x, const Tensor &w,
 
 /// Builds columns [j0, j1) of the patch matrix of one group: row (ci, ki,
 /// kj) holds, for output position j = (oy, ox), the input element under
-/// kernel tap (ki, kj) or 0 in the padding. `col` is K x (j1 - j0).
+/// kernel tap (ki, kj) or 0 in the padding. `col` is K x (j1 - j0). Cloned
+/// for AVX-512 / AVX2: the stride-2 gathers vectorise there.
+TM_VECTOR_CLONES
 static void im2colTile(const ConvGeom &g, const float *x, int64_t j0,
                        int64_t j1, float *col) {
   int64_t nt = j1 - j0;

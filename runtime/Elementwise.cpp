@@ -166,15 +166,25 @@ static inline StorageT<To> convertElem(StorageT<From> v) {
 Tensor cast(const Tensor &x, DType to) {
   requireDefined("cast", x, "input");
   Tensor out = Tensor::empty(x.shape(), to);
-  int64_t n = x.numel();
+  if (out.numel() == 0)
+    return out;
+  // Strided inputs are read through a one-input broadcast plan.
+  auto plan = makeBroadcastPlan<1>(x.shape(), {&x});
+  int64_t inner = plan.inner(), stride = plan.innerStride(0);
   visitDType(x.dtype(), [&](auto from) {
     visitDType(to, [&](auto dst) {
       constexpr DType F = decltype(from)::value, T = decltype(dst)::value;
-      const StorageT<F> *in = x.data<StorageT<F>>();
+      const StorageT<F> *in = viewElems<StorageT<F>>(x);
       StorageT<T> *o = out.data<StorageT<T>>();
-      parallelFor(n, ElementwiseGrain, [&](int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i)
-          o[i] = convertElem<F, T>(in[i]);
+      parallelRows(plan, [&](int64_t oo, const std::array<int64_t, 1> &off) {
+        const StorageT<F> *pi = in + off[0];
+        StorageT<T> *po = o + oo;
+        if (stride == 1)
+          for (int64_t i = 0; i < inner; ++i)
+            po[i] = convertElem<F, T>(pi[i]);
+        else
+          for (int64_t i = 0; i < inner; ++i)
+            po[i] = convertElem<F, T>(pi[i * stride]);
       });
     });
   });
@@ -241,10 +251,13 @@ static void runBinary(const BroadcastPlan<2> &p, const A *a, const B *b, Out *o,
       B vb = *pb;
       for (int64_t i = 0; i < n; ++i)
         po[i] = f(pa[i], vb);
-    } else {
+    } else if (sa == 0 && sb == 0) {
       Out v = f(*pa, *pb);
       for (int64_t i = 0; i < n; ++i)
         po[i] = v;
+    } else { // a strided view
+      for (int64_t i = 0; i < n; ++i)
+        po[i] = f(pa[i * sa], pb[i * sb]);
     }
   });
 }
@@ -292,8 +305,9 @@ Tensor binary(BinaryOp op, const Tensor &a, const Tensor &b) {
     bool negative = false;
     visitDType(t, [&](auto tag) {
       using T = StorageT<decltype(tag)::value>;
-      const T *e = cb.data<T>();
-      for (int64_t i = 0; i < cb.numel() && !negative; ++i)
+      Tensor dense = cb.contiguous();
+      const T *e = dense.data<T>();
+      for (int64_t i = 0; i < dense.numel() && !negative; ++i)
         negative = e[i] < 0;
     });
     if (negative)
@@ -306,10 +320,10 @@ Tensor binary(BinaryOp op, const Tensor &a, const Tensor &b) {
   Tensor out = Tensor::empty(shape, outType);
   if (out.numel() == 0)
     return out;
-  auto plan = makeBroadcastPlan<2>(shape, {ca.shape(), cb.shape()});
+  auto plan = makeBroadcastPlan<2>(shape, {&ca, &cb});
   switch (t) {
   case DType::Float32:
-    binaryTyped(op, plan, ca.data<float>(), cb.data<float>(),
+    binaryTyped(op, plan, viewElems<float>(ca), viewElems<float>(cb),
                 out.data<float>());
     break;
   case DType::Int32:
@@ -319,10 +333,10 @@ Tensor binary(BinaryOp op, const Tensor &a, const Tensor &b) {
       if constexpr (D == DType::Int32 || D == DType::Int64) {
         using T = StorageT<D>;
         if (op == BinaryOp::Div)
-          runBinary(plan, ca.data<T>(), cb.data<T>(), out.data<float>(),
+          runBinary(plan, viewElems<T>(ca), viewElems<T>(cb), out.data<float>(),
                     [](T x, T y) { return float(double(x) / double(y)); });
         else
-          binaryTyped(op, plan, ca.data<T>(), cb.data<T>(), out.data<T>());
+          binaryTyped(op, plan, viewElems<T>(ca), viewElems<T>(cb), out.data<T>());
       }
     });
     break;
@@ -367,18 +381,18 @@ Tensor compare(CompareOp op, const Tensor &a, const Tensor &b) {
   Tensor out = Tensor::empty(shape, DType::Bool);
   if (out.numel() == 0)
     return out;
-  auto plan = makeBroadcastPlan<2>(shape, {ca.shape(), cb.shape()});
+  auto plan = makeBroadcastPlan<2>(shape, {&ca, &cb});
   switch (t) {
   case DType::Float32:
-    compareTyped(op, plan, ca.data<float>(), cb.data<float>(),
+    compareTyped(op, plan, viewElems<float>(ca), viewElems<float>(cb),
                  out.data<uint8_t>());
     break;
   case DType::Int32:
-    compareTyped(op, plan, ca.data<int32_t>(), cb.data<int32_t>(),
+    compareTyped(op, plan, viewElems<int32_t>(ca), viewElems<int32_t>(cb),
                  out.data<uint8_t>());
     break;
   case DType::Int64:
-    compareTyped(op, plan, ca.data<int64_t>(), cb.data<int64_t>(),
+    compareTyped(op, plan, viewElems<int64_t>(ca), viewElems<int64_t>(cb),
                  out.data<uint8_t>());
     break;
   default:
@@ -427,11 +441,10 @@ Tensor where(const Tensor &mask, const Tensor &x, const Tensor &y) {
   Tensor out = Tensor::empty(shape, t);
   if (out.numel() == 0)
     return out;
-  auto plan =
-      makeBroadcastPlan<3>(shape, {mask.shape(), cx.shape(), cy.shape()});
+  auto plan = makeBroadcastPlan<3>(shape, {&mask, &cx, &cy});
   visitBySize(dtypeSize(t), [&](auto tag) {
     using T = decltype(tag);
-    whereTyped(plan, mask.data<uint8_t>(), cx.data<T>(), cy.data<T>(),
+    whereTyped(plan, viewElems<uint8_t>(mask), viewElems<T>(cx), viewElems<T>(cy),
                out.data<T>());
   });
   return out;

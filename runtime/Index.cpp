@@ -39,21 +39,26 @@ static AxisRange resolveSlice(std::optional<int64_t> start,
   return {s, step, count};
 }
 
-/// Copies a strided view of x: per output dimension a size and an input
-/// stride; `base` is the element offset of the first element.
-static Tensor copyView(const Tensor &x, int64_t base,
-                       llvm::ArrayRef<int64_t> shape,
-                       llvm::ArrayRef<int64_t> strides) {
+/// A strided view of x: per output dimension a size and an element stride,
+/// `base` the element offset of the first element from x's first element.
+/// Shares x's storage unless a stride is negative (a reversed slice), which
+/// is copied.
+static Tensor stridedView(const Tensor &x, int64_t base,
+                          llvm::ArrayRef<int64_t> shape,
+                          llvm::ArrayRef<int64_t> strides) {
+  if (shapeNumel(shape) == 0)
+    return Tensor::empty(shape, x.dtype());
+  if (std::all_of(strides.begin(), strides.end(), [](int64_t s) { return s >= 0; }))
+    return x.asStrided(shape, strides, x.storageOffset() + base);
   Tensor out = Tensor::empty(shape, x.dtype());
-  if (out.numel() > 0)
-    stridedCopy(dtypeSize(x.dtype()), x.rawData(), base, shape, strides,
-                out.rawData());
+  stridedCopy(dtypeSize(x.dtype()), x.viewData(), base, shape, strides,
+              out.rawData());
   return out;
 }
 
 Tensor slice(const Tensor &x, llvm::ArrayRef<AxisSlice> slices) {
   requireDefined("slice", x, "input");
-  auto xs = contiguousStrides(x.shape());
+  llvm::ArrayRef<int64_t> xs = x.strides();
   Shape shape(x.shape().begin(), x.shape().end());
   llvm::SmallVector<int64_t, 6> strides(xs.begin(), xs.end());
   llvm::SmallVector<bool, 8> done(x.rank(), false);
@@ -73,7 +78,7 @@ Tensor slice(const Tensor &x, llvm::ArrayRef<AxisSlice> slices) {
     if (r.count > 0)
       base += r.start * xs[ax];
   }
-  return copyView(x, base, shape, strides);
+  return stridedView(x, base, shape, strides);
 }
 
 Tensor getitem(const Tensor &x, llvm::ArrayRef<IndexItem> items) {
@@ -91,7 +96,7 @@ Tensor getitem(const Tensor &x, llvm::ArrayRef<IndexItem> items) {
   if (consumed > int64_t(x.rank()))
     raise("getitem: too many indices for input {}: {} were given",
           shapeStr(x.shape()), consumed);
-  auto xs = contiguousStrides(x.shape());
+  llvm::ArrayRef<int64_t> xs = x.strides();
   Shape shape;
   llvm::SmallVector<int64_t, 6> strides;
   int64_t base = 0;
@@ -138,7 +143,7 @@ Tensor getitem(const Tensor &x, llvm::ArrayRef<IndexItem> items) {
   while (axis < x.rank())
     keepAxis(axis++);
   // An empty result has nothing to read; `base` may point past the end.
-  return copyView(x, shapeNumel(shape) == 0 ? 0 : base, shape, strides);
+  return stridedView(x, shapeNumel(shape) == 0 ? 0 : base, shape, strides);
 }
 
 /// Reads index tensor values as int64 and range-checks them against n

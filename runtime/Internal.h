@@ -203,8 +203,9 @@ llvm::SmallVector<int64_t, 6> contiguousStrides(llvm::ArrayRef<int64_t> shape);
 //===-- Broadcasting ------------------------------------------------------===//
 
 /// How N inputs broadcast to an output shape, with runs of dimensions that
-/// every input traverses contiguously (or not at all) merged into one. The
-/// innermost dimension's strides are therefore 0 (broadcast) or 1.
+/// every input traverses with one stride merged into one. Inputs may be
+/// strided views: the innermost stride is 0 (broadcast), 1 (dense) or any
+/// other step (a transposed or sliced view).
 template <size_t N> struct BroadcastPlan {
   llvm::SmallVector<int64_t, 6> shape; ///< coalesced; never empty
   std::array<llvm::SmallVector<int64_t, 6>, N> strides;
@@ -220,11 +221,13 @@ template <size_t N> struct BroadcastPlan {
 };
 
 /// Builds the plan; each input shape must broadcast to `out` (checked by the
-/// caller).
+/// caller). `inStrides` gives each input's element strides (a tensor's
+/// strides()); without it the inputs are dense.
 template <size_t N>
 BroadcastPlan<N>
 makeBroadcastPlan(llvm::ArrayRef<int64_t> out,
-                  const std::array<llvm::ArrayRef<int64_t>, N> &ins) {
+                  const std::array<llvm::ArrayRef<int64_t>, N> &ins,
+                  const std::array<llvm::ArrayRef<int64_t>, N> *inStrides = nullptr) {
   // Element strides of each input, aligned to the output's dimensions.
   size_t rank = out.size();
   std::array<llvm::SmallVector<int64_t, 6>, N> full;
@@ -235,7 +238,8 @@ makeBroadcastPlan(llvm::ArrayRef<int64_t> out,
     for (size_t k = 0; k < r; ++k) {
       size_t d = rank - 1 - k;
       int64_t size = ins[i][r - 1 - k];
-      full[i][d] = size == 1 ? 0 : s;
+      int64_t stride = inStrides ? (*inStrides)[i][r - 1 - k] : s;
+      full[i][d] = size == 1 ? 0 : stride;
       s *= size;
     }
   }
@@ -262,6 +266,24 @@ makeBroadcastPlan(llvm::ArrayRef<int64_t> out,
       p.strides[i].push_back(0);
   }
   return p;
+}
+
+/// The plan of tensors (dense or strided views) broadcast to `out`.
+template <size_t N>
+BroadcastPlan<N> makeBroadcastPlan(llvm::ArrayRef<int64_t> out,
+                                   const std::array<const Tensor *, N> &ins) {
+  std::array<llvm::ArrayRef<int64_t>, N> shapes, strides;
+  for (size_t i = 0; i < N; ++i) {
+    shapes[i] = ins[i]->shape();
+    strides[i] = ins[i]->strides();
+  }
+  return makeBroadcastPlan<N>(out, shapes, &strides);
+}
+
+/// Typed address of element (0, ..., 0) of a tensor of any layout, for
+/// kernels that read through strides (BroadcastPlan).
+template <typename T> const T *viewElems(const Tensor &t) {
+  return static_cast<const T *>(t.viewData());
 }
 
 /// Calls row(outOffset, inOffsets) for rows [rowBegin, rowEnd) of the plan

@@ -258,7 +258,7 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor &c, float alpha,
     if (s != outShape)
       raise("gemm: c {} does not broadcast to the result shape {}",
             shapeStr(c.shape()), shapeStr(outShape));
-    out = broadcastTo(c, outShape);
+    out = broadcastTo(c, outShape).clone(); // written in place below
     betaEff = beta;
   } else {
     out = Tensor::empty(outShape, DType::Float32);

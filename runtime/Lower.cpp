@@ -233,7 +233,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     return method ? a.tensor("value", a.dtypeOf("self")) : a.tensor("y", a.dtypeOf("x"));
   };
   auto bin = [&](BinaryOp op, bool swap = false) {
-    Src x = lhs(), y = rhs();
+    Src x = lhs().asView(), y = rhs().asView();
     if (swap)
       std::swap(x, y);
     return binaryStep(x, y, out(), [op](const Tensor &p, const Tensor &q) {
@@ -241,7 +241,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     });
   };
   auto cmp = [&](CompareOp op) {
-    return binaryStep(lhs(), rhs(), out(), [op](const Tensor &p, const Tensor &q) {
+    return binaryStep(lhs().asView(), rhs().asView(), out(), [op](const Tensor &p, const Tensor &q) {
       return compare(op, p, q);
     });
   };
@@ -290,7 +290,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
   case OpKind::Hswish: return un(UnaryOp::Hardswish);
   case OpKind::Hsigmoid: return un(UnaryOp::Hardsigmoid);
   case OpKind::MPos: case OpKind::MDetach: case OpKind::Copy:
-    return unaryStep(first(), out(), [](const Tensor &t) { return t; });
+    return unaryStep(first().asView(), out(), [](const Tensor &t) { return t; });
   case OpKind::LeakyRelu: {
     double slope = a.number("negative_slope");
     return unaryStep(a.tensor("inp"), out(),
@@ -305,7 +305,8 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     return unaryStep(a.tensor("x"), out(), [lo, hi](const Tensor &t) { return clip(t, lo, hi); });
   }
   case OpKind::Where: {
-    Src m = a.tensor("mask"), x = a.tensor("x", a.dtypeOf("y")), y = a.tensor("y", a.dtypeOf("x"));
+    Src m = a.tensor("mask").asView(), x = a.tensor("x", a.dtypeOf("y")).asView(),
+        y = a.tensor("y", a.dtypeOf("x")).asView();
     uint32_t o = out();
     return [m, x, y, o](Value *s, RunState &) { s[o].tensor = where(m.get(s), x.get(s), y.get(s)); };
   }
@@ -421,7 +422,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
   }
   case OpKind::Dropout:
     // Inference: dropout is the identity.
-    return unaryStep(a.tensor("inp"), out(), [](const Tensor &t) { return t; });
+    return unaryStep(a.tensor("inp").asView(), out(), [](const Tensor &t) { return t; });
   case OpKind::FakeQuantize: {
     Src x = a.tensor("inp"), sc = a.tensor("scale"), zp = a.tensor("zero_point");
     int64_t qmin = a.integer("qmin"), qmax = a.integer("qmax");
@@ -511,7 +512,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
   }
   case OpKind::Reshape: {
     std::vector<int64_t> shape = a.ints("target_shape");
-    return unaryStep(a.tensor("inp"), out(), [shape](const Tensor &x) { return reshape(x, shape); });
+    return unaryStep(a.tensor("inp").asView(), out(), [shape](const Tensor &x) { return reshape(x, shape); });
   }
   case OpKind::MReshape: {
     std::vector<int64_t> shape;
@@ -519,17 +520,17 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
       auto v = Args::ints(e.arg(i).def, a, "shape");
       shape.insert(shape.end(), v.begin(), v.end());
     }
-    return unaryStep(a.tensor("self"), out(), [shape](const Tensor &x) { return reshape(x, shape); });
+    return unaryStep(a.tensor("self").asView(), out(), [shape](const Tensor &x) { return reshape(x, shape); });
   }
   case OpKind::Flatten: {
     int64_t s0 = a.integer("start_axis"), s1 = a.integer("end_axis");
-    return unaryStep(a.tensor("inp"), out(), [s0, s1](const Tensor &x) { return flatten(x, s0, s1); });
+    return unaryStep(a.tensor("inp").asView(), out(), [s0, s1](const Tensor &x) { return flatten(x, s0, s1); });
   }
   case OpKind::MFlatten:
-    return unaryStep(a.tensor("self"), out(), [](const Tensor &x) { return flatten(x, 0, -1); });
+    return unaryStep(a.tensor("self").asView(), out(), [](const Tensor &x) { return flatten(x, 0, -1); });
   case OpKind::Transpose: {
     std::vector<int64_t> perm = a.ints("pattern");
-    return unaryStep(a.tensor("inp"), out(), [perm](const Tensor &x) { return transpose(x, perm); });
+    return unaryStep(a.tensor("inp").asView(), out(), [perm](const Tensor &x) { return transpose(x, perm); });
   }
   case OpKind::MTranspose: {
     std::vector<int64_t> perm;
@@ -537,11 +538,11 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
       auto v = Args::ints(e.arg(i).def, a, "pattern");
       perm.insert(perm.end(), v.begin(), v.end());
     }
-    return unaryStep(a.tensor("self"), out(), [perm](const Tensor &x) { return transpose(x, perm); });
+    return unaryStep(a.tensor("self").asView(), out(), [perm](const Tensor &x) { return transpose(x, perm); });
   }
   case OpKind::BroadcastTo: {
     std::vector<int64_t> shape = a.ints("shape");
-    return unaryStep(a.tensor("inp"), out(), [shape](const Tensor &x) { return broadcastTo(x, shape); });
+    return unaryStep(a.tensor("inp").asView(), out(), [shape](const Tensor &x) { return broadcastTo(x, shape); });
   }
   case OpKind::Concat:
   case OpKind::Stack: {
@@ -576,11 +577,11 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
   }
   case OpKind::Squeeze: {
     std::vector<int64_t> axes = a.axes("axis");
-    return unaryStep(a.tensor("inp"), out(), [axes](const Tensor &x) { return squeeze(x, axes); });
+    return unaryStep(a.tensor("inp").asView(), out(), [axes](const Tensor &x) { return squeeze(x, axes); });
   }
   case OpKind::ExpandDims: {
     std::vector<int64_t> axes = a.ints("axis");
-    return unaryStep(a.tensor("inp"), out(), [axes](const Tensor &x) { return expandDims(x, axes); });
+    return unaryStep(a.tensor("inp").asView(), out(), [axes](const Tensor &x) { return expandDims(x, axes); });
   }
   case OpKind::Gather: {
     int64_t axis = a.integer("axis");
@@ -617,11 +618,11 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     if (!dt)
       a.fail(fmt::format("unknown dtype '{}'", a.string("dtype")));
     DType to = *dt;
-    return unaryStep(a.tensor("self"), out(), [to](const Tensor &x) { return cast(x, to); });
+    return unaryStep(a.tensor("self").asView(), out(), [to](const Tensor &x) { return cast(x, to); });
   }
   case OpKind::MGetItem: {
     std::vector<IndexItem> items = indexItems(a.constant("index"), a);
-    return unaryStep(a.tensor("self"), out(), [items](const Tensor &x) { return getitem(x, items); });
+    return unaryStep(a.tensor("self").asView(), out(), [items](const Tensor &x) { return getitem(x, items); });
   }
   // ---- ONNX block (issue 9): kernels of runtime/Extra.cpp ----
   case OpKind::Floor: case OpKind::Ceil: case OpKind::Round: case OpKind::Sin:
@@ -685,8 +686,10 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     auto v = Args::ints(*m.value(n), Args(e, ctx), n);
     return v.size() == 1 ? Int2(v[0]) : Int2(v[0], v[1]);
   };
+  Src xs;
+  xs.slot = x;
   auto fn = [&](std::function<Tensor(const Tensor &)> f) -> StepFn {
-    return [x, o, f](Value *s, RunState &) { s[o].tensor = f(s[x].tensor); };
+    return [xs, o, f](Value *s, RunState &) { s[o].tensor = f(xs.get(s)); };
   };
   auto tensorOr = [](const Tensor *t) { return t ? *t : Tensor(); };
   if (llvm::isa<Conv2d>(&m) || llvm::isa<ConvTranspose2d>(&m)) {

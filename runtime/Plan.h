@@ -12,6 +12,7 @@
 #include "tm/ir/Diagnostic.h"
 #include "tm/runtime/Conv.h"
 #include "tm/runtime/Interpreter.h"
+#include "tm/runtime/Shape.h"
 
 namespace tmg::rt {
 
@@ -25,16 +26,33 @@ struct RunState;
 
 /// A tensor argument: a slot, a module attribute (read at run time, so a
 /// replaced attribute is seen), or a constant decided at plan time.
+///
+/// get() is the one place where strided views meet kernels: values in
+/// slots may be views (transpose, slicing, broadcast_to and reshape make
+/// them), and get() hands a kernel that needs dense data a contiguous()
+/// copy, unless the argument is marked `strided` because its kernel reads
+/// views natively (elementwise binary ops, compare, where, cast, views).
 struct Src {
   int64_t slot = -1;
   const Tensor *attr = nullptr;
   Tensor constant;
-  const Tensor &get(const Value *slots) const {
+  bool strided = false;
+  const Tensor &raw(const Value *slots) const {
     return slot >= 0 ? slots[slot].tensor : attr ? *attr : constant;
+  }
+  Tensor get(const Value *slots) const {
+    const Tensor &t = raw(slots);
+    return strided || t.isContiguous() ? t : contiguous(t);
   }
   bool defined() const { return slot >= 0 || attr || constant.defined(); }
   /// The tensor, or an undefined one for an absent optional argument.
   Tensor getOr(const Value *slots) const { return defined() ? get(slots) : Tensor(); }
+  /// This argument read natively as a view by its kernel.
+  Src asView() const {
+    Src s = *this;
+    s.strided = true;
+    return s;
+  }
 };
 
 /// The work of one expr: reads its argument slots, writes its output slots.

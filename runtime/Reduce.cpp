@@ -242,7 +242,7 @@ static Prepared prepare(llvm::StringRef op, const Tensor &x,
       perm.push_back(int64_t(d));
   for (int64_t d : red)
     perm.push_back(d);
-  p.data = transpose(x, perm);
+  p.data = contiguous(transpose(x, perm)); // a view: copy it dense, tiled
   p.layout = {x.numel() / p.reducedCount, p.reducedCount, 1};
   return p;
 }

@@ -213,17 +213,15 @@ Tensor transpose(const Tensor &x, llvm::ArrayRef<int64_t> perm) {
             shapeStr(perm), shapeStr(x.shape()));
     seen[p] = true;
   }
-  auto inStrides = contiguousStrides(x.shape());
-  Shape outShape;
-  llvm::SmallVector<int64_t, 6> strides;
-  for (int64_t p : perm) {
-    outShape.push_back(x.dim(p));
-    strides.push_back(inStrides[p]);
-  }
-  Tensor out = Tensor::empty(outShape, x.dtype());
-  if (out.numel() > 0)
-    stridedCopy(dtypeSize(x.dtype()), x.rawData(), 0, outShape, strides,
-                out.rawData());
+  return x.permuted(perm); // a view: no copy
+}
+
+Tensor contiguous(const Tensor &x) {
+  if (!x.defined() || x.isContiguous())
+    return x;
+  Tensor out = Tensor::empty(x.shape(), x.dtype());
+  stridedCopy(dtypeSize(x.dtype()), x.viewData(), 0, x.shape(), x.strides(),
+              out.rawData());
   return out;
 }
 
@@ -237,18 +235,7 @@ Tensor broadcastTo(const Tensor &x, llvm::ArrayRef<int64_t> shape) {
   if (!ok)
     raise("broadcast_to: input {} cannot be broadcast to {}",
           shapeStr(x.shape()), shapeStr(shape));
-  Tensor out = Tensor::empty(shape, x.dtype());
-  if (out.numel() == 0)
-    return out;
-  // A broadcast is a strided view with stride 0 on the expanded axes.
-  auto xs = contiguousStrides(x.shape());
-  llvm::SmallVector<int64_t, 6> strides(shape.size(), 0);
-  size_t off = shape.size() - x.rank();
-  for (size_t d = 0; d < x.rank(); ++d)
-    strides[off + d] = x.dim(d) == 1 ? 0 : xs[d];
-  stridedCopy(dtypeSize(x.dtype()), x.rawData(), 0, shape, strides,
-              out.rawData());
-  return out;
+  return x.expanded(shape); // a view with stride 0 on the expanded axes
 }
 
 //===----------------------------------------------------------------------===//

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstring>
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -183,6 +184,56 @@ template <typename F> auto withThreads(int n, F f) {
   auto r = f();
   tmg::rt::setNumThreads(saved);
   return r;
+}
+
+/// Non-contiguous layouts for kernel tests.
+enum class Layout {
+  Transposed,       ///< dimensions stored in reverse order
+  Stepped,          ///< every dimension strided by 2 or 3, at an offset
+  TransposedStepped ///< both
+};
+inline constexpr Layout AllLayouts[] = {Layout::Transposed, Layout::Stepped,
+                                        Layout::TransposedStepped};
+inline const char *layoutName(Layout l) {
+  return l == Layout::Transposed ? "transposed"
+         : l == Layout::Stepped  ? "stepped"
+                                 : "transposed+stepped";
+}
+
+/// A strided view (Tensor::asStrided over a larger storage whose other
+/// elements hold garbage) with the same dtype, shape and values as
+/// `dense`. The layout is built here, element by element, independently of
+/// the view methods under test.
+inline Tensor stridedCopyOf(const Tensor &dense, Layout layout, Rng &rng) {
+  size_t r = dense.rank();
+  std::vector<size_t> order(r); // physical order, outermost first
+  for (size_t d = 0; d < r; ++d)
+    order[d] = layout == Layout::Stepped ? d : r - 1 - d;
+  bool stepped = layout != Layout::Transposed;
+  Shape strides(r, 0);
+  int64_t running = 1;
+  for (size_t k = r; k-- > 0;) {
+    size_t d = order[k];
+    int64_t step = stepped ? rng.uniformInt(2, 3) : 1;
+    strides[d] = running * step;
+    running = strides[d] * std::max<int64_t>(dense.dim(d), 1);
+  }
+  int64_t offset = stepped ? rng.uniformInt(1, 3) : 0;
+  size_t elem = tmg::dtypeSize(dense.dtype());
+  Tensor base = Tensor::empty({offset + running}, dense.dtype());
+  auto *b = static_cast<unsigned char *>(base.rawData());
+  for (size_t i = 0; i < size_t(base.numel()) * elem; ++i)
+    b[i] = static_cast<unsigned char>(0x7f ^ (i * 37)); // garbage
+  Tensor src = dense.contiguous();
+  auto *from = static_cast<const unsigned char *>(src.rawData());
+  for (int64_t i = 0; i < dense.numel(); ++i) {
+    auto idx = unravel(i, dense.shape());
+    int64_t off = offset;
+    for (size_t d = 0; d < r; ++d)
+      off += idx[d] * strides[d];
+    std::memcpy(b + size_t(off) * elem, from + size_t(i) * elem, elem);
+  }
+  return base.asStrided(dense.shape(), strides, offset);
 }
 
 } // namespace tmtest

@@ -478,6 +478,70 @@ TEST_CASE("cast: float to integer truncates, saturates, maps NaN to 0",
   CHECK(rt::cast(big, DType::Int32).data<int32_t>()[0] == 5);
 }
 
+TEST_CASE("binary, compare, where and cast read strided views natively",
+          "[elementwise][views]") {
+  Rng rng(91);
+  for (Layout la : AllLayouts) {
+    for (const auto &[sa, sb] : BroadcastCases) {
+      CAPTURE(layoutName(la), shapeOf(sa), shapeOf(sb));
+      Tensor a = rng.tensor(sa, -3.0, 3.0), b = rng.tensor(sb, 0.5, 2.0);
+      Tensor va = stridedCopyOf(a, la, rng), vb = stridedCopyOf(b, la, rng);
+      // The reference reads the dense sources.
+      for (BinaryOp op : AllBinary) {
+        if (op == BinaryOp::Pow)
+          continue;
+        Ref want = refBinary(Ref(a), Ref(b), [op](double x, double y) {
+          return refBinaryOp(op, x, y);
+        });
+        requireClose(rt::binary(op, va, vb), want, ElementwiseTol,
+                     rt::opName(op).str());
+        requireClose(rt::binary(op, va, b), want, ElementwiseTol);
+        // Views give bit-identical results to dense inputs.
+        requireIdentical(rt::binary(op, va, vb), rt::binary(op, a, b));
+      }
+      // An operand expanded to the broadcast shape (stride-0 dimensions).
+      Shape out = refBroadcast(sa, sb);
+      Tensor eb = vb.expanded(out);
+      Ref want = refBinary(Ref(a), Ref(b), [](double x, double y) { return x * y; });
+      requireClose(rt::mul(va, eb), want, ElementwiseTol, "mul expanded");
+      Ref less = refBinary(Ref(a), Ref(b), [](double x, double y) { return x < y ? 1.0 : 0.0; });
+      requireClose(rt::less(va, eb), less, Exact, "less expanded");
+      // where over a strided mask and strided operands.
+      Tensor mask = rt::greater(a, Tensor::zeros({}));
+      Tensor vm = stridedCopyOf(mask, la, rng);
+      Ref wm(mask), wa(a), wb(b), wwant(out);
+      Shape wout = refBroadcast(sa, out);
+      for (int64_t i = 0; i < wwant.numel(); ++i) {
+        auto idx = unravel(i, wout);
+        wwant.v[i] = bcastAt(wm, idx) != 0 ? bcastAt(wa, idx) : bcastAt(wb, idx);
+      }
+      requireClose(rt::where(vm, va, vb), wwant, Exact, "where");
+      // cast reads through strides too.
+      requireClose(rt::cast(va, DType::Int32),
+                   [&] {
+                     Ref r(a);
+                     for (double &v : r.v)
+                       v = std::trunc(v);
+                     return r;
+                   }(),
+                   Exact, "cast");
+      requireIdentical(rt::cast(va, DType::Float16), rt::cast(a, DType::Float16));
+    }
+  }
+  // A transposed int64 operand promotes with a float32 one.
+  Tensor i = Tensor::fromInts({2, 3}, {1, 2, 3, 4, 5, 6});
+  Tensor t = i.permuted({1, 0});
+  REQUIRE_FALSE(t.isContiguous());
+  Tensor f = Tensor::fromFloats({3, 1}, {0.5f, 1.5f, 2.5f});
+  CHECK(Ref(rt::add(t, f)).v == std::vector<double>{1.5, 4.5, 3.5, 6.5, 5.5, 8.5});
+}
+
+TEST_CASE("dense-only kernels reject views with a clear error", "[elementwise][views]") {
+  Tensor x = Tensor::randn({4, 6}).permuted({1, 0});
+  CHECK_THROWS_WITH(rt::unary(UnaryOp::Exp, x), Catch::Contains("non-contiguous view"));
+  CHECK_NOTHROW(rt::unary(UnaryOp::Exp, x.contiguous()));
+}
+
 TEST_CASE("elementwise errors name the op and the shapes",
           "[elementwise][errors]") {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4});

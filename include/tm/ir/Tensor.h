@@ -166,6 +166,11 @@ public:
   Tensor expanded(llvm::ArrayRef<int64_t> shape) const;
   /// View of element `index` along `axis`, which is removed.
   Tensor selected(int64_t axis, int64_t index) const;
+  /// General view of the same storage (PyTorch's as_strided): `shape`,
+  /// element `strides` (>= 0) and element `offset` from the storage start.
+  /// Throws when a viewed element would lie outside the storage.
+  Tensor asStrided(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> strides,
+                   int64_t offset) const;
 
   /// Deep copy of the bytes.
   Tensor clone() const;

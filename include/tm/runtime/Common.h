@@ -1,11 +1,16 @@
 //===- Common.h - Types shared by the CPU kernels ---------------*- C++ -*-===//
 //
 // Conventions of every kernel in tm/runtime/ (namespace tmg::rt):
-//  * inputs are `const Tensor &`, dense and row-major; an optional tensor
-//    input (a bias, a weight) is passed as an undefined `Tensor()`;
-//  * outputs are freshly allocated tensors, except the pure view kernels of
-//    Shape.h (reshape, flatten, squeeze, unsqueeze), which share the input's
-//    storage because Tensor storage is immutable to kernels;
+//  * inputs are `const Tensor &`; an optional tensor input (a bias, a
+//    weight) is passed as an undefined `Tensor()`. Strided views (see
+//    Tensor::isContiguous) are read natively by the elementwise binary ops,
+//    compare, where and cast (through their broadcast plans) and by the
+//    view kernels of Shape.h; every other kernel requires dense inputs and
+//    throws tmg::Error for a view (Tensor::data() does) -- the interpreter
+//    gives them contiguous() inputs at one place, its argument fetch;
+//  * outputs are freshly allocated dense tensors, except the view kernels of
+//    Shape.h (transpose, broadcast_to, slicing, reshape...), which share
+//    the input's storage because Tensor storage is immutable to kernels;
 //  * attributes are typed parameters (axes, Int2 pairs, small parameter
 //    structs usable with designated initialisers);
 //  * every kernel validates its inputs before touching data and throws

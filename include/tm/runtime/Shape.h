@@ -4,9 +4,11 @@
 // dtype (index tensors must be int32 or int64). Axis arguments may be
 // negative (counting from the end) unless stated otherwise.
 //
-// reshape, flatten, squeeze and unsqueeze return views: the result shares
-// the input's storage (O(1), no copy). Every other kernel returns a new
-// tensor.
+// Views (the result shares the input's storage, O(1), no copy): transpose
+// and broadcast_to always; slice and getitem unless a step is negative;
+// reshape, flatten, squeeze and unsqueeze whenever the input's strides
+// allow (always for a contiguous input). They accept strided inputs. Every
+// other kernel returns a new tensor.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -49,6 +51,12 @@ inline Tensor permute(const Tensor &x, llvm::ArrayRef<int64_t> perm) {
 /// Copies x broadcast (NumPy rules, x's shape aligned to the right) to
 /// `shape`.
 Tensor broadcastTo(const Tensor &x, llvm::ArrayRef<int64_t> shape);
+
+/// `x` when it is dense, else a dense copy of the view made with the
+/// runtime's parallel strided copy (transposing views are copied in cache
+/// tiles). The interpreter's conversion point for kernels that need dense
+/// inputs.
+Tensor contiguous(const Tensor &x);
 
 //===-- Joining and splitting ---------------------------------------------===//
 
