@@ -121,11 +121,13 @@ struct Worklist : RewriteListener {
   }
   void notifyInputsChanged(Expr *user) override { push(user); }
   void notifyUseRemoved(Node *n) override {
-    // Fewer uses may let a pattern with check_users match at the remaining
-    // users, or make the producer dead.
+    // The producer may be dead now; and, as in MLIR, a value left with one
+    // use may now satisfy a check_users pattern rooted at that user. (Not
+    // every user: a value with many users, such as a graph input, would
+    // make each erasure cost O(users).)
     push(n->expr());
-    for (Expr *u : n->users())
-      push(u);
+    if (n->numUsers() == 1)
+      push(*n->users().begin());
   }
   void notifyErased(Expr *e, llvm::ArrayRef<Node *>) override {
     // Entries of `e` already queued stay; they are skipped through `erased`

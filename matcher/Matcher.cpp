@@ -247,6 +247,19 @@ struct Slot {
 
 } // namespace
 
+// Explanations are formatted only in explain mode: a failed attempt costs
+// no string work otherwise.
+#define TM_WHY(...)                                                             \
+  do {                                                                         \
+    if (m.explain_)                                                            \
+      m.why_ = fmt::format(__VA_ARGS__);                                       \
+  } while (0)
+#define TM_CONTEXT(...)                                                         \
+  do {                                                                         \
+    if (m.explain_)                                                            \
+      context(fmt::format(__VA_ARGS__));                                       \
+  } while (0)
+
 /// The matching algorithm, over a Match's buffers.
 struct MatchImpl {
   Match &m;
@@ -282,8 +295,8 @@ struct MatchImpl {
     const PN &pn = *p.cnode(id).p;
     for (const auto &pr : pn.preds)
       if (!pr.fn(n, lit)) {
-        fail(fmt::format("{}: {} fails the predicate '{}'", pn.str(),
-                         n ? describe(n) : "literal " + literalText(*lit), pr.description));
+        TM_WHY("{}: {} fails the predicate '{}'", pn.str(),
+                         n ? describe(n) : "literal " + literalText(*lit), pr.description);
         return false;
       }
     if (pn.key) {
@@ -296,8 +309,8 @@ struct MatchImpl {
       case CT::Expr: ok = n && pn.key->exprIsa(n->expr()); break;
       }
       if (!ok) {
-        fail(fmt::format("{}: {} does not have the type of its capture handle", pn.str(),
-                         n ? describe(n) : "literal " + literalText(*lit)));
+        TM_WHY("{}: {} does not have the type of its capture handle", pn.str(),
+                         n ? describe(n) : "literal " + literalText(*lit));
         return false;
       }
     }
@@ -313,8 +326,8 @@ struct MatchImpl {
     if (bound(id)) {
       if (m.lits_[id] && literalEqual(*m.lits_[id], *s.def))
         return true;
-      fail(fmt::format("{}: already bound to another value than {}", pn.str(),
-                       literalText(*s.def)));
+      TM_WHY("{}: already bound to another value than {}", pn.str(),
+                       literalText(*s.def));
       return false;
     }
     switch (pn.kind) {
@@ -322,13 +335,13 @@ struct MatchImpl {
       break;
     case PN::Kind::Lit:
       if (!s.def->isConst() && s.leaves != 0) {
-        fail(fmt::format("{}: the argument {} holds tensors, not a literal", pn.str(),
-                         literalText(*s.def)));
+        TM_WHY("{}: the argument {} holds tensors, not a literal", pn.str(),
+                         literalText(*s.def));
         return false;
       }
       if (pn.literal && !literalEqual(*pn.literal, *s.def)) {
-        fail(fmt::format("{}: the argument is {}, not {}", pn.str(), literalText(*s.def),
-                         literalText(*pn.literal)));
+        TM_WHY("{}: the argument is {}, not {}", pn.str(), literalText(*s.def),
+                         literalText(*pn.literal));
         return false;
       }
       break;
@@ -349,13 +362,13 @@ struct MatchImpl {
         if (explain())
           whys += "\n" + indent(m.why_);
       }
-      fail(fmt::format("{}: no alternative matches the argument {}:{}", pn.str(),
-                       literalText(*s.def), whys));
+      TM_WHY("{}: no alternative matches the argument {}:{}", pn.str(),
+                       literalText(*s.def), whys);
       return false;
     }
     default:
-      fail(fmt::format("{}: expected a tensor, got the literal argument {}", pn.str(),
-                       literalText(*s.def)));
+      TM_WHY("{}: expected a tensor, got the literal argument {}", pn.str(),
+                       literalText(*s.def));
       return false;
     }
     if (!checkPreds(id, nullptr, s.def))
@@ -373,10 +386,10 @@ struct MatchImpl {
       bool same = pn.kind == PN::Kind::Op && pn.outputIndex < 0 ? m.exprs_[id] == n->expr()
                                                                 : m.nodes_[id] == n;
       if (!same) {
-        fail(fmt::format("{}: already bound to {}, not {}", pn.str(),
+        TM_WHY("{}: already bound to {}, not {}", pn.str(),
                          m.nodes_[id] ? describe(m.nodes_[id])
                                       : std::string("a literal"),
-                         describe(n)));
+                         describe(n));
         return false;
       }
       if (edge && pn.kind == PN::Kind::Op)
@@ -388,26 +401,26 @@ struct MatchImpl {
       break;
     case PN::Kind::Var:
       if (llvm::isa<Constant>(n->expr())) {
-        fail(fmt::format("var: {} is produced by a Constant", describe(n)));
+        TM_WHY("var: {} is produced by a Constant", describe(n));
         return false;
       }
       break;
     case PN::Kind::Const:
       if (!llvm::isa<Constant>(n->expr())) {
-        fail(fmt::format("const: {} is not produced by a Constant", describe(n)));
+        TM_WHY("const: {} is not produced by a Constant", describe(n));
         return false;
       }
       break;
     case PN::Kind::Lit:
-      fail(fmt::format("{}: expected a literal argument, got the tensor {}", pn.str(),
-                       describe(n)));
+      TM_WHY("{}: expected a literal argument, got the tensor {}", pn.str(),
+                       describe(n));
       return false;
     case PN::Kind::Op: {
       Expr *e = n->expr();
       if (pn.outputIndex >= 0 &&
           (size_t(pn.outputIndex) >= e->numOutputs() || e->output(pn.outputIndex) != n)) {
-        fail(fmt::format("{}: {} is not output {} of its expr", pn.str(), describe(n),
-                         pn.outputIndex));
+        TM_WHY("{}: {} is not output {} of its expr", pn.str(), describe(n),
+                         pn.outputIndex);
         return false;
       }
       if (!matchOp(id, e, n))
@@ -433,7 +446,7 @@ struct MatchImpl {
         if (explain())
           whys += "\n" + indent(m.why_);
       }
-      fail(fmt::format("{}: no alternative matches {}:{}", pn.str(), describe(n), whys));
+      TM_WHY("{}: no alternative matches {}:{}", pn.str(), describe(n), whys);
       return false;
     }
     }
@@ -465,7 +478,7 @@ struct MatchImpl {
         if (explain())
           whys += "\n" + indent(m.why_);
       }
-      fail(fmt::format("{}: no alternative matches {}:{}", c.p->str(), describe(e), whys));
+      TM_WHY("{}: no alternative matches {}:{}", c.p->str(), describe(e), whys);
       return false;
     }
     return matchOp(id, e, n);
@@ -494,7 +507,7 @@ struct MatchImpl {
     const Pattern::CNode &c = p.cnode(id);
     const PN &pn = *c.p;
     if (!targetMatches(pn, e)) {
-      fail(fmt::format("{}: {} is a different op", pn.str(), describe(e)));
+      TM_WHY("{}: {} is a different op", pn.str(), describe(e));
       return false;
     }
     bool isModuleCall = pn.target != PN::OpTarget::Schema;
@@ -503,9 +516,9 @@ struct MatchImpl {
       for (const auto &[a, v] : pn.attrs) {
         const TreeDef *have = mod ? mod->value(a) : nullptr;
         if (!have || !literalEqual(*have, v)) {
-          fail(fmt::format("{}: the module's attribute '{}' is {}, not {}", pn.str(), a,
+          TM_WHY("{}: the module's attribute '{}' is {}, not {}", pn.str(), a,
                            have ? literalText(*have) : std::string("absent"),
-                           literalText(v)));
+                           literalText(v));
           return false;
         }
       }
@@ -522,8 +535,8 @@ struct MatchImpl {
     size_t numPos = pos ? pos->numChildren() : e->numInputs();
     size_t totalInputs = e->numInputs() - (isModuleCall ? 1 : 0);
     if (c.numArgs + skip > numPos) {
-      fail(fmt::format("{}: {} has {} arguments, the pattern {}", pn.str(), describe(e),
-                       numPos - skip, c.numArgs));
+      TM_WHY("{}: {} has {} arguments, the pattern {}", pn.str(), describe(e),
+                       numPos - skip, c.numArgs);
       return false;
     }
     // Leaf offsets of the positional slots the pattern names.
@@ -551,8 +564,8 @@ struct MatchImpl {
         uint32_t child = p.child(c.firstChild + k);
         const Slot &s = slots[swapped ? 1 - k : k];
         if (!matchSlot(child, s)) {
-          context(fmt::format("in argument {} of {} at {}:", swapped ? 1 - k : k, pn.str(),
-                              describe(e)));
+          TM_CONTEXT("in argument {} of {} at {}:", swapped ? 1 - k : k, pn.str(),
+                              describe(e));
           return false;
         }
         covered += s.leaves;
@@ -612,12 +625,12 @@ struct MatchImpl {
         }
       }
       if (!found) {
-        fail(fmt::format("{}: {} passes no argument '{}'", pn.str(), describe(e), kwp.name));
+        TM_WHY("{}: {} passes no argument '{}'", pn.str(), describe(e), kwp.name);
         m.undo(mark);
         return false;
       }
       if (!matchSlot(child, s)) {
-        context(fmt::format("in argument '{}' of {} at {}:", kwp.name, pn.str(), describe(e)));
+        TM_CONTEXT("in argument '{}' of {} at {}:", kwp.name, pn.str(), describe(e));
         m.undo(mark);
         return false;
       }
@@ -627,9 +640,9 @@ struct MatchImpl {
         covered += s.leaves;
     }
     if (pn.allArgs && covered < totalInputs) {
-      fail(fmt::format("{}: {} has {} tensor inputs, the pattern covers {} (add '...' or "
+      TM_WHY("{}: {} has {} tensor inputs, the pattern covers {} (add '...' or "
                        "prefix() to allow more)",
-                       pn.str(), describe(e), totalInputs, covered));
+                       pn.str(), describe(e), totalInputs, covered);
       m.undo(mark);
       return false;
     }
@@ -665,15 +678,15 @@ struct MatchImpl {
         for (Node *o : e->outputs())
           uses += o->numUsers();
       if (uses != m.edges_[id]) {
-        fail(fmt::format("{}: {} has {} uses but only {} inside the match (check_users)",
-                         c.p->str(), describe(e), uses, m.edges_[id]));
+        TM_WHY("{}: {} has {} uses but only {} inside the match (check_users)",
+                         c.p->str(), describe(e), uses, m.edges_[id]);
         return false;
       }
       if (InternalGraph *g = e->graph())
         for (Node *o : g->outputs())
           if (n ? o == n : o->expr() == e) {
-            fail(fmt::format("{}: {} is a graph output (check_users)", c.p->str(),
-                             describe(e)));
+            TM_WHY("{}: {} is a graph output (check_users)", c.p->str(),
+                             describe(e));
             return false;
           }
     }
@@ -706,9 +719,9 @@ struct MatchImpl {
         }
       }
       if (!ok) {
-        fail(fmt::format("root {} ({}): no user of {} matches{}", r,
+        TM_WHY("root {} ({}): no user of {} matches{}", r,
                          p.cnode(p.root(r)).p->str(),
-                         anchor ? describe(anchor) : std::string("the shared value"), whys));
+                         anchor ? describe(anchor) : std::string("the shared value"), whys);
         return false;
       }
     }
