@@ -64,6 +64,16 @@ uint32_t Pattern::compile(Data &d, const pat::PatternRef &p, bool isRoot) {
   // the root; leaves here are the match's inputs, so they are not checked
   // unless asked.
   c.checkUsers = p->checkUsers ? *p->checkUsers : p->kind == PN::Kind::Op;
+  if (p->kind == PN::Kind::Op) {
+    bool bounded = p->kwargs.empty();
+    for (const auto &a : p->args) {
+      if (a->kind == PN::Kind::Var || a->kind == PN::Kind::Const || a->kind == PN::Kind::Op)
+        ++c.nodeOnlyArgs;
+      else if (a->kind != PN::Kind::Lit)
+        bounded = false; // any() and alternatives may cover a container
+    }
+    c.maxCover = bounded ? int32_t(c.nodeOnlyArgs) : -1;
+  }
   if (isRoot)
     c.checkUsers = false;
   return id;
@@ -521,6 +531,25 @@ struct MatchImpl {
                            literalText(v));
           return false;
         }
+      }
+    }
+    // Quick rejection from the input count and the inputs' producers, before
+    // the argument TreeDefs are read (in explain mode the full path below
+    // gives the detailed reason).
+    if (!m.explain_) {
+      size_t skipIn = isModuleCall ? 1 : 0;
+      size_t tensors = e->numInputs() - skipIn;
+      if (c.nodeOnlyArgs > tensors || (pn.allArgs && c.maxCover >= 0 && tensors > size_t(c.maxCover)))
+        return false;
+      for (uint16_t k = 0; k < c.numArgs; ++k) {
+        const PN &a = *p.cnode(p.child(c.firstChild + k)).p;
+        if (a.kind != PN::Kind::Op || a.target != PN::OpTarget::Schema)
+          continue;
+        bool found = false;
+        for (size_t j = skipIn; j < e->numInputs() && !found; ++j)
+          found = schemaOf(e->input(j)->expr()) == a.schema;
+        if (!found)
+          return false;
       }
     }
     size_t mark = m.trail_.size();
