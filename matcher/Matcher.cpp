@@ -402,7 +402,7 @@ struct MatchImpl {
                          describe(n));
         return false;
       }
-      if (edge && pn.kind == PN::Kind::Op)
+      if (edge && (pn.kind == PN::Kind::Op || c.checkUsers))
         addEdge(id);
       return true;
     }
@@ -463,6 +463,9 @@ struct MatchImpl {
     if (!checkPreds(id, n, nullptr))
       return false;
     bindNode(id, n, n->expr());
+    // A leaf with checkUsers counts its uses inside the match.
+    if (edge && c.checkUsers)
+      addEdge(id);
     return true;
   }
 
@@ -692,9 +695,14 @@ struct MatchImpl {
       if (!c.checkUsers || !e || c.p->kind == PN::Kind::Or)
         continue;
       if (c.p->kind != PN::Kind::Op) {
-        // A checked leaf: its node's users must all be edges of the match;
-        // leaves do not count edges, so a checked leaf allows one use per
-        // occurrence of its value in the match.
+        // A checked leaf (checkUsers(true) on var(), any(), constant()):
+        // every use of its node is an edge of the match.
+        Node *n = m.nodes_[id];
+        if (n && n->numUsers() != m.edges_[id]) {
+          TM_WHY("{}: {} has {} uses but only {} inside the match (check_users)", c.p->str(),
+                 describe(n), n->numUsers(), m.edges_[id]);
+          return false;
+        }
         continue;
       }
       // The value the match reached: for a multi-output expr, the selected

@@ -153,6 +153,23 @@ TEST_CASE("greedy driver reports non-convergence and the patterns that kept firi
   CHECK(r.str() == "did not converge after 5 rounds (5 rewrites); still firing: "
                    "relu-to-sigmoid (1), sigmoid-to-relu (1)");
   requireVerified(*m);
+  // With onMatchFailure, the driver explains failed matches (for debugging).
+  std::vector<std::string> whys;
+  GreedyConfig dbg;
+  dbg.maxIterations = 1;
+  dbg.onMatchFailure = [&](const RewritePattern &p, const std::string &why) {
+    whys.push_back(p.name() + ": " + why);
+  };
+  PatternSet none;
+  none.add("relu-of-tanh", Pattern(fn("relu")(fn("tanh")(var()))),
+           [](const Match &, Rewriter &) { return success(); });
+  FrozenPatternSet noneSet(std::move(none));
+  auto m3 = net([](GraphBuilder &b) { return b.callFunction("relu", {b.arg(0)}); });
+  GreedyResult r3 = applyPatternsGreedily(m3->graph(), noneSet, dbg);
+  CHECK(r3.converged);
+  REQUIRE(whys.size() == 1);
+  INFO(whys[0]);
+  CHECK(whys[0].find("relu-of-tanh: pattern nn.relu(elemwise.tanh(var)) does not match") == 0);
   // The rewrite limit stops it too.
   cfg.maxIterations = 100;
   cfg.maxRewrites = 3;
