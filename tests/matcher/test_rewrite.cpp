@@ -81,6 +81,17 @@ TEST_CASE("rewriter: a rolled-back transaction leaves the graph unchanged", "[re
   CHECK(rw.eraseIfDead(sig) == 1);
   rw.commit();
   CHECK(log.events == std::vector<std::string>{"insert %6", "rewire %4", "erase %3"});
+  // Deferred actions run on commit only.
+  int ran = 0;
+  rw.begin();
+  rw.onCommit([&] { ++ran; });
+  rw.rollback();
+  CHECK(ran == 0);
+  rw.begin();
+  rw.onCommit([&] { ++ran; });
+  CHECK(ran == 0);
+  rw.commit();
+  CHECK(ran == 1);
   requireVerified(*m);
   CHECK(g.str() == "Net.Graph (self, x) {\n"
                    "\t%2:\trelu_out = nn.relu(x, )\n"
