@@ -329,6 +329,19 @@ void Module::namedTensors(
   }
 }
 
+void Module::adoptAttrsFrom(Module &src) {
+  name_ = std::move(src.name_);
+  attrs_ = std::move(src.attrs_);
+  index_ = std::move(src.index_);
+  src.attrs_.clear();
+  src.index_.clear();
+  for (auto &a : attrs_)
+    if (a.kind == ModuleAttr::Kind::Submodule && a.module)
+      a.module->parent_ = this;
+  ++version_;
+  ++src.version_;
+}
+
 void Module::cloneAttrsInto(Module &dst) const {
   dst.name_ = name_;
   for (const auto &a : attrs_) {

@@ -324,6 +324,28 @@ std::unique_ptr<TracedModule> TracedModule::cloneTraced() const {
 
 std::unique_ptr<Module> TracedModule::clone() const { return cloneTraced(); }
 
+void TracedModule::restoreFrom(TracedModule &snapshot) {
+  if (&snapshot == this)
+    return;
+  adoptAttrsFrom(snapshot);
+  isTop_ = snapshot.isTop_;
+  sigs_ = std::move(snapshot.sigs_);
+  sigIndex_ = std::move(snapshot.sigIndex_);
+  snapshot.sigs_.clear();
+  snapshot.sigIndex_.clear();
+  nextNodeId_ = snapshot.nextNodeId_;
+  nextExprId_ = snapshot.nextExprId_;
+  for (auto &s : sigs_)
+    s.graph->setOwnerInternal(this);
+  // Module nodes of the moved graphs still name `snapshot` (their `self`);
+  // updateRefs re-derives every module node's owner from the tree.
+  for (auto &s : sigs_)
+    for (Node *n : s.graph->inputs())
+      if (auto *mn = llvm::dyn_cast<ModuleNode>(n); mn && mn->owner() == &snapshot)
+        mn->setOwner(this);
+  updateRefs();
+}
+
 //===----------------------------------------------------------------------===//
 // Flatten
 //===----------------------------------------------------------------------===//

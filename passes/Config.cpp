@@ -30,7 +30,7 @@ void forEachPass(std::vector<PipelineElement> &els,
 
 const std::vector<std::string> PipelineKeys = {
     "passes", "disabled", "verify-each", "print-after-all", "print-after",
-    "print-changed", "time-passes", "stats", "threads"};
+    "print-changed", "time-passes", "stats", "threads", "transactional"};
 
 bool getBool(const std::string &file, const toml::node &n, const std::string &key) {
   if (auto v = n.value<bool>(); v && n.is_boolean())
@@ -197,6 +197,8 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
       o.timePasses = getBool(file, v, key);
     else if (key == "stats")
       o.stats = getBool(file, v, key);
+    else if (key == "transactional")
+      o.transactional = getBool(file, v, key);
     else if (key == "threads") {
       auto n = v.value<int64_t>();
       if (!v.is_integer() || !n || *n < 1)

@@ -82,10 +82,10 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
     if (r.failed())
       return r;
   }
-  // A snapshot for the reproducer; a module too broken to copy is reported
-  // as it is when the pass fails.
+  // A snapshot for the rollback and the reproducer; a module too broken to
+  // copy is reported (and left) as it is when the pass fails.
   std::unique_ptr<TracedModule> before;
-  if (opts_.onFailure) {
+  if (opts_.onFailure || opts_.transactional) {
     try {
       before = m.cloneTraced();
     } catch (const Error &) {
@@ -102,6 +102,10 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
     r = p.run(m, ctx_);
   } catch (const Error &e) {
     r = e.diagnostic();
+  } catch (const std::exception &e) {
+    // A pass's bug or resource exhaustion (bad_alloc, out_of_range, ...):
+    // reported as the pass's failure, never escaping into the caller.
+    r = Diagnostic(loc, fmt::format("pass '{}' failed: {}", name, e.what()));
   }
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   auto it = std::find_if(timings_.begin(), timings_.end(),
@@ -117,6 +121,11 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
       d.loc.pass = name;
     if (opts_.onFailure)
       opts_.onFailure(before ? *before : m, pipeline_);
+    if (opts_.transactional && before) {
+      m.restoreFrom(*before);
+      ctx_.invalidateAnalyses();
+      d.note(fmt::format("the module was restored to its state before pass '{}'", name));
+    }
     return d;
   };
   for (size_t i = remarks; i < ctx_.remarks().size(); ++i)

@@ -5,6 +5,8 @@
 # findings (crash-*, timeout-*, leak-*, oom-*) to build-fuzz/findings/<target>.
 # Prints one line per target: executions, corpus size, findings.
 #   sh scripts/fuzz.sh [SECONDS] [target...]
+# With RUNS=N in the environment each target stops after N executions or
+# SECONDS, whichever comes first.
 set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
@@ -23,7 +25,7 @@ for t in $targets; do
   UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   ASAN_OPTIONS=detect_leaks=1 \
   ./build-fuzz/fuzz/$t build-fuzz/corpus/$t fuzz/corpus/$t \
-    -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
+    -max_total_time="$secs" ${RUNS:+-runs=$RUNS} -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix=build-fuzz/findings/$t/ \
     >"$log" 2>&1 || true
   runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)

@@ -167,6 +167,9 @@ protected:
   Module(Kind k, const ModuleType &type, std::string typeName);
   /// Copies attributes (cloning submodules) into `dst`.
   void cloneAttrsInto(Module &dst) const;
+  /// Replaces this module's name and attributes by `src`'s, moving them
+  /// (submodules change parent); `src` is left without attributes.
+  void adoptAttrsFrom(Module &src);
 
 private:
   ModuleAttr &upsert(llvm::StringRef name, ModuleAttr::Kind kind);

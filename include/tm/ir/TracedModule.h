@@ -98,6 +98,12 @@ public:
 
   std::unique_ptr<Module> clone() const override;
   std::unique_ptr<TracedModule> cloneTraced() const;
+  /// Makes this module what `snapshot` (a cloneTraced() of it, typically)
+  /// is, in place: attributes, submodules, graphs and id counters move over
+  /// and every reference to `snapshot` now points here. Pointers into this
+  /// module's previous graphs and submodules are invalidated. This is how
+  /// the pass manager rolls back a failed pass.
+  void restoreFrom(TracedModule &snapshot);
 
   /// Prints every graph of the hierarchy, top first.
   std::string str() const;

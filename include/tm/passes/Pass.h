@@ -122,6 +122,11 @@ public:
     }
     return *static_cast<const A *>(slot.value.get());
   }
+  /// Drops every cached analysis (after a rollback replaced the graphs).
+  void invalidateAnalyses() {
+    std::lock_guard l(analysesMu_);
+    analyses_.clear();
+  }
   /// How many analyses were (re)computed (for tests and --stats).
   int64_t analysisComputations() const { return analysisComputations_; }
 

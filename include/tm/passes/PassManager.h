@@ -68,6 +68,12 @@ struct PipelineOptions {
   std::function<void(const TracedModule &, const Pipeline &)> onFailure;
   /// Threads for graph-local passes.
   int threads = 1;
+  /// Roll back a failing pass: the module is copied before each pass and,
+  /// when the pass fails (throws part-way, returns an error, or leaves a
+  /// module that does not verify under verifyEach), restored to that copy,
+  /// so a failed run leaves the module as the last successful pass left it.
+  /// Costs one module copy per pass; off, a failing pass leaves what it did.
+  bool transactional = true;
   /// Receives IR printouts and reports (default: stderr).
   std::function<void(const std::string &)> output;
 };
@@ -131,9 +137,10 @@ public:
   PassManager(Pipeline p, PipelineOptions o);
 
   /// Runs the pipeline on `m`. On failure (a pass error or, with
-  /// verifyEach, a verifier error) `m` is left as the failing pass left it,
-  /// `onFailure` sees the module from before that pass, and the Diagnostic
-  /// names the pass.
+  /// verifyEach, a verifier error) `onFailure` sees the module from before
+  /// that pass, the Diagnostic names the pass, and `m` is restored to its
+  /// state before that pass (options.transactional, the default) or left as
+  /// the failing pass left it.
   LogicalResult run(TracedModule &m, Diagnostic *error = nullptr);
 
   const PassContext &context() const { return ctx_; }
