@@ -969,8 +969,9 @@ private:
       v.fail(fmt::format("expr id %{} is used twice in graph '{}'", id, st.g->name()), 2);
     exprLines_.try_emplace(id, cur_);
     st.g->insertExpr(std::move(e), nullptr);
-    checkLine(lines_[cur_].take_front(lines_[cur_].rfind("\t;; ")),
-              "\t" + raw->str(), cur_);
+    checkBuf_.assign(1, '\t');
+    raw->print(checkBuf_);
+    checkLine(visible, checkBuf_, cur_);
   }
 
   void checkLine(llvm::StringRef got, const std::string &want, size_t lineIdx) {
@@ -1020,6 +1021,8 @@ private:
   }
 
   std::vector<llvm::StringRef> lines_;
+  /// Reused buffer for the printed form of each expr line.
+  std::string checkBuf_;
   std::string file_;
   const TmirReadOptions &opts_;
   size_t cur_ = 0;

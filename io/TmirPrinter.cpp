@@ -172,14 +172,26 @@ private:
       d += (i ? ", " : "") + pyStringRepr(reserved[i]);
     out_ += d + "]\n";
 
-    std::string text = g.str();
-    // Header line, expr lines with annotations, return line, closing brace.
-    size_t brace = text.find("{\n");
-    out_ += text.substr(0, brace + 1) + "\n";
+    // Header line (as InternalGraph::str), expr lines with annotations,
+    // return line, closing brace; appended to one buffer.
+    if (!g.name().empty())
+      out_ += g.name() + ".Graph";
+    out_ += " (";
+    for (size_t i = 0; i < g.inputs().size(); ++i) {
+      if (i)
+        out_ += ", ";
+      out_ += g.input(i)->str();
+    }
+    out_ += ") {\n";
     if (g.empty())
       out_ += "\t\n";
-    for (Expr *e : g)
-      out_ += "\t" + e->str() + "\t;; " + annotations(*e) + "\n";
+    for (Expr *e : g) {
+      out_ += '\t';
+      e->print(out_);
+      out_ += "\t;; ";
+      out_ += annotations(*e);
+      out_ += '\n';
+    }
     std::string ret = "\treturn ";
     std::string ids = "[";
     for (size_t i = 0; i < g.outputs().size(); ++i) {

@@ -353,9 +353,16 @@ std::optional<ArgRef> Expr::namedArg(llvm::StringRef name) const {
 //===----------------------------------------------------------------------===//
 
 std::string Expr::str(NodeFormat f) const {
-  std::string out = "%" + std::to_string(id_) + ":\t";
-  printBody(out, f);
+  std::string out;
+  print(out, f);
   return out;
+}
+
+void Expr::print(std::string &out, NodeFormat f) const {
+  out += '%';
+  out += std::to_string(id_);
+  out += ":\t";
+  printBody(out, f);
 }
 
 void Expr::printOutputs(std::string &out, NodeFormat f) const {

@@ -46,6 +46,7 @@ size_t classBytes(size_t cls) { return (cls + 1) * Granule; }
 struct Global {
   std::mutex mu;
   FreeBlock *free[NumClasses] = {};
+  FreeBlock *tail[NumClasses] = {}; ///< last block of free[k] when non-empty
   std::atomic<bool> hasFree[NumClasses] = {};
   std::vector<std::pair<char *, char *>> remainders;
   std::vector<void *> slabs;
@@ -73,6 +74,7 @@ Global &global() {
 /// thread-local and static objects are destroyed.
 struct Cache {
   FreeBlock *free[NumClasses];
+  FreeBlock *tail[NumClasses]; ///< last block of free[k] when non-empty
   char *cur, *end;
   bool registered, dead;
 };
@@ -90,10 +92,10 @@ struct Flusher {
       FreeBlock *head = c.free[k];
       if (!head)
         continue;
-      FreeBlock *tail = head;
-      while (tail->next)
-        tail = tail->next;
-      tail->next = g.free[k];
+      // O(1) splice: the thread may have freed millions of blocks.
+      c.tail[k]->next = g.free[k];
+      if (!g.free[k])
+        g.tail[k] = c.tail[k];
       g.free[k] = head;
       g.hasFree[k].store(true, std::memory_order_relaxed);
       c.free[k] = nullptr;
@@ -131,6 +133,7 @@ void *allocateDead(size_t cls) {
     std::lock_guard lock(g.mu);
     if (FreeBlock *b = g.free[cls]) {
       c.free[cls] = b->next;
+      c.tail[cls] = g.tail[cls];
       g.free[cls] = nullptr;
       g.hasFree[cls].store(false, std::memory_order_relaxed);
       return b;
@@ -181,11 +184,15 @@ void poolDeallocate(void *p, size_t size) noexcept {
   if (c.dead) {
     Global &g = global();
     std::lock_guard lock(g.mu);
+    if (!g.free[cls])
+      g.tail[cls] = b;
     b->next = g.free[cls];
     g.free[cls] = b;
     g.hasFree[cls].store(true, std::memory_order_relaxed);
     return;
   }
+  if (!c.free[cls])
+    c.tail[cls] = b;
   b->next = c.free[cls];
   c.free[cls] = b;
 }

@@ -132,6 +132,8 @@ public:
 
   /// The reference's `__repr__`: "%5:\tlinear_out = linear(add_out, )".
   std::string str(NodeFormat f = {}) const;
+  /// Appends str(f) to `out` (printers reuse one buffer).
+  void print(std::string &out, NodeFormat f = {}) const;
 
   // Internal.
   /// Rewires the use `u` (one of this expr's input slots) to `n`.
@@ -165,13 +167,15 @@ private:
   bool mark_ = false;
   int64_t id_;
   InternalGraph *graph_ = nullptr;
+  // List links next to kind and flags: a walk of the body touches one cache
+  // line per expr.
+  Expr *prev_ = nullptr;
+  Expr *next_ = nullptr;
+  uint64_t order_ = 0;
   llvm::SmallVector<Use, 3> uses_;
   llvm::SmallVector<Node *, 1> outputs_; ///< owned
   std::optional<TreeDef> argDef_;
   std::optional<TreeDef> outDef_;
-  Expr *prev_ = nullptr;
-  Expr *next_ = nullptr;
-  uint64_t order_ = 0;
 };
 
 /// A graph input placeholder (not in the body list; reached through
