@@ -198,3 +198,53 @@ TEST_CASE("traced qualname docstring: sub-graph qualnames are attribute paths",
   CHECK(flat->graph().output(0)->qualname() == "module.block.relu.[out]");
   checkVerified(*flat);
 }
+
+namespace {
+struct PostProcess : LayerOf<PostProcess> {
+  PostProcess() : LayerOf("PostProcess", {"x"}) {}
+  Var forward(Var x) { return x * 2; }
+};
+} // namespace
+
+TEST_CASE("README: the tracing and insertion examples", "[trace][docstring]") {
+  MyModule net;
+  Tensor in = Tensor::randn({3, 4}, 2);
+  Var y = net(in);
+  auto tm = traceModule(net, Var::meta({3, 4}));
+  InternalGraph &g = tm->graph();
+  Expr *relu = g.getFunctionByType(&op(OpKind::Relu)).asUnique();
+  Var neg;
+  {
+    auto scope = insertExprs(g, relu);
+    neg = F::neg(Var(relu->output(0)));
+  }
+  g.replaceNode({{relu->output(0), neg.node()}});
+  g.compile();
+  CHECK(g.str() == "MyModule.Graph (self, x) {\n"
+                   "\t%2:\tlinear = getattr(self, \"linear\") -> (Linear)\n"
+                   "\t%3:\tparam = getattr(self, \"param\") -> (Tensor)\n"
+                   "\t%4:\tadd_out = x.__add__(param, )\n"
+                   "\t%5:\tlinear_out = linear(add_out, )\n"
+                   "\t%6:\trelu_out = nn.relu(linear_out, )\n"
+                   "\t%7:\tneg_out = elemwise.neg(relu_out, )\n"
+                   "\treturn neg_out\n"
+                   "}");
+  tm->registerModule("post", std::make_unique<PostProcess>());
+  Var z;
+  {
+    auto scope = insertExprs(g);
+    z = ModuleRef(g.self()).mod("post")(Var(g.output(0)));
+  }
+  g.replaceNode({{g.output(0), z.node()}});
+  g.compile();
+  CHECK(llvm::cast<TracedModule>(tm->module("post"))->graph().str() ==
+        "MyModule_post.Graph (self, x) {\n"
+        "\t%12:\tmul_out = x.__mul__(2, )\n"
+        "\treturn mul_out\n"
+        "}");
+  rt::Interpreter interp(*tm);
+  Tensor got = interp.run({in}).outputs[0];
+  Tensor want = Var(F::neg(y) * 2).value();
+  CHECK(got.bitwiseEqual(want));
+  checkVerified(*tm);
+}
