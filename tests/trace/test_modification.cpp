@@ -464,3 +464,31 @@ TEST_CASE("insertion errors leave the graph unchanged", "[trace][modification][e
   }
   (void)totalBefore;
 }
+
+namespace {
+struct Outer4 : LayerOf<Outer4> {
+  Outer4() : LayerOf("Outer", {"x"}) { addModule<MyModule>("tm"); }
+  Var forward(Var x) {
+    x = x - 1;
+    x = mod("tm")(x);
+    return x + 1;
+  }
+};
+} // namespace
+
+TEST_CASE("flatten of four levels with pass-through outputs at the bottom",
+          "[trace][modification]") {
+  // Outer -> MyModule -> MyBlock -> IdentityMod: inlining a nested
+  // pass-through call replaces a node the enclosing inlining had mapped
+  // (found by valgrind: flatten used the destroyed node).
+  Outer4 net;
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  auto flat = tm->flatten();
+  CHECK(flat->graph().size() == 14);
+  checkVerified(*flat);
+  checkExprUsers(*flat);
+  checkIds(*flat);
+  checkNames(*flat);
+  Tensor x = Tensor::randn({1, 3, 3, 3}, 4);
+  CHECK(run(*flat, {x})[0].bitwiseEqual(Var(net(x)).value()));
+}
