@@ -798,6 +798,8 @@ Value ModuleRef::call(CallArgs args) const {
         ~Pop() { s.scopes.pop_back(); }
       } pop{*st};
       InternalGraph &sub = sb.graph();
+      if (st->insertGraph && sub.parent() == st->insertGraph)
+        st->subGraphNames.emplace_back(sub.name(), tmod);
       const TreeDef &def = tmod->signatureOf(sub)->argDef;
       size_t next = 0;
       Value all = trace::fromTree(def, sub.inputs(), next);

@@ -446,15 +446,30 @@ TEST_CASE("insertion errors leave the graph unchanged", "[trace][modification][e
     CHECK(g.str() == before);
   }
   SECTION("an exception inside the scope") {
+    size_t names = g.ns().size();
+    c.tm->registerModule("neg", std::make_unique<IdentityMod>());
     try {
       auto scope = insertExprs(g);
       Var a = F::neg(Var(reluOut));
       Var b = F::relu(a);
+      Var d = ModuleRef(g.self()).mod("neg")(b);
       throw std::runtime_error("user error");
     } catch (const std::runtime_error &) {
     }
     CHECK(g.str() == before);
     checkVerified(*c.tm);
+    // Names, ids and attached modules are as before: the same edit made
+    // again gets the same names and ids.
+    CHECK(g.ns().size() == names);
+    CHECK(c.tm->totalIds() == totalBefore);
+    CHECK(dynamic_cast<IdentityMod *>(c.tm->module("neg")) != nullptr);
+    Var a;
+    {
+      auto scope = insertExprs(g);
+      a = F::neg(Var(reluOut));
+    }
+    CHECK(a.name() == "neg_out");
+    CHECK(a.node()->id() == totalBefore.first);
   }
   SECTION("shape errors are reported and nothing is recorded") {
     auto scope = insertExprs(g);
