@@ -887,6 +887,21 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
   return tm;
 }
 
+std::unique_ptr<TracedModule> traceModule(TracedModule &m, CallArgs args, TraceOptions) {
+  if (trace::current())
+    raise("traceModule: this thread is already tracing (traces do not nest)");
+  std::vector<Var> leaves;
+  TreeDef def = trace::callTree(args, leaves);
+  if (!m.graphFor(def))
+    raise("traceModule: '{}' has no graph for the call signature {}; it has:\n{}",
+          m.typeName().str(), def.str(), m.signaturesStr());
+  auto c = m.cloneTraced();
+  c->setTop(true);
+  c->updateRefs();
+  c->graphFor(def)->resetIds();
+  return c;
+}
+
 //===----------------------------------------------------------------------===//
 // wrap
 //===----------------------------------------------------------------------===//

@@ -133,6 +133,12 @@ TEST_CASE("trace_module: keyword arguments are their own signatures", "[trace][t
   CHECK(t1->signatures()[0].argDef.str() == "((Module, Tensor, Tensor), {})");
   CHECK(t2->signatures()[0].argDef.str() == "((Module, Tensor), {'y': Tensor})");
   CHECK(t3->signatures()[0].argDef.str() == "((Module,), {'x': Tensor, 'y': Tensor})");
+  // Re-tracing a traced module gives its graph for that signature.
+  auto r1 = traceModule(*t1, a, b);
+  CHECK(r1->graph().str() == t1->graph().str());
+  CHECK(r1->isTop());
+  CHECK(run(*r1, {a, b})[0].at(0) == 3.0);
+  CHECK_THROWS_WITH(traceModule(*t1, a), Catch::Contains("has no graph for the call signature"));
   // A traced module inside a new trace is nested and not top.
   Holder h(std::move(t1));
   auto t6 = traceModule(h, a, b);
