@@ -135,6 +135,21 @@ std::string NameSpace::createUniqueName(llvm::StringRef raw) {
   return cand;
 }
 
+void NameSpace::release(llvm::StringRef name) {
+  if (!used_.erase(name))
+    return;
+  // "base_k" free again: the known-taken prefix of base ends before k.
+  size_t us = name.rfind('_');
+  if (us == llvm::StringRef::npos || us + 1 >= name.size())
+    return;
+  uint64_t k = 0;
+  if (name.drop_front(us + 1).getAsInteger(10, k))
+    return;
+  auto it = probe_.find(name.take_front(us));
+  if (it != probe_.end() && k < it->second)
+    it->second = k;
+}
+
 void NameSpace::merge(const NameSpace &other) {
   for (const auto &e : other.used_)
     used_.insert(e.getKey());

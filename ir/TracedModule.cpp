@@ -369,7 +369,10 @@ public:
     return cm->calleeGraph();
   }
 
-  void inlineCall(CallMethod *call, InternalGraph &sub) {
+  /// Returns, per output of `call`, the node now carrying its value (a
+  /// nested inlining may replace a node the caller mapped to: the caller
+  /// re-maps with this).
+  llvm::SmallVector<Node *, 2> inlineCall(CallMethod *call, InternalGraph &sub) {
     if (sub.inputs().size() != call->numInputs())
       raiseAt(Location::atExpr(call->id()),
               "flatten: call passes {} values but graph '{}' takes {}",
@@ -429,11 +432,20 @@ public:
         vmap[o] = n;
       }
       top_.insertExpr(std::move(ne), call);
-      if (InternalGraph *inner = inlinable(raw))
-        inlineCall(llvm::cast<CallMethod>(raw), *inner);
+      if (InternalGraph *inner = inlinable(raw)) {
+        // `raw` goes away; its outputs may be replaced (pass-through
+        // outputs of the nested graph): map e's outputs to the survivors.
+        auto res = inlineCall(llvm::cast<CallMethod>(raw), *inner);
+        for (size_t j = 0; j < e->numOutputs(); ++j)
+          vmap[e->output(j)] = res[j];
+      }
     }
+    llvm::SmallVector<Node *, 2> result;
+    for (Node *so : sub.outputs())
+      result.push_back(vmap.lookup(so));
     call->dropAllInputs();
     top_.removeExpr(call).reset();
+    return result;
   }
 
 private:

@@ -26,6 +26,7 @@ struct InsertScope::Impl {
   Expr *savedInsertion = nullptr;
   trace::State *prev = nullptr;
   bool done = false;
+  std::pair<int64_t, int64_t> ids; ///< the root's id counters at the start
 
   void end() {
     if (done)
@@ -50,6 +51,7 @@ InsertScope::InsertScope(InternalGraph &g, Expr *after)
   im.after = after;
   im.savedInsertion = g.insertionPoint();
   im.st.top = &g.owner()->root();
+  im.ids = im.st.top->totalIds();
   im.st.insertGraph = &g;
   if (after)
     g.setInsertionPointAfter(after);
@@ -68,17 +70,38 @@ void InsertScope::rollback() {
     return;
   im.end();
   auto &news = im.st.newExprs;
+  NameSpace &ns = im.g->ns();
   for (auto it = news.rbegin(); it != news.rend(); ++it) {
     Expr *e = *it;
+    // Free the names the exprs took: node names, the qualname tags of
+    // calls (".[func_neg]"), and the names of sub-graphs made for them.
+    for (Node *o : e->outputs()) {
+      ns.release(o->name());
+      llvm::StringRef q(o->qualname());
+      size_t open = q.rfind(".[");
+      if (open != llvm::StringRef::npos && q.endswith("]")) {
+        llvm::StringRef tag = q.slice(open + 2, q.size() - 1);
+        if (tag.startswith("func_") || tag.startswith("method_") || tag.startswith("def_"))
+          ns.release(tag);
+      }
+    }
     e->dropAllInputs();
     im.g->removeExpr(e).reset();
   }
   news.clear();
+  // Sub-graphs of attached modules go with them; their names go too.
+  llvm::DenseSet<const Module *> gone;
+  for (auto &a : im.st.attached)
+    gone.insert(a.owner->module(a.name));
+  for (const auto &[name, mod] : im.st.subGraphNames)
+    if (gone.count(mod))
+      ns.release(name);
   for (auto it = im.st.attached.rbegin(); it != im.st.attached.rend(); ++it) {
     it->owner->releaseModule(it->name);
     it->owner->registerModule(it->name, std::move(it->layer));
   }
   im.st.attached.clear();
+  im.st.top->setTotalIds(im.ids.first, im.ids.second);
   im.g->touch();
 }
 

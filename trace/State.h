@@ -41,6 +41,8 @@ struct State {
     std::unique_ptr<Module> layer;
   };
   std::vector<Attached> attached;
+  /// Graphs created in the edited graph's namespace: (name, module).
+  std::vector<std::pair<std::string, const Module *>> subGraphNames;
 
   Scope &scope() { return *scopes.back(); }
   /// Records that `e` was created (insertion scopes track their exprs).

@@ -798,6 +798,8 @@ Value ModuleRef::call(CallArgs args) const {
         ~Pop() { s.scopes.pop_back(); }
       } pop{*st};
       InternalGraph &sub = sb.graph();
+      if (st->insertGraph && sub.parent() == st->insertGraph)
+        st->subGraphNames.emplace_back(sub.name(), tmod);
       const TreeDef &def = tmod->signatureOf(sub)->argDef;
       size_t next = 0;
       Value all = trace::fromTree(def, sub.inputs(), next);
@@ -883,6 +885,21 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
   Value out = net.forwardValues(fa);
   b.finish(forwardOutputs(st, out, net.typeName()));
   return tm;
+}
+
+std::unique_ptr<TracedModule> traceModule(TracedModule &m, CallArgs args, TraceOptions) {
+  if (trace::current())
+    raise("traceModule: this thread is already tracing (traces do not nest)");
+  std::vector<Var> leaves;
+  TreeDef def = trace::callTree(args, leaves);
+  if (!m.graphFor(def))
+    raise("traceModule: '{}' has no graph for the call signature {}; it has:\n{}",
+          m.typeName().str(), def.str(), m.signaturesStr());
+  auto c = m.cloneTraced();
+  c->setTop(true);
+  c->updateRefs();
+  c->graphFor(def)->resetIds();
+  return c;
 }
 
 //===----------------------------------------------------------------------===//

@@ -137,3 +137,20 @@ TEST_CASE("output naming of every expr kind", "[ir][namespace]") {
         "}");
   fixtures::checkVerified(*tm);
 }
+
+TEST_CASE("NameSpace::release frees a name for reuse", "[ir][namespace]") {
+  NameSpace ns("g", "G");
+  CHECK(ns.createUniqueName("a") == "a");
+  CHECK(ns.createUniqueName("a") == "a_1");
+  CHECK(ns.createUniqueName("a") == "a_2");
+  ns.release("a_1");
+  CHECK(!ns.isUsed("a_1"));
+  CHECK(ns.createUniqueName("a") == "a_1");
+  CHECK(ns.createUniqueName("a") == "a_3");
+  ns.release("a_3");
+  ns.release("a_2");
+  CHECK(ns.createUniqueName("a") == "a_2");
+  ns.release("never_used"); // no-op
+  ns.release("a");
+  CHECK(ns.createUniqueName("a") == "a");
+}

@@ -446,15 +446,30 @@ TEST_CASE("insertion errors leave the graph unchanged", "[trace][modification][e
     CHECK(g.str() == before);
   }
   SECTION("an exception inside the scope") {
+    size_t names = g.ns().size();
+    c.tm->registerModule("neg", std::make_unique<IdentityMod>());
     try {
       auto scope = insertExprs(g);
       Var a = F::neg(Var(reluOut));
       Var b = F::relu(a);
+      Var d = ModuleRef(g.self()).mod("neg")(b);
       throw std::runtime_error("user error");
     } catch (const std::runtime_error &) {
     }
     CHECK(g.str() == before);
     checkVerified(*c.tm);
+    // Names, ids and attached modules are as before: the same edit made
+    // again gets the same names and ids.
+    CHECK(g.ns().size() == names);
+    CHECK(c.tm->totalIds() == totalBefore);
+    CHECK(dynamic_cast<IdentityMod *>(c.tm->module("neg")) != nullptr);
+    Var a;
+    {
+      auto scope = insertExprs(g);
+      a = F::neg(Var(reluOut));
+    }
+    CHECK(a.name() == "neg_out");
+    CHECK(a.node()->id() == totalBefore.first);
   }
   SECTION("shape errors are reported and nothing is recorded") {
     auto scope = insertExprs(g);
@@ -463,4 +478,32 @@ TEST_CASE("insertion errors leave the graph unchanged", "[trace][modification][e
     CHECK(g.str() == before);
   }
   (void)totalBefore;
+}
+
+namespace {
+struct Outer4 : LayerOf<Outer4> {
+  Outer4() : LayerOf("Outer", {"x"}) { addModule<MyModule>("tm"); }
+  Var forward(Var x) {
+    x = x - 1;
+    x = mod("tm")(x);
+    return x + 1;
+  }
+};
+} // namespace
+
+TEST_CASE("flatten of four levels with pass-through outputs at the bottom",
+          "[trace][modification]") {
+  // Outer -> MyModule -> MyBlock -> IdentityMod: inlining a nested
+  // pass-through call replaces a node the enclosing inlining had mapped
+  // (found by valgrind: flatten used the destroyed node).
+  Outer4 net;
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  auto flat = tm->flatten();
+  CHECK(flat->graph().size() == 14);
+  checkVerified(*flat);
+  checkExprUsers(*flat);
+  checkIds(*flat);
+  checkNames(*flat);
+  Tensor x = Tensor::randn({1, 3, 3, 3}, 4);
+  CHECK(run(*flat, {x})[0].bitwiseEqual(Var(net(x)).value()));
 }

@@ -198,3 +198,111 @@ TEST_CASE("traced qualname docstring: sub-graph qualnames are attribute paths",
   CHECK(flat->graph().output(0)->qualname() == "module.block.relu.[out]");
   checkVerified(*flat);
 }
+
+namespace {
+struct PostProcess : LayerOf<PostProcess> {
+  PostProcess() : LayerOf("PostProcess", {"x"}) {}
+  Var forward(Var x) { return x * 2; }
+};
+} // namespace
+
+TEST_CASE("README: the tracing and insertion examples", "[trace][docstring]") {
+  MyModule net;
+  Tensor in = Tensor::randn({3, 4}, 2);
+  Var y = net(in);
+  auto tm = traceModule(net, Var::meta({3, 4}));
+  InternalGraph &g = tm->graph();
+  Expr *relu = g.getFunctionByType(&op(OpKind::Relu)).asUnique();
+  Var neg;
+  {
+    auto scope = insertExprs(g, relu);
+    neg = F::neg(Var(relu->output(0)));
+  }
+  g.replaceNode({{relu->output(0), neg.node()}});
+  g.compile();
+  CHECK(g.str() == "MyModule.Graph (self, x) {\n"
+                   "\t%2:\tlinear = getattr(self, \"linear\") -> (Linear)\n"
+                   "\t%3:\tparam = getattr(self, \"param\") -> (Tensor)\n"
+                   "\t%4:\tadd_out = x.__add__(param, )\n"
+                   "\t%5:\tlinear_out = linear(add_out, )\n"
+                   "\t%6:\trelu_out = nn.relu(linear_out, )\n"
+                   "\t%7:\tneg_out = elemwise.neg(relu_out, )\n"
+                   "\treturn neg_out\n"
+                   "}");
+  tm->registerModule("post", std::make_unique<PostProcess>());
+  Var z;
+  {
+    auto scope = insertExprs(g);
+    z = ModuleRef(g.self()).mod("post")(Var(g.output(0)));
+  }
+  g.replaceNode({{g.output(0), z.node()}});
+  g.compile();
+  CHECK(llvm::cast<TracedModule>(tm->module("post"))->graph().str() ==
+        "MyModule_post.Graph (self, x) {\n"
+        "\t%12:\tmul_out = x.__mul__(2, )\n"
+        "\treturn mul_out\n"
+        "}");
+  rt::Interpreter interp(*tm);
+  Tensor got = interp.run({in}).outputs[0];
+  Tensor want = Var(F::neg(y) * 2).value();
+  CHECK(got.bitwiseEqual(want));
+  checkVerified(*tm);
+}
+
+TEST_CASE("traced reset_outputs docstring", "[trace][docstring]") {
+  AddOne net;
+  auto tm = traceModule(net, Var::meta({1}));
+  InternalGraph &g = tm->graph();
+  Node *inp = g.input(1), *out = g.output(0);
+  g.resetOutputs(TreeDef::tuple({TreeDef(), TreeDef::dict({{Scalar("input"), TreeDef()}})}),
+                 {out, inp});
+  CHECK(g.str() == "MyModule.Graph (self, x) {\n"
+                   "\t%2:\tadd_out = x.__add__(1, )\n"
+                   "\treturn add_out, x\n"
+                   "}");
+  CHECK(tm->outDefFor(tm->signatures()[0].argDef)->str() == "(Tensor, {'input': Tensor})");
+  checkVerified(*tm);
+}
+
+TEST_CASE("traced census appendix: {:i} format", "[trace][docstring]") {
+  SimpleModule net;
+  auto tm = traceModule(net, Var::meta({4}));
+  CHECK(fmt::format("{:i}", tm->graph()) ==
+        "SimpleModule.Graph (%0_self, %1_x) {\n"
+        "\t%2:\t%2_const_tensor = Constant() -> (Tensor)\n"
+        "\t%3:\t%3_add_out = %1_x.__add__(%2_const_tensor, )\n"
+        "\t%4:\t%4_relu_out = nn.relu(%3_add_out, )\n"
+        "\t%5:\t%5_linear = getattr(%0_self, \"linear\") -> (Linear)\n"
+        "\t%6:\t%6_param = getattr(%0_self, \"param\") -> (Tensor)\n"
+        "\t%7:\t%7_add_out_1 = %4_relu_out.__add__(%6_param, )\n"
+        "\t%8:\t%8_linear_out = %5_linear(%7_add_out_1, )\n"
+        "\treturn %8_linear_out\n"
+        "}");
+  CHECK(tm->graph().getNodeByName("SimpleModule_linear_out").asUnique()->qualname() ==
+        "SimpleModule.linear.[out]");
+}
+
+namespace {
+// F.batch_norm(x, None, None, self.weight, self.bias, training=True)
+struct BnNet : LayerOf<BnNet> {
+  BnNet() : LayerOf("Net", {"x"}) {
+    registerParameter("weight", Tensor::full({3}, 1.0));
+    registerParameter("bias", Tensor::zeros({3}));
+  }
+  Var forward(Var x) {
+    Var w = attr("weight");
+    Var b = attr("bias");
+    return F::call("batch_norm", x, Value(), Value(), w, b, kw("training", true));
+  }
+};
+} // namespace
+
+TEST_CASE("traced census appendix: batch_norm keyword arguments print sorted",
+          "[trace][docstring]") {
+  BnNet net;
+  auto tm = traceModule(net, Var::meta({1, 3, 4, 4}));
+  CHECK(tm->graph().str().find(
+            "batch_norm_out = nn.batch_norm(x, None, None, weight, bias, "
+            "compute_mode=default, eps=1e-05, inplace=True, momentum=0.9, "
+            "param_dim=dim_1c11, training=True)") != std::string::npos);
+}

@@ -44,6 +44,9 @@ public:
   bool isUsed(llvm::StringRef name) const { return used_.count(name) != 0; }
   /// Reserves `name` as is (no sanitising).
   void reserve(llvm::StringRef name) { used_.insert(name); }
+  /// Frees `name` again (an edit that created it was rolled back): later
+  /// createUniqueName calls may hand it out. No-op when unused.
+  void release(llvm::StringRef name);
   /// Adds every name of `other` (the reference's `merge`).
   void merge(const NameSpace &other);
   size_t size() const { return used_.size(); }

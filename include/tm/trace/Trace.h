@@ -53,6 +53,19 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, A &&...a) {
   return traceModule(net, std::move(c));
 }
 
+/// Tracing a TracedModule (the reference's re-trace): its graph for the
+/// call's signature is already the trace, so the result is a copy, top, with
+/// ids reset. Throws tmg::Error listing its signatures when it has no graph
+/// for this call.
+std::unique_ptr<TracedModule> traceModule(TracedModule &m, CallArgs args,
+                                          TraceOptions opts = {});
+template <typename... A>
+std::unique_ptr<TracedModule> traceModule(TracedModule &m, A &&...a) {
+  CallArgs c;
+  (c.add(std::forward<A>(a)), ...);
+  return traceModule(m, std::move(c));
+}
+
 /// True while this thread traces or edits a graph.
 bool isTracing();
 
