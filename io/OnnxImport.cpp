@@ -310,14 +310,18 @@ void Importer::setOutput(Ctx &cx, const std::string &name, Node *x, const NodeCx
 
 void Importer::checkSupported(const onnx::GraphProto &g) {
   std::vector<std::string> bad;
+  int64_t index = -1;
   for (const auto &n : g.node()) {
+    ++index;
     bool sub = false;
     for (const auto &a : n.attribute())
       sub |= a.type() == AttributeProto::GRAPH || a.type() == AttributeProto::GRAPHS;
     bool dom = !n.domain().empty() && n.domain() != "ai.onnx";
     if (dom || sub || !isOnnxOpSupported(n.op_type()))
-      bad.push_back(fmt::format("{}{} (node '{}'{})", dom ? n.domain() + "." : "", n.op_type(),
-                                n.name(), sub ? ", has subgraphs" : ""));
+      bad.push_back(fmt::format("{}{} (node {}{})", dom ? n.domain() + "." : "", n.op_type(),
+                                n.name().empty() ? "#" + std::to_string(index)
+                                                 : "'" + n.name() + "'",
+                                sub ? ", has subgraphs" : ""));
   }
   if (!bad.empty()) {
     std::string list;
@@ -727,8 +731,8 @@ void Importer::mapNode(NodeCx &c) {
     std::vector<int64_t> d = c.ais("dilations").value_or(std::vector<int64_t>(nd, 1));
     int64_t groups = c.ai("group", 1);
     std::string autoPad = c.as("auto_pad", "NOTSET");
-    Arg bias = c.has(2) ? Arg(c.node(2)) : Arg::none();
     Node *x = c.node(0), *w = c.node(1);
+    Arg bias = c.has(2) ? Arg(c.node(2)) : Arg::none();
     if (op == "Conv") {
       std::vector<int64_t> p = windowPads(this, autoPad, c.ais("pads"), in, k, s, d);
       if (nd == 2 && symmetric(p))
@@ -827,6 +831,10 @@ void Importer::mapNode(NodeCx &c) {
                             {"ceil_mode", ceil}, {"mode", mode}}));
   }
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    if (c.rank(0) == 4 && c.dtype(0) == DType::Float32)
+      return c.out(0, c.call(op == "GlobalAveragePool" ? "nn.adaptive_avg_pool2d"
+                                                       : "nn.adaptive_max_pool2d",
+                             {c.node(0), tupleOf({1, 1})}));
     std::vector<int64_t> axes;
     for (int64_t i = 2; i < c.rank(0); ++i)
       axes.push_back(i);
