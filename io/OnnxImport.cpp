@@ -23,6 +23,7 @@
 #include "tm/ir/IR.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/runtime/Interpreter.h"
+#include "tm/runtime/Kernels.h"
 
 namespace tmg::io {
 namespace {
@@ -37,22 +38,26 @@ constexpr int64_t MaxOpset = 17;
 constexpr int64_t FoldLimit = 1 << 16;
 
 const std::vector<std::string> &supportedList() {
-  static const std::vector<std::string> ops = {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v = {
       "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan",
       "Atanh", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil", "Celu",
       "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Cosh",
-      "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten",
+      "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten",
       "Floor", "Gather", "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool",
-      "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity",
+      "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Hardmax", "Identity",
       "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Less",
       "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean",
       "MeanVarianceNormalization", "Min", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad",
       "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
       "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
       "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Sigmoid", "Sign", "Sin", "Sinh",
-      "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt",
-      "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
-      "Unsqueeze", "Upsample", "Where", "Xor"};
+      "Shrink", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split",
+      "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
+      "Trilu", "Unsqueeze", "Upsample", "Where", "Xor"};
+    std::sort(v.begin(), v.end()); // looked up by binary search
+    return v;
+  }();
   return ops;
 }
 
@@ -1293,6 +1298,68 @@ void Importer::mapNode(NodeCx &c) {
     x = c.call("tensor.reshape", {x, tupleOf({N, C, H / bs, bs, W / bs, bs})});
     x = c.call("tensor.transpose", {x, tupleOf({0, 3, 5, 1, 2, 4})});
     return c.out(0, c.call("tensor.reshape", {x, tupleOf({N, C * bs * bs, H / bs, W / bs})}));
+  }
+  if (op == "Trilu" || op == "EyeLike") {
+    // A mask (or the eye) of the static shape, computed at import time.
+    const Shape &s = c.shape(0);
+    if (s.size() < 2)
+      c.fail("the input needs rank >= 2");
+    int64_t k = op == "Trilu" ? (c.has(1) ? c.ints(1).at(0) : 0) : c.ai("k", 0);
+    bool upper = c.ai("upper", 1);
+    int64_t M = s[s.size() - 2], N = s.back();
+    Tensor mask = Tensor::zeros({M, N}, DType::Bool);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        mask.data<uint8_t>()[i * N + j] =
+            op == "EyeLike" ? j - i == k : upper ? j - i >= k : j - i <= k;
+    if (op == "EyeLike") {
+      std::optional<DType> dt = c.hasAttr("dtype") ? fromOnnxType(int32_t(c.ai("dtype", 1)))
+                                                   : c.dtype(0);
+      if (!dt)
+        c.fail("unsupported dtype");
+      return c.outConst(0, rt::cast(mask, *dt));
+    }
+    DType dt = c.dtype(0).value_or(DType::Float32);
+    return c.out(0, c.call("tensor.where", {c.constant(mask), c.node(0),
+                                            c.constant(Tensor::zeros({}, dt))}));
+  }
+  if (op == "Shrink") {
+    double l = c.af("lambd", 0.5), bias = c.af("bias", 0.0);
+    DType dt = c.dtype(0).value_or(DType::Float32);
+    auto num = [&](double v) { return c.constant(Tensor::full({}, v, dt)); };
+    Node *x = c.node(0);
+    Node *hi = c.call("tensor.where", {c.call("elemwise.greater", {x, num(l)}),
+                                       c.call("elemwise.sub", {x, num(bias)}), num(0)});
+    return c.out(0, c.call("tensor.where", {c.call("elemwise.less", {x, num(-l)}),
+                                            c.call("elemwise.add", {x, num(bias)}), hi}));
+  }
+  if (op == "Hardmax") {
+    const Shape &s = c.shape(0);
+    int64_t r = int64_t(s.size());
+    Node *x = c.node(0);
+    int64_t ax;
+    if (opset_ >= 13) {
+      ax = c.axis(c.ai("axis", -1), r);
+    } else {
+      int64_t a0 = c.axis(c.ai("axis", 1), r), a = 1, b2 = 1;
+      for (int64_t i = 0; i < r; ++i)
+        (i < a0 ? a : b2) *= s[i];
+      x = c.call("tensor.reshape", {x, tupleOf({a, b2})});
+      ax = 1;
+    }
+    auto *xt = llvm::cast<TensorNode>(x);
+    Shape cur = *xt->shape();
+    Shape is(cur.size(), 1);
+    is[ax] = cur[ax];
+    std::vector<int64_t> iota(cur[ax]);
+    for (int64_t i = 0; i < cur[ax]; ++i)
+      iota[i] = i;
+    Node *am = c.call("math.argmax", {x}, {{"axis", ax}, {"keepdims", true}});
+    Node *eq = c.call("elemwise.equal", {am, c.constant(Tensor::fromInts(is, iota))});
+    Node *y = c.astype(eq, c.dtype(0).value_or(DType::Float32));
+    if (opset_ < 13)
+      y = c.call("tensor.reshape", {y, tupleOf(s)});
+    return c.out(0, y);
   }
   c.fail("no mapping for this op");
 }
