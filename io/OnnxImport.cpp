@@ -353,7 +353,9 @@ bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
   }
   if (elems > FoldLimit)
     return false;
-  // Run the node's mapping in a scratch module on the interpreter.
+  // Run the node's mapping in a scratch module on the interpreter. A node
+  // that cannot be evaluated this way is imported as a graph expr instead
+  // (where a real error, if any, is reported with the graph's context).
   auto scratch = TracedModule::fromModule(std::make_unique<Module>("Fold"));
   GraphBuilder sb = GraphBuilder::top(*scratch, {});
   std::unordered_map<std::string, Val> svals;
@@ -366,17 +368,24 @@ bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
       svals[in] = v;
     }
   Ctx sc{sb, svals};
-  convertNode(sc, n);
-  std::vector<Arg> outs;
   std::vector<std::string> names;
-  for (const auto &o : n.output())
-    if (!o.empty() && svals.count(o)) {
-      outs.push_back(materialize(sc, svals[o], o));
-      names.push_back(o);
-    }
-  sb.finish(Arg::tuple(outs));
-  rt::Interpreter interp(*scratch);
-  rt::RunResult r = interp.run({});
+  rt::RunResult r;
+  try {
+    convertNode(sc, n);
+    std::vector<Arg> outs;
+    for (const auto &o : n.output())
+      if (!o.empty() && svals.count(o)) {
+        outs.push_back(materialize(sc, svals[o], o));
+        names.push_back(o);
+      }
+    sb.finish(Arg::tuple(outs));
+    rt::Interpreter interp(*scratch);
+    r = interp.run({});
+  } catch (const NeedConst &) {
+    throw;
+  } catch (const Error &) {
+    return false;
+  }
   for (size_t i = 0; i < names.size(); ++i) {
     Val v;
     v.cst = r.outputs[i];
