@@ -48,11 +48,12 @@ const std::vector<std::string> &supportedList() {
       "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Hardmax", "Identity",
       "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Less",
       "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean",
-      "MeanVarianceNormalization", "Min", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad",
+      "MeanVarianceNormalization", "Min", "Mod", "Mul", "Neg", "NegativeLogLikelihoodLoss",
+      "Not", "Or", "PRelu", "Pad",
       "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
       "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
       "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Sigmoid", "Sign", "Sin", "Sinh",
-      "Shrink", "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split",
+      "Shrink", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "SpaceToDepth", "Split",
       "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
       "Trilu", "Unsqueeze", "Upsample", "Where", "Xor"};
     std::sort(v.begin(), v.end()); // looked up by binary search
@@ -1369,6 +1370,42 @@ void Importer::mapNode(NodeCx &c) {
     if (opset_ < 13)
       y = c.call("tensor.reshape", {y, tupleOf(s)});
     return c.out(0, y);
+  }
+  if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
+    // loss[n, d...] = -input[n, target[n, d...], d...] * weight[target],
+    // entries whose target is ignore_index weigh 0; then none/sum/mean
+    // (the mean divides by the sum of the weights).
+    bool sce = op == "SoftmaxCrossEntropyLoss";
+    Node *x = c.node(0), *t = c.node(1);
+    DType fdt = c.dtype(0).value_or(DType::Float32);
+    if (sce) {
+      x = c.call("nn.logsoftmax", {x}, {{"axis", int64_t(1)}});
+      c.out(1, x);
+    }
+    Node *w = nullptr;
+    if (c.hasAttr("ignore_index")) {
+      Node *ii = c.constant(Tensor::fromInts({}, {c.ai("ignore_index", 0)}, *c.dtype(1)));
+      Node *mask = c.call("elemwise.not_equal", {t, ii});
+      t = c.call("tensor.where", {mask, t, c.constant(Tensor::fromInts({}, {0}, *c.dtype(1)))});
+      w = c.astype(mask, fdt);
+    }
+    Node *g = c.call("tensor.gather",
+                     {x, int64_t(1), c.call("tensor.expand_dims", {t, int64_t(1)})});
+    g = c.call("elemwise.neg", {c.call("tensor.squeeze", {g}, {{"axis", int64_t(1)}})});
+    if (c.has(2)) {
+      Node *cw = c.call("tensor.take", {c.node(2), t}, {{"axis", int64_t(0)}});
+      w = w ? c.call("elemwise.mul", {w, cw}) : cw;
+    }
+    Node *loss = w ? c.call("elemwise.mul", {g, w}) : g;
+    std::string red = c.as("reduction", "mean");
+    if (red == "sum")
+      loss = c.call("math.sum", {loss});
+    else if (red == "mean")
+      loss = w ? c.call("elemwise.div", {c.call("math.sum", {loss}), c.call("math.sum", {w})})
+               : c.call("math.mean", {loss});
+    else if (red != "none")
+      c.fail(fmt::format("unknown reduction '{}'", red));
+    return c.out(0, loss);
   }
   c.fail("no mapping for this op");
 }
