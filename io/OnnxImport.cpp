@@ -566,7 +566,6 @@ bool symmetric(const std::vector<int64_t> &p) {
 }
 
 Arg tupleOf(llvm::ArrayRef<int64_t> v) { return Arg::ints(v); }
-Arg pairOrInt(llvm::ArrayRef<int64_t> v) { return v.size() == 1 ? Arg(v[0]) : Arg::ints(v); }
 
 void Importer::mapNode(NodeCx &c) {
   const std::string &op = c.n.op_type();
