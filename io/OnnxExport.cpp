@@ -216,6 +216,8 @@ private:
   onnx::GraphProto &g_;
   std::unordered_map<const Node *, std::string> names_;
   std::unordered_map<const Node *, const Module *> modules_;
+  /// Attribute paths of module nodes ("block1.conv"), naming their tensors.
+  std::unordered_map<const Module *, std::string> modulePaths_;
   std::set<std::string> used_;
   std::unordered_map<std::string, std::string> paramNames_;
 };
@@ -301,6 +303,7 @@ void Exporter::exportExpr(const Expr &e) {
       if (!mod)
         fail(e, "no such submodule");
       modules_[e.output(0)] = mod;
+      modulePaths_[mod] = ga.attrName();
       return;
     }
     const Tensor *t = owner->resolveTensor(ga.attrName());
@@ -354,7 +357,8 @@ void Exporter::exportModuleCall(const Expr &e, const Module &m) {
   std::string x = nameOf(e, e.arg(1).node()), out = e.output(0)->name();
   auto tensorInit = [&](const char *attr) -> std::string {
     const Tensor *t = m.tensor(attr);
-    return t ? init(*t, out + "_" + attr) : std::string();
+    auto p = modulePaths_.find(&m);
+    return t ? init(*t, (p != modulePaths_.end() ? p->second : out) + "." + attr) : std::string();
   };
   auto intsAttr = [&](const char *n) { return intsOf(e, *m.value(n)); };
   auto pair = [&](const char *n) {
@@ -387,10 +391,12 @@ void Exporter::exportModuleCall(const Expr &e, const Module &m) {
     if (!mean)
       fail(e, "BatchNorm2d without running statistics");
     int64_t C = mean->numel();
-    std::string sw = w ? init(w->reshaped({C}), out + "_weight") : init(Tensor::full({C}, 1.0), out + "_weight");
-    std::string sb = b ? init(b->reshaped({C}), out + "_bias") : init(Tensor::full({C}, 0.0), out + "_bias");
-    std::string sm = init(mean->reshaped({C}), out + "_mean");
-    std::string sv = init(m.tensor("running_var")->reshaped({C}), out + "_var");
+    auto p = modulePaths_.find(&m);
+    std::string base = p != modulePaths_.end() ? p->second : out;
+    std::string sw = init(w ? w->reshaped({C}) : Tensor::full({C}, 1.0), base + ".weight");
+    std::string sb = init(b ? b->reshaped({C}) : Tensor::full({C}, 0.0), base + ".bias");
+    std::string sm = init(mean->reshaped({C}), base + ".running_mean");
+    std::string sv = init(m.tensor("running_var")->reshaped({C}), base + ".running_var");
     bind(e, emit("BatchNormalization", {x, sw, sb, sm, sv}, out, &n));
     attrF(n, "epsilon", m.floatValue("eps"));
     return;

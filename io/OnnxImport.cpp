@@ -23,6 +23,7 @@
 #include "tm/ir/IR.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/runtime/Interpreter.h"
+#include "tm/runtime/Kernels.h"
 
 namespace tmg::io {
 namespace {
@@ -37,22 +38,27 @@ constexpr int64_t MaxOpset = 17;
 constexpr int64_t FoldLimit = 1 << 16;
 
 const std::vector<std::string> &supportedList() {
-  static const std::vector<std::string> ops = {
+  static const std::vector<std::string> ops = [] {
+    std::vector<std::string> v = {
       "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan",
       "Atanh", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil", "Celu",
       "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Cosh",
-      "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "Flatten",
+      "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten",
       "Floor", "Gather", "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool",
-      "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Identity",
+      "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Hardmax", "Identity",
       "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Less",
       "LessOrEqual", "Log", "LogSoftmax", "MatMul", "Max", "MaxPool", "Mean",
-      "MeanVarianceNormalization", "Min", "Mod", "Mul", "Neg", "Not", "Or", "PRelu", "Pad",
+      "MeanVarianceNormalization", "Min", "Mod", "Mul", "Neg", "NegativeLogLikelihoodLoss",
+      "Not", "Or", "PRelu", "Pad",
       "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
       "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
       "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Sigmoid", "Sign", "Sin", "Sinh",
-      "Size", "Slice", "Softmax", "Softplus", "Softsign", "SpaceToDepth", "Split", "Sqrt",
-      "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
-      "Unsqueeze", "Upsample", "Where", "Xor"};
+      "Shrink", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "SpaceToDepth", "Split",
+      "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
+      "Trilu", "Unsqueeze", "Upsample", "Where", "Xor"};
+    std::sort(v.begin(), v.end()); // looked up by binary search
+    return v;
+  }();
   return ops;
 }
 
@@ -310,14 +316,18 @@ void Importer::setOutput(Ctx &cx, const std::string &name, Node *x, const NodeCx
 
 void Importer::checkSupported(const onnx::GraphProto &g) {
   std::vector<std::string> bad;
+  int64_t index = -1;
   for (const auto &n : g.node()) {
+    ++index;
     bool sub = false;
     for (const auto &a : n.attribute())
       sub |= a.type() == AttributeProto::GRAPH || a.type() == AttributeProto::GRAPHS;
     bool dom = !n.domain().empty() && n.domain() != "ai.onnx";
     if (dom || sub || !isOnnxOpSupported(n.op_type()))
-      bad.push_back(fmt::format("{}{} (node '{}'{})", dom ? n.domain() + "." : "", n.op_type(),
-                                n.name(), sub ? ", has subgraphs" : ""));
+      bad.push_back(fmt::format("{}{} (node {}{})", dom ? n.domain() + "." : "", n.op_type(),
+                                n.name().empty() ? "#" + std::to_string(index)
+                                                 : "'" + n.name() + "'",
+                                sub ? ", has subgraphs" : ""));
   }
   if (!bad.empty()) {
     std::string list;
@@ -344,7 +354,9 @@ bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
   }
   if (elems > FoldLimit)
     return false;
-  // Run the node's mapping in a scratch module on the interpreter.
+  // Run the node's mapping in a scratch module on the interpreter. A node
+  // that cannot be evaluated this way is imported as a graph expr instead
+  // (where a real error, if any, is reported with the graph's context).
   auto scratch = TracedModule::fromModule(std::make_unique<Module>("Fold"));
   GraphBuilder sb = GraphBuilder::top(*scratch, {});
   std::unordered_map<std::string, Val> svals;
@@ -357,17 +369,24 @@ bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
       svals[in] = v;
     }
   Ctx sc{sb, svals};
-  convertNode(sc, n);
-  std::vector<Arg> outs;
   std::vector<std::string> names;
-  for (const auto &o : n.output())
-    if (!o.empty() && svals.count(o)) {
-      outs.push_back(materialize(sc, svals[o], o));
-      names.push_back(o);
-    }
-  sb.finish(Arg::tuple(outs));
-  rt::Interpreter interp(*scratch);
-  rt::RunResult r = interp.run({});
+  rt::RunResult r;
+  try {
+    convertNode(sc, n);
+    std::vector<Arg> outs;
+    for (const auto &o : n.output())
+      if (!o.empty() && svals.count(o)) {
+        outs.push_back(materialize(sc, svals[o], o));
+        names.push_back(o);
+      }
+    sb.finish(Arg::tuple(outs));
+    rt::Interpreter interp(*scratch);
+    r = interp.run({});
+  } catch (const NeedConst &) {
+    throw;
+  } catch (const Error &) {
+    return false;
+  }
   for (size_t i = 0; i < names.size(); ++i) {
     Val v;
     v.cst = r.outputs[i];
@@ -547,7 +566,6 @@ bool symmetric(const std::vector<int64_t> &p) {
 }
 
 Arg tupleOf(llvm::ArrayRef<int64_t> v) { return Arg::ints(v); }
-Arg pairOrInt(llvm::ArrayRef<int64_t> v) { return v.size() == 1 ? Arg(v[0]) : Arg::ints(v); }
 
 void Importer::mapNode(NodeCx &c) {
   const std::string &op = c.n.op_type();
@@ -727,8 +745,8 @@ void Importer::mapNode(NodeCx &c) {
     std::vector<int64_t> d = c.ais("dilations").value_or(std::vector<int64_t>(nd, 1));
     int64_t groups = c.ai("group", 1);
     std::string autoPad = c.as("auto_pad", "NOTSET");
-    Arg bias = c.has(2) ? Arg(c.node(2)) : Arg::none();
     Node *x = c.node(0), *w = c.node(1);
+    Arg bias = c.has(2) ? Arg(c.node(2)) : Arg::none();
     if (op == "Conv") {
       std::vector<int64_t> p = windowPads(this, autoPad, c.ais("pads"), in, k, s, d);
       if (nd == 2 && symmetric(p))
@@ -827,6 +845,10 @@ void Importer::mapNode(NodeCx &c) {
                             {"ceil_mode", ceil}, {"mode", mode}}));
   }
   if (op == "GlobalAveragePool" || op == "GlobalMaxPool") {
+    if (c.rank(0) == 4 && c.dtype(0) == DType::Float32)
+      return c.out(0, c.call(op == "GlobalAveragePool" ? "nn.adaptive_avg_pool2d"
+                                                       : "nn.adaptive_max_pool2d",
+                             {c.node(0), tupleOf({1, 1})}));
     std::vector<int64_t> axes;
     for (int64_t i = 2; i < c.rank(0); ++i)
       axes.push_back(i);
@@ -1285,6 +1307,104 @@ void Importer::mapNode(NodeCx &c) {
     x = c.call("tensor.reshape", {x, tupleOf({N, C, H / bs, bs, W / bs, bs})});
     x = c.call("tensor.transpose", {x, tupleOf({0, 3, 5, 1, 2, 4})});
     return c.out(0, c.call("tensor.reshape", {x, tupleOf({N, C * bs * bs, H / bs, W / bs})}));
+  }
+  if (op == "Trilu" || op == "EyeLike") {
+    // A mask (or the eye) of the static shape, computed at import time.
+    const Shape &s = c.shape(0);
+    if (s.size() < 2)
+      c.fail("the input needs rank >= 2");
+    int64_t k = op == "Trilu" ? (c.has(1) ? c.ints(1).at(0) : 0) : c.ai("k", 0);
+    bool upper = c.ai("upper", 1);
+    int64_t M = s[s.size() - 2], N = s.back();
+    Tensor mask = Tensor::zeros({M, N}, DType::Bool);
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j)
+        mask.data<uint8_t>()[i * N + j] =
+            op == "EyeLike" ? j - i == k : upper ? j - i >= k : j - i <= k;
+    if (op == "EyeLike") {
+      std::optional<DType> dt = c.hasAttr("dtype") ? fromOnnxType(int32_t(c.ai("dtype", 1)))
+                                                   : c.dtype(0);
+      if (!dt)
+        c.fail("unsupported dtype");
+      return c.outConst(0, rt::cast(mask, *dt));
+    }
+    DType dt = c.dtype(0).value_or(DType::Float32);
+    return c.out(0, c.call("tensor.where", {c.constant(mask), c.node(0),
+                                            c.constant(Tensor::zeros({}, dt))}));
+  }
+  if (op == "Shrink") {
+    double l = c.af("lambd", 0.5), bias = c.af("bias", 0.0);
+    DType dt = c.dtype(0).value_or(DType::Float32);
+    auto num = [&](double v) { return c.constant(Tensor::full({}, v, dt)); };
+    Node *x = c.node(0);
+    Node *hi = c.call("tensor.where", {c.call("elemwise.greater", {x, num(l)}),
+                                       c.call("elemwise.sub", {x, num(bias)}), num(0)});
+    return c.out(0, c.call("tensor.where", {c.call("elemwise.less", {x, num(-l)}),
+                                            c.call("elemwise.add", {x, num(bias)}), hi}));
+  }
+  if (op == "Hardmax") {
+    const Shape &s = c.shape(0);
+    int64_t r = int64_t(s.size());
+    Node *x = c.node(0);
+    int64_t ax;
+    if (opset_ >= 13) {
+      ax = c.axis(c.ai("axis", -1), r);
+    } else {
+      int64_t a0 = c.axis(c.ai("axis", 1), r), a = 1, b2 = 1;
+      for (int64_t i = 0; i < r; ++i)
+        (i < a0 ? a : b2) *= s[i];
+      x = c.call("tensor.reshape", {x, tupleOf({a, b2})});
+      ax = 1;
+    }
+    auto *xt = llvm::cast<TensorNode>(x);
+    Shape cur = *xt->shape();
+    Shape is(cur.size(), 1);
+    is[ax] = cur[ax];
+    std::vector<int64_t> iota(cur[ax]);
+    for (int64_t i = 0; i < cur[ax]; ++i)
+      iota[i] = i;
+    Node *am = c.call("math.argmax", {x}, {{"axis", ax}, {"keepdims", true}});
+    Node *eq = c.call("elemwise.equal", {am, c.constant(Tensor::fromInts(is, iota))});
+    Node *y = c.astype(eq, c.dtype(0).value_or(DType::Float32));
+    if (opset_ < 13)
+      y = c.call("tensor.reshape", {y, tupleOf(s)});
+    return c.out(0, y);
+  }
+  if (op == "NegativeLogLikelihoodLoss" || op == "SoftmaxCrossEntropyLoss") {
+    // loss[n, d...] = -input[n, target[n, d...], d...] * weight[target],
+    // entries whose target is ignore_index weigh 0; then none/sum/mean
+    // (the mean divides by the sum of the weights).
+    bool sce = op == "SoftmaxCrossEntropyLoss";
+    Node *x = c.node(0), *t = c.node(1);
+    DType fdt = c.dtype(0).value_or(DType::Float32);
+    if (sce) {
+      x = c.call("nn.logsoftmax", {x}, {{"axis", int64_t(1)}});
+      c.out(1, x);
+    }
+    Node *w = nullptr;
+    if (c.hasAttr("ignore_index")) {
+      Node *ii = c.constant(Tensor::fromInts({}, {c.ai("ignore_index", 0)}, *c.dtype(1)));
+      Node *mask = c.call("elemwise.not_equal", {t, ii});
+      t = c.call("tensor.where", {mask, t, c.constant(Tensor::fromInts({}, {0}, *c.dtype(1)))});
+      w = c.astype(mask, fdt);
+    }
+    Node *g = c.call("tensor.gather",
+                     {x, int64_t(1), c.call("tensor.expand_dims", {t, int64_t(1)})});
+    g = c.call("elemwise.neg", {c.call("tensor.squeeze", {g}, {{"axis", int64_t(1)}})});
+    if (c.has(2)) {
+      Node *cw = c.call("tensor.take", {c.node(2), t}, {{"axis", int64_t(0)}});
+      w = w ? c.call("elemwise.mul", {w, cw}) : cw;
+    }
+    Node *loss = w ? c.call("elemwise.mul", {g, w}) : g;
+    std::string red = c.as("reduction", "mean");
+    if (red == "sum")
+      loss = c.call("math.sum", {loss});
+    else if (red == "mean")
+      loss = w ? c.call("elemwise.div", {c.call("math.sum", {loss}), c.call("math.sum", {w})})
+               : c.call("math.mean", {loss});
+    else if (red != "none")
+      c.fail(fmt::format("unknown reduction '{}'", red));
+    return c.out(0, loss);
   }
   c.fail("no mapping for this op");
 }

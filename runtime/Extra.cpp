@@ -536,7 +536,7 @@ Tensor resizeNd(const Tensor &x0, llvm::ArrayRef<int64_t> size, const ResizePara
     t.idx.resize(out * per);
     t.w.resize(out * per);
     for (int64_t o = 0; o < out; ++o) {
-      double c;
+      double c = 0;
       switch (p.coord) {
       case ResizeCoord::HalfPixel: c = (o + 0.5) / scale - 0.5; break;
       case ResizeCoord::PytorchHalfPixel: c = out > 1 ? (o + 0.5) / scale - 0.5 : 0.0; break;
@@ -550,7 +550,7 @@ Tensor resizeNd(const Tensor &x0, llvm::ArrayRef<int64_t> size, const ResizePara
       }
       auto clampI = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
       if (p.mode == ResizeInterp::Nearest) {
-        int64_t i;
+        int64_t i = 0;
         switch (p.nearest) {
         case NearestRound::RoundPreferFloor: i = int64_t(std::ceil(c - 0.5)); break;
         case NearestRound::RoundPreferCeil: i = int64_t(std::floor(c + 0.5)); break;

@@ -12,6 +12,9 @@
 #include <string>
 
 #include "tm/io/Dot.h"
+#ifdef TM_HAVE_ONNX
+#include "tm/io/Onnx.h"
+#endif
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
 #include "tm/matcher/Rules.h"
@@ -21,12 +24,13 @@ using namespace tmg;
 
 static const char *Usage = R"(usage: tm-opt MODEL [-o OUT] [options]
 
-Loads MODEL (.tmir and the .safetensors it names), runs a pass pipeline,
+Loads MODEL (.tmir and the .safetensors it names, or .onnx), runs a pass pipeline,
 verifies the result and writes it.
 
 Output (-o OUT):
   OUT.tmir                 write OUT.tmir and OUT.safetensors beside it
   OUT.dot                  write Graphviz DOT (render: dot -Tpng OUT.dot -o OUT.png)
+  OUT.onnx                 write an ONNX model (opset 17, checked by ONNX's checker)
   - or no -o               print the .tmir text to stdout
 
 Pipelines:
@@ -218,12 +222,23 @@ int main(int argc, char **argv) {
   if (!m) {
     if (model.empty())
       return usageError("no model given");
-    if (!llvm::StringRef(model).endswith(".tmir"))
-      return usageError("cannot read '" + model + "': expected a .tmir file");
-    auto loaded = loadTmir(model);
-    if (loaded.failed())
-      return fail(loaded.diagnostic());
-    m = std::move(*loaded);
+    if (llvm::StringRef(model).endswith(".onnx")) {
+#ifdef TM_HAVE_ONNX
+      auto imported = io::importOnnx(model);
+      if (imported.failed())
+        return fail(imported.diagnostic());
+      m = std::move(imported->module);
+#else
+      return usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
+#endif
+    } else {
+      if (!llvm::StringRef(model).endswith(".tmir"))
+        return usageError("cannot read '" + model + "': expected a .tmir or .onnx file");
+      auto loaded = loadTmir(model);
+      if (loaded.failed())
+        return fail(loaded.diagnostic());
+      m = std::move(*loaded);
+    }
   }
   if (!pipeline.elements.empty()) {
     PassManager pm(std::move(pipeline), opts);
@@ -250,8 +265,18 @@ int main(int argc, char **argv) {
       return fail(d);
     return 0;
   }
+  if (llvm::StringRef(out).endswith(".onnx")) {
+#ifdef TM_HAVE_ONNX
+    Diagnostic d;
+    if (failed(io::exportOnnx(*m, out, {}, &d)))
+      return fail(d);
+    return 0;
+#else
+    return usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
+#endif
+  }
   if (!llvm::StringRef(out).endswith(".tmir"))
-    return usageError("cannot write '" + out + "': expected .tmir, .dot or -");
+    return usageError("cannot write '" + out + "': expected .tmir, .onnx, .dot or -");
   Diagnostic d;
   if (failed(saveTmir(*m, out, &d)))
     return fail(d);

@@ -8,6 +8,9 @@
 #include <vector>
 
 #include "tm/io/Npy.h"
+#ifdef TM_HAVE_ONNX
+#include "tm/io/Onnx.h"
+#endif
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
 #include "tm/runtime/Interpreter.h"
@@ -17,7 +20,9 @@ using namespace tmg;
 
 static const char *Usage = R"(usage: tm-run MODEL [options]
 
-Runs MODEL (.tmir with its weights) on the CPU interpreter.
+Runs MODEL (.tmir with its weights, or .onnx) on the CPU interpreter. For an
+ONNX model, inputs and outputs may be named by their ONNX names or by their
+graph node names; output files are written under both when they differ.
 
 Options:
   -i, --input NAME=FILE.npy    bind a graph input by name, or by position (0, 1, ...)
@@ -43,10 +48,16 @@ static int usageError(const std::string &msg) {
   return 2;
 }
 
-/// Index of the graph node named `key` among `nodes`, or by position.
-static int64_t findByNameOrIndex(llvm::ArrayRef<Node *> nodes, llvm::StringRef key) {
+/// Index of the graph node named `key` among `nodes` (or of the ONNX value
+/// of that name, `onnxNames` being empty or parallel to `nodes`), or by
+/// position.
+static int64_t findByNameOrIndex(llvm::ArrayRef<Node *> nodes, llvm::StringRef key,
+                                 llvm::ArrayRef<std::string> onnxNames = {}) {
   for (size_t i = 0; i < nodes.size(); ++i)
     if (nodes[i]->name() == key)
+      return int64_t(i);
+  for (size_t i = 0; i < onnxNames.size() && i < nodes.size(); ++i)
+    if (onnxNames[i] == key)
       return int64_t(i);
   int64_t idx;
   if (!key.getAsInteger(10, idx) && idx >= 0 && size_t(idx) < nodes.size())
@@ -135,16 +146,42 @@ int main(int argc, char **argv) {
   if (threads > 0)
     rt::setNumThreads(threads);
 
-  auto loaded = loadTmir(model);
-  if (loaded.failed())
-    return fail(loaded.diagnostic());
-  std::unique_ptr<TracedModule> m = std::move(*loaded);
+  std::unique_ptr<TracedModule> m;
+  std::vector<std::string> onnxIn, onnxOut;
+  if (llvm::StringRef(model).endswith(".onnx")) {
+#ifdef TM_HAVE_ONNX
+    auto imported = io::importOnnx(model);
+    if (imported.failed())
+      return fail(imported.diagnostic());
+    m = std::move(imported->module);
+    onnxIn = imported->names.inputs;
+    onnxOut = imported->names.outputs;
+#else
+    return usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
+#endif
+  } else {
+    auto loaded = loadTmir(model);
+    if (loaded.failed())
+      return fail(loaded.diagnostic());
+    m = std::move(*loaded);
+  }
+  // ONNX names kept by the importer (also through .tmir files).
+  auto names = [&](const char *attr, std::vector<std::string> &out) {
+    const TreeDef *t = m->value(attr);
+    if (!out.empty() || !t)
+      return;
+    for (size_t i = 0; i < t->numChildren(); ++i)
+      if (t->child(i).isConst() && t->child(i).value().isString())
+        out.push_back(t->child(i).value().getString());
+  };
+  names("onnx_inputs", onnxIn);
+  names("onnx_outputs", onnxOut);
   try {
     InternalGraph &g = m->graph();
     llvm::ArrayRef<Node *> ins = g.inputs().drop_front();
     std::vector<Tensor> args(ins.size());
     for (const auto &[key, file] : inputs) {
-      int64_t i = findByNameOrIndex(ins, key);
+      int64_t i = findByNameOrIndex(ins, key, onnxIn);
       if (i < 0)
         return usageError("the model has no input '" + key + "'");
       auto t = readNpy(file);
@@ -188,6 +225,10 @@ int main(int argc, char **argv) {
         Diagnostic d;
         if (failed(writeNpy(outDir + "/" + outs[i]->name() + ".npy", t, &d)))
           return fail(d);
+        if (i < onnxOut.size() && onnxOut[i] != outs[i]->name() &&
+            onnxOut[i].find('/') == std::string::npos &&
+            failed(writeNpy(outDir + "/" + onnxOut[i] + ".npy", t, &d)))
+          return fail(d);
       }
     }
     if (repeat > 0) {
@@ -198,7 +239,7 @@ int main(int argc, char **argv) {
     std::printf("peak live tensor memory: %.1f KiB\n", double(result.peakBytes) / 1024);
     bool ok = true;
     for (const auto &[key, file] : compares) {
-      int64_t i = findByNameOrIndex(outs, key);
+      int64_t i = findByNameOrIndex(outs, key, onnxOut);
       if (i < 0)
         return usageError("the model has no output '" + key + "'");
       auto ref = readNpy(file);

@@ -29,6 +29,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "tm/io/Onnx.h"
+#include "tm/ir/IR.h"
 #include "tm/runtime/Interpreter.h"
 
 using namespace tmg;
@@ -94,6 +95,9 @@ std::string compare(const Tensor &got, const Tensor &want, double rtol, double a
 }
 
 enum class Outcome { Pass, Fail, Skip };
+
+/// Tensor nodes of imported graphs, and those without a static shape.
+int64_t gNodes = 0, gUnshaped = 0;
 
 struct Result {
   Outcome outcome;
@@ -166,6 +170,12 @@ Result runTest(const fs::path &dir, const Options &o) {
         return {Outcome::Fail, "import: " + m.diagnostic().str()};
       local = std::move(*m);
       mp = &*local;
+      for (const Expr *e : mp->module->graph().body())
+        for (Node *n : e->outputs())
+          if (auto *t = llvm::dyn_cast<TensorNode>(n)) {
+            ++gNodes;
+            gUnshaped += !t->shape();
+          }
     }
     std::vector<Tensor> in;
     for (size_t i = 0; i < inputs.size(); ++i) {
@@ -310,6 +320,8 @@ int main(int argc, char **argv) {
       f << p << "\n";
   }
   std::printf("time: %.1f s%s\n", secs, o.roundtrip ? " (with export round trips)" : "");
+  std::printf("imported tensor nodes: %lld, without a static shape: %lld\n", (long long)gNodes,
+              (long long)gUnshaped);
   if (regressions)
     std::printf("%d previously passing tests fail\n", regressions);
   std::printf("%d passed, %d failed, %d skipped\n", passed, failed, skipped);

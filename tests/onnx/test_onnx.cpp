@@ -1,0 +1,343 @@
+//===- test_onnx.cpp - ONNX import and export unit tests ------------------===//
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstring>
+
+#include <onnx/checker.h>
+#include <onnx/onnx_pb.h>
+
+#include "tm/io/Onnx.h"
+#include "tm/ir/Builder.h"
+#include "tm/ir/IR.h"
+#include "tm/ir/Verifier.h"
+#include "tm/runtime/Interpreter.h"
+
+using namespace tmg;
+
+namespace {
+
+/// A small ONNX model built in memory.
+struct ModelBuilder {
+  onnx::ModelProto m;
+  onnx::GraphProto *g;
+  explicit ModelBuilder(int64_t opset) {
+    m.set_ir_version(8);
+    auto *o = m.add_opset_import();
+    o->set_domain("");
+    o->set_version(opset);
+    g = m.mutable_graph();
+    g->set_name("test_graph");
+  }
+  void value(onnx::ValueInfoProto *v, const std::string &name, std::vector<int64_t> shape,
+             int32_t type = onnx::TensorProto::FLOAT) {
+    v->set_name(name);
+    auto *t = v->mutable_type()->mutable_tensor_type();
+    t->set_elem_type(type);
+    auto *s = t->mutable_shape();
+    for (int64_t d : shape)
+      s->add_dim()->set_dim_value(d);
+  }
+  void input(const std::string &n, std::vector<int64_t> s, int32_t t = onnx::TensorProto::FLOAT) {
+    value(g->add_input(), n, s, t);
+  }
+  void output(const std::string &n, std::vector<int64_t> s, int32_t t = onnx::TensorProto::FLOAT) {
+    value(g->add_output(), n, s, t);
+  }
+  onnx::TensorProto *init(const std::string &n, std::vector<int64_t> dims, std::vector<float> v) {
+    auto *t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(onnx::TensorProto::FLOAT);
+    for (int64_t d : dims)
+      t->add_dims(d);
+    for (float x : v)
+      t->add_float_data(x);
+    return t;
+  }
+  onnx::TensorProto *initInts(const std::string &n, std::vector<int64_t> v) {
+    auto *t = g->add_initializer();
+    t->set_name(n);
+    t->set_data_type(onnx::TensorProto::INT64);
+    t->add_dims(int64_t(v.size()));
+    for (int64_t x : v)
+      t->add_int64_data(x);
+    return t;
+  }
+  onnx::NodeProto *node(const std::string &op, std::vector<std::string> in,
+                        std::vector<std::string> out, const std::string &name = "") {
+    auto *n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (auto &i : in)
+      n->add_input(i);
+    for (auto &o : out)
+      n->add_output(o);
+    return n;
+  }
+  static void attrF(onnx::NodeProto *n, const char *name, float v) {
+    auto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOAT);
+    a->set_f(v);
+  }
+  std::string bytes() const {
+    std::string s;
+    m.SerializeToString(&s);
+    return s;
+  }
+  FailureOr<io::OnnxModel> import(const io::OnnxImportOptions &o = {}) const {
+    return io::importOnnxBytes(bytes(), "test.onnx", o);
+  }
+};
+
+Tensor ramp(llvm::ArrayRef<int64_t> shape) {
+  Tensor t = Tensor::empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = 0.25f * float(i % 11) - 1.0f;
+  return t;
+}
+
+std::vector<Tensor> run(const TracedModule &m, std::vector<Tensor> in) {
+  rt::Interpreter interp(m);
+  return interp.run(in).outputs;
+}
+
+} // namespace
+
+TEST_CASE("import: names, parameters, constants and shapes", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("input", {2, 3});
+  b.init("fc.weight", {4, 3}, std::vector<float>(12, 0.5f));
+  b.init("fc.bias", {4}, {1, 2, 3, 4});
+  auto *gemm = b.node("Gemm", {"input", "fc.weight", "fc.bias"}, {"h"}, "fc");
+  auto *a = gemm->add_attribute();
+  a->set_name("transB");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(1);
+  auto *c = b.node("Constant", {}, {"two"}, "two");
+  auto *ca = c->add_attribute();
+  ca->set_name("value_float");
+  ca->set_type(onnx::AttributeProto::FLOAT);
+  ca->set_f(2.0f);
+  b.node("Mul", {"h", "two"}, {"y"}, "scale");
+  b.output("y", {2, 4});
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  TracedModule &m = *r->module;
+  CHECK(verify(m).empty());
+  InternalGraph &g = m.graph();
+  // "input" is a Python builtin name: the node becomes input_1.
+  REQUIRE(g.inputs().size() == 2);
+  CHECK(g.input(1)->name() == "input_1");
+  CHECK(r->names.inputs == std::vector<std::string>{"input"});
+  CHECK(r->names.outputs == std::vector<std::string>{"y"});
+  // Initializers are parameters with sanitised names, reached by GetAttr.
+  CHECK(m.tensor("fc_weight") != nullptr);
+  CHECK(m.tensor("fc_bias") != nullptr);
+  std::string text = g.str();
+  CHECK_THAT(text, Catch::Contains("getattr(self, \"fc_weight\")"));
+  CHECK_THAT(text, Catch::Contains("nn.linear("));
+  CHECK_THAT(text, Catch::Contains("Constant("));
+  // Every tensor node has a static shape.
+  for (const Expr *e : g.body())
+    for (Node *n : e->outputs())
+      if (auto *t = llvm::dyn_cast<TensorNode>(n)) {
+        INFO(n->name());
+        CHECK(t->shape().has_value());
+      }
+  Tensor x = ramp({2, 3});
+  Tensor y = run(m, {x})[0];
+  for (int64_t i = 0; i < 2; ++i)
+    for (int64_t o = 0; o < 4; ++o) {
+      double acc = o + 1;
+      for (int64_t k = 0; k < 3; ++k)
+        acc += 0.5 * x.at(i * 3 + k);
+      CHECK(y.at(i * 4 + o) == Approx(2 * acc));
+    }
+}
+
+TEST_CASE("import: Clip bounds as attributes (opset 6) and inputs (opset 13)", "[onnx]") {
+  for (int64_t opset : {6, 13}) {
+    ModelBuilder b(opset);
+    b.input("x", {5});
+    onnx::NodeProto *n;
+    if (opset == 6) {
+      n = b.node("Clip", {"x"}, {"y"});
+      ModelBuilder::attrF(n, "min", -0.5f);
+      ModelBuilder::attrF(n, "max", 0.25f);
+    } else {
+      b.init("lo", {}, {-0.5f});
+      b.init("hi", {}, {0.25f});
+      b.node("Clip", {"x", "lo", "hi"}, {"y"});
+    }
+    b.output("y", {5});
+    auto r = b.import();
+    REQUIRE(r.succeeded());
+    Tensor x = ramp({5});
+    Tensor y = run(*r->module, {x})[0];
+    for (int64_t i = 0; i < 5; ++i)
+      CHECK(y.at(i) == Approx(std::clamp(x.at(i), -0.5, 0.25)));
+  }
+}
+
+TEST_CASE("import: every unsupported op is listed with its node name", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.node("Relu", {"x"}, {"a"}, "ok");
+  b.node("TopK", {"a"}, {"b", "i"}, "first_bad");
+  b.node("NonZero", {"b"}, {"y"}, "second_bad");
+  b.output("y", {1});
+  auto r = b.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("TopK (node 'first_bad')"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("NonZero (node 'second_bad')"));
+  CHECK(r.diagnostic().loc.file == "test.onnx");
+}
+
+TEST_CASE("import: corrupt, truncated, sparse and external data are errors", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.init("w", {4}, {1, 2, 3, 4});
+  b.node("Add", {"x", "w"}, {"y"});
+  b.output("y", {4});
+  std::string bytes = b.bytes();
+  auto t = io::importOnnxBytes(bytes.substr(0, bytes.size() / 2), "half.onnx");
+  REQUIRE(t.failed());
+  CHECK_THAT(t.diagnostic().str(), Catch::Contains("truncated or corrupt"));
+  auto g = io::importOnnxBytes(std::string("\xff\xff\xff garbage", 12), "junk.onnx");
+  CHECK(g.failed());
+  CHECK(io::importOnnx("/nonexistent/model.onnx").failed());
+
+  ModelBuilder e = b;
+  e.g = e.m.mutable_graph();
+  auto *w = e.g->mutable_initializer(0);
+  w->clear_float_data();
+  w->set_data_location(onnx::TensorProto::EXTERNAL);
+  auto *kv = w->add_external_data();
+  kv->set_key("location");
+  kv->set_value("weights.bin");
+  auto r = e.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("externally"));
+
+  ModelBuilder s = b;
+  s.g = s.m.mutable_graph();
+  s.g->add_sparse_initializer()->mutable_values()->set_name("sp");
+  auto rs = s.import();
+  REQUIRE(rs.failed());
+  CHECK_THAT(rs.diagnostic().message, Catch::Contains("sparse"));
+}
+
+TEST_CASE("import: a shape input must be known; it can be bound", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {2, 6});
+  b.input("shape", {2}, onnx::TensorProto::INT64);
+  b.node("Reshape", {"x", "shape"}, {"y"}, "rs");
+  b.output("y", {3, 4});
+  auto r = b.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'rs' (Reshape)"));
+  REQUIRE(r.diagnostic().notes.size() == 1);
+  CHECK(r.diagnostic().notes[0] == "constant input: shape");
+  io::OnnxImportOptions o;
+  o.constantInputs["shape"] = Tensor::fromInts({2}, {3, -1});
+  auto ok = b.import(o);
+  REQUIRE(ok.succeeded());
+  CHECK(ok->names.inputs == std::vector<std::string>{"x"});
+  Tensor y = run(*ok->module, {ramp({2, 6})})[0];
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({3, 4}));
+}
+
+TEST_CASE("import: shape arithmetic is folded at import time", "[onnx]") {
+  // y = reshape(x, concat(shape(x)[0:1], [-1])): what exporters emit for a
+  // flatten; no Shape/Concat survives in the graph.
+  ModelBuilder b(13);
+  b.input("x", {2, 3, 4});
+  b.initInts("zero", {0});
+  b.initInts("minus1", {-1});
+  b.node("Shape", {"x"}, {"s"});
+  auto *ga = b.node("Gather", {"s", "zero"}, {"n"});
+  (void)ga;
+  b.node("Concat", {"n", "minus1"}, {"target"})->add_attribute()->set_name("axis");
+  b.g->mutable_node(2)->mutable_attribute(0)->set_type(onnx::AttributeProto::INT);
+  b.g->mutable_node(2)->mutable_attribute(0)->set_i(0);
+  b.node("Reshape", {"x", "target"}, {"y"});
+  b.output("y", {2, 12});
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  std::string text = r->module->graph().str();
+  CHECK_THAT(text, Catch::Contains("tensor.reshape(x, (2, 12)"));
+  CHECK_THAT(text, !Catch::Contains("concat"));
+}
+
+TEST_CASE("export: a hierarchical traced module goes out and comes back", "[onnx]") {
+  // Net: y = relu(block(x)) + x, block: conv 3x3 then sigmoid.
+  auto net = std::make_unique<Module>("Net");
+  auto blk = std::make_unique<Module>("Block");
+  blk->registerParameter("weight", Tensor::randn({3, 3, 3, 3}, 1));
+  blk->registerParameter("bias", Tensor::randn({3}, 2));
+  net->registerModule("block", std::move(blk));
+  auto tm = TracedModule::fromModule(std::move(net));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 6, 6}}});
+  Node *block = b.getAttr(b.self(), "block");
+  Node *h = b.callModule(
+      block, {b.arg(0)}, {},
+      [](GraphBuilder &sb) {
+        Node *w = sb.getAttr(sb.self(), "weight"), *bi = sb.getAttr(sb.self(), "bias");
+        Node *c = sb.callFunction("nn.conv2d", {sb.arg(0), w, bi}, {{"padding", 1}});
+        sb.setOutputs(sb.callFunction("nn.sigmoid", {c}));
+      },
+      {"x"});
+  Node *y = b.callMethod(b.callFunction("nn.relu", {h}), "__add__", {b.arg(0)});
+  b.finish(b.callFunction("math.mean", {y}, {{"axis", 1}, {"keepdims", true}}));
+  auto bytes = io::exportOnnxBytes(*tm);
+  REQUIRE(bytes.succeeded());
+  onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(*bytes));
+  CHECK_NOTHROW(onnx::checker::check_model(mp));
+  CHECK(mp.graph().input(0).name() == "x");
+  bool named = false;
+  for (const auto &i : mp.graph().initializer())
+    named |= i.name() == "block.weight";
+  CHECK(named);
+  auto back = io::importOnnxBytes(*bytes, "exported.onnx");
+  REQUIRE(back.succeeded());
+  Tensor x = Tensor::randn({1, 3, 6, 6}, 3);
+  Tensor want = run(*tm, {x})[0], got = run(*back->module, {x})[0];
+  REQUIRE(got.shape() == want.shape());
+  for (int64_t i = 0; i < want.numel(); ++i)
+    CHECK(got.at(i) == Approx(want.at(i)).margin(1e-6));
+}
+
+TEST_CASE("export: ops without an ONNX form are errors naming the expr", "[onnx]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}});
+  b.finish(b.callFunction("nn.gelu", {b.arg(0)}));
+  auto r = io::exportOnnxBytes(*tm);
+  REQUIRE(r.failed());
+  CHECK(r.diagnostic().loc.exprId >= 0);
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("gelu"));
+}
+
+TEST_CASE("readOnnxTensor reads raw and typed TensorProto data", "[onnx]") {
+  onnx::TensorProto t;
+  t.set_data_type(onnx::TensorProto::DOUBLE);
+  t.add_dims(2);
+  t.add_double_data(1.5);
+  t.add_double_data(-2.25);
+  std::string path = "onnx_tensor_test.pb";
+  {
+    std::string s;
+    t.SerializeToString(&s);
+    FILE *f = std::fopen(path.c_str(), "wb");
+    std::fwrite(s.data(), 1, s.size(), f);
+    std::fclose(f);
+  }
+  auto r = io::readOnnxTensor(path);
+  REQUIRE(r.succeeded());
+  CHECK(r->dtype() == DType::Float32); // tmgraph has no float64
+  CHECK(r->at(0) == 1.5);
+  CHECK(r->at(1) == -2.25);
+  CHECK(*io::onnxTensorTypeName(path) == "DOUBLE");
+  std::remove(path.c_str());
+}

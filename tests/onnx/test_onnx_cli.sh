@@ -1,0 +1,44 @@
+#!/bin/sh
+# tm-opt and tm-run with ONNX models: a hierarchical .tmir model exported to
+# ONNX computes what the original computes; ONNX names and node names both
+# select inputs and outputs; unsupported or corrupt models fail cleanly.
+# usage: test_onnx_cli.sh TM_EXAMPLE TM_OPT TM_RUN WORKDIR TESTDATA
+set -u
+abspath() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
+example=$(abspath "$1") opt=$(abspath "$2") run=$(abspath "$3") dir=$4 data=$5
+rm -rf "$dir" && mkdir -p "$dir/ref" "$dir/out" && cd "$dir" || exit 1
+failures=0
+check() { # description, command...
+  desc=$1; shift
+  if "$@"; then echo "ok   - $desc"; else echo "FAIL - $desc"; failures=$((failures + 1)); fi
+}
+contains() { grep -q -- "$2" "$1"; }
+
+"$example" -o cnn.tmir > /dev/null
+check "tm-opt exports a hierarchical model to ONNX" "$opt" cnn.tmir -o cnn.onnx
+check "the .onnx exists" test -s cnn.onnx
+check "tm-run runs the .tmir" "$run" cnn.tmir --random-inputs 3 -o ref
+check "tm-run runs the exported .onnx to the same outputs" \
+  "$run" cnn.onnx --random-inputs 3 --compare fc_out=ref/fc_out.npy --rtol 1e-5 --atol 1e-6
+check "tm-opt reads the .onnx back to .tmir" "$opt" cnn.onnx -o back.tmir
+check "initializers keep their module paths (sanitised)" contains back.tmir 'block1_conv_weight = param'
+check "flattened before export (--pipeline flatten) works too" \
+  "$opt" cnn.tmir --pipeline flatten,compile -o flat.onnx
+
+if [ -d "$data/node/test_cast_FLOAT_to_FLOAT16" ]; then
+  m=$data/node/test_cast_FLOAT_to_FLOAT16/model.onnx
+  "$opt" "$m" > cast.txt
+  check "the ONNX input 'input' becomes the node input_1" contains cast.txt "input_1"
+fi
+if [ -d "$data/node/test_if" ]; then
+  "$opt" "$data/node/test_if/model.onnx" 2> if.txt; s=$?
+  check "an unsupported op exits 1" test $s -eq 1
+  check "an unsupported op is named with its node" contains if.txt "unsupported ONNX ops: If (node"
+fi
+head -c 200 cnn.onnx > trunc.onnx
+"$opt" trunc.onnx 2> trunc.txt; s=$?
+check "a truncated model exits 1" test $s -eq 1
+check "a truncated model is reported" contains trunc.txt "truncated or corrupt"
+
+echo "$failures failure(s)"
+test "$failures" -eq 0
