@@ -156,7 +156,8 @@ std::string serializeNpy(const Tensor &t) {
   out += char(dict.size() & 0xff);
   out += char((dict.size() >> 8) & 0xff);
   out += dict;
-  out.append(static_cast<const char *>(t.rawData()), t.nbytes());
+  Tensor dense = t.contiguous(); // views (transposed, sliced) are written dense
+  out.append(static_cast<const char *>(dense.rawData()), dense.nbytes());
   return out;
 }
 

@@ -123,7 +123,8 @@ void tensorToProto(const Tensor &t, TensorProto &p) {
   p.set_data_type(toOnnxType(t.dtype()));
   for (int64_t d : t.shape())
     p.add_dims(d);
-  p.set_raw_data(std::string(static_cast<const char *>(t.rawData()), t.nbytes()));
+  Tensor dense = t.contiguous(); // views are written dense
+  p.set_raw_data(std::string(static_cast<const char *>(dense.rawData()), dense.nbytes()));
 }
 
 void parseProto(google::protobuf::MessageLite &m, const std::string &bytes,

@@ -243,8 +243,10 @@ FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
   for (int i = 0; i < 8; ++i)
     out += char((n >> (8 * i)) & 0xff);
   out += header;
-  for (const auto &[name, t] : w.tensors)
-    out.append(static_cast<const char *>(t.rawData()), t.nbytes());
+  for (const auto &[name, t] : w.tensors) {
+    Tensor dense = t.contiguous(); // views are written dense
+    out.append(static_cast<const char *>(dense.rawData()), dense.nbytes());
+  }
   return out;
 }
 

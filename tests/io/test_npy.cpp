@@ -31,6 +31,17 @@ TEST_CASE("npy: write and read back every dtype", "[io][npy]") {
   CHECK(serializeNpy(Tensor::zeros({5})).find("'shape': (5,)") != std::string::npos);
 }
 
+TEST_CASE("npy: a non-contiguous view is written dense", "[io][npy]") {
+  Tensor x = Tensor::fromInts({2, 3}, {1, 2, 3, 4, 5, 6}, DType::Int32);
+  Tensor v = x.permuted({1, 0}); // (3, 2) view: 1 4 2 5 3 6
+  REQUIRE(!v.isContiguous());
+  auto back = parseNpy(serializeNpy(v));
+  REQUIRE(back.succeeded());
+  CHECK(back->shape() == llvm::ArrayRef<int64_t>{3, 2});
+  CHECK(back->bitwiseEqual(v));
+  CHECK(back->at(1) == 4);
+}
+
 TEST_CASE("npy: reads what NumPy writes, rejects what it cannot", "[io][npy]") {
   // As np.save writes a (2,) int64 array, header version 2.
   std::string data(16, '\0');
