@@ -25,6 +25,10 @@ int fuzzSafetensors(const uint8_t *data, size_t size);
 int fuzzNpy(const uint8_t *data, size_t size);
 int fuzzPipeline(const uint8_t *data, size_t size);
 int fuzzPipelineToml(const uint8_t *data, size_t size);
+int fuzzRules(const uint8_t *data, size_t size);
+#ifdef TM_HAVE_ONNX
+int fuzzOnnx(const uint8_t *data, size_t size);
+#endif
 
 struct Target {
   const char *name; ///< directory name under fuzz/corpus and fuzz/regressions
