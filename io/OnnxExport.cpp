@@ -865,6 +865,11 @@ void Exporter::exportCall(const Expr &e, OpKind k) {
     simple("Gather", {operand(e, "inp"), operand(e, "indices")});
     attrI(n, "axis", ints(e, "axis")[0]);
     return;
+  case OpKind::Cumsum:
+    simple("CumSum", {operand(e, "inp"), intsInit({ints(e, "axis")[0]}, out + "_axis")});
+    attrI(n, "exclusive", boolean(e, "exclusive"));
+    attrI(n, "reverse", boolean(e, "reverse"));
+    return;
   case OpKind::Embedding:
     simple("Gather", {operand(e, "weight"), operand(e, "inp")});
     return;

@@ -43,7 +43,7 @@ const std::vector<std::string> &supportedList() {
       "Abs", "Acos", "Acosh", "Add", "And", "ArgMax", "ArgMin", "Asin", "Asinh", "Atan",
       "Atanh", "AveragePool", "BatchNormalization", "Cast", "CastLike", "Ceil", "Celu",
       "Clip", "Concat", "Constant", "ConstantOfShape", "Conv", "ConvTranspose", "Cos", "Cosh",
-      "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten",
+      "CumSum", "DepthToSpace", "Div", "Dropout", "Elu", "Equal", "Erf", "Exp", "Expand", "EyeLike", "Flatten",
       "Floor", "Gather", "GatherElements", "Gemm", "GlobalAveragePool", "GlobalMaxPool",
       "Greater", "GreaterOrEqual", "HardSigmoid", "HardSwish", "Hardmax", "Identity",
       "InstanceNormalization", "IsInf", "IsNaN", "LayerNormalization", "LeakyRelu", "Less",
@@ -1307,6 +1307,12 @@ void Importer::mapNode(NodeCx &c) {
     x = c.call("tensor.reshape", {x, tupleOf({N, C, H / bs, bs, W / bs, bs})});
     x = c.call("tensor.transpose", {x, tupleOf({0, 3, 5, 1, 2, 4})});
     return c.out(0, c.call("tensor.reshape", {x, tupleOf({N, C * bs * bs, H / bs, W / bs})}));
+  }
+  if (op == "CumSum") {
+    int64_t ax = c.axis(c.ints(1).at(0), c.rank(0));
+    return c.out(0, c.call("math.cumsum", {c.node(0), ax},
+                           {{"exclusive", bool(c.ai("exclusive", 0))},
+                            {"reverse", bool(c.ai("reverse", 0))}}));
   }
   if (op == "Trilu" || op == "EyeLike") {
     // A mask (or the eye) of the static shape, computed at import time.

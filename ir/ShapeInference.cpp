@@ -774,7 +774,7 @@ private:
     case OpKind::HardSigmoid: case OpKind::ThresholdedRelu: case OpKind::Sign:
     case OpKind::Reciprocal: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos:
     case OpKind::Atan: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh:
-    case OpKind::Acosh: case OpKind::Atanh:
+    case OpKind::Acosh: case OpKind::Atanh: case OpKind::Cumsum:
       return same();
     case OpKind::IsNan: case OpKind::IsInf: {
       auto x = first();
@@ -787,12 +787,14 @@ private:
     case OpKind::Take: {
       auto x = first(), idx = operand(arg("indices"));
       auto ax = constArg("axis");
-      auto a = ax ? intOf(*ax) : std::nullopt;
+      std::optional<int64_t> a;
+      if (ax)
+        a = intOf(*ax);
       if (!x || !idx || !x->shape || !idx->shape || !a)
         return std::nullopt;
-      int64_t r = int64_t(x->shape->size()), axis = *a < 0 ? *a + r : *a;
+      int64_t a0 = a.value(), r = int64_t(x->shape->size()), axis = a0 < 0 ? a0 + r : a0;
       if (axis < 0 || axis >= r)
-        fail(fmt::format("axis {} is out of range for {}", *a, shapeStr(*x->shape)));
+        fail(fmt::format("axis {} is out of range for {}", a0, shapeStr(*x->shape)));
       Shape out(x->shape->begin(), x->shape->begin() + axis);
       out.append(idx->shape->begin(), idx->shape->end());
       out.append(x->shape->begin() + axis + 1, x->shape->end());

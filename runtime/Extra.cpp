@@ -241,6 +241,42 @@ Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
   return out.dtype() == t ? out : cast(out, t);
 }
 
+Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
+  requireDef("cumsum", x);
+  int64_t r = int64_t(x.rank());
+  if (r == 0 || axis < -r || axis >= r)
+    raise("cumsum: axis {} is out of range for {}", axis, shapeStr(x.shape()));
+  if (axis < 0)
+    axis += r;
+  int64_t outer = 1, n = x.dim(size_t(axis)), inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.dim(size_t(i));
+  for (int64_t i = axis + 1; i < r; ++i)
+    inner *= x.dim(size_t(i));
+  bool fl = isFloat(x.dtype());
+  Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
+#pragma omp parallel for if (outer * inner > 4096) schedule(static)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    int64_t o = oi / inner, in = oi % inner;
+    double accF = 0;
+    int64_t accI = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t j = reverse ? n - 1 - k : k;
+      int64_t idx = (o * n + j) * inner + in;
+      double v = x.at(idx);
+      if (exclusive) {
+        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      }
+      accF += v;
+      accI += int64_t(v);
+      if (!exclusive) {
+        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      }
+    }
+  }
+  return out.dtype() == x.dtype() ? out : cast(out, x.dtype());
+}
+
 int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
                        bool ceilMode) {
   int64_t span = in + pb + pe - (d * (k - 1) + 1);

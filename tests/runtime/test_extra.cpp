@@ -395,3 +395,33 @@ TEST_CASE("resizeNd: nearest, linear and cubic coordinate modes", "[runtime][ext
     CHECK(r.at(i) == Approx(i / 2.0).margin(1e-5));
   CHECK_THROWS_WITH(resizeNd(x, {1, 2}, nn), Catch::Contains("size has 2 entries"));
 }
+
+TEST_CASE("cumsum: inclusive, exclusive, reversed, along any axis", "[runtime][extra]") {
+  Rng rng(8);
+  Tensor x = rng.tensor({3, 4, 5});
+  for (int64_t axis : {0, 1, -1})
+    for (bool ex : {false, true})
+      for (bool rev : {false, true}) {
+        INFO("axis " << axis << " exclusive " << ex << " reverse " << rev);
+        Ref want(x.shape());
+        int64_t ax = axis < 0 ? axis + 3 : axis;
+        for (int64_t i = 0; i < want.numel(); ++i) {
+          auto idx = unravel(i, want.shape);
+          double acc = 0;
+          for (int64_t j = 0; j < x.dim(ax); ++j) {
+            bool take = rev ? (ex ? j > idx[ax] : j >= idx[ax]) : (ex ? j < idx[ax] : j <= idx[ax]);
+            auto src = idx;
+            src[ax] = j;
+            if (take)
+              acc += Ref(x)(src);
+          }
+          want.v[i] = acc;
+        }
+        requireClose(cumsum(x, axis, ex, rev), want, ElementwiseTol);
+      }
+  Tensor i = Tensor::fromInts({4}, {1, 2, 3, 4}, DType::Int32);
+  Tensor c = cumsum(i, 0);
+  CHECK(c.dtype() == DType::Int32);
+  CHECK(c.at(3) == 10);
+  CHECK_THROWS_WITH(cumsum(i, 1), Catch::Contains("out of range"));
+}

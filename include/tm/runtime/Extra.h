@@ -55,6 +55,11 @@ Tensor isInf(const Tensor &x, bool positive = true, bool negative = true);
 /// result has the promoted dtype); integer division by zero throws.
 Tensor mod(const Tensor &a, const Tensor &b, bool fmod = false);
 
+/// Cumulative sum along `axis` (negative counts from the end): exclusive
+/// leaves out the element itself, reverse sums from the end. Integer
+/// dtypes are summed in int64 and keep their dtype; floats in double.
+Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive = false, bool reverse = false);
+
 /// Parameters of the N-dimensional window ops; every vector has one entry
 /// per spatial axis (padBegin/padEnd: padding before and after each axis).
 struct WindowNd {
