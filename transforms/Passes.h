@@ -1,0 +1,61 @@
+//===- Passes.h - The optimisation pass classes (internal) ------*- C++ -*-===//
+#pragma once
+
+#include "tm/passes/Drivers.h"
+#include "tm/passes/Pass.h"
+#include "tm/transforms/Transforms.h"
+
+namespace tmg {
+
+struct AttrToConstantPass : GraphPass<AttrToConstantPass> {
+  static constexpr const char *Name = "attr-to-constant";
+  static constexpr const char *Description =
+      "tensor attributes read by GetAttr become Constants (node names kept)";
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FixInputShapePass : GraphPass<FixInputShapePass> {
+  static constexpr const char *Name = "fix-input-shape";
+  static constexpr const char *Description =
+      "GetVarShape / .shape of a node with a static shape becomes an int32 Constant";
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FoldConstantPass : GraphPass<FoldConstantPass> {
+  static constexpr const char *Name = "fold-constant";
+  static constexpr const char *Description =
+      "evaluate every subgraph whose inputs are constants with the runtime";
+  std::vector<OptionSpec> optionSpecs() const override {
+    return {{"max-bytes", int64_t(16 << 20),
+             "largest folded tensor in bytes (-1: no limit); bigger results stay computed"}};
+  }
+  std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct CsePass : GraphPass<CsePass> {
+  static constexpr const char *Name = "cse";
+  static constexpr const char *Description =
+      "merge common subexpressions (same op, inputs and literal arguments; "
+      "commutative operands in either order)";
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FuseConvBnPass : PassWrapper<FuseConvBnPass> {
+  static constexpr const char *Name = "fuse-conv-bn";
+  static constexpr const char *Description =
+      "fold an eval-mode batch norm into the convolution feeding it (module and "
+      "functional forms)";
+  std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
+struct FuseLinearBnPass : PassWrapper<FuseLinearBnPass> {
+  static constexpr const char *Name = "fuse-linear-bn";
+  static constexpr const char *Description =
+      "fold an eval-mode batch norm into the linear layer feeding it";
+  std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
+} // namespace tmg

@@ -1,0 +1,26 @@
+//===- Registration.cpp - The optimisation passes and presets -------------===//
+#include "Passes.h"
+
+namespace tmg {
+
+const char *optimizePipelineText() {
+  return "attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,cse,compile";
+}
+
+void registerTransformPasses(PassRegistry &r) {
+  auto add = [&r]<typename P>() {
+    if (!r.contains(P::Name))
+      r.add<P>();
+  };
+  add.operator()<AttrToConstantPass>();
+  add.operator()<FixInputShapePass>();
+  add.operator()<FoldConstantPass>();
+  add.operator()<CsePass>();
+  add.operator()<FuseConvBnPass>();
+  add.operator()<FuseLinearBnPass>();
+  if (!r.preset("optimize"))
+    r.addPreset("optimize", optimizePipelineText(),
+                "the optimisation passes in a sensible order (inference)");
+}
+
+} // namespace tmg
