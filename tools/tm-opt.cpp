@@ -14,6 +14,7 @@
 #include "tm/io/Dot.h"
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
+#include "tm/matcher/Rules.h"
 #include "tm/passes/PassManager.h"
 #include "tm/transforms/Transforms.h"
 
@@ -170,6 +171,7 @@ int main(int argc, char **argv) {
   }
   PassRegistry &registry = PassRegistry::global();
   registerTransformPasses(registry);
+  registerMatcherPasses(registry);
   for (const auto &p : plugins) {
     Diagnostic d;
     if (failed(loadPassPlugin(p, registry, &d)))

@@ -80,9 +80,46 @@ struct PipelineOptions {
 ///   print-after-all = false
 ///   [passes.replace-node]
 ///   pairs = "Net_relu_out:Net_x"
+/// A declarative rewrite rule as written in a config file (`[[rules]]`):
+///   [[rules]]
+///   name = "relu6-from-clip"
+///   match = "nn.clip($x, 0, 6)"
+///   replace = "nn.relu6($x)"
+///   where = ["$x.rank == 4"]      # optional constraints
+///   benefit = 2                   # optional, default 1
+/// The texts are compiled by the matcher library (tm/matcher/Rules.h); each
+/// location points at the first character of its text in the file.
+struct RuleDecl {
+  std::string name;
+  std::string match, replace;
+  std::vector<std::string> where;
+  int64_t benefit = 1;
+  Location loc; ///< the rule's table
+  Location matchLoc, replaceLoc;
+  std::vector<Location> whereLocs;
+};
+
+/// A pass that takes the rules declared in a config file (`apply-rules`):
+/// the config reader hands them over, so rule errors are reported when the
+/// file is read.
+class RuleConsumer {
+public:
+  virtual ~RuleConsumer();
+  virtual LogicalResult setRules(std::vector<RuleDecl> rules, Diagnostic *error) = 0;
+};
+
+/// Reads the `[[rules]]` tables of a TOML text. With `rulesOnly`, any other
+/// top-level key is an error (a rules file); otherwise it is ignored.
+FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std::string &file,
+                                                bool rulesOnly);
+FailureOr<std::vector<RuleDecl>> parseRulesFile(const std::string &path);
+
 struct PipelineFile {
   Pipeline pipeline;
   PipelineOptions options;
+  /// `[[rules]]`: given to every `apply-rules` element without a `file`
+  /// option; when the pipeline has none, one is appended at the end.
+  std::vector<RuleDecl> rules;
 };
 FailureOr<PipelineFile> parsePipelineFile(const std::string &path,
                                           const PassRegistry &r);

@@ -1,0 +1,88 @@
+//===- Rules.h - Declarative rewrite rules ----------------------*- C++ -*-===//
+//
+// Rules written in config files (`[[rules]]`, see RuleDecl in
+// tm/passes/PassManager.h) or rule files, in a text syntax that mirrors the
+// C++ DSL and compiles to the same matcher:
+//
+//   [[rules]]
+//   name = "relu6-from-clip"
+//   match = "nn.clip($x, 0, 6)"
+//   replace = "nn.relu6($x)"
+//   where = ["$x.rank == 4"]
+//
+// Pattern syntax (`|` binds loosest, then `+ -`, then `* /`, then unary `-`):
+//   nn.relu(p)            a function (qualified name), positional patterns
+//   relu(p)  Conv2d(p)    bare names: a module type, else a tensor method,
+//                         else an Apply op def, else a function
+//   p.reshape(...)        a tensor method on a receiver (`p + q` is
+//                         `p.__add__(q)`, also `- * /`, unary `-p`)
+//   module(p)             any module call
+//   f(p, eps=1e-5)        a pattern for the argument of parameter `eps`
+//   f(p, ...)             more tensor inputs allowed (`not_all_args`)
+//   $x                    capture anything (the same name twice: the same
+//                         value); `$x=p` captures what p matches
+//   var const lit _ *     is_var, is_const, any literal, any value
+//   1  2.5  'same'  None  True  (1, 2)     literals (6 matches 6.0)
+//   p | q                 alternatives
+//   .output(i) .has_attr(k=v) .check_users(false) .ordered()  modifiers
+// `replace` uses the same syntax with captures, literals, functions and
+// methods. `where` entries compare `$x.rank`, `$x.shape`, `$x.shape[i]`,
+// `$x.dtype`, `$x.value` (a literal, or a one-element Constant tensor) or
+// `$x.users` with a literal or another property: `==  !=  <  <=  >  >=`.
+//
+// Errors name `file:line:col` inside the rule text.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "tm/matcher/Driver.h"
+#include "tm/passes/PassManager.h"
+
+namespace tmg {
+
+/// Parses a pattern in the rule syntax. `loc` is where the text starts (for
+/// error locations). Throws tmg::Error naming file:line:col.
+pat::Pat parsePattern(llvm::StringRef text, const Location &loc = Location::inFile("<pattern>", 1, 1));
+
+/// Compiles rules into rewrite patterns (each with its constraints and
+/// replacement). Throws tmg::Error naming the place of the first error.
+std::vector<std::unique_ptr<RewritePattern>> compileRules(const std::vector<RuleDecl> &rules);
+/// compileRules as a result.
+FailureOr<std::shared_ptr<const FrozenPatternSet>>
+compileRuleSet(const std::vector<RuleDecl> &rules);
+
+/// `apply-rules{file=rules.toml}`: applies declarative rules with the greedy
+/// driver. Without `file`, the pass takes the `[[rules]]` of the pipeline
+/// config that declares it.
+class ApplyRulesPass : public GraphPass<ApplyRulesPass>, public RuleConsumer {
+public:
+  static constexpr const char *Name = "apply-rules";
+  static constexpr const char *Description =
+      "apply declarative rewrite rules ([[rules]] of the config, or a rules file)";
+  std::vector<OptionSpec> optionSpecs() const override;
+  LogicalResult setRules(std::vector<RuleDecl> rules, Diagnostic *error) override;
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+
+private:
+  std::shared_ptr<const FrozenPatternSet> rules_;
+  std::string loadedFile_;
+};
+
+/// `fold-double-relu`: relu(relu(x)) => relu(x), and the same with relu6 on
+/// either side (=> relu6 of x). The sample pattern pass.
+struct FoldDoubleReluPass : PatternPass<FoldDoubleReluPass> {
+  static constexpr const char *Name = "fold-double-relu";
+  static constexpr const char *Description =
+      "relu(relu(x)) => relu(x); relu/relu6 chains => relu6(x)";
+  void populate(PatternSet &set) const override;
+};
+
+/// Registers the matcher's passes (apply-rules, fold-double-relu); safe to
+/// call more than once.
+void registerMatcherPasses(PassRegistry &r);
+
+} // namespace tmg
