@@ -1,6 +1,7 @@
 //===- Passes.h - The optimisation pass classes (internal) ------*- C++ -*-===//
 #pragma once
 
+#include "tm/matcher/Driver.h"
 #include "tm/passes/Drivers.h"
 #include "tm/passes/Pass.h"
 #include "tm/transforms/Transforms.h"
@@ -56,6 +57,14 @@ struct FuseLinearBnPass : PassWrapper<FuseLinearBnPass> {
       "fold an eval-mode batch norm into the linear layer feeding it";
   std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
+struct CanonicalizePass : PatternPass<CanonicalizePass> {
+  static constexpr const char *Name = "canonicalize";
+  static constexpr const char *Description =
+      "local simplifications: identity/eval-dropout/copy/detach removal, reshape and "
+      "transpose chains, neutral arithmetic, double neg/relu";
+  void populate(PatternSet &set) const override;
 };
 
 } // namespace tmg

@@ -4,7 +4,8 @@
 namespace tmg {
 
 const char *optimizePipelineText() {
-  return "attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,cse,compile";
+  return "canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,cse,canonicalize,"
+         "compile";
 }
 
 void registerTransformPasses(PassRegistry &r) {
@@ -18,6 +19,7 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<CsePass>();
   add.operator()<FuseConvBnPass>();
   add.operator()<FuseLinearBnPass>();
+  add.operator()<CanonicalizePass>();
   if (!r.preset("optimize"))
     r.addPreset("optimize", optimizePipelineText(),
                 "the optimisation passes in a sensible order (inference)");

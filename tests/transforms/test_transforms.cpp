@@ -165,3 +165,63 @@ TEST_CASE("the optimize preset expands in the pipeline text", "[transforms][opti
   CHECK(bad.diagnostic().str() ==
         "<pipeline>:1:1: error: unknown pass 'optimise'; did you mean 'optimize'?");
 }
+
+TEST_CASE("canonicalize: identities, shape chains, neutral arithmetic",
+          "[transforms][canonicalize]") {
+  auto m = std::make_unique<Module>("Net");
+  m->addModule<Identity>("id");
+  m->addModule<Dropout>("drop", 0.5);
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3, 4}}});
+  Node *x = b.arg(0);
+  Node *i = b.callModule(b.getAttr(b.self(), "id"), {x});
+  Node *d = b.callFunction("dropout", {i, 0.5}, {{"training", false}});
+  d = b.callModule(b.getAttr(b.self(), "drop"), {d});
+  Node *r = b.callFunction("reshape", {d, Arg::ints({6, 4})});
+  r = b.callMethod(r, "reshape", {24});
+  r = b.callFunction("reshape", {r, Arg::ints({4, 6})});       // => reshape(x, (4, 6))
+  Node *t = b.callFunction("transpose", {x, Arg::ints({1, 0, 2})});
+  t = b.callFunction("transpose", {t, Arg::ints({1, 0, 2})});  // => x
+  Node *u = b.callFunction("transpose", {x, Arg::ints({2, 0, 1})});
+  u = b.callFunction("transpose", {u, Arg::ints({2, 0, 1})});  // => transpose(x, (1, 2, 0))
+  Node *a = b.callMethod(x, "__add__", {0});
+  a = b.callMethod(a, "__mul__", {1.0});                        // => x
+  Node *n = b.callFunction("neg", {b.callFunction("neg", {x})}); // => x
+  Node *rr = b.callFunction("relu", {b.callFunction("relu", {x})});
+  Node *f = b.callFunction("flatten", {b.callFunction("reshape", {x, Arg::ints({6, 4})}), 1});
+  Node *k = b.callMethod(x, "__mul__", {2});                    // kept
+  b.finish(Arg::tuple({r, t, u, a, n, rr, f, k}));
+  auto opt = checkDifferential(*tm, "canonicalize", {{2, 3, 4}}, 0);
+  CHECK(opt->graph().getModuleByType(Identity::staticType()).asCount() == 0);
+  CHECK(opt->graph().getModuleByType(Dropout::staticType()).asCount() == 0);
+  CHECK(countFn(*opt, OpKind::Dropout) == 0);
+  CHECK(countFn(*opt, OpKind::Reshape) == 2); // x -> (4, 6), and f's inner one
+  CHECK(countMethod(*opt, "reshape") == 0);
+  CHECK(countFn(*opt, OpKind::Flatten) == 1);  // start_axis=1: kept
+  CHECK(countFn(*opt, OpKind::Transpose) == 1);
+  CHECK(countFn(*opt, OpKind::Neg) == 0);
+  CHECK(countFn(*opt, OpKind::Relu) == 1);
+  CHECK(countMethod(*opt, "__add__") == 0);
+  CHECK(countMethod(*opt, "__mul__") == 1);
+  const InternalGraph &g = opt->graph();
+  // t, a and n are x itself.
+  CHECK(g.output(1) == g.input(1));
+  CHECK(g.output(3) == g.input(1));
+  CHECK(g.output(4) == g.input(1));
+  Expr *tr = g.getFunctionByType(&op(OpKind::Transpose)).asUnique();
+  CHECK(tr->str().find("(1, 2, 0)") != std::string::npos);
+}
+
+TEST_CASE("canonicalize keeps training-mode dropout and int arithmetic",
+          "[transforms][canonicalize]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}, DType::Int32}});
+  Node *x = b.arg(0);
+  Node *a = b.callMethod(x, "__mul__", {1.0}); // int * 1.0 is float: kept
+  Node *d = b.callFunction("dropout", {a, 0.5}, {{"training", true}});
+  b.finish(d);
+  auto opt = tm->cloneTraced();
+  run(*opt, "canonicalize");
+  CHECK(countFn(*opt, OpKind::Dropout) == 1);
+  CHECK(countMethod(*opt, "__mul__") == 1);
+}
