@@ -67,4 +67,12 @@ struct CanonicalizePass : PatternPass<CanonicalizePass> {
   void populate(PatternSet &set) const override;
 };
 
+struct FuseConvActivationPass : PatternPass<FuseConvActivationPass> {
+  static constexpr const char *Name = "fuse-conv-activation";
+  static constexpr const char *Description =
+      "conv2d/linear followed by relu, relu6, sigmoid, silu or hardswish => one fused "
+      "nn.conv2d_act / nn.linear_act call the runtime runs as one step";
+  void populate(PatternSet &set) const override;
+};
+
 } // namespace tmg

@@ -5,7 +5,7 @@ namespace tmg {
 
 const char *optimizePipelineText() {
   return "canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,cse,canonicalize,"
-         "compile";
+         "fuse-conv-activation,compile";
 }
 
 void registerTransformPasses(PassRegistry &r) {
@@ -20,6 +20,7 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<FuseConvBnPass>();
   add.operator()<FuseLinearBnPass>();
   add.operator()<CanonicalizePass>();
+  add.operator()<FuseConvActivationPass>();
   if (!r.preset("optimize"))
     r.addPreset("optimize", optimizePipelineText(),
                 "the optimisation passes in a sensible order (inference)");

@@ -225,3 +225,63 @@ TEST_CASE("canonicalize keeps training-mode dropout and int arithmetic",
   CHECK(countFn(*opt, OpKind::Dropout) == 1);
   CHECK(countMethod(*opt, "__mul__") == 1);
 }
+
+TEST_CASE("fuse-conv-activation: every activation, module and functional forms",
+          "[transforms][fuse-conv-activation]") {
+  auto m = std::make_unique<Module>("Net");
+  m->addModule<Conv2d>("c1", 3, 8, 3, 1, 1, 1, 1, true, 1);
+  m->registerBuffer("w2", Tensor::randn({8, 4, 3, 3}, 2));
+  m->registerBuffer("b2", Tensor::randn({8}, 3));
+  m->addModule<Conv2d>("c3", 8, 8, 1, 1, 0, 1, 1, false, 4);
+  m->addModule<Hardswish>("hs");
+  m->registerBuffer("w4", Tensor::randn({6, 8, 3, 3}, 5));
+  m->addModule<Linear>("fc", 6 * 4 * 4, 10, true, 6);
+  m->addModule<ReLU6>("r6");
+  m->registerBuffer("w5", Tensor::randn({7, 10}, 7));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3, 8, 8}}});
+  Node *y = b.callFunction("relu", {b.callModule(b.getAttr(b.self(), "c1"), {b.arg(0)})});
+  y = b.callFunction("conv2d", {y, b.getAttr(b.self(), "w2"), b.getAttr(b.self(), "b2"), 1, 1,
+                                1, 2});
+  y = b.callFunction("sigmoid", {y});
+  y = b.callModule(b.getAttr(b.self(), "hs"), {b.callModule(b.getAttr(b.self(), "c3"), {y})});
+  y = b.callFunction("conv2d", {y, b.getAttr(b.self(), "w4"), Arg::none(), 2, 1});
+  y = b.callFunction("silu", {y});
+  y = b.callFunction("flatten", {y, 1});
+  y = b.callModule(b.getAttr(b.self(), "r6"), {b.callModule(b.getAttr(b.self(), "fc"), {y})});
+  y = b.callFunction("hswish", {b.callFunction("linear", {y, b.getAttr(b.self(), "w5")})});
+  b.finish(y);
+  auto opt = checkDifferential(*tm, "fuse-conv-activation", {{2, 3, 8, 8}});
+  CHECK(countFn(*opt, OpKind::Conv2dAct) == 4);
+  CHECK(countFn(*opt, OpKind::LinearAct) == 2);
+  CHECK(countFn(*opt, OpKind::Conv2d) == 0);
+  CHECK(countFn(*opt, OpKind::Relu) + countFn(*opt, OpKind::Sigmoid) +
+            countFn(*opt, OpKind::Silu) + countFn(*opt, OpKind::Hswish) ==
+        0);
+  CHECK(opt->graph().getModuleByType(Conv2d::staticType()).asCount() == 0);
+  std::string text = opt->graph().str();
+  CHECK(text.find("getattr(self, \"c1.weight\")") != std::string::npos);
+  CHECK(text.find("hardswish, )") != std::string::npos);
+  INFO(text);
+  // Every conv argument kept: the grouped conv still has groups=2, stride 1, padding 1.
+  CHECK(text.find(", 1, 1, 1, 2, cross_correlation, default, sigmoid, )") != std::string::npos);
+}
+
+TEST_CASE("fuse-conv-activation leaves shared conv outputs and padded modes",
+          "[transforms][fuse-conv-activation]") {
+  auto m = std::make_unique<Module>("Net");
+  m->addModule<Conv2d>("c1", 3, 4, 3, 1, 1, 1, 1, true, 1);
+  m->addModule<Conv2d>("c2", 3, 4, 3, 1, 1, 1, 1, true, 2);
+  m->module("c2")->setValue("padding_mode", Scalar("reflect"));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 5, 5}}});
+  Node *c = b.callModule(b.getAttr(b.self(), "c1"), {b.arg(0)});
+  Node *r = b.callFunction("relu", {c});
+  Node *c2 = b.callModule(b.getAttr(b.self(), "c2"), {b.arg(0)});
+  Node *r2 = b.callFunction("relu", {c2});
+  b.finish(Arg::tuple({b.callMethod(r, "__add__", {c}), r2}));
+  auto opt = tm->cloneTraced();
+  run(*opt, "fuse-conv-activation");
+  CHECK(countFn(*opt, OpKind::Conv2dAct) == 0);
+  CHECK(countFn(*opt, OpKind::Relu) == 2);
+}
