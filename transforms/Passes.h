@@ -75,4 +75,22 @@ struct FuseConvActivationPass : PatternPass<FuseConvActivationPass> {
   void populate(PatternSet &set) const override;
 };
 
+struct NormElemwisePass : GraphPass<NormElemwisePass> {
+  static constexpr const char *Name = "norm-elemwise";
+  static constexpr const char *Description =
+      "binary add/sub/mul/div in any spelling => x + c / x * c tensor methods";
+  std::vector<std::string> prerequisites() const override { return {"fold-constant"}; }
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct BackwardFoldScalePass : PassWrapper<BackwardFoldScalePass> {
+  static constexpr const char *Name = "backward-fold-scale";
+  static constexpr const char *Description =
+      "push `x * c` back through relu/add/reshape/pooling into the producing convolutions";
+  std::vector<std::string> prerequisites() const override {
+    return {"attr-to-constant", "norm-elemwise"};
+  }
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
 } // namespace tmg

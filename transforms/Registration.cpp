@@ -21,6 +21,8 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<FuseLinearBnPass>();
   add.operator()<CanonicalizePass>();
   add.operator()<FuseConvActivationPass>();
+  add.operator()<NormElemwisePass>();
+  add.operator()<BackwardFoldScalePass>();
   if (!r.preset("optimize"))
     r.addPreset("optimize", optimizePipelineText(),
                 "the optimisation passes in a sensible order (inference)");

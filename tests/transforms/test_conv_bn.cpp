@@ -252,3 +252,78 @@ TEST_CASE("fuse-conv-bn refuses a conv used elsewhere and builtin subclasses",
   CHECK(batchNorms(*opt) == 1);
   CHECK_THAT(remarks, Catch::Contains("other uses"));
 }
+
+TEST_CASE("test_backward_fold_scale: no __mul__ remains, outputs equal",
+          "[transforms][backward-fold-scale]") {
+  for (Classes c : AllClasses) {
+    SECTION(name(c)) {
+      auto flat = flatMyModule(c);
+      REQUIRE(countMethod(*flat, "__mul__") == 7);
+      // As the reference's optimize(): FuseConvBn is forced before it.
+      auto opt = checkDifferential(*flat, "fuse-conv-bn,backward-fold-scale", {{1, 3, 32, 32}});
+      CHECK(countMethod(*opt, "__mul__") == 0);
+      CHECK(countFn(*opt, OpKind::Mul) == 0);
+      CHECK(batchNorms(*opt) == 0);
+    }
+  }
+}
+
+TEST_CASE("backward-fold-scale: conv without bias, DAGs, negative scales",
+          "[transforms][backward-fold-scale]") {
+  // y = relu(conv_nobias(x)) * 2 ; z = relu(F.conv2d(x, w)) * -3 ;
+  // shared = F.conv2d(x, w2) used by two muls (a DAG: must not loop).
+  auto m = std::make_unique<Module>("Net");
+  m->addModule<Conv2d>("conv", 3, 4, 3, 1, 1, 1, 1, false, 1);
+  m->registerBuffer("w", Tensor::randn({4, 3, 1, 1}, 2));
+  m->registerBuffer("w2", Tensor::randn({4, 3, 1, 1}, 3));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 6, 6}}});
+  Node *x = b.arg(0);
+  Node *y = b.callMethod(
+      b.callFunction("relu", {b.callModule(b.getAttr(b.self(), "conv"), {x})}), "__mul__", {2});
+  Node *z = b.callMethod(
+      b.callFunction("relu", {b.callFunction("conv2d", {x, b.getAttr(b.self(), "w")})}),
+      "__mul__", {-3});
+  Node *s = b.callFunction("conv2d", {x, b.getAttr(b.self(), "w2")});
+  Node *s1 = b.callMethod(s, "__mul__", {5});
+  Node *s2 = b.callMethod(s, "__mul__", {7});
+  b.finish(Arg::tuple({y, z, b.callMethod(s1, "__add__", {s2})}));
+  auto opt = checkDifferential(*tm, "backward-fold-scale", {{1, 3, 6, 6}});
+  // y's scale went into the conv (no bias needed); z's negative scale cannot
+  // cross the relu; the shared conv output keeps both muls.
+  CHECK(countMethod(*opt, "__mul__") == 3);
+  CHECK(!opt->module("conv")->tensor("bias"));
+}
+
+TEST_CASE("norm-elemwise: every spelling becomes x + c or x * c",
+          "[transforms][norm-elemwise]") {
+  auto m = std::make_unique<Module>("Net");
+  m->registerBuffer("c", Tensor::fromFloats({1}, {4.0f}));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3}}, {"y", Shape{2, 3}}});
+  Node *x = b.arg(0), *y = b.arg(1);
+  Node *c = b.getAttr(b.self(), "c");
+  std::vector<Node *> outs = {
+      b.callFunction("add", {x, 4}),         b.callMethod(c, "__add__", {x}),
+      b.callMethod(x, "__radd__", {2}),      b.callFunction("sub", {x, c}),
+      b.callMethod(x, "__rsub__", {3}),      b.callMethod(x, "__sub__", {y}),
+      b.callFunction("div", {x, 2}),         b.callMethod(x, "__rtruediv__", {c}),
+      b.callMethod(x, "__truediv__", {y}),   b.callFunction("mul", {c, y}),
+  };
+  std::vector<Arg> args(outs.begin(), outs.end());
+  b.finish(Arg::tuple(args));
+  auto opt = checkDifferential(*tm, "norm-elemwise", {{2, 3}, {2, 3}}, 1e-5);
+  for (Expr *e : opt->graph().body()) {
+
+    if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+      if (!cm->isModuleCall()) {
+        INFO(e->str());
+        CHECK((cm->method() == "__add__" || cm->method() == "__mul__"));
+        CHECK(!llvm::isa<Constant>(e->input(0)->expr()));
+      }
+    CHECK(!isCallFunction(e, &op(OpKind::Add)));
+    CHECK(!isCallFunction(e, &op(OpKind::Sub)));
+    CHECK(!isCallFunction(e, &op(OpKind::Div)));
+    CHECK(!isCallFunction(e, &op(OpKind::Mul)));
+  }
+}
