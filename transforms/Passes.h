@@ -83,6 +83,14 @@ struct NormElemwisePass : GraphPass<NormElemwisePass> {
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
 };
 
+struct FuseAddMulPass : GraphPass<FuseAddMulPass> {
+  static constexpr const char *Name = "fuse-add-mul";
+  static constexpr const char *Description =
+      "(x + c1) + c2 => x + (c1 + c2); (x * c1) * c2 => x * (c1 * c2); neg(x) * c => x * -c";
+  std::vector<std::string> prerequisites() const override { return {"norm-elemwise"}; }
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
 struct BackwardFoldScalePass : PassWrapper<BackwardFoldScalePass> {
   static constexpr const char *Name = "backward-fold-scale";
   static constexpr const char *Description =

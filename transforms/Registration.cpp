@@ -4,7 +4,12 @@
 namespace tmg {
 
 const char *optimizePipelineText() {
-  return "canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,cse,canonicalize,"
+  // Cleanup first, then the folds that need constants, arithmetic
+  // normalisation and scale folding (the reference's FuseConvBn ->
+  // FuseAddMul -> BackwardFoldScale -> FuseAddMul), CSE, and last the
+  // activation fusion (it hides relus from the passes before it).
+  return "canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,"
+         "norm-elemwise,fuse-add-mul,backward-fold-scale,fuse-add-mul,cse,canonicalize,"
          "fuse-conv-activation,compile";
 }
 
@@ -23,6 +28,7 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<FuseConvActivationPass>();
   add.operator()<NormElemwisePass>();
   add.operator()<BackwardFoldScalePass>();
+  add.operator()<FuseAddMulPass>();
   if (!r.preset("optimize"))
     r.addPreset("optimize", optimizePipelineText(),
                 "the optimisation passes in a sensible order (inference)");

@@ -285,3 +285,25 @@ TEST_CASE("fuse-conv-activation leaves shared conv outputs and padded modes",
   CHECK(countFn(*opt, OpKind::Conv2dAct) == 0);
   CHECK(countFn(*opt, OpKind::Relu) == 2);
 }
+
+TEST_CASE("fuse-add-mul folds constant chains", "[transforms][fuse-add-mul]") {
+  auto m = std::make_unique<Module>("Net");
+  m->registerBuffer("c", Tensor::fromFloats({1}, {1.5f}));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3}}});
+  Node *x = b.arg(0);
+  Node *a = b.callMethod(b.callMethod(b.callMethod(x, "__add__", {1}), "__add__", {2}), "__add__",
+                         {b.getAttr(b.self(), "c")});            // x + 4.5 (tensor)
+  Node *m1 = b.callMethod(b.callMethod(x, "__mul__", {2}), "__mul__", {0.5}); // x
+  Node *n = b.callMethod(b.callFunction("neg", {x}), "__mul__", {3});        // x * -3
+  Node *shared = b.callMethod(x, "__add__", {1});
+  Node *s = b.callMethod(shared, "__add__", {1}); // shared has two uses: kept
+  b.finish(Arg::tuple({a, m1, n, s, shared}));
+  auto opt = checkDifferential(*tm, "fuse-add-mul", {{2, 3}}, 1e-5);
+  const InternalGraph &g = opt->graph();
+  CHECK(g.output(1) == g.input(1));
+  CHECK(countFn(*opt, OpKind::Neg) == 0);
+  CHECK(countMethod(*opt, "__mul__") == 1);
+  CHECK(countMethod(*opt, "__add__") == 3);
+  CHECK(g.output(0)->expr()->input(0) == g.input(1));
+}
