@@ -66,10 +66,12 @@ FailureOr<bool> FuseAddMulPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
       double v = 0;
       const Tensor *shapeOf = nullptr;
       bool literal = c.literal.has_value();
+      bool intLiteral = c.literalIsInt;
       if (normal(p, ar, x2, c2, ic2)) {
         inner = x2.node;
         v = ar == Arith::Add ? *c.scalar() + *c2.scalar() : *c.scalar() * *c2.scalar();
         literal &= c2.literal.has_value();
+        intLiteral &= c2.literalIsInt;
         shapeOf = xf::constantTensor(c.node) ? xf::constantTensor(c.node)
                                                : xf::constantTensor(c2.node);
         if (xf::constantTensor(c.node) && xf::constantTensor(c2.node) &&
@@ -88,7 +90,8 @@ FailureOr<bool> FuseAddMulPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
       xf::setPositionalArg(e, 0, inner);
       Expr *oldConst = c.node ? c.node->expr() : nullptr;
       if (literal) {
-        xf::setPositionalLiteral(e, ic, Scalar(v));
+        // Integer literals stay integers (x + 2.0 would turn an int x into float).
+        xf::setPositionalLiteral(e, ic, intLiteral ? Scalar(int64_t(v)) : Scalar(v));
       } else {
         Tensor t = xf::fromDoubles(shapeOf ? shapeOf->shape() : llvm::ArrayRef<int64_t>{},
                                    std::vector<double>(1, v));
