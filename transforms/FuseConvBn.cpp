@@ -19,8 +19,9 @@
 //  * a conv without bias gets one.
 // Folding, per output channel c (s = gamma / sqrt(var + eps)):
 //   w'[c] = w[c] * s[c],  b'[c] = beta[c] + (b[c] - mean[c]) * s[c]
-// computed in double precision. The pattern (BN of a conv/linear whose
-// output has no other use) is a matcher pattern; the rewrite edits modules.
+// computed in double precision. Candidates are found with a matcher pattern
+// (a BatchNorm2d call or F.batch_norm of a Conv2d/Linear call or F.conv2d /
+// F.linear); the checks above and the rewrite, which edits modules, are C++.
 //
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
@@ -29,6 +30,8 @@
 #include <cmath>
 
 #include <llvm/ADT/DenseMap.h>
+
+#include "tm/matcher/Matcher.h"
 
 namespace tmg {
 
@@ -90,13 +93,23 @@ std::string bnParams(const Expr *e, BnParams &p) {
   return "";
 }
 
-struct FuseStats {
-  int64_t fused = 0;
-};
+/// bn(producer(x)): the batch norm's input is the producer's output (other
+/// uses of it are reported by tryFuse, so the pattern does not check them).
+Pattern candidatePattern(Producer kind) {
+  using namespace pat;
+  Pat x = any();
+  Pat prod = kind == Producer::Conv
+                 ? (module<Conv2d>()(x).checkUsers(false) |
+                    fn("conv2d")(x).prefix().checkUsers(false))
+                 : (module<Linear>()(x).checkUsers(false) |
+                    fn("linear")(x).prefix().checkUsers(false));
+  return Pattern(module<BatchNorm2d>()(prod) | fn("batch_norm")(prod).prefix());
+}
 
 class Fuser {
 public:
-  Fuser(TracedModule &m, PassContext &ctx, Producer kind) : m_(m), ctx_(ctx), kind_(kind) {
+  Fuser(TracedModule &m, PassContext &ctx, Producer kind)
+      : m_(m), ctx_(ctx), kind_(kind), pattern_(candidatePattern(kind)) {
     // Call sites of every module in the whole hierarchy.
     for (InternalGraph *g : xf::allGraphs(m))
       for (Expr *e : g->body())
@@ -106,11 +119,10 @@ public:
 
   bool runOn(InternalGraph &g) {
     std::vector<Expr *> bns;
-    for (Expr *e : g.body()) {
-      Module *mod = xf::calledModule(e);
-      if ((mod && llvm::isa<BatchNorm2d>(mod)) || isCallFunction(e, &op(OpKind::BatchNorm)))
+    Match match;
+    for (Expr *e : g.body())
+      if (match.match(pattern_, e))
         bns.push_back(e);
-    }
     bool changed = false;
     for (Expr *bn : bns) {
       std::string why = tryFuse(g, bn);
@@ -244,6 +256,7 @@ private:
   TracedModule &m_;
   PassContext &ctx_;
   Producer kind_;
+  Pattern pattern_;
   llvm::DenseMap<const Module *, int64_t> calls_;
 };
 
