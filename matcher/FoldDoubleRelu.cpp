@@ -12,7 +12,6 @@ namespace tmg {
 
 void FoldDoubleReluPass::populate(PatternSet &set) const {
   using namespace pat;
-  Pat x = var("x");
   Pat relu = fn("relu"), relu6 = fn("relu6");
   // relu(relu(x)): the outer relu's users take the inner relu's output.
   Pat inner = relu(any("x")).bind("inner");
@@ -25,7 +24,6 @@ void FoldDoubleReluPass::populate(PatternSet &set) const {
     Node *y = rw.callFunction(tmg::op(OpKind::Relu6), {m.node("x")});
     return rw.replaceAllUsesWith(m.rootExpr()->output(0), y);
   });
-  (void)x;
 }
 
 } // namespace tmg

@@ -64,6 +64,16 @@ uint32_t Pattern::compile(Data &d, const pat::PatternRef &p, bool isRoot) {
   // the root; leaves here are the match's inputs, so they are not checked
   // unless asked.
   c.checkUsers = p->checkUsers ? *p->checkUsers : p->kind == PN::Kind::Op;
+  if (p->kind == PN::Kind::Op) {
+    bool bounded = p->kwargs.empty();
+    for (const auto &a : p->args) {
+      if (a->kind == PN::Kind::Var || a->kind == PN::Kind::Const || a->kind == PN::Kind::Op)
+        ++c.nodeOnlyArgs;
+      else if (a->kind != PN::Kind::Lit)
+        bounded = false; // any() and alternatives may cover a container
+    }
+    c.maxCover = bounded ? int32_t(c.nodeOnlyArgs) : -1;
+  }
   if (isRoot)
     c.checkUsers = false;
   return id;
@@ -392,7 +402,7 @@ struct MatchImpl {
                          describe(n));
         return false;
       }
-      if (edge && pn.kind == PN::Kind::Op)
+      if (edge && (pn.kind == PN::Kind::Op || c.checkUsers))
         addEdge(id);
       return true;
     }
@@ -453,6 +463,9 @@ struct MatchImpl {
     if (!checkPreds(id, n, nullptr))
       return false;
     bindNode(id, n, n->expr());
+    // A leaf with checkUsers counts its uses inside the match.
+    if (edge && c.checkUsers)
+      addEdge(id);
     return true;
   }
 
@@ -521,6 +534,25 @@ struct MatchImpl {
                            literalText(v));
           return false;
         }
+      }
+    }
+    // Quick rejection from the input count and the inputs' producers, before
+    // the argument TreeDefs are read (in explain mode the full path below
+    // gives the detailed reason).
+    if (!m.explain_) {
+      size_t skipIn = isModuleCall ? 1 : 0;
+      size_t tensors = e->numInputs() - skipIn;
+      if (c.nodeOnlyArgs > tensors || (pn.allArgs && c.maxCover >= 0 && tensors > size_t(c.maxCover)))
+        return false;
+      for (uint16_t k = 0; k < c.numArgs; ++k) {
+        const PN &a = *p.cnode(p.child(c.firstChild + k)).p;
+        if (a.kind != PN::Kind::Op || a.target != PN::OpTarget::Schema)
+          continue;
+        bool found = false;
+        for (size_t j = skipIn; j < e->numInputs() && !found; ++j)
+          found = schemaOf(e->input(j)->expr()) == a.schema;
+        if (!found)
+          return false;
       }
     }
     size_t mark = m.trail_.size();
@@ -663,9 +695,14 @@ struct MatchImpl {
       if (!c.checkUsers || !e || c.p->kind == PN::Kind::Or)
         continue;
       if (c.p->kind != PN::Kind::Op) {
-        // A checked leaf: its node's users must all be edges of the match;
-        // leaves do not count edges, so a checked leaf allows one use per
-        // occurrence of its value in the match.
+        // A checked leaf (checkUsers(true) on var(), any(), constant()):
+        // every use of its node is an edge of the match.
+        Node *n = m.nodes_[id];
+        if (n && n->numUsers() != m.edges_[id]) {
+          TM_WHY("{}: {} has {} uses but only {} inside the match (check_users)", c.p->str(),
+                 describe(n), n->numUsers(), m.edges_[id]);
+          return false;
+        }
         continue;
       }
       // The value the match reached: for a multi-output expr, the selected

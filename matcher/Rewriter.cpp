@@ -17,6 +17,7 @@ void Rewriter::begin() {
     raise("rewriter: a transaction is already open");
   open_ = true;
   journal_.clear();
+  deferred_.clear();
 }
 
 void Rewriter::commit() {
@@ -24,12 +25,24 @@ void Rewriter::commit() {
     raise("rewriter: commit() without begin()");
   open_ = false;
   flush(0);
+  std::vector<std::function<void()>> fs;
+  fs.swap(deferred_);
+  for (auto &f : fs)
+    f();
+}
+
+void Rewriter::onCommit(std::function<void()> f) {
+  if (open_)
+    deferred_.push_back(std::move(f));
+  else
+    f();
 }
 
 void Rewriter::rollback() {
   if (!open_)
     raise("rewriter: rollback() without begin()");
   open_ = false;
+  deferred_.clear();
   for (size_t i = journal_.size(); i-- > 0;)
     undoEntry(journal_[i]);
   journal_.clear();

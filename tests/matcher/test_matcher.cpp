@@ -316,3 +316,22 @@ TEST_CASE("one frozen pattern set matched from several threads", "[matcher][thre
   frozen.candidates(exprNamed(g, "sigmoid_out"), cands);
   CHECK(cands.empty());
 }
+
+TEST_CASE("check_users on a leaf: the value has no users outside the match", "[matcher]") {
+  auto m = net([](GraphBuilder &b) {
+    Node *a = b.callFunction("sigmoid", {b.arg(0)});
+    Node *sq = b.callMethod(a, "__mul__", {a});           // a * a: a used twice, inside
+    Node *r = b.callFunction("relu", {b.arg(0)});         // x used by sigmoid and relu
+    return b.callMethod(sq, "__add__", {r});
+  });
+  InternalGraph &g = m->graph();
+  Match mt;
+  Pat a = var("a").checkUsers(true);
+  CHECK(mt.match(Pattern(a * a), exprNamed(g, "mul_out")));
+  CHECK(mt.match(Pattern(fn("relu")(var())), exprNamed(g, "relu_out")));
+  CHECK_FALSE(mt.match(Pattern(fn("relu")(var().checkUsers(true))), exprNamed(g, "relu_out")));
+  mt.setExplain(true);
+  CHECK_FALSE(mt.match(Pattern(fn("relu")(var().checkUsers(true))), exprNamed(g, "relu_out")));
+  CHECK(mt.explanation().find("has 2 uses but only 1 inside the match (check_users)") !=
+        std::string::npos);
+}

@@ -81,6 +81,17 @@ TEST_CASE("rewriter: a rolled-back transaction leaves the graph unchanged", "[re
   CHECK(rw.eraseIfDead(sig) == 1);
   rw.commit();
   CHECK(log.events == std::vector<std::string>{"insert %6", "rewire %4", "erase %3"});
+  // Deferred actions run on commit only.
+  int ran = 0;
+  rw.begin();
+  rw.onCommit([&] { ++ran; });
+  rw.rollback();
+  CHECK(ran == 0);
+  rw.begin();
+  rw.onCommit([&] { ++ran; });
+  CHECK(ran == 0);
+  rw.commit();
+  CHECK(ran == 1);
   requireVerified(*m);
   CHECK(g.str() == "Net.Graph (self, x) {\n"
                    "\t%2:\trelu_out = nn.relu(x, )\n"
@@ -153,6 +164,23 @@ TEST_CASE("greedy driver reports non-convergence and the patterns that kept firi
   CHECK(r.str() == "did not converge after 5 rounds (5 rewrites); still firing: "
                    "relu-to-sigmoid (1), sigmoid-to-relu (1)");
   requireVerified(*m);
+  // With onMatchFailure, the driver explains failed matches (for debugging).
+  std::vector<std::string> whys;
+  GreedyConfig dbg;
+  dbg.maxIterations = 1;
+  dbg.onMatchFailure = [&](const RewritePattern &p, const std::string &why) {
+    whys.push_back(p.name() + ": " + why);
+  };
+  PatternSet none;
+  none.add("relu-of-tanh", Pattern(fn("relu")(fn("tanh")(var()))),
+           [](const Match &, Rewriter &) { return success(); });
+  FrozenPatternSet noneSet(std::move(none));
+  auto m3 = net([](GraphBuilder &b) { return b.callFunction("relu", {b.arg(0)}); });
+  GreedyResult r3 = applyPatternsGreedily(m3->graph(), noneSet, dbg);
+  CHECK(r3.converged);
+  REQUIRE(whys.size() == 1);
+  INFO(whys[0]);
+  CHECK(whys[0].find("relu-of-tanh: pattern nn.relu(elemwise.tanh(var)) does not match") == 0);
   // The rewrite limit stops it too.
   cfg.maxIterations = 100;
   cfg.maxRewrites = 3;

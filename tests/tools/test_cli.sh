@@ -72,5 +72,17 @@ printf 'garbage' > bad.npy
 check "a bad .npy exits 1" test $s -eq 1
 check "a bad .npy is named" contains err5.txt 'bad.npy@byte 0: error: not a .npy file'
 
+# Declarative rules in a pipeline config (the matcher's apply-rules pass,
+# appended after the named passes): relu as clip keeps the outputs.
+printf '[pipeline]\npasses = ["flatten", "compile"]\n\n[[rules]]\nname = "relu-as-clip"\nmatch = "nn.relu($x)"\nreplace = "clip($x, 0.0, None)"\nwhere = ["$x.rank == 4"]\n' > rules.toml
+check "tm-opt applies [[rules]]" "$opt" cnn.tmir --pipeline-file rules.toml -o rules.tmir
+check "the rule replaced every relu" test "$(grep -c 'elemwise.clip(' rules.tmir)" -eq 5
+"$run" rules.tmir --random-inputs 1 --compare fc_out=out1/fc_out.npy > cmp3.txt
+check "the rewritten model matches the original" contains cmp3.txt "compare 'fc_out': max abs error 0"
+printf '[pipeline]\npasses = ["compile"]\n[[rules]]\nmatch = "nn.rellu($x)"\nreplace = "$x"\n' > badrules.toml
+"$opt" cnn.tmir --pipeline-file badrules.toml 2> err6.txt; s=$?
+check "a bad rule exits 1" test $s -eq 1
+check "a bad rule error has file:line:col" contains err6.txt "badrules.toml:4:10: error: unknown function 'nn.rellu'; did you mean 'nn.relu'?"
+
 echo "$failures failure(s)"
 test "$failures" -eq 0

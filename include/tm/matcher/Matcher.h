@@ -80,6 +80,11 @@ public:
     uint16_t numKw = 0;
     uint16_t numAlts = 0;
     bool checkUsers = false;
+    /// Op patterns: argument patterns that only match nodes, and the most
+    /// tensor inputs the pattern can cover (-1: no bound), for a quick
+    /// rejection before the argument structure is read.
+    uint16_t nodeOnlyArgs = 0;
+    int32_t maxCover = -1;
   };
   const CNode &cnode(uint32_t id) const { return d_->nodes[id]; }
   uint32_t child(uint32_t i) const { return d_->children[i]; }

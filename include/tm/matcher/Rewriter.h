@@ -116,6 +116,12 @@ public:
   /// True when `e` could be erased by eraseIfDead.
   bool isDead(const Expr *e) const;
 
+  /// Runs `f` when the transaction commits (dropped on rollback; at once
+  /// outside a transaction). For changes the journal does not cover, such
+  /// as module attributes: a conv-bn folding pass sets the folded weights
+  /// here, so a rewrite that fails later leaves the weights alone too.
+  void onCommit(std::function<void()> f);
+
   /// Why the last failing edit failed (for debug output).
   const std::string &lastFailure() const { return why_; }
 
@@ -142,6 +148,7 @@ private:
   bool open_ = false;
   std::vector<Entry> journal_;
   std::vector<RewriteListener *> listeners_;
+  std::vector<std::function<void()>> deferred_;
   std::string why_;
 };
 
