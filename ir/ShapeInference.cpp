@@ -461,6 +461,7 @@ private:
     }
     case OpKind::Conv1d:
     case OpKind::Conv2d:
+    case OpKind::Conv2dAct:
     case OpKind::ConvTranspose2d: {
       auto g = constArg("groups");
       auto gi = g ? intOf(*g) : std::nullopt;
@@ -473,7 +474,8 @@ private:
       return conv(operand(arg("inp")), operand(arg("weight")), k == OpKind::Conv1d ? 1 : 2,
                   *s, *p, *d, *gi, tr, op);
     }
-    case OpKind::Linear: {
+    case OpKind::Linear:
+    case OpKind::LinearAct: {
       auto x = operand(arg("inp")), w = operand(arg("weight"));
       if (!x || !w || !x->shape || !w->shape)
         return std::nullopt;

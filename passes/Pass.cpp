@@ -184,6 +184,8 @@ PassRegistry &PassRegistry::global() {
 void PassRegistry::add(const std::string &name, Factory f) {
   if (name.empty())
     raise("a pass needs a name");
+  if (presets_.count(name))
+    raise("'{}' is already a pipeline preset", name);
   if (!factories_.emplace(name, std::move(f)).second)
     raise("a pass named '{}' is already registered", name);
 }
@@ -205,7 +207,32 @@ std::vector<std::string> PassRegistry::names() const {
 }
 
 std::string PassRegistry::closest(llvm::StringRef name) const {
-  return closestName(name, names());
+  std::vector<std::string> all = names();
+  for (const auto &[n, p] : presets_)
+    all.push_back(n);
+  return closestName(name, all);
+}
+
+void PassRegistry::addPreset(const std::string &name, std::string text,
+                             std::string description) {
+  if (name.empty() || name == "fixpoint")
+    raise("a pipeline preset needs a name other than 'fixpoint'");
+  if (factories_.count(name))
+    raise("'{}' is already a pass", name);
+  if (!presets_.emplace(name, Preset{name, std::move(text), std::move(description)}).second)
+    raise("a pipeline preset named '{}' is already registered", name);
+}
+
+const PassRegistry::Preset *PassRegistry::preset(llvm::StringRef name) const {
+  auto it = presets_.find(name.str());
+  return it == presets_.end() ? nullptr : &it->second;
+}
+
+std::vector<const PassRegistry::Preset *> PassRegistry::presets() const {
+  std::vector<const Preset *> out;
+  for (const auto &[n, p] : presets_)
+    out.push_back(&p);
+  return out;
 }
 
 LogicalResult loadPassPlugin(const std::string &path, PassRegistry &r, Diagnostic *error) {

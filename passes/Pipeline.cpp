@@ -112,9 +112,37 @@ private:
   std::vector<PipelineElement> list() {
     std::vector<PipelineElement> out;
     do {
+      skip();
+      size_t at = pos_;
+      size_t save = pos_;
+      std::string n = name();
+      if (const PassRegistry::Preset *pre = r_.preset(n)) {
+        expandPreset(*pre, at, out);
+        continue;
+      }
+      pos_ = save;
       out.push_back(element());
     } while (eat(','));
     return out;
+  }
+  /// A preset name expands to its pipeline; its elements point at the name.
+  void expandPreset(const PassRegistry::Preset &pre, size_t at,
+                    std::vector<PipelineElement> &out) {
+    if (depth_ > 8)
+      fail(fmt::format("pipeline preset '{}' expands into itself", pre.name), at);
+    PipelineParser sub(pre.text, r_, "<preset " + pre.name + ">", 1, 1);
+    sub.depth_ = depth_ + 1;
+    Pipeline p = sub.run();
+    std::function<void(std::vector<PipelineElement> &)> relocate =
+        [&](std::vector<PipelineElement> &els) {
+          for (PipelineElement &e : els) {
+            e.loc = loc(at);
+            relocate(e.children);
+          }
+        };
+    relocate(p.elements);
+    for (PipelineElement &e : p.elements)
+      out.push_back(std::move(e));
   }
   OptionValue value() {
     skip();
@@ -208,6 +236,7 @@ private:
   std::string file_;
   int64_t line_, col_;
   size_t pos_ = 0;
+  int depth_ = 0;
 };
 } // namespace
 

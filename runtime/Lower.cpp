@@ -6,6 +6,7 @@
 // reference's weak scalar typing).
 //
 //===----------------------------------------------------------------------===//
+#include "FusedOps.h"
 #include "Plan.h"
 
 #include <cmath>
@@ -352,6 +353,9 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     }
     return convStep(e, c, ctx);
   }
+  case OpKind::Conv2dAct:
+  case OpKind::LinearAct:
+    return lowerFusedOp(e, k, ctx);
   case OpKind::Linear: {
     Src x = a.tensor("inp"), w = a.tensor("weight"), b = a.optTensor("bias");
     uint32_t o = out();

@@ -19,6 +19,7 @@
 #include "tm/ir/IR.h"
 #include "tm/matcher/Rules.h"
 #include "tm/passes/PassManager.h"
+#include "tm/transforms/Transforms.h"
 
 using namespace tmg;
 
@@ -86,6 +87,9 @@ static void listPasses(const PassRegistry &r) {
   }
   std::printf("fixpoint(P)\n    repeat pipeline P until nothing changes\n"
               "    {max-iterations=<int>} default 10\n");
+  for (const PassRegistry::Preset *p : r.presets())
+    std::printf("%s (preset)\n    %s\n    = %s\n", p->name.c_str(), p->description.c_str(),
+                p->text.c_str());
 }
 
 int main(int argc, char **argv) {
@@ -170,6 +174,7 @@ int main(int argc, char **argv) {
     }
   }
   PassRegistry &registry = PassRegistry::global();
+  registerTransformPasses(registry);
   registerMatcherPasses(registry);
   for (const auto &p : plugins) {
     Diagnostic d;

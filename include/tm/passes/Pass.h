@@ -137,6 +137,7 @@ public:
   const std::string &currentPass() const { return current_; }
   /// Remarks for `--debug`-style output (e.g. skipped uses).
   std::vector<Diagnostic> &remarks() { return remarks_; }
+  const std::vector<Diagnostic> &remarks() const { return remarks_; }
   /// Threads graph-local passes may use (1: sequential).
   int threads = 1;
 
@@ -191,11 +192,26 @@ public:
   std::unique_ptr<Pass> create(llvm::StringRef name) const;
   /// Registered names, sorted.
   std::vector<std::string> names() const;
-  /// The registered name closest to `name` (for "did you mean").
+  /// The registered name closest to `name` (for "did you mean"); presets
+  /// count as names.
   std::string closest(llvm::StringRef name) const;
+
+  /// A pipeline preset: a name the pipeline parser expands into `text`
+  /// (e.g. `optimize`), so `-p optimize,compile` works and
+  /// `--dump-pipeline` shows the expansion. Throws tmg::Error when the name
+  /// is taken by a pass or another preset.
+  struct Preset {
+    std::string name, text, description;
+  };
+  void addPreset(const std::string &name, std::string text, std::string description);
+  /// nullptr when `name` is no preset.
+  const Preset *preset(llvm::StringRef name) const;
+  /// Presets by name.
+  std::vector<const Preset *> presets() const;
 
 private:
   std::map<std::string, Factory> factories_;
+  std::map<std::string, Preset> presets_;
 };
 
 /// Registers the builtin passes (structural passes and optimisations).

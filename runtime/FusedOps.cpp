@@ -1,0 +1,152 @@
+//===- FusedOps.cpp - conv2d/linear with a fused activation ---------------===//
+//
+// `nn.conv2d_act(inp, weight, bias, stride, padding, dilation, groups,
+// conv_mode, compute_mode, activation)` and `nn.linear_act(inp, weight,
+// bias, compute_mode, activation)` run as one interpreter step: relu and
+// relu6 are applied by the GEMM epilogue of the conv/linear kernels (on each
+// output tile while it is in cache); sigmoid, silu and hardswish are applied
+// in place over the fresh output in the same step, with the same formulas
+// as the elementwise kernels, so no intermediate tensor is allocated.
+//
+//===----------------------------------------------------------------------===//
+#include "FusedOps.h"
+
+#include <cmath>
+
+#include "tm/runtime/Conv.h"
+#include "tm/runtime/Linalg.h"
+
+namespace tmg::rt {
+
+namespace {
+
+enum class Act : uint8_t { None, Relu, Relu6, Sigmoid, Silu, Hardswish };
+
+Act parseAct(const std::string &s, const Expr &e) {
+  if (s == "none")
+    return Act::None;
+  if (s == "relu")
+    return Act::Relu;
+  if (s == "relu6")
+    return Act::Relu6;
+  if (s == "sigmoid")
+    return Act::Sigmoid;
+  if (s == "silu")
+    return Act::Silu;
+  if (s == "hardswish")
+    return Act::Hardswish;
+  raiseAt(Location::atExpr(e.id()),
+          "unknown activation '{}' (expected none, relu, relu6, sigmoid, silu or hardswish)", s);
+}
+
+Activation epilogue(Act a) {
+  return a == Act::Relu ? Activation::Relu : a == Act::Relu6 ? Activation::Relu6
+                                                             : Activation::None;
+}
+
+template <typename F> void inPlace(Tensor &t, F f) {
+  float *p = t.data<float>();
+  int64_t n = t.numel();
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = f(p[i]);
+}
+
+void applyTail(Tensor &t, Act a) {
+  switch (a) {
+  case Act::Sigmoid:
+    return inPlace(t, [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+  case Act::Silu:
+    return inPlace(t, [](float v) { return v / (1.0f + std::exp(-v)); });
+  case Act::Hardswish:
+    return inPlace(t, [](float v) {
+      float r = v + 3.0f;
+      r = r < 0.0f ? 0.0f : (r > 6.0f ? 6.0f : r);
+      return v * r * (1.0f / 6.0f);
+    });
+  default:
+    return;
+  }
+}
+
+struct Decoder {
+  const Expr &e;
+  LowerContext &ctx;
+  [[noreturn]] void fail(const std::string &m) const { raiseAt(Location::atExpr(e.id()), "{}", m); }
+  ArgRef arg(const char *name) const {
+    auto a = e.namedArg(name);
+    if (!a)
+      fail(fmt::format("missing argument '{}'", name));
+    return *a;
+  }
+  int64_t slot(const char *name, bool optional = false) const {
+    ArgRef a = arg(name);
+    if (optional && a.isConst() && a.scalar().isNone())
+      return -1;
+    Node *n = a.node();
+    if (!n || !llvm::isa<TensorNode>(n))
+      fail(fmt::format("argument '{}' must be a tensor", name));
+    return ctx.slot(n);
+  }
+  std::vector<int64_t> ints(const char *name) const {
+    ArgRef a = arg(name);
+    const TreeDef &t = a.def;
+    std::vector<int64_t> v;
+    if (t.isConst() && t.value().isInt())
+      return {t.value().getInt()};
+    for (size_t i = 0; i < t.numChildren(); ++i)
+      if (t.child(i).isConst() && t.child(i).value().isInt())
+        v.push_back(t.child(i).value().getInt());
+      else
+        fail(fmt::format("'{}' must be integers", name));
+    if (v.empty())
+      fail(fmt::format("'{}' must be integers", name));
+    return v;
+  }
+  Int2 pair(const char *name) const {
+    auto v = ints(name);
+    if (v.size() > 2)
+      fail(fmt::format("'{}' must be an int or a pair", name));
+    return v.size() == 1 ? Int2(v[0]) : Int2(v[0], v[1]);
+  }
+  std::string string(const char *name) const {
+    ArgRef a = arg(name);
+    if (!a.isConst() || !a.scalar().isString())
+      fail(fmt::format("'{}' must be a string", name));
+    return a.scalar().getString();
+  }
+};
+
+} // namespace
+
+StepFn lowerFusedOp(const Expr &e, OpKind k, LowerContext &ctx) {
+  Decoder d{e, ctx};
+  Act act = parseAct(d.string("activation"), e);
+  int64_t x = d.slot("inp"), w = d.slot("weight"), b = d.slot("bias", true);
+  uint32_t o = ctx.slot(e.output(0));
+  if (k == OpKind::Conv2dAct) {
+    if (d.string("conv_mode") != "cross_correlation")
+      d.fail("only conv_mode='cross_correlation' is supported");
+    Conv2dParams p;
+    p.stride = d.pair("stride");
+    p.padding = d.pair("padding");
+    p.dilation = d.pair("dilation");
+    auto g = d.ints("groups");
+    if (g.size() != 1)
+      d.fail("'groups' must be one integer");
+    p.groups = g[0];
+    p.activation = epilogue(act);
+    return [x, w, b, o, p, act](Value *s, RunState &) {
+      Tensor y = conv2d(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), p);
+      applyTail(y, act);
+      s[o].tensor = std::move(y);
+    };
+  }
+  return [x, w, b, o, act](Value *s, RunState &) {
+    Tensor y = linear(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), epilogue(act));
+    applyTail(y, act);
+    s[o].tensor = std::move(y);
+  };
+}
+
+} // namespace tmg::rt

@@ -1,0 +1,104 @@
+//===- Passes.h - The optimisation pass classes (internal) ------*- C++ -*-===//
+#pragma once
+
+#include "tm/matcher/Driver.h"
+#include "tm/passes/Drivers.h"
+#include "tm/passes/Pass.h"
+#include "tm/transforms/Transforms.h"
+
+namespace tmg {
+
+struct AttrToConstantPass : GraphPass<AttrToConstantPass> {
+  static constexpr const char *Name = "attr-to-constant";
+  static constexpr const char *Description =
+      "tensor attributes read by GetAttr become Constants (node names kept)";
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FixInputShapePass : GraphPass<FixInputShapePass> {
+  static constexpr const char *Name = "fix-input-shape";
+  static constexpr const char *Description =
+      "GetVarShape / .shape of a node with a static shape becomes an int32 Constant";
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FoldConstantPass : GraphPass<FoldConstantPass> {
+  static constexpr const char *Name = "fold-constant";
+  static constexpr const char *Description =
+      "evaluate every subgraph whose inputs are constants with the runtime";
+  std::vector<OptionSpec> optionSpecs() const override {
+    return {{"max-bytes", int64_t(16 << 20),
+             "largest folded tensor in bytes (-1: no limit); bigger results stay computed"}};
+  }
+  std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct CsePass : GraphPass<CsePass> {
+  static constexpr const char *Name = "cse";
+  static constexpr const char *Description =
+      "merge common subexpressions (same op, inputs and literal arguments; "
+      "commutative operands in either order)";
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FuseConvBnPass : PassWrapper<FuseConvBnPass> {
+  static constexpr const char *Name = "fuse-conv-bn";
+  static constexpr const char *Description =
+      "fold an eval-mode batch norm into the convolution feeding it (module and "
+      "functional forms)";
+  std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
+struct FuseLinearBnPass : PassWrapper<FuseLinearBnPass> {
+  static constexpr const char *Name = "fuse-linear-bn";
+  static constexpr const char *Description =
+      "fold an eval-mode batch norm into the linear layer feeding it";
+  std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
+struct CanonicalizePass : PatternPass<CanonicalizePass> {
+  static constexpr const char *Name = "canonicalize";
+  static constexpr const char *Description =
+      "local simplifications: identity/eval-dropout/copy/detach removal, reshape and "
+      "transpose chains, neutral arithmetic, double neg/relu";
+  void populate(PatternSet &set) const override;
+};
+
+struct FuseConvActivationPass : PatternPass<FuseConvActivationPass> {
+  static constexpr const char *Name = "fuse-conv-activation";
+  static constexpr const char *Description =
+      "conv2d/linear followed by relu, relu6, sigmoid, silu or hardswish => one fused "
+      "nn.conv2d_act / nn.linear_act call the runtime runs as one step";
+  void populate(PatternSet &set) const override;
+};
+
+struct NormElemwisePass : GraphPass<NormElemwisePass> {
+  static constexpr const char *Name = "norm-elemwise";
+  static constexpr const char *Description =
+      "binary add/sub/mul/div in any spelling => x + c / x * c tensor methods";
+  std::vector<std::string> prerequisites() const override { return {"fold-constant"}; }
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct FuseAddMulPass : GraphPass<FuseAddMulPass> {
+  static constexpr const char *Name = "fuse-add-mul";
+  static constexpr const char *Description =
+      "(x + c1) + c2 => x + (c1 + c2); (x * c1) * c2 => x * (c1 * c2); neg(x) * c => x * -c";
+  std::vector<std::string> prerequisites() const override { return {"norm-elemwise"}; }
+  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+};
+
+struct BackwardFoldScalePass : PassWrapper<BackwardFoldScalePass> {
+  static constexpr const char *Name = "backward-fold-scale";
+  static constexpr const char *Description =
+      "push `x * c` back through relu/add/reshape/pooling into the producing convolutions";
+  std::vector<std::string> prerequisites() const override {
+    return {"attr-to-constant", "norm-elemwise"};
+  }
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
+} // namespace tmg

@@ -1,0 +1,37 @@
+//===- Registration.cpp - The optimisation passes and presets -------------===//
+#include "Passes.h"
+
+namespace tmg {
+
+const char *optimizePipelineText() {
+  // Cleanup first, then the folds that need constants, arithmetic
+  // normalisation and scale folding (the reference's FuseConvBn ->
+  // FuseAddMul -> BackwardFoldScale -> FuseAddMul), CSE, and last the
+  // activation fusion (it hides relus from the passes before it).
+  return "canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,"
+         "norm-elemwise,fuse-add-mul,backward-fold-scale,fuse-add-mul,cse,canonicalize,"
+         "fuse-conv-activation,compile";
+}
+
+void registerTransformPasses(PassRegistry &r) {
+  auto add = [&r]<typename P>() {
+    if (!r.contains(P::Name))
+      r.add<P>();
+  };
+  add.operator()<AttrToConstantPass>();
+  add.operator()<FixInputShapePass>();
+  add.operator()<FoldConstantPass>();
+  add.operator()<CsePass>();
+  add.operator()<FuseConvBnPass>();
+  add.operator()<FuseLinearBnPass>();
+  add.operator()<CanonicalizePass>();
+  add.operator()<FuseConvActivationPass>();
+  add.operator()<NormElemwisePass>();
+  add.operator()<BackwardFoldScalePass>();
+  add.operator()<FuseAddMulPass>();
+  if (!r.preset("optimize"))
+    r.addPreset("optimize", optimizePipelineText(),
+                "the optimisation passes in a sensible order (inference)");
+}
+
+} // namespace tmg
