@@ -129,11 +129,10 @@ namespace {
 /// The graph rules are applied to: conv, relu chains, adds and muls with
 /// constants, a reshape; small enough to run each input in microseconds.
 const char *RuleSubject = R"(tmir 1
-ids 13 12
+ids 9 9
 module Net traced top {
   w = param(float32(2,), [0.5, -1.0])
-}
-graph name='Net' qualname='Net' argdef=((Module, Tensor), {}) outdef=Tensor inputs=[%0 'self' module<Net> 'Net' #0 'self', %1 'x' float32(2,) 'Net.[x]' #1 'x']
+graph name='Net' qualname='Net' argdef=((Module, Tensor), {}) outdef=Tensor inputs=[%0 'self' module<Module> 'Net' #0 'self', %1 'x' float32(2,) 'Net.[x]' #1 'x'] reserved=['func_neg', 'func_relu', 'method_add', 'method_mul']
 Net.Graph (self, x) {
 	%2:	w = getattr(self, "w") -> (Tensor)	;; getattr='w' base=%0 outs=[%2 'w' float32(2,) 'Net.w']
 	%3:	add_out = x.__add__(w, )	;; method=__add__ args=((%1, %2), {}) outs=[%3 'add_out' float32(2,) 'Net.[method_add]'] outdef=Tensor
@@ -143,6 +142,7 @@ Net.Graph (self, x) {
 	%7:	mul_out_1 = mul_out.__mul__(x, )	;; method=__mul__ args=((%6, %1), {}) outs=[%7 'mul_out_1' float32(2,) 'Net.[method_mul]'] outdef=Tensor
 	%8:	neg_out = elemwise.neg(mul_out_1, )	;; fn=elemwise.neg args=((%7,), {}) outs=[%8 'neg_out' float32(2,) 'Net.[func_neg]'] outdef=Tensor
 	return neg_out	;; outs=[%8]
+}
 }
 )";
 } // namespace

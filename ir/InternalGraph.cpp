@@ -164,9 +164,7 @@ void InternalGraph::insertExpr(std::unique_ptr<Expr> e, Expr *before) {
   linkBefore(raw, before);
 }
 
-std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
-  if (!e || e->graph_ != this || !e->inBody_)
-    raise("expr is not in the body of graph '{}'", name_);
+void InternalGraph::unlinkFromBody(Expr *e) {
   if (insertBefore_ == e)
     insertBefore_ = e->next_;
   if (e->prev_)
@@ -180,6 +178,12 @@ std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
   e->prev_ = e->next_ = nullptr;
   e->inBody_ = false;
   --size_;
+}
+
+std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
+  if (!e || e->graph_ != this || !e->inBody_)
+    raise("expr is not in the body of graph '{}'", name_);
+  unlinkFromBody(e);
   touch();
   return std::unique_ptr<Expr>(e);
 }
@@ -612,19 +616,7 @@ size_t InternalGraph::compile() {
       e = prev;
       continue;
     }
-    if (insertBefore_ == e)
-      insertBefore_ = e->next_;
-    if (e->prev_)
-      e->prev_->next_ = e->next_;
-    else
-      first_ = e->next_;
-    if (e->next_)
-      e->next_->prev_ = e->prev_;
-    else
-      last_ = e->prev_;
-    e->prev_ = e->next_ = nullptr;
-    e->inBody_ = false;
-    --size_;
+    unlinkFromBody(e);
     ++removed;
     e->dropAllInputs();
     bool used = false;

@@ -57,9 +57,10 @@ std::pair<Tensor, Tensor> broadcastPair(const char *op, const Tensor &a, const T
   requireDef(op, a);
   requireDef(op, b);
   Shape s = broadcastShapes(op, a.shape(), b.shape());
+  // broadcastTo returns a strided view; these kernels read dense data.
   Tensor x = a.shape() == llvm::ArrayRef<int64_t>(s) ? a : broadcastTo(a, s);
   Tensor y = b.shape() == llvm::ArrayRef<int64_t>(s) ? b : broadcastTo(b, s);
-  return {x, y};
+  return {x.contiguous(), y.contiguous()};
 }
 
 double roundHalfEven(double v) { return std::nearbyint(v); }

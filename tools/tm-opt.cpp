@@ -20,6 +20,7 @@
 #include "tm/matcher/Rules.h"
 #include "tm/passes/PassManager.h"
 #include "tm/transforms/Transforms.h"
+#include "ToolCommon.h"
 
 using namespace tmg;
 
@@ -59,15 +60,9 @@ Other:
   --version                show the version
 )";
 
-static int fail(const Diagnostic &d) {
-  std::fprintf(stderr, "tm-opt: %s\n", d.str().c_str());
-  return 1;
-}
-
-static int usageError(const std::string &msg) {
-  std::fprintf(stderr, "tm-opt: error: %s\nRun 'tm-opt --help' for usage.\n", msg.c_str());
-  return 2;
-}
+static const tools::Tool Tool{"tm-opt"};
+static int fail(const Diagnostic &d) { return Tool.fail(d); }
+static int usageError(const std::string &msg) { return Tool.usageError(msg); }
 
 static void listPasses(const PassRegistry &r) {
   for (const std::string &n : r.names()) {
@@ -227,23 +222,12 @@ int main(int argc, char **argv) {
   if (!m) {
     if (model.empty())
       return usageError("no model given");
-    if (llvm::StringRef(model).endswith(".onnx")) {
-#ifdef TM_HAVE_ONNX
-      auto imported = io::importOnnx(model);
-      if (imported.failed())
-        return fail(imported.diagnostic());
-      m = std::move(imported->module);
-#else
-      return usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
-#endif
-    } else {
-      if (!llvm::StringRef(model).endswith(".tmir"))
-        return usageError("cannot read '" + model + "': expected a .tmir or .onnx file");
-      auto loaded = loadTmir(model);
-      if (loaded.failed())
-        return fail(loaded.diagnostic());
-      m = std::move(*loaded);
-    }
+    if (!llvm::StringRef(model).endswith(".onnx") && !llvm::StringRef(model).endswith(".tmir"))
+      return usageError("cannot read '" + model + "': expected a .tmir or .onnx file");
+    tools::LoadedModel loaded;
+    if (int rc = tools::loadModel(Tool, model, loaded))
+      return rc;
+    m = std::move(loaded.module);
   }
   if (!pipeline.elements.empty()) {
     PassManager pm(std::move(pipeline), opts);

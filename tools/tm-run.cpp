@@ -15,6 +15,7 @@
 #include "tm/ir/IR.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
+#include "ToolCommon.h"
 
 using namespace tmg;
 
@@ -39,14 +40,9 @@ Options:
   -h, --help                   show this help
 )";
 
-static int fail(const Diagnostic &d) {
-  std::fprintf(stderr, "tm-run: %s\n", d.str().c_str());
-  return 1;
-}
-static int usageError(const std::string &msg) {
-  std::fprintf(stderr, "tm-run: error: %s\nRun 'tm-run --help' for usage.\n", msg.c_str());
-  return 2;
-}
+static const tools::Tool Tool{"tm-run"};
+static int fail(const Diagnostic &d) { return Tool.fail(d); }
+static int usageError(const std::string &msg) { return Tool.usageError(msg); }
 
 /// Index of the graph node named `key` among `nodes` (or of the ONNX value
 /// of that name, `onnxNames` being empty or parallel to `nodes`), or by
@@ -148,22 +144,13 @@ int main(int argc, char **argv) {
 
   std::unique_ptr<TracedModule> m;
   std::vector<std::string> onnxIn, onnxOut;
-  if (llvm::StringRef(model).endswith(".onnx")) {
-#ifdef TM_HAVE_ONNX
-    auto imported = io::importOnnx(model);
-    if (imported.failed())
-      return fail(imported.diagnostic());
-    m = std::move(imported->module);
-    onnxIn = imported->names.inputs;
-    onnxOut = imported->names.outputs;
-#else
-    return usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
-#endif
-  } else {
-    auto loaded = loadTmir(model);
-    if (loaded.failed())
-      return fail(loaded.diagnostic());
-    m = std::move(*loaded);
+  {
+    tools::LoadedModel loaded;
+    if (int rc = tools::loadModel(Tool, model, loaded))
+      return rc;
+    m = std::move(loaded.module);
+    onnxIn = std::move(loaded.onnxInputs);
+    onnxOut = std::move(loaded.onnxOutputs);
   }
   // ONNX names kept by the importer (also through .tmir files).
   auto names = [&](const char *attr, std::vector<std::string> &out) {

@@ -185,7 +185,8 @@ TEST_CASE("apply-rules reads a rules file; without rules it fails", "[rules]") {
   REQUIRE(failed(pm2.run(*m, &d)));
   INFO(d.str());
   CHECK(d.str() == path + ":2:32, pass 'apply-rules': error: expected ')' to close the "
-                         "arguments, found the end of the text");
+                         "arguments, found the end of the text\n"
+                         "  note: the module was restored to its state before pass 'apply-rules'");
   std::remove(path.c_str());
   auto p3 = Pipeline::parse("apply-rules", reg());
   PassManager pm3(std::move(*p3), {});

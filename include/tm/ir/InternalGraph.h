@@ -266,6 +266,8 @@ private:
   friend void cloneGraphInto(const InternalGraph &, InternalGraph &,
                              llvm::DenseMap<const Node *, Node *> *);
   void linkBefore(Expr *e, Expr *before);
+  /// Takes `e` out of the body list (no version bump, no ownership change).
+  void unlinkFromBody(Expr *e);
   void renumberOrder();
   /// mergeGetAttrs; with `keep`, also marks the disable_remove exprs and
   /// appends them to `keep` (compile's seeds), in the same walk.
