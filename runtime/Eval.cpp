@@ -77,7 +77,7 @@ std::vector<Tensor> evalExpr(const Expr &e, llvm::ArrayRef<Tensor> inputs) {
     slots.emplace_back();
   }
   plan.numSlots = uint32_t(slots.size());
-  LowerContext ctx{interp, plan};
+  LowerContext ctx(interp, plan);
   StepFn fn = lowerExpr(e, ctx);
   RunState st;
   st.interp = &interp;

@@ -61,7 +61,7 @@ static std::shared_ptr<ExecutionPlan> buildPlan(const Interpreter &interp,
   }
   for (uint32_t s : p->inputSlots)
     p->inputLive.push_back(refs[s] > 0);
-  LowerContext ctx{interp, *p, {}, {}};
+  LowerContext ctx(interp, *p);
   planFusions(g, ctx);
   std::vector<int64_t> left = refs;
   for (Expr *e : g) {

@@ -118,6 +118,7 @@ struct FusedChain {
 
 /// Everything lowering needs from the plan being built.
 struct LowerContext {
+  LowerContext(const Interpreter &i, ExecutionPlan &p) : interp(i), plan(p) {}
   const Interpreter &interp;
   ExecutionPlan &plan;
   /// Fusion decisions of the graph (planFusions): chain heads, and the
