@@ -90,7 +90,12 @@ private:
   size_t line_;
   size_t base_;
   size_t pos_ = 0;
+  size_t depth_ = 0; ///< nesting of value() calls (bounded: MaxValueNesting)
 };
+
+/// Values (tuples, lists, dicts) may nest this deep in .tmir text; deeper
+/// input is an error at its column instead of exhausting the stack.
+constexpr size_t MaxValueNesting = 200;
 
 /// Converts a value to a TreeDef; node refs become leaves and their ids are
 /// appended to `ids` (when given; else node refs are an error).

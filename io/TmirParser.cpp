@@ -142,6 +142,13 @@ LineParser::NodeType LineParser::nodeType() {
 
 PyVal LineParser::value() {
   skipWs();
+  if (depth_ >= MaxValueNesting)
+    fail(fmt::format("values nest deeper than {} levels", MaxValueNesting));
+  struct Nest {
+    size_t &d;
+    explicit Nest(size_t &d) : d(++d) {}
+    ~Nest() { --d; }
+  } nest(depth_);
   PyVal v;
   v.col = col();
   if (pos_ >= s_.size())

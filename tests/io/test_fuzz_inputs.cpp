@@ -89,3 +89,15 @@ TEST_CASE("fuzz inputs: a getattr line without an output is a parse error",
              Catch::StartsWith("g.tmir:9:") &&
                  Catch::Contains("a getattr has exactly one output, not 0"));
 }
+
+TEST_CASE("fuzz inputs: deeply nested values are an error, not a stack overflow",
+          "[io][fuzz]") {
+  // An args annotation nesting 100,000 tuples deep.
+  std::string text = "tmir 1\nids 3 3\nmodule Net traced top {\n"
+                     "graph name='Net' qualname='Net' argdef=" +
+                     std::string(100000, '(') + "\n";
+  auto m = tmg::parseTmir(text, "deep.tmir");
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(), Catch::StartsWith("deep.tmir:4:") &&
+                                       Catch::Contains("values nest deeper than 200 levels"));
+}
