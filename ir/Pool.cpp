@@ -12,8 +12,13 @@
 #define TM_IR_NO_POOL 1
 #endif
 #endif
+// GCC defines __SANITIZE_ADDRESS__; clang answers __has_feature.
 #if defined(__SANITIZE_ADDRESS__)
 #define TM_IR_NO_POOL 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TM_IR_NO_POOL 1
+#endif
 #endif
 
 namespace tmg::detail {
@@ -21,8 +26,9 @@ namespace tmg::detail {
 #ifdef TM_IR_NO_POOL
 
 void *poolAllocate(size_t size) { return ::operator new(size); }
-void poolDeallocate(void *p, size_t size) noexcept {
-  ::operator delete(p, size);
+void poolDeallocate(void *p, size_t) noexcept {
+  // Unsized: clang declares sized deallocation only with -fsized-deallocation.
+  ::operator delete(p);
 }
 
 #else
