@@ -228,7 +228,24 @@ public:
     }
   }
 
+  /// Bounds the recursion (every cycle of the grammar passes through
+  /// parseUnary or parsePostfix): deep nesting is an error at its place,
+  /// not a stack overflow. Found by fuzz_rules.
+  static constexpr size_t MaxDepth = 200;
+  struct Nest {
+    Parser &p;
+    Nest(Parser &p) : p(p) {
+      if (++p.depth_ > MaxDepth) {
+        --p.depth_;
+        p.src_.error(p.lex_.peek().pos,
+                     fmt::format("the expression nests deeper than {} levels", MaxDepth));
+      }
+    }
+    ~Nest() { --p.depth_; }
+  };
+
   std::unique_ptr<Ast> parseUnary() {
+    Nest nest(*this);
     size_t pos = lex_.peek().pos;
     if (lex_.accept("-")) {
       auto x = parseUnary();
@@ -258,6 +275,7 @@ public:
   }
 
   std::unique_ptr<Ast> parsePostfix() {
+    Nest nest(*this);
     auto a = parsePrimary();
     while (lex_.isPunct(".")) {
       lex_.take();
@@ -463,6 +481,7 @@ public:
 private:
   Lexer lex_;
   const Source &src_;
+  size_t depth_ = 0;
 };
 
 } // namespace

@@ -13,6 +13,7 @@
 #include "tm/io/Npy.h"
 #include "tm/io/Safetensors.h"
 #include "tm/io/Tmir.h"
+#include "tm/matcher/Rules.h"
 
 namespace fs = std::filesystem;
 
@@ -100,4 +101,18 @@ TEST_CASE("fuzz inputs: deeply nested values are an error, not a stack overflow"
   REQUIRE(m.failed());
   CHECK_THAT(m.diagnostic().str(), Catch::StartsWith("deep.tmir:4:") &&
                                        Catch::Contains("values nest deeper than 200 levels"));
+}
+
+TEST_CASE("fuzz inputs: a deeply nested rule pattern is an error, not a stack overflow",
+          "[io][fuzz]") {
+  // Minimised from a fuzz_rules finding: 10^4 '(' overflowed the stack of
+  // the rule parser's recursive descent.
+  std::string text(10000, '(');
+  try {
+    tmg::parsePattern(text, tmg::Location::inFile("deep.toml", 3, 9));
+    FAIL("expected an error");
+  } catch (const tmg::Error &e) {
+    CHECK_THAT(e.diagnostic().str(), Catch::StartsWith("deep.toml:3:") &&
+                                         Catch::Contains("nests deeper than 200 levels"));
+  }
 }
