@@ -76,32 +76,7 @@ bool operandsOf(const Expr *e, Operand &a, Operand &b, size_t &argA, size_t &arg
 }
 
 void setPositionalLiteral(Expr *e, size_t i, Scalar v) {
-  const TreeDef &d = *e->argDef();
-  const TreeDef &pos = d.child(0), &kw = d.child(1);
-  std::vector<TreeDef> children;
-  std::vector<Node *> nodes;
-  size_t leaf = 0;
-  for (size_t k = 0; k < pos.numChildren(); ++k) {
-    const TreeDef &c = pos.child(k);
-    size_t nl = c.numLeaves();
-    if (k == i) {
-      children.push_back(TreeDef::constant(v));
-    } else {
-      children.push_back(c);
-      for (size_t j = 0; j < nl; ++j)
-        nodes.push_back(e->input(leaf + j));
-    }
-    leaf += nl;
-  }
-  std::vector<std::pair<Scalar, TreeDef>> kws;
-  for (size_t k = 0; k < kw.numChildren(); ++k) {
-    const TreeDef &c = kw.child(k);
-    kws.emplace_back(kw.key(k), c);
-    for (size_t j = 0; j < c.numLeaves(); ++j)
-      nodes.push_back(e->input(leaf + j));
-    leaf += c.numLeaves();
-  }
-  e->setArgs(makeArgDef(std::move(children), std::move(kws)), nodes);
+  replacePositional(e, i, TreeDef::constant(std::move(v)), nullptr);
 }
 
 } // namespace tmg::xf

@@ -128,7 +128,7 @@ bool isExactly(const Module *m, const ModuleType &t) { return m && &m->type() ==
 
 namespace tmg::xf {
 
-void setPositionalArg(Expr *e, size_t i, Node *n) {
+void replacePositional(Expr *e, size_t i, TreeDef slot, Node *node) {
   const TreeDef &d = *e->argDef();
   const TreeDef &pos = d.child(0), &kw = d.child(1);
   std::vector<TreeDef> children;
@@ -138,8 +138,9 @@ void setPositionalArg(Expr *e, size_t i, Node *n) {
     const TreeDef &c = pos.child(k);
     size_t nl = c.numLeaves();
     if (k == i) {
-      children.push_back(TreeDef::leaf());
-      nodes.push_back(n);
+      children.push_back(std::move(slot));
+      if (node)
+        nodes.push_back(node);
     } else {
       children.push_back(c);
       for (size_t j = 0; j < nl; ++j)
@@ -156,6 +157,10 @@ void setPositionalArg(Expr *e, size_t i, Node *n) {
     leaf += c.numLeaves();
   }
   e->setArgs(makeArgDef(std::move(children), std::move(kws)), nodes);
+}
+
+void setPositionalArg(Expr *e, size_t i, Node *n) {
+  replacePositional(e, i, TreeDef::leaf(), n);
 }
 
 std::vector<InternalGraph *> allGraphs(TracedModule &m) {

@@ -63,8 +63,11 @@ template <typename F> auto withInsertionPoint(InternalGraph &g, Expr *before, F 
 } // namespace tmg::xf
 
 namespace tmg::xf {
-/// Sets positional argument `i` of call `e` to node `n` (rebuilding the
-/// argument TreeDef; other arguments and kwargs keep their nodes).
+/// Rebuilds `e`'s arguments with positional argument `i` replaced by `slot`:
+/// a leaf taking `node`, or a literal (then `node` is null); other arguments
+/// and kwargs keep their nodes.
+void replacePositional(Expr *e, size_t i, TreeDef slot, Node *node);
+/// Sets positional argument `i` of call `e` to node `n`.
 void setPositionalArg(Expr *e, size_t i, Node *n);
 /// Every graph of `m`'s hierarchy (each graph once), top first.
 std::vector<InternalGraph *> allGraphs(TracedModule &m);
