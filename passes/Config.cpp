@@ -305,17 +305,25 @@ FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std:
   }
 }
 
-FailureOr<std::vector<RuleDecl>> parseRulesFile(const std::string &path) {
+/// The whole of `path`; `what` names the file in the error ("rules file").
+static FailureOr<std::string> readText(const std::string &path, const char *what) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
-    return Diagnostic(Location::inFile(path), "cannot open rules file");
+    return Diagnostic(Location::inFile(path), fmt::format("cannot open {}", what));
   std::string text;
   char buf[4096];
   size_t n;
   while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
     text.append(buf, n);
   std::fclose(f);
-  return parseRulesToml(text, path, true);
+  return text;
+}
+
+FailureOr<std::vector<RuleDecl>> parseRulesFile(const std::string &path) {
+  auto text = readText(path, "rules file");
+  if (text.failed())
+    return text.diagnostic();
+  return parseRulesToml(*text, path, true);
 }
 
 FailureOr<PipelineFile> parsePipelineToml(llvm::StringRef text, const std::string &file,
@@ -328,16 +336,10 @@ FailureOr<PipelineFile> parsePipelineToml(llvm::StringRef text, const std::strin
 }
 
 FailureOr<PipelineFile> parsePipelineFile(const std::string &path, const PassRegistry &r) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return Diagnostic(Location::inFile(path), "cannot open pipeline file");
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    text.append(buf, n);
-  std::fclose(f);
-  return parsePipelineToml(text, path, r);
+  auto text = readText(path, "pipeline file");
+  if (text.failed())
+    return text.diagnostic();
+  return parsePipelineToml(*text, path, r);
 }
 
 } // namespace tmg
