@@ -384,6 +384,23 @@ Tensor poolNd(const char *op, const Tensor &x0, const WindowNd &p, bool isMax) {
   return x0.dtype() == DType::Float32 ? y : cast(y, x0.dtype());
 }
 
+/// What convNd and convTransposeNd check alike: both tensors defined and of
+/// one rank; returns the window with the kernel taken from the weight, and
+/// the number of spatial dimensions in `nd`.
+WindowNd convWindow(const char *op, const Tensor &x0, const Tensor &w0, const WindowNd &p0,
+                    size_t &nd) {
+  requireDef(op, x0);
+  requireDef(op, w0);
+  if (w0.rank() != x0.rank())
+    raise("{}: weight {} and input {} differ in rank", op, shapeStr(w0.shape()),
+          shapeStr(x0.shape()));
+  nd = x0.rank() >= 2 ? x0.rank() - 2 : 0;
+  WindowNd p = p0;
+  p.kernel.assign(w0.shape().begin() + 2, w0.shape().end());
+  checkWindow(op, x0, p, nd);
+  return p;
+}
+
 } // namespace
 
 Tensor maxPoolNd(const Tensor &x, const WindowNd &p) { return poolNd("max_pool_nd", x, p, true); }
@@ -392,15 +409,8 @@ Tensor avgPoolNd(const Tensor &x, const WindowNd &p) { return poolNd("avg_pool_n
 Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const WindowNd &p0,
               int64_t groups) {
   const char *op = "conv_nd";
-  requireDef(op, x0);
-  requireDef(op, w0);
-  if (w0.rank() != x0.rank())
-    raise("{}: weight {} and input {} differ in rank", op, shapeStr(w0.shape()),
-          shapeStr(x0.shape()));
-  size_t nd = x0.rank() >= 2 ? x0.rank() - 2 : 0;
-  WindowNd p = p0;
-  p.kernel.assign(w0.shape().begin() + 2, w0.shape().end());
-  checkWindow(op, x0, p, nd);
+  size_t nd;
+  WindowNd p = convWindow(op, x0, w0, p0, nd);
   Tensor x = x0.dtype() == DType::Float32 ? x0 : cast(x0, DType::Float32);
   Tensor w = w0.dtype() == DType::Float32 ? w0 : cast(w0, DType::Float32);
   int64_t N = x.dim(0), C = x.dim(1), O = w.dim(0);
@@ -470,15 +480,8 @@ Tensor convTransposeNd(const Tensor &x0, const Tensor &w0, const Tensor &bias,
                        const WindowNd &p0, llvm::ArrayRef<int64_t> outputPadding,
                        int64_t groups) {
   const char *op = "conv_transpose_nd";
-  requireDef(op, x0);
-  requireDef(op, w0);
-  if (w0.rank() != x0.rank())
-    raise("{}: weight {} and input {} differ in rank", op, shapeStr(w0.shape()),
-          shapeStr(x0.shape()));
-  size_t nd = x0.rank() >= 2 ? x0.rank() - 2 : 0;
-  WindowNd p = p0;
-  p.kernel.assign(w0.shape().begin() + 2, w0.shape().end());
-  checkWindow(op, x0, p, nd);
+  size_t nd;
+  WindowNd p = convWindow(op, x0, w0, p0, nd);
   if (outputPadding.size() != nd)
     raise("{}: output_padding needs {} entries", op, nd);
   Tensor x = x0.dtype() == DType::Float32 ? x0 : cast(x0, DType::Float32);
