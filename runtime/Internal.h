@@ -27,6 +27,16 @@
 /// AVX-512, AVX2+FMA and the baseline, the best chosen when the library
 /// loads (GCC/Clang function multiversioning on x86-64 ELF). The build uses
 /// no -march, so everything else is baseline SSE2.
+/// Not under ThreadSanitizer: the clones' IFUNC resolvers run while the
+/// dynamic loader relocates the library, before the TSan runtime is up, and
+/// their instrumented code crashes there.
+#if defined(__SANITIZE_THREAD__)
+#define TM_NO_VECTOR_CLONES 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TM_NO_VECTOR_CLONES 1
+#endif
+#endif
 #if defined(__x86_64__) && defined(__ELF__) && !defined(TM_NO_VECTOR_CLONES)
 #define TM_VECTOR_CLONES                                                       \
   __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
