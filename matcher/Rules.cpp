@@ -351,8 +351,18 @@ std::vector<std::unique_ptr<RewritePattern>> compileRules(const std::vector<Rule
     pat::Pat root = toPat(*ma, msrc, caps);
     Pattern p = at(msrc, ma->pos, [&] { return Pattern(root); });
     std::map<std::string, uint32_t> ids;
-    for (const auto &[n, h] : caps)
-      ids[n] = uint32_t(p.idOf(&h.node()));
+    for (const auto &[n, h] : caps) {
+      // A capture whose pattern node did not survive compilation (e.g. `$c`
+      // in `$x=$c`, where the outer capture takes its place) has no slot in
+      // a match: a rule error, not an index past the match's slots (found
+      // by fuzz_rules).
+      int64_t id = p.idOf(&h.node());
+      if (id < 0)
+        msrc.error(ma->pos, fmt::format("capture '${}' cannot be referenced: it is "
+                                        "nested directly in another capture",
+                                        n));
+      ids[n] = uint32_t(id);
+    }
     Source rsrc{r.replace, r.replaceLoc};
     std::unique_ptr<Ast> ra = parseExpr(rsrc);
     checkReplacement(*ra, rsrc, caps);

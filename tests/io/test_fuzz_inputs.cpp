@@ -116,3 +116,20 @@ TEST_CASE("fuzz inputs: a deeply nested rule pattern is an error, not a stack ov
                                          Catch::Contains("nests deeper than 200 levels"));
   }
 }
+
+TEST_CASE("fuzz inputs: a capture nested directly in another one is a rule error",
+          "[io][fuzz]") {
+  // Minimised from a fuzz_rules finding: `$c` in `($x= $c) * $b` had no slot
+  // in the compiled pattern, and a replacement using it read past the
+  // match's slots.
+  tmg::RuleDecl r;
+  r.name = "nested";
+  r.match = "($x= $c) * $b";
+  r.replace = "$x * $c";
+  r.loc = r.matchLoc = r.replaceLoc = tmg::Location::inFile("rules.toml", 2, 10);
+  auto set = tmg::compileRuleSet({r});
+  REQUIRE(set.failed());
+  CHECK_THAT(set.diagnostic().str(),
+             Catch::StartsWith("rules.toml:2:") &&
+                 Catch::Contains("capture '$c' cannot be referenced"));
+}
