@@ -5,7 +5,7 @@
 // tests/ir/test_docstrings.cpp print (the reference's text).
 //
 //===----------------------------------------------------------------------===//
-#include "Fixtures.h"
+#include "Layers.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/trace/Trace.h"
 
@@ -50,24 +50,9 @@ struct SimpleModule : LayerOf<SimpleModule> {
   }
 };
 
-struct IdentityMod : LayerOf<IdentityMod> {
-  IdentityMod() : LayerOf("IdentityMod", {"x"}) {}
-  Var forward(Var x) { return x; }
-};
-
-struct MyBlock : LayerOf<MyBlock> {
-  MyBlock(int64_t in = 3, int64_t ch = 3) : LayerOf("MyBlock", {"x"}) {
-    addModule<Conv2d>("conv1", in, ch, 3, 1, 1, 1, 1, false);
-    addModule<BatchNorm2d>("bn1", ch);
-    addModule<IdentityMod>("nothing");
-  }
-  Var forward(Var x) {
-    x = mod("conv1")(x);
-    x = mod("bn1")(x);
-    x = F::relu(x) + 1;
-    return mod("nothing")(x);
-  }
-};
+// MyBlock of test_modification.py (conv1 -> bn1 -> relu + 1 -> nothing),
+// shared with the other trace tests.
+using layers::MyBlock;
 
 // class block: relu = M.ReLU(); param; forward(x) = relu(F.relu(x + param))
 struct Block : LayerOf<Block> {
