@@ -401,6 +401,16 @@ WindowNd convWindow(const char *op, const Tensor &x0, const Tensor &w0, const Wi
   return p;
 }
 
+/// The optional bias of an N-d conv with `O` output channels, as float32
+/// (undefined when absent).
+Tensor convBias(const char *op, const Tensor &bias, int64_t O) {
+  if (!bias.defined())
+    return Tensor();
+  if (bias.numel() != O)
+    raise("{}: bias {} needs {} elements", op, shapeStr(bias.shape()), O);
+  return bias.dtype() == DType::Float32 ? bias : cast(bias, DType::Float32);
+}
+
 } // namespace
 
 Tensor maxPoolNd(const Tensor &x, const WindowNd &p) { return poolNd("max_pool_nd", x, p, true); }
@@ -417,12 +427,7 @@ Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const Wind
   if (groups < 1 || C % groups || O % groups || w.dim(1) * groups != C)
     raise("{}: input {} with {} groups does not fit weight {}", op, shapeStr(x.shape()), groups,
           shapeStr(w.shape()));
-  Tensor b;
-  if (bias.defined()) {
-    if (bias.numel() != O)
-      raise("{}: bias {} needs {} elements", op, shapeStr(bias.shape()), O);
-    b = bias.dtype() == DType::Float32 ? bias : cast(bias, DType::Float32);
-  }
+  Tensor b = convBias(op, bias, O);
   std::vector<int64_t> in(nd), out(nd), ks(p.kernel);
   Shape outShape{N, O};
   int64_t inPlane = 1, outPlane = 1, kPlane = 1;
@@ -491,12 +496,7 @@ Tensor convTransposeNd(const Tensor &x0, const Tensor &w0, const Tensor &bias,
     raise("{}: input {} with {} groups does not fit weight {}", op, shapeStr(x.shape()), groups,
           shapeStr(w.shape()));
   int64_t og = w.dim(1), O = og * groups, cg = C / groups;
-  Tensor b;
-  if (bias.defined()) {
-    if (bias.numel() != O)
-      raise("{}: bias {} needs {} elements", op, shapeStr(bias.shape()), O);
-    b = bias.dtype() == DType::Float32 ? bias : cast(bias, DType::Float32);
-  }
+  Tensor b = convBias(op, bias, O);
   std::vector<int64_t> in(nd), out(nd), ks(p.kernel);
   Shape outShape{N, O};
   int64_t inPlane = 1, outPlane = 1, kPlane = 1;
