@@ -865,6 +865,21 @@ void Exporter::exportCall(const Expr &e, OpKind k) {
     simple("Gather", {operand(e, "inp"), operand(e, "indices")});
     attrI(n, "axis", ints(e, "axis")[0]);
     return;
+  case OpKind::Scatter: case OpKind::ScatterNd: {
+    // ONNX has max and min reductions from opset 18 on; we write opset 17.
+    std::string red = string(e, "reduction");
+    if (red != "none" && red != "add" && red != "mul")
+      fail(e, fmt::format("reduction '{}' needs ONNX opset 18 (written: 17)", red));
+    if (k == OpKind::Scatter) {
+      simple("ScatterElements", {operand(e, "inp"), operand(e, "index"), operand(e, "source")});
+      attrI(n, "axis", ints(e, "axis")[0]);
+    } else {
+      simple("ScatterND", {operand(e, "inp"), operand(e, "indices"), operand(e, "updates")});
+    }
+    if (red != "none")
+      attrS(n, "reduction", red);
+    return;
+  }
   case OpKind::Cumsum:
     simple("CumSum", {operand(e, "inp"), intsInit({ints(e, "axis")[0]}, out + "_axis")});
     attrI(n, "exclusive", boolean(e, "exclusive"));

@@ -52,7 +52,7 @@ const std::vector<std::string> &supportedList() {
       "Not", "Or", "PRelu", "Pad",
       "Pow", "Range", "Reciprocal", "ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp",
       "ReduceMax", "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum", "ReduceSumSquare",
-      "Relu", "Reshape", "Resize", "Round", "Selu", "Shape", "Sigmoid", "Sign", "Sin", "Sinh",
+      "Relu", "Reshape", "Resize", "Round", "Scatter", "ScatterElements", "ScatterND", "Selu", "Shape", "Sigmoid", "Sign", "Sin", "Sinh",
       "Shrink", "Size", "Slice", "Softmax", "SoftmaxCrossEntropyLoss", "Softplus", "Softsign", "SpaceToDepth", "Split",
       "Sqrt", "Squeeze", "Sub", "Sum", "Tan", "Tanh", "ThresholdedRelu", "Tile", "Transpose",
       "Trilu", "Unsqueeze", "Upsample", "Where", "Xor"};
@@ -912,9 +912,12 @@ void Importer::mapNode(NodeCx &c) {
     return c.out(0, y);
   }
   if (op == "Dropout") {
-    if (c.has(2) && (!c.val(2).cst || c.cst(2).at(0) != 0))
+    // Training mode with a ratio of 0 (PyTorch exports F.dropout(p=0.0,
+    // training=True) this way) keeps every element: the same as inference.
+    bool ratioKnown = !c.has(1) || c.val(1).cst;
+    double ratio = c.has(1) ? (ratioKnown ? c.cst(1).at(0) : 0.5) : c.af("ratio", 0.5);
+    if (c.has(2) && (!c.val(2).cst || c.cst(2).at(0) != 0) && (!ratioKnown || ratio != 0))
       c.fail("training mode is not supported");
-    double ratio = c.has(1) ? c.cst(1).at(0) : c.af("ratio", 0.5);
     c.out(0, c.call("nn.dropout", {c.node(0)}, {{"drop_prob", ratio}, {"training", false}}));
     if (c.wants(1))
       c.outConst(1, Tensor::full(c.shape(0), 1.0, DType::Bool));
@@ -1307,6 +1310,17 @@ void Importer::mapNode(NodeCx &c) {
     x = c.call("tensor.reshape", {x, tupleOf({N, C, H / bs, bs, W / bs, bs})});
     x = c.call("tensor.transpose", {x, tupleOf({0, 3, 5, 1, 2, 4})});
     return c.out(0, c.call("tensor.reshape", {x, tupleOf({N, C * bs * bs, H / bs, W / bs})}));
+  }
+  if (op == "ScatterND" || op == "ScatterElements" || op == "Scatter") {
+    std::string red = c.as("reduction", "none");
+    if (!rt::parseScatterReduce(red))
+      c.fail(fmt::format("unknown reduction '{}'", red));
+    if (op == "ScatterND")
+      return c.out(0, c.call("tensor.scatter_nd", {c.node(0), c.node(1), c.node(2)},
+                             {{"reduction", red}}));
+    int64_t ax = c.axis(c.ai("axis", 0), c.rank(0));
+    return c.out(0, c.call("tensor.scatter", {c.node(0), ax, c.node(1), c.node(2)},
+                           {{"reduction", red}}));
   }
   if (op == "CumSum") {
     int64_t ax = c.axis(c.ints(1).at(0), c.rank(0));

@@ -777,6 +777,7 @@ private:
     case OpKind::Reciprocal: case OpKind::Tan: case OpKind::Asin: case OpKind::Acos:
     case OpKind::Atan: case OpKind::Sinh: case OpKind::Cosh: case OpKind::Asinh:
     case OpKind::Acosh: case OpKind::Atanh: case OpKind::Cumsum:
+    case OpKind::Scatter: case OpKind::ScatterNd:
       return same();
     case OpKind::IsNan: case OpKind::IsInf: {
       auto x = first();

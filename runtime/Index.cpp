@@ -249,6 +249,177 @@ Tensor take(const Tensor &x, const Tensor &index, int64_t axis) {
 }
 
 //===----------------------------------------------------------------------===//
+// Scatter
+//===----------------------------------------------------------------------===//
+
+std::optional<ScatterReduce> parseScatterReduce(llvm::StringRef s) {
+  if (s == "none")
+    return ScatterReduce::None;
+  if (s == "add")
+    return ScatterReduce::Add;
+  if (s == "mul")
+    return ScatterReduce::Mul;
+  if (s == "max")
+    return ScatterReduce::Max;
+  if (s == "min")
+    return ScatterReduce::Min;
+  return std::nullopt;
+}
+
+namespace {
+
+/// Writes `src` into `dst` under the reduction: elements are combined as
+/// the dtype's own arithmetic (none is a copy).
+template <typename T> inline void combine(T &dst, T src, ScatterReduce r) {
+  switch (r) {
+  case ScatterReduce::None:
+    dst = src;
+    break;
+  case ScatterReduce::Add:
+    dst = T(dst + src);
+    break;
+  case ScatterReduce::Mul:
+    dst = T(dst * src);
+    break;
+  case ScatterReduce::Max:
+    dst = std::max(dst, src);
+    break;
+  case ScatterReduce::Min:
+    dst = std::min(dst, src);
+    break;
+  }
+}
+
+/// Calls f(T{}) with the arithmetic type of `t` for a scatter with
+/// reduction `r`: a plain copy works on any dtype (by size), arithmetic
+/// reductions on the numeric dtypes other than float16.
+template <typename F>
+void visitScatter(llvm::StringRef op, DType t, ScatterReduce r, F &&f) {
+  if (r == ScatterReduce::None)
+    return visitBySize(dtypeSize(t), f);
+  switch (t) {
+  case DType::Float32:
+    return f(float{});
+  case DType::Int8:
+    return f(int8_t{});
+  case DType::UInt8:
+    return f(uint8_t{});
+  case DType::Int32:
+    return f(int32_t{});
+  case DType::Int64:
+    return f(int64_t{});
+  default:
+    raise("{}: a reduction needs a float32 or integer input, got {}", op.str(),
+          dtypeName(t).str());
+  }
+}
+
+void requireSameDType(llvm::StringRef op, const Tensor &x, const Tensor &u) {
+  if (x.dtype() != u.dtype())
+    raise("{}: updates have dtype {} but the input has {}", op.str(),
+          dtypeName(u.dtype()).str(), dtypeName(x.dtype()).str());
+}
+
+} // namespace
+
+Tensor scatter(const Tensor &x, int64_t axis, const Tensor &index,
+               const Tensor &updates, ScatterReduce reduce) {
+  requireDefined("scatter", x, "input");
+  requireDefined("scatter", index, "index");
+  requireDefined("scatter", updates, "updates");
+  requireSameDType("scatter", x, updates);
+  if (x.rank() == 0)
+    raise("scatter: input must have at least one dimension, got ()");
+  int64_t ax = normalizeAxis("scatter", axis, x.shape());
+  bool ok = index.rank() == x.rank() && index.shape() == updates.shape();
+  for (size_t d = 0; ok && d < x.rank(); ++d)
+    ok = int64_t(d) == ax || index.dim(d) <= x.dim(d);
+  if (!ok)
+    raise("scatter: index {} and updates {} must have one shape, the rank of "
+          "input {} and no larger sizes outside axis {}",
+          shapeStr(index.shape()), shapeStr(updates.shape()),
+          shapeStr(x.shape()), ax);
+  auto idx = readIndices("scatter", index, x.dim(ax), ax, x);
+  Tensor out = x.contiguous().clone();
+  if (index.numel() == 0)
+    return out;
+  Tensor u = updates.contiguous();
+  auto xs = contiguousStrides(x.shape());
+  size_t r = x.rank();
+  visitScatter("scatter", x.dtype(), reduce, [&](auto tag) {
+    using T = decltype(tag);
+    const T *pu = static_cast<const T *>(u.rawData());
+    T *po = static_cast<T *>(out.rawData());
+    // In index order, so that with duplicate indices the last update wins
+    // (reduction none) as in torch and ONNX's reference.
+    for (int64_t i = 0, n = index.numel(); i < n; ++i) {
+      int64_t off = 0, rem = i;
+      for (size_t d = r; d-- > 0;) {
+        int64_t c = rem % index.dim(d);
+        rem /= index.dim(d);
+        off += (int64_t(d) == ax ? idx[i] : c) * xs[d];
+      }
+      combine(po[off], pu[i], reduce);
+    }
+  });
+  return out;
+}
+
+Tensor scatterNd(const Tensor &x, const Tensor &indices, const Tensor &updates,
+                 ScatterReduce reduce) {
+  requireDefined("scatter_nd", x, "input");
+  requireDefined("scatter_nd", indices, "indices");
+  requireDefined("scatter_nd", updates, "updates");
+  requireSameDType("scatter_nd", x, updates);
+  if (indices.dtype() != DType::Int32 && indices.dtype() != DType::Int64)
+    raise("scatter_nd: indices must be int32 or int64, got {}",
+          dtypeName(indices.dtype()).str());
+  if (indices.rank() == 0)
+    raise("scatter_nd: indices must have at least one dimension, got ()");
+  int64_t k = indices.shape().back();
+  if (k > int64_t(x.rank()))
+    raise("scatter_nd: indices {} index {} axes of input {} of rank {}",
+          shapeStr(indices.shape()), k, shapeStr(x.shape()), x.rank());
+  // updates.shape == indices.shape[:-1] + x.shape[k:]
+  Shape want(indices.shape().begin(), indices.shape().end() - 1);
+  want.append(x.shape().begin() + k, x.shape().end());
+  if (updates.shape() != llvm::ArrayRef<int64_t>(want))
+    raise("scatter_nd: updates {} must have shape {} (indices {} into input {})",
+          shapeStr(updates.shape()), shapeStr(want), shapeStr(indices.shape()),
+          shapeStr(x.shape()));
+  Tensor out = x.contiguous().clone();
+  int64_t count = shapeNumel(indices.shape().drop_back());
+  int64_t inner = shapeNumel(x.shape().drop_front(k));
+  if (count == 0 || inner == 0)
+    return out;
+  Tensor ic = indices.contiguous(), u = updates.contiguous();
+  auto xs = contiguousStrides(x.shape());
+  visitScatter("scatter_nd", x.dtype(), reduce, [&](auto tag) {
+    using T = decltype(tag);
+    const T *pu = static_cast<const T *>(u.rawData());
+    T *po = static_cast<T *>(out.rawData());
+    for (int64_t i = 0; i < count; ++i) {
+      int64_t off = 0;
+      for (int64_t d = 0; d < k; ++d) {
+        int64_t j = ic.dtype() == DType::Int32 ? ic.data<int32_t>()[i * k + d]
+                                               : ic.data<int64_t>()[i * k + d];
+        int64_t n = x.dim(size_t(d));
+        if (j < -n || j >= n)
+          raise("scatter_nd: index {} is out of range for axis {} of input {} "
+                "(size {})",
+                j, d, shapeStr(x.shape()), n);
+        off += (j < 0 ? j + n : j) * xs[size_t(d)];
+      }
+      const T *src = pu + i * inner;
+      T *dst = po + off;
+      for (int64_t e = 0; e < inner; ++e)
+        combine(dst[e], src[e], reduce);
+    }
+  });
+  return out;
+}
+
+//===----------------------------------------------------------------------===//
 // Pad
 //===----------------------------------------------------------------------===//
 

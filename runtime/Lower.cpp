@@ -641,7 +641,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
   case OpKind::IsNan: case OpKind::IsInf: case OpKind::Mod: case OpKind::Fmod:
   case OpKind::Take: case OpKind::ConvNd: case OpKind::ConvTransposeNd:
   case OpKind::MaxPoolNd: case OpKind::AvgPoolNd: case OpKind::ResizeNd:
-  case OpKind::Cumsum:
+  case OpKind::Cumsum: case OpKind::Scatter: case OpKind::ScatterNd:
     return lowerExtraOp(e, k, ctx);
   default:
     a.fail(fmt::format("the runtime does not implement '{}'",

@@ -1,13 +1,19 @@
 #!/usr/bin/python3
-"""Exports a torchvision ResNet (random weights) to ONNX with PyTorch and
+"""Exports a torchvision model (random weights) to ONNX with PyTorch and
 writes an input and PyTorch's output as .npy, for tm-run to compare.
 
 Needs Debian's python3-torch and python3-torchvision (not needed by the
 default test run). Usage:
 
-    scripts/torch_resnet_onnx.py OUTDIR [--model resnet18] [--opset 13] [--batch 1]
+    scripts/torch_resnet_onnx.py OUTDIR [--model resnet18] [--opset 13] [--batch 1] [--size 224]
     tm-run OUTDIR/resnet18.onnx -i input=OUTDIR/input.npy \
         --compare output=OUTDIR/output.npy --rtol 1e-4 --atol 1e-5
+
+--model takes any classification model of torchvision.models (resnet50,
+mobilenet_v3_large, efficientnet_b0, convnext_tiny, swin_t, vit_b_16, ...)
+or a segmentation model of torchvision.models.segmentation (fcn_resnet50,
+deeplabv3_mobilenet_v3_large, lraspp_mobilenet_v3_large); the output of a
+segmentation model is its "out" map. scripts/torch_zoo.sh runs a list.
 """
 import argparse
 import os
@@ -15,6 +21,17 @@ import os
 import numpy as np
 import torch
 import torchvision
+
+
+def build(name):
+    kw = {"weights": None}
+    ctor = getattr(torchvision.models, name, None)
+    if ctor is None:
+        ctor = getattr(torchvision.models.segmentation, name)
+        kw["weights_backbone"] = None
+    if name in ("googlenet", "inception_v3"):
+        kw.update(aux_logits=False, init_weights=True)
+    return ctor(**kw).eval()
 
 
 def main():
@@ -27,7 +44,7 @@ def main():
     a = ap.parse_args()
     os.makedirs(a.outdir, exist_ok=True)
     torch.manual_seed(0)
-    net = getattr(torchvision.models, a.model)(weights=None).eval()
+    net = build(a.model)
     # Random, non-trivial batch-norm statistics (the defaults are 0 and 1).
     with torch.no_grad():
         for m in net.modules():
@@ -37,6 +54,8 @@ def main():
     x = torch.randn(a.batch, 3, a.size, a.size)
     with torch.no_grad():
         y = net(x)
+    if isinstance(y, dict):
+        y = y["out"]
     path = os.path.join(a.outdir, a.model + ".onnx")
     torch.onnx.export(net, x, path, input_names=["input"], output_names=["output"],
                       opset_version=a.opset)

@@ -180,6 +180,65 @@ TEST_CASE("import: Clip bounds as attributes (opset 6) and inputs (opset 13)", "
   }
 }
 
+TEST_CASE("import: Dropout in training mode is the identity only with ratio 0", "[onnx]") {
+  // PyTorch exports F.dropout(x, p=0.0, training=True) (swin_t's attention)
+  // as Dropout(x, ratio=0, training_mode=true).
+  for (float ratio : {0.0f, 0.1f}) {
+    ModelBuilder b(13);
+    b.input("x", {5});
+    b.init("ratio", {}, {ratio});
+    auto *t = b.g->add_initializer();
+    t->set_name("training");
+    t->set_data_type(onnx::TensorProto::BOOL);
+    t->add_int32_data(1);
+    b.node("Dropout", {"x", "ratio", "training"}, {"y"}, "drop");
+    b.output("y", {5});
+    auto r = b.import();
+    if (ratio == 0.0f) {
+      REQUIRE(r.succeeded());
+      Tensor x = ramp({5});
+      Tensor y = run(*r->module, {x})[0];
+      for (int64_t i = 0; i < 5; ++i)
+        CHECK(y.at(i) == x.at(i));
+    } else {
+      REQUIRE(r.failed());
+      CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'drop' (Dropout): training mode"));
+    }
+  }
+}
+
+TEST_CASE("import: ScatterND and ScatterElements with reductions", "[onnx]") {
+  ModelBuilder b(16);
+  b.input("x", {4, 2});
+  b.initInts("rows", {2, 0});
+  auto *rows = b.g->mutable_initializer(0);
+  rows->clear_dims();
+  rows->add_dims(2);
+  rows->add_dims(1);
+  b.init("u", {2, 2}, {10, 20, 30, 40});
+  auto *n = b.node("ScatterND", {"x", "rows", "u"}, {"y"});
+  auto *a = n->add_attribute();
+  a->set_name("reduction");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("add");
+  b.output("y", {4, 2});
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  Tensor x = ramp({4, 2});
+  Tensor y = run(*r->module, {x})[0];
+  // rows 2 and 0 get u added, rows 1 and 3 are copied (values by hand).
+  CHECK(y.at(4) == Approx(x.at(4) + 10));
+  CHECK(y.at(5) == Approx(x.at(5) + 20));
+  CHECK(y.at(0) == Approx(x.at(0) + 30));
+  CHECK(y.at(1) == Approx(x.at(1) + 40));
+  CHECK(y.at(2) == x.at(2));
+  CHECK(y.at(7) == x.at(7));
+  a->set_s("sum");
+  auto bad = b.import();
+  REQUIRE(bad.failed());
+  CHECK_THAT(bad.diagnostic().message, Catch::Contains("unknown reduction 'sum'"));
+}
+
 TEST_CASE("import: every unsupported op is listed with its node name", "[onnx]") {
   ModelBuilder b(13);
   b.input("x", {4});

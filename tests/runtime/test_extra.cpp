@@ -425,3 +425,124 @@ TEST_CASE("cumsum: inclusive, exclusive, reversed, along any axis", "[runtime][e
   CHECK(c.at(3) == 10);
   CHECK_THROWS_WITH(cumsum(i, 1), Catch::Contains("out of range"));
 }
+
+TEST_CASE("scatter_nd: ONNX's examples, reductions, slices, errors", "[runtime][extra]") {
+  // ONNX ScatterND example 1 (written out by hand).
+  Tensor data = Tensor::fromFloats({8}, {1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor idx = Tensor::fromInts({4, 1}, {4, 3, 1, 7}, DType::Int64);
+  Tensor upd = Tensor::fromFloats({4}, {9, 10, 11, 12});
+  Tensor r = scatterNd(data, idx, upd);
+  std::vector<double> want{1, 11, 3, 10, 9, 6, 7, 12};
+  for (int64_t i = 0; i < 8; ++i)
+    CHECK(r.at(i) == want[i]);
+  CHECK(data.at(4) == 5); // the input is not modified
+  // Duplicate rows accumulate under add and mul.
+  Tensor dup = Tensor::fromInts({3, 1}, {2, 2, -1}, DType::Int32);
+  Tensor u3 = Tensor::fromFloats({3}, {10, 20, 3});
+  Tensor add = scatterNd(data, dup, u3, ScatterReduce::Add);
+  CHECK(add.at(2) == 33);
+  CHECK(add.at(7) == 11);
+  Tensor mul = scatterNd(data, dup, u3, ScatterReduce::Mul);
+  CHECK(mul.at(2) == 600);
+  CHECK(mul.at(7) == 24);
+
+  // Slices: index rows of length 1 into a (3, 4, 2) input, against a naive
+  // reference, with every reduction; the input is a transposed view.
+  Rng rng(11);
+  Tensor base = rng.tensor({2, 4, 3});
+  Tensor x = transpose(base, {2, 1, 0}); // (3, 4, 2), non-contiguous
+  Tensor rows = Tensor::fromInts({2, 2, 2}, {0, 1, 2, 3, 0, 1, -1, 0}, DType::Int64);
+  Tensor u = rng.tensor({2, 2, 2});
+  for (auto red : {ScatterReduce::None, ScatterReduce::Add, ScatterReduce::Mul,
+                   ScatterReduce::Max, ScatterReduce::Min}) {
+    Ref want(x);
+    for (int64_t i = 0; i < 4; ++i) {
+      int64_t a = rows.at(i * 2), b = rows.at(i * 2 + 1);
+      if (a < 0)
+        a += 3;
+      for (int64_t c = 0; c < 2; ++c) {
+        double &w = want.v[size_t((a * 4 + b) * 2 + c)];
+        double v = u.at(i * 2 + c);
+        w = red == ScatterReduce::None  ? v
+            : red == ScatterReduce::Add ? w + v
+            : red == ScatterReduce::Mul ? w * v
+            : red == ScatterReduce::Max ? std::max(w, v)
+                                        : std::min(w, v);
+      }
+    }
+    requireClose(scatterNd(x, rows, u, red), want, ElementwiseTol);
+  }
+  // int64 data, a full-index row per element.
+  Tensor iv = Tensor::fromInts({2, 2}, {1, 2, 3, 4}, DType::Int64);
+  Tensor full = Tensor::fromInts({1, 2}, {1, 0}, DType::Int64);
+  Tensor ir = scatterNd(iv, full, Tensor::fromInts({1}, {7}, DType::Int64), ScatterReduce::Add);
+  CHECK(ir.dtype() == DType::Int64);
+  CHECK(ir.at(2) == 10);
+
+  CHECK_THROWS_WITH(scatterNd(data, Tensor::fromInts({1, 1}, {8}, DType::Int64),
+                              Tensor::fromFloats({1}, {0})),
+                    Catch::Contains("index 8 is out of range for axis 0"));
+  CHECK_THROWS_WITH(scatterNd(data, idx, Tensor::fromFloats({3}, {0, 0, 0})),
+                    Catch::Contains("must have shape (4,)"));
+  CHECK_THROWS_WITH(scatterNd(data, Tensor::fromInts({1, 2}, {0, 0}, DType::Int64),
+                              Tensor::fromFloats({1}, {0})),
+                    Catch::Contains("index 2 axes of input"));
+  CHECK_THROWS_WITH(scatterNd(data, idx, Tensor::fromInts({4}, {1, 2, 3, 4}, DType::Int64)),
+                    Catch::Contains("dtype int64 but the input has float32"));
+  CHECK_THROWS_WITH(scatterNd(Tensor::zeros({2}, DType::Float16),
+                              Tensor::fromInts({1, 1}, {0}, DType::Int64),
+                              Tensor::zeros({1}, DType::Float16), ScatterReduce::Add),
+                    Catch::Contains("needs a float32 or integer input"));
+}
+
+TEST_CASE("scatter: ONNX ScatterElements examples, any axis, reductions", "[runtime][extra]") {
+  // ONNX ScatterElements example 1 (axis 0), written out by hand.
+  Tensor data = Tensor::zeros({3, 3}, DType::Float32);
+  Tensor idx = Tensor::fromInts({2, 3}, {1, 0, 2, 0, 2, 1}, DType::Int64);
+  Tensor upd = Tensor::fromFloats({2, 3}, {1.0f, 1.1f, 1.2f, 2.0f, 2.1f, 2.2f});
+  Tensor r = scatter(data, 0, idx, upd);
+  std::vector<float> want{2.0f, 1.1f, 0, 1.0f, 0, 2.2f, 0, 2.1f, 1.2f};
+  for (int64_t i = 0; i < 9; ++i)
+    CHECK(r.at(i) == Approx(want[size_t(i)]));
+  // Example 2: axis 1, a negative index.
+  Tensor d2 = Tensor::fromFloats({1, 5}, {1, 2, 3, 4, 5});
+  Tensor r2 = scatter(d2, 1, Tensor::fromInts({1, 2}, {1, -2}, DType::Int64),
+                      Tensor::fromFloats({1, 2}, {1.1f, 2.1f}));
+  std::vector<float> want2{1, 1.1f, 3, 2.1f, 5};
+  for (int64_t i = 0; i < 5; ++i)
+    CHECK(r2.at(i) == Approx(want2[size_t(i)]));
+
+  // Random indices with duplicates along each axis of a (3, 4, 5) input,
+  // index smaller than the input outside the axis, against a naive loop.
+  Rng rng(12);
+  Tensor x = rng.tensor({3, 4, 5});
+  for (int64_t axis : {0, 1, 2, -1})
+    for (auto red : {ScatterReduce::None, ScatterReduce::Add, ScatterReduce::Max}) {
+      INFO("axis " << axis);
+      int64_t ax = axis < 0 ? axis + 3 : axis;
+      Shape is{2, 3, 4};
+      is[size_t(ax)] = 6;
+      Tensor index = Tensor::empty(is, DType::Int64);
+      for (int64_t i = 0; i < index.numel(); ++i)
+        index.data<int64_t>()[i] = rng.uniformInt(-x.dim(size_t(ax)), x.dim(size_t(ax)) - 1);
+      Tensor u = rng.tensor(is);
+      Ref w(x);
+      for (int64_t i = 0; i < index.numel(); ++i) {
+        auto at = unravel(i, Ref(index).shape);
+        int64_t k = index.data<int64_t>()[i];
+        at[size_t(ax)] = k < 0 ? k + x.dim(size_t(ax)) : k;
+        double &dst = w(at);
+        double v = u.at(i);
+        dst = red == ScatterReduce::None ? v : red == ScatterReduce::Add ? dst + v : std::max(dst, v);
+      }
+      requireClose(scatter(x, axis, index, u, red), w, ElementwiseTol);
+    }
+  CHECK_THROWS_WITH(scatter(data, 0, idx, Tensor::fromFloats({3, 2}, {0, 0, 0, 0, 0, 0})),
+                    Catch::Contains("must have one shape"));
+  CHECK_THROWS_WITH(scatter(data, 2, idx, upd), Catch::Contains("axis 2"));
+  CHECK_THROWS_WITH(scatter(data, 1, Tensor::fromInts({1, 1}, {3}, DType::Int64),
+                            Tensor::fromFloats({1, 1}, {0})),
+                    Catch::Contains("index 3 is out of range"));
+  CHECK(parseScatterReduce("add") == ScatterReduce::Add);
+  CHECK(!parseScatterReduce("sum"));
+}

@@ -146,6 +146,27 @@ Tensor gather(const Tensor &x, int64_t axis, const Tensor &index);
 /// Negative indices count from the end; out-of-range ones throw.
 Tensor take(const Tensor &x, const Tensor &index, int64_t axis = 0);
 
+/// How a scatter combines an update with the value already there.
+enum class ScatterReduce { None, Add, Mul, Max, Min };
+/// "none", "add", "mul", "max", "min" (ONNX's and torch's spellings).
+std::optional<ScatterReduce> parseScatterReduce(llvm::StringRef s);
+
+/// torch.scatter / MegEngine scatter / ONNX ScatterElements: a copy of x
+/// where out[i..., index[i..., j, k...], k...] (index at `axis`) takes
+/// updates[i..., j, k...], combined by `reduce`. index and updates have one
+/// shape, x's rank, and sizes no larger than x's outside `axis`. Updates
+/// are applied in index order: with duplicate indices and no reduction the
+/// last one wins.
+Tensor scatter(const Tensor &x, int64_t axis, const Tensor &index,
+               const Tensor &updates, ScatterReduce reduce = ScatterReduce::None);
+
+/// ONNX ScatterND (torch index_put): indices has shape [..., k] with
+/// k <= rank(x); each index row selects x[idx[0], ..., idx[k-1]] (a slice
+/// of shape x.shape[k:]) which takes the matching slice of updates, whose
+/// shape is indices.shape[:-1] + x.shape[k:]. Rows are applied in order.
+Tensor scatterNd(const Tensor &x, const Tensor &indices, const Tensor &updates,
+                 ScatterReduce reduce = ScatterReduce::None);
+
 //===-- Padding and resizing ----------------------------------------------===//
 
 enum class PadMode : uint8_t {
