@@ -45,8 +45,13 @@ def main():
     os.makedirs(a.outdir, exist_ok=True)
     torch.manual_seed(0)
     net = build(a.model)
-    # Random, non-trivial batch-norm statistics (the defaults are 0 and 1).
+    # Random, non-trivial batch-norm statistics (the defaults are 0 and 1),
+    # and no all-zero parameters (ViT's head starts at zero: its output
+    # would be 0 whatever the body computes).
     with torch.no_grad():
+        for p in net.parameters():
+            if p.numel() > 1 and not p.any():
+                p.uniform_(-0.05, 0.05)
         for m in net.modules():
             if isinstance(m, torch.nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.1, 0.1)
