@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <set>
 #include <unordered_map>
 
@@ -188,7 +189,8 @@ private:
     const Shape &shape(size_t i) const {
       Val &v = val(i);
       if (!v.shape)
-        fail(fmt::format("the shape of input '{}' is not known statically", n.input(int(i))));
+        fail(fmt::format("the shape of input '{}' is not known statically{}", n.input(int(i)),
+                         im.symbolicHint()));
       return *v.shape;
     }
     int64_t rank(size_t i) const { return int64_t(shape(i).size()); }
@@ -275,7 +277,95 @@ private:
   const OnnxImportOptions &opts_;
   int64_t opset_ = 0;
   std::unordered_map<std::string, TypeInfo> onnxTypes_;
+  /// Graph inputs whose shape stayed symbolic, with their dims as text.
+  std::map<std::string, std::string> symbolicInputs_;
+
+  void applyInputShapes(onnx::GraphProto &g);
+  std::string symbolicHint() const;
 };
+
+/// A ValueInfo's dims as text: "(N, 3, 224, 224)" ("?" for a missing dim).
+static std::string dimsText(const onnx::ValueInfoProto &v) {
+  if (!v.type().tensor_type().has_shape())
+    return "of unknown rank";
+  std::string s = "(";
+  const auto &dims = v.type().tensor_type().shape().dim();
+  for (int i = 0; i < dims.size(); ++i) {
+    if (i)
+      s += ", ";
+    const auto &d = dims[i];
+    s += d.has_dim_value() ? std::to_string(d.dim_value())
+         : d.has_dim_param() && !d.dim_param().empty() ? d.dim_param()
+                                                        : std::string("?");
+  }
+  return s + (dims.size() == 1 ? ",)" : ")");
+}
+
+/// Writes OnnxImportOptions::inputShapes into the graph's input types (so
+/// that ONNX's shape inference sees them too), checking rank and fixed dims.
+void Importer::applyInputShapes(onnx::GraphProto &g) {
+  std::set<std::string> initNames;
+  for (const auto &init : g.initializer())
+    initNames.insert(init.name());
+  std::set<std::string> used;
+  int64_t pos = 0;
+  for (auto &in : *g.mutable_input()) {
+    if (initNames.count(in.name()))
+      continue;
+    // By ONNX name, by the graph node's (sanitised) name, or by position.
+    std::string key = in.name();
+    auto it = opts_.inputShapes.find(key);
+    if (it == opts_.inputShapes.end())
+      it = opts_.inputShapes.find(key = NameSpace("", "").createUniqueName(in.name()));
+    if (it == opts_.inputShapes.end())
+      it = opts_.inputShapes.find(key = std::to_string(pos));
+    ++pos;
+    if (it == opts_.inputShapes.end())
+      continue;
+    used.insert(key);
+    const Shape &want = it->second;
+    if (!in.type().has_tensor_type())
+      raise("graph input '{}' is not a tensor: it cannot take a shape", in.name());
+    auto *shape = in.mutable_type()->mutable_tensor_type()->mutable_shape();
+    std::string declared = dimsText(in);
+    bool hadShape = in.type().tensor_type().has_shape();
+    if (hadShape && shape->dim_size() != int(want.size()))
+      raise("graph input '{}' has shape {} of rank {}; the shape given for it, {}, has rank {}",
+            in.name(), declared, shape->dim_size(), shapeStr(want), want.size());
+    for (size_t d = 0; d < want.size(); ++d) {
+      if (want[d] < 0)
+        raise("the shape given for graph input '{}', {}, has a negative dimension", in.name(),
+              shapeStr(want));
+      if (!hadShape) {
+        shape->add_dim()->set_dim_value(want[d]);
+        continue;
+      }
+      auto *dim = shape->mutable_dim(int(d));
+      if (dim->has_dim_value() && dim->dim_value() != want[d])
+        raise("graph input '{}' has shape {}; the shape given for it, {}, differs in dimension "
+              "{}",
+              in.name(), declared, shapeStr(want), d);
+      dim->set_dim_value(want[d]);
+    }
+  }
+  for (const auto &[key, s] : opts_.inputShapes)
+    if (!used.count(key))
+      raise("a shape was given for graph input '{}', which the model does not have", key);
+}
+
+std::string Importer::symbolicHint() const {
+  if (symbolicInputs_.empty())
+    return "";
+  std::string s, flags;
+  for (const auto &[name, dims] : symbolicInputs_) {
+    s += fmt::format("{}'{}' {}", s.empty() ? "" : ", ", name, dims);
+    flags += fmt::format("{}--input-shape {}=DIMxDIM...", flags.empty() ? "" : " ", name);
+  }
+  return fmt::format("; graph input{} {} {} symbolic dimensions: give static shapes with {} "
+                     "(tm-opt, tm-run) or OnnxImportOptions::inputShapes",
+                     symbolicInputs_.size() > 1 ? "s" : "", s,
+                     symbolicInputs_.size() > 1 ? "have" : "has", flags);
+}
 
 Node *Importer::materialize(Ctx &cx, Val &v, const std::string &name) {
   if (v.node)
@@ -410,7 +500,13 @@ OnnxModel Importer::run() {
     raise("the model imports no opset of the default ONNX domain");
   if (opset_ > MaxOpset)
     raise("opset {} is newer than the newest supported ({})", opset_, MaxOpset);
-  const onnx::GraphProto &g = model_.graph();
+  // Input shapes given by the caller go into a copy of the graph's inputs.
+  std::optional<onnx::GraphProto> fixed;
+  if (!opts_.inputShapes.empty()) {
+    fixed = model_.graph();
+    applyInputShapes(*fixed);
+  }
+  const onnx::GraphProto &g = fixed ? *fixed : model_.graph();
   checkSupported(g);
 
   // Types: the model's own value_info, completed by ONNX shape inference.
@@ -419,6 +515,8 @@ OnnxModel Importer::run() {
   if (opts_.onnxShapeInference) {
     try {
       onnx::ModelProto copy = model_;
+      if (fixed)
+        *copy.mutable_graph()->mutable_input() = fixed->input();
       onnx::shape_inference::InferShapes(copy);
       for (const auto &v : copy.graph().value_info())
         onnxTypes_[v.name()] = typeInfoOf(v);
@@ -469,6 +567,8 @@ OnnxModel Importer::run() {
     if (!dt)
       raise("graph input '{}' has element type {}, which tmgraph does not support", in.name(),
             onnxTypeName(ti.elem));
+    if (!ti.shape)
+      symbolicInputs_[in.name()] = dimsText(in);
     specs.emplace_back(in.name(), ti.shape, *dt);
     inputNames.push_back(in.name());
   }

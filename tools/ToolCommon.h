@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -39,12 +40,39 @@ struct LoadedModel {
   std::vector<std::string> onnxInputs, onnxOutputs;
 };
 
+inline bool isOnnxPath(llvm::StringRef path) { return path.endswith(".onnx"); }
+
+/// Parses the value of --input-shape, NAME=DIMxDIMx... (NAME= for a
+/// scalar), into `shapes`; returns an error message or "".
+inline std::string parseInputShape(llvm::StringRef v, std::map<std::string, Shape> &shapes) {
+  auto [name, dims] = v.split('=');
+  if (name.empty() || !v.contains('='))
+    return "--input-shape expects NAME=DIMxDIM... (e.g. input=1x3x224x224), got '" + v.str() +
+           "'";
+  Shape s;
+  while (!dims.empty()) {
+    auto [d, rest] = dims.split('x');
+    int64_t n;
+    if (d.getAsInteger(10, n) || n < 0)
+      return "--input-shape: '" + d.str() + "' in '" + v.str() +
+             "' is not a non-negative integer";
+    s.push_back(n);
+    dims = rest;
+  }
+  shapes[name.str()] = s;
+  return "";
+}
+
 /// Loads `path` (.onnx by suffix, otherwise .tmir) into `out`; returns 0 or
-/// the exit code after reporting the error.
-inline int loadModel(const Tool &tool, const std::string &path, LoadedModel &out) {
-  if (llvm::StringRef(path).endswith(".onnx")) {
+/// the exit code after reporting the error. `inputShapes` fix the shapes of
+/// ONNX graph inputs with symbolic dimensions (OnnxImportOptions).
+inline int loadModel(const Tool &tool, const std::string &path, LoadedModel &out,
+                     const std::map<std::string, Shape> &inputShapes = {}) {
+  if (isOnnxPath(path)) {
 #ifdef TM_HAVE_ONNX
-    auto imported = io::importOnnx(path);
+    io::OnnxImportOptions opts;
+    opts.inputShapes = inputShapes;
+    auto imported = io::importOnnx(path, opts);
     if (imported.failed())
       return tool.fail(imported.diagnostic());
     out.module = std::move(imported->module);
@@ -56,6 +84,9 @@ inline int loadModel(const Tool &tool, const std::string &path, LoadedModel &out
         "this tmgraph was built without ONNX support (meson -Donnx=enabled)");
 #endif
   }
+  if (!inputShapes.empty())
+    return tool.usageError("--input-shape applies to ONNX models (a .tmir file's input shapes "
+                           "are part of its graph)");
   auto loaded = loadTmir(path);
   if (loaded.failed())
     return tool.fail(loaded.diagnostic());

@@ -54,6 +54,8 @@ Instrumentation:
   --threads N              threads for graph-local passes (default 1)
 
 Other:
+  --input-shape NAME=DIMS  an ONNX input's static shape, e.g. input=1x3x224x224, for
+                           models with symbolic dims such as a dynamic batch (repeatable)
   --no-verify              do not verify the final module
   --inline-weights N       on stdout, write tensors of at most N elements inline
   -h, --help               show this help
@@ -93,6 +95,7 @@ int main(int argc, char **argv) {
   int64_t inlineMax = -1;
   PipelineOptions opts;
   std::vector<std::string> plugins;
+  std::map<std::string, Shape> inputShapes;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *name) -> std::string {
@@ -152,6 +155,10 @@ int main(int argc, char **argv) {
       if (v.empty() || *end || n < 1)
         return usageError("--threads needs a positive integer, got '" + v + "'");
       opts.threads = int(n);
+    } else if (a == "--input-shape") {
+      std::string err = tools::parseInputShape(value("--input-shape"), inputShapes);
+      if (!err.empty())
+        return usageError(err);
     } else if (a == "--no-verify") {
       verifyIt = false;
     } else if (a == "--inline-weights") {
@@ -225,7 +232,7 @@ int main(int argc, char **argv) {
     if (!llvm::StringRef(model).endswith(".onnx") && !llvm::StringRef(model).endswith(".tmir"))
       return usageError("cannot read '" + model + "': expected a .tmir or .onnx file");
     tools::LoadedModel loaded;
-    if (int rc = tools::loadModel(Tool, model, loaded))
+    if (int rc = tools::loadModel(Tool, model, loaded, inputShapes))
       return rc;
     m = std::move(loaded.module);
   }

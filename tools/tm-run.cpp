@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -29,7 +31,10 @@ Options:
   -i, --input NAME=FILE.npy    bind a graph input by name, or by position (0, 1, ...)
   --random-inputs [SEED]       fill unbound inputs with seeded random normals
                                (their shapes must be static)
-  -o, --output-dir DIR         write each output as DIR/NAME.npy
+  --input-shape NAME=DIMS      an ONNX input's static shape, e.g. input=1x3x224x224, for
+                               symbolic dims such as a dynamic batch (repeatable); inputs
+                               bound with -i take their file's shape without it
+  -o, --output-dir DIR         write each output as DIR/NAME.npy (DIR is created)
   --threads N                  number of OpenMP threads (default: OMP_NUM_THREADS)
   --repeat N                   run N times and print latency min/median/max in ms
   --warmup N                   untimed runs before the timed ones (default 1 with --repeat)
@@ -74,6 +79,7 @@ int main(int argc, char **argv) {
   bool random = false;
   uint64_t seed = 0;
   double rtol = 1e-5, atol = 1e-6;
+  std::map<std::string, Shape> inputShapes;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto value = [&](const char *name) -> std::string {
@@ -123,6 +129,10 @@ int main(int argc, char **argv) {
         if (parseNumber(argv[i + 1], d))
           seed = uint64_t(d), ++i;
       }
+    } else if (a == "--input-shape") {
+      std::string err = tools::parseInputShape(value("--input-shape"), inputShapes);
+      if (!err.empty())
+        return usageError(err);
     } else if (a == "--rtol" || a == "--atol") {
       std::string v = value(a.c_str());
       double d;
@@ -142,11 +152,23 @@ int main(int argc, char **argv) {
   if (threads > 0)
     rt::setNumThreads(threads);
 
+  // Input files are read first: an ONNX model with symbolic input dims
+  // (a dynamic batch) is imported with the shapes of the bound inputs.
+  std::vector<Tensor> bound;
+  for (const auto &[key, file] : inputs) {
+    auto t = readNpy(file);
+    if (t.failed())
+      return fail(t.diagnostic());
+    if (tools::isOnnxPath(model))
+      inputShapes.emplace(key, Shape(t->shape().begin(), t->shape().end()));
+    bound.push_back(std::move(*t));
+  }
+
   std::unique_ptr<TracedModule> m;
   std::vector<std::string> onnxIn, onnxOut;
   {
     tools::LoadedModel loaded;
-    if (int rc = tools::loadModel(Tool, model, loaded))
+    if (int rc = tools::loadModel(Tool, model, loaded, inputShapes))
       return rc;
     m = std::move(loaded.module);
     onnxIn = std::move(loaded.onnxInputs);
@@ -167,14 +189,11 @@ int main(int argc, char **argv) {
     InternalGraph &g = m->graph();
     llvm::ArrayRef<Node *> ins = g.inputs().drop_front();
     std::vector<Tensor> args(ins.size());
-    for (const auto &[key, file] : inputs) {
-      int64_t i = findByNameOrIndex(ins, key, onnxIn);
+    for (size_t b = 0; b < inputs.size(); ++b) {
+      int64_t i = findByNameOrIndex(ins, inputs[b].first, onnxIn);
       if (i < 0)
-        return usageError("the model has no input '" + key + "'");
-      auto t = readNpy(file);
-      if (t.failed())
-        return fail(t.diagnostic());
-      args[i] = std::move(*t);
+        return usageError("the model has no input '" + inputs[b].first + "'");
+      args[i] = std::move(bound[b]);
     }
     for (size_t i = 0; i < ins.size(); ++i) {
       if (args[i].defined())
@@ -188,6 +207,13 @@ int main(int argc, char **argv) {
       args[i] = Tensor::randn(*tn->shape(), seed + i);
       if (tn->hasDType() && tn->dtype() != DType::Float32)
         args[i] = rt::cast(args[i], tn->dtype());
+    }
+    if (!outDir.empty()) {
+      std::error_code ec;
+      std::filesystem::create_directories(outDir, ec);
+      if (ec)
+        return fail(Diagnostic(Location::inFile(outDir),
+                               "cannot create the output directory: " + ec.message()));
     }
     rt::Interpreter interp(*m);
     interp.prepare(g);

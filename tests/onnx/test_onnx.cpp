@@ -239,6 +239,54 @@ TEST_CASE("import: ScatterND and ScatterElements with reductions", "[onnx]") {
   CHECK_THAT(bad.diagnostic().message, Catch::Contains("unknown reduction 'sum'"));
 }
 
+TEST_CASE("import: symbolic input dims are fixed by inputShapes", "[onnx]") {
+  // x: (N, 3) with a symbolic batch, as PyTorch writes dynamic_axes.
+  ModelBuilder b(13);
+  auto *in = b.g->add_input();
+  b.value(in, "x", {0, 3});
+  in->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  b.init("w", {3, 2}, {1, 2, 3, 4, 5, 6});
+  b.node("MatMul", {"x", "w"}, {"y"}, "mm");
+  b.node("Shape", {"x"}, {"s"}, "shape");
+  auto *out = b.g->add_output();
+  b.value(out, "y", {0, 2});
+  out->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  b.output("s", {2}, onnx::TensorProto::INT64);
+
+  auto r = b.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message,
+             Catch::Contains("node 'shape' (Shape): the shape of input 'x' is not known statically; "
+                             "graph input 'x' (N, 3) has symbolic dimensions: give static shapes "
+                             "with --input-shape x=DIMxDIM..."));
+  for (const char *key : {"x", "0"}) {
+    io::OnnxImportOptions o;
+    o.inputShapes[key] = Shape{2, 3};
+    auto ok = b.import(o);
+    REQUIRE(ok.succeeded());
+    const auto *x = llvm::cast<TensorNode>(ok->module->graph().inputs()[1]);
+    REQUIRE(x->shape());
+    CHECK(*x->shape() == Shape{2, 3});
+    auto outs = run(*ok->module, {ramp({2, 3})});
+    REQUIRE(outs[0].shape() == llvm::ArrayRef<int64_t>{2, 2});
+    // row 0 of ramp is (-1, -0.75, -0.5): times column 0 of w (1, 3, 5)
+    CHECK(outs[0].at(0) == Approx(-1 - 2.25 - 2.5));
+    CHECK(outs[1].at(0) == 2);
+    CHECK(outs[1].at(1) == 3);
+  }
+  auto bad = [&](Shape s, const char *key) {
+    io::OnnxImportOptions o;
+    o.inputShapes[key] = s;
+    auto r2 = b.import(o);
+    REQUIRE(r2.failed());
+    return r2.diagnostic().message;
+  };
+  CHECK_THAT(bad({2, 3, 1}, "x"), Catch::Contains("has shape (N, 3) of rank 2; the shape given "
+                                                  "for it, (2, 3, 1), has rank 3"));
+  CHECK_THAT(bad({2, 4}, "x"), Catch::Contains("differs in dimension 1"));
+  CHECK_THAT(bad({2, 3}, "z"), Catch::Contains("graph input 'z', which the model does not have"));
+}
+
 TEST_CASE("import: every unsupported op is listed with its node name", "[onnx]") {
   ModelBuilder b(13);
   b.input("x", {4});

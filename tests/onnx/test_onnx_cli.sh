@@ -5,6 +5,7 @@
 # usage: test_onnx_cli.sh TM_EXAMPLE TM_OPT TM_RUN WORKDIR TESTDATA
 set -u
 abspath() { (cd "$(dirname "$1")" && echo "$(pwd)/$(basename "$1")"); }
+srcdir=$(cd "$(dirname "$0")" && pwd)
 example=$(abspath "$1") opt=$(abspath "$2") run=$(abspath "$3") dir=$4 data=$5
 rm -rf "$dir" && mkdir -p "$dir/ref" "$dir/out" && cd "$dir" || exit 1
 failures=0
@@ -35,6 +36,20 @@ if [ -d "$data/node/test_if" ]; then
   check "an unsupported op exits 1" test $s -eq 1
   check "an unsupported op is named with its node" contains if.txt "unsupported ONNX ops: If (node"
 fi
+# A dynamic batch (input x: (N, 3)): -i gives N, --input-shape too, and
+# without either the error names the flag.
+dyn=$srcdir/dyn_batch
+check "tm-run takes a symbolic batch from the bound input's shape" \
+  "$run" "$dyn.onnx" -i x="${dyn}_x.npy" --compare y="${dyn}_y.npy" --rtol 0 --atol 0
+check "tm-run --input-shape fixes a symbolic batch" \
+  "$run" "$dyn.onnx" --input-shape x=4x3 --random-inputs 1
+"$opt" "$dyn.onnx" 2> dyn.txt; s=$?
+check "an unfixed symbolic batch exits 1" test $s -eq 1
+check "an unfixed symbolic batch names --input-shape" contains dyn.txt "give static shapes with --input-shape x="
+check "tm-opt --input-shape writes a static graph" "$opt" "$dyn.onnx" --input-shape x=5x3 -o dyn.tmir
+check "the static graph has the given shape" contains dyn.tmir "float32(5, 3)"
+"$opt" "$dyn.onnx" --input-shape x=5xa 2> dynbad.txt; s=$?
+check "a malformed --input-shape exits 2" test $s -eq 2
 head -c 200 cnn.onnx > trunc.onnx
 "$opt" trunc.onnx 2> trunc.txt; s=$?
 check "a truncated model exits 1" test $s -eq 1

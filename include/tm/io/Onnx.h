@@ -44,6 +44,14 @@ struct OnnxImportOptions {
   /// Graph inputs (by ONNX name) bound to fixed values: they become
   /// initializers (parameters) instead of graph inputs.
   std::map<std::string, Tensor> constantInputs;
+  /// Static shapes for graph inputs (by ONNX name, by the graph node's
+  /// sanitised name, or by position among the inputs that are not
+  /// initializers: "0", "1", ...) whose ONNX shape has
+  /// symbolic or unknown dimensions, such as a dynamic batch `N`. The rank
+  /// and every fixed dimension must agree with the model. tmgraph graphs
+  /// are statically shaped: an input left symbolic fails at the first node
+  /// that needs its shape, with a message naming this option.
+  std::map<std::string, Shape> inputShapes;
   /// Run ONNX's own shape inference first (types of values tmgraph's rules
   /// cannot derive).
   bool onnxShapeInference = true;
