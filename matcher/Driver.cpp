@@ -2,6 +2,7 @@
 #include "tm/matcher/Driver.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include <llvm/ADT/DenseSet.h>
@@ -91,6 +92,16 @@ void FrozenPatternSet::candidates(const Expr *e,
 }
 
 std::string GreedyResult::str() const {
+  if (timedOut) {
+    std::string firing;
+    for (const auto &[n, c] : stillFiring)
+      firing += fmt::format("{}{} ({})", firing.empty() ? "" : ", ", n, c);
+    return fmt::format("stopped by the time limit of {} ms in round {} ({} rewrite{}); "
+                       "patterns that fired in the last two rounds: {}",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(timeLimit).count(),
+                       iterations, rewrites, rewrites == 1 ? "" : "s",
+                       firing.empty() ? std::string("-") : firing);
+  }
   if (converged)
     return fmt::format("converged after {} round{}, {} rewrite{}", iterations,
                        iterations == 1 ? "" : "s", rewrites, rewrites == 1 ? "" : "s");
@@ -104,20 +115,77 @@ std::string GreedyResult::str() const {
 
 namespace {
 
-/// The driver's worklist: the next round's exprs, and the exprs erased so
-/// far (so stale entries of the current round are skipped).
+/// The driver's worklist. A round visits `cur` in order; the exprs an edit
+/// touches are queued for the next round, except those the current round
+/// has still to visit (they see the edit when their turn comes, as with
+/// MLIR's single worklist).
+///
+/// Entries of `cur` and `next` are raw pointers, and rewrites erase exprs:
+/// an erased expr the round has still to visit is kept allocated by the
+/// rewriter until the round ends (so `inBody()` tells it is gone and its
+/// address is not reused); an erased expr queued in `next` is nulled there
+/// through its index. The other erased exprs are destroyed at once.
 struct Worklist : RewriteListener {
-  std::vector<Expr *> next;
-  llvm::DenseSet<Expr *> inNext;
-  llvm::DenseSet<Expr *> erased;
+  std::vector<Expr *> cur, next;
+  /// Queued for the next round, with index + 1 in `next`.
+  llvm::DenseMap<Expr *, uint32_t> inNext;
+  /// Rounds after the first: the round's exprs, with index + 1 in `cur`.
+  llvm::DenseMap<Expr *, uint32_t> inCur;
+  InternalGraph *g = nullptr;
+  bool firstRound = true;
+  /// Index in `cur` of the expr being rewritten.
+  size_t pos = 0;
+  /// First round (`cur` is the body in order, and every expr of the body
+  /// not in `cur` was created this round, hence queued): the first expr
+  /// after `pos` still in the graph. The round has yet to visit it and the
+  /// exprs of `cur` after it. nullptr: nothing left.
+  Expr *frontier = nullptr;
 
-  void push(Expr *e) {
-    if (e && e->inBody() && inNext.insert(e).second)
+  /// True when the current round will still visit `e` (for an expr that
+  /// is or was in the graph when the rewrite began).
+  bool pending(const Expr *e) const {
+    if (firstRound)
+      return frontier && (e == frontier || frontier->isBefore(e));
+    auto it = inCur.find(const_cast<Expr *>(e));
+    return it != inCur.end() && it->second > pos + 1;
+  }
+  void queue(Expr *e) {
+    if (inNext.try_emplace(e, uint32_t(next.size() + 1)).second)
       next.push_back(e);
   }
+  void push(Expr *e) {
+    if (e && e->inBody() && e->graph() == g && !pending(e))
+      queue(e);
+  }
+  /// Sets `frontier` for the expr at `pos` (first round).
+  void setFrontier() {
+    frontier = nullptr;
+    if (!firstRound)
+      return;
+    for (size_t j = pos + 1; j < cur.size(); ++j)
+      if (cur[j]->inBody()) {
+        frontier = cur[j];
+        break;
+      }
+  }
+  /// Makes the queued exprs the next round.
+  void nextRound() {
+    cur.swap(next);
+    next.clear();
+    inCur.swap(inNext);
+    inNext.clear();
+    for (Expr *&e : cur)
+      if (e && !e->inBody()) {
+        inCur.erase(e);
+        e = nullptr;
+      }
+    firstRound = false;
+    frontier = nullptr;
+  }
+
   void notifyInserted(Expr *e) override {
-    erased.erase(e);
-    push(e);
+    if (e->graph() == g)
+      queue(e);
   }
   void notifyInputsChanged(Expr *user) override { push(user); }
   void notifyUseRemoved(Node *n) override {
@@ -130,10 +198,13 @@ struct Worklist : RewriteListener {
       push(*n->users().begin());
   }
   void notifyErased(Expr *e, llvm::ArrayRef<Node *>) override {
-    // Entries of `e` already queued stay; they are skipped through `erased`
-    // (nulling them here would cost a scan per erasure).
-    erased.insert(e);
-    inNext.erase(e);
+    auto it = inNext.find(e);
+    if (it != inNext.end()) {
+      next[it->second - 1] = nullptr;
+      inNext.erase(it);
+    }
+    if (!firstRound)
+      inCur.erase(e);
   }
 };
 
@@ -141,24 +212,27 @@ struct Worklist : RewriteListener {
 
 GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &patterns,
                                    const GreedyConfig &config) {
+  using Clock = std::chrono::steady_clock;
   GreedyResult result;
   Worklist wl;
+  wl.g = &g;
   Rewriter rw(g);
   rw.addListener(&wl);
+  rw.setKeepErased([&wl](const Expr *e) { return wl.pending(e); });
   Match m;
   m.setExplain(bool(config.onMatchFailure));
-  std::vector<Expr *> cur;
-  cur.reserve(g.size());
+  wl.cur.reserve(g.size());
   for (Expr *e : g.body())
-    cur.push_back(e);
+    wl.cur.push_back(e);
+  wl.inNext.reserve(wl.cur.size() / 4);
   std::vector<int64_t> total(patterns.size(), 0), round(patterns.size(), 0),
       prevRound(patterns.size(), 0);
-  llvm::DenseMap<const RewritePattern *, size_t> index;
-  for (size_t i = 0; i < patterns.size(); ++i)
-    index[&patterns.pattern(i)] = i;
   llvm::SmallVector<const RewritePattern *, 8> cands;
+  const bool timed = config.timeLimit.count() > 0;
+  const Clock::time_point deadline = timed ? Clock::now() + config.timeLimit : Clock::time_point();
+  uint32_t sinceClock = 0;
   bool limitHit = false;
-  while (!cur.empty() && !limitHit) {
+  while (!wl.cur.empty() && !limitHit) {
     if (result.iterations == config.maxIterations) {
       result.converged = false;
       break;
@@ -166,9 +240,22 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
     ++result.iterations;
     prevRound.swap(round);
     std::fill(round.begin(), round.end(), 0);
-    for (Expr *e : cur) {
-      if (!e || (!wl.erased.empty() && wl.erased.count(e)) || !e->inBody())
+    for (size_t i = 0, n = wl.cur.size(); i < n; ++i) {
+      Expr *e = wl.cur[i];
+      if (!e || !e->inBody())
         continue;
+      // The clock is read every 64 visits or rewrites.
+      if (timed && ++sinceClock >= 64) {
+        sinceClock = 0;
+        if (Clock::now() >= deadline) {
+          result.timedOut = true;
+          limitHit = true;
+          break;
+        }
+      }
+      // The exprs ahead are far apart in memory: fetch them early.
+      if (i + 8 < n && wl.cur[i + 8])
+        __builtin_prefetch(wl.cur[i + 8]);
       cands.clear();
       patterns.candidates(e, cands);
       for (const RewritePattern *p : cands) {
@@ -182,6 +269,8 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           break;
         }
         rw.setInsertionPoint(e);
+        wl.pos = i;
+        wl.setFrontier();
         rw.begin();
         bool ok = false;
         try {
@@ -198,26 +287,29 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           continue;
         }
         // Listeners see `e` erased (if it is) during the commit.
-        Expr *root = e;
-        bool rootErased = !root->inBody();
+        bool rootErased = !e->inBody();
+        wl.setFrontier();
         rw.commit();
         ++result.rewrites;
-        size_t pi = index.lookup(p);
+        size_t pi = patterns.indexOf(p);
         ++round[pi];
         ++total[pi];
         if (config.onRewrite)
-          config.onRewrite(*p, rootErased ? nullptr : root);
+          config.onRewrite(*p, rootErased ? nullptr : e);
+        if (timed)
+          sinceClock += 8;
         break;
       }
       if (limitHit)
         break;
     }
-    cur.swap(wl.next);
-    wl.next.clear();
-    wl.inNext.clear();
+    wl.nextRound();
+    rw.releaseErased();
   }
   if (limitHit)
     result.converged = false;
+  if (timed)
+    result.timeLimit = config.timeLimit;
   std::map<std::string, int64_t> applied, firing;
   for (size_t i = 0; i < patterns.size(); ++i) {
     if (total[i])
