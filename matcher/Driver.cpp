@@ -149,9 +149,32 @@ struct Worklist : RewriteListener {
     auto it = inCur.find(const_cast<Expr *>(e));
     return it != inCur.end() && it->second > pos + 1;
   }
+  /// A filter over `inNext` (one bit per hash of a queued expr): most
+  /// erased exprs were never queued, and the filter says so without a
+  /// lookup in the large map (a cache miss on a large graph).
+  std::vector<uint64_t> queuedBits;
+  uint64_t bitMask = 0;
+
+  void initFilter(size_t exprs) {
+    size_t bits = 1 << 12;
+    while (bits < exprs * 8 && bits < (size_t(1) << 26))
+      bits <<= 1;
+    queuedBits.assign(bits / 64, 0);
+    bitMask = bits - 1;
+  }
+  uint64_t bitOf(const Expr *e) const {
+    return ((uintptr_t(e) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & bitMask;
+  }
   void queue(Expr *e) {
-    if (inNext.try_emplace(e, uint32_t(next.size() + 1)).second)
+    if (inNext.try_emplace(e, uint32_t(next.size() + 1)).second) {
       next.push_back(e);
+      uint64_t b = bitOf(e);
+      queuedBits[b >> 6] |= uint64_t(1) << (b & 63);
+    }
+  }
+  bool maybeQueued(const Expr *e) const {
+    uint64_t b = bitOf(e);
+    return queuedBits[b >> 6] >> (b & 63) & 1;
   }
   void push(Expr *e) {
     if (e && e->inBody() && e->graph() == g && !pending(e))
@@ -181,6 +204,7 @@ struct Worklist : RewriteListener {
       }
     firstRound = false;
     frontier = nullptr;
+    std::fill(queuedBits.begin(), queuedBits.end(), 0);
   }
 
   void notifyInserted(Expr *e) override {
@@ -198,15 +222,42 @@ struct Worklist : RewriteListener {
       push(*n->users().begin());
   }
   void notifyErased(Expr *e, llvm::ArrayRef<Node *>) override {
+    // (An entry of `e` in `inCur` may stay: if `e` is destroyed, it was
+    // visited already, and a new expr at its address is rightly not
+    // pending.)
+    if (!maybeQueued(e))
+      return;
     auto it = inNext.find(e);
     if (it != inNext.end()) {
       next[it->second - 1] = nullptr;
       inNext.erase(it);
     }
-    if (!firstRound)
-      inCur.erase(e);
   }
 };
+
+/// The exprs a round visits are far apart in memory, and matching one
+/// reads its first lines, its argument TreeDef, its input nodes and their
+/// producers: a chain of dependent loads, each a cache miss on a large
+/// graph. The visit of cur[i] fetches, in stages, what the visits of the
+/// next few exprs will read. (Entries ahead of i are in the graph or kept
+/// allocated by the rewriter, see Worklist.)
+inline void prefetchAhead(const std::vector<Expr *> &cur, size_t i) {
+  auto lines = [](const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64)
+      __builtin_prefetch(static_cast<const char *>(p) + o);
+  };
+  if (i + 8 < cur.size())
+    if (const Expr *e = cur[i + 8])
+      lines(e, sizeof(CallFunction));
+  if (i + 4 < cur.size())
+    if (const Expr *e = cur[i + 4])
+      for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
+        lines(e->input(j), sizeof(TensorNode));
+  if (i + 2 < cur.size())
+    if (const Expr *e = cur[i + 2])
+      for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
+        lines(e->input(j)->expr(), sizeof(CallFunction));
+}
 
 } // namespace
 
@@ -224,7 +275,8 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   wl.cur.reserve(g.size());
   for (Expr *e : g.body())
     wl.cur.push_back(e);
-  wl.inNext.reserve(wl.cur.size() / 4);
+  wl.inNext.reserve(wl.cur.size() / 2);
+  wl.initFilter(wl.cur.size());
   std::vector<int64_t> total(patterns.size(), 0), round(patterns.size(), 0),
       prevRound(patterns.size(), 0);
   llvm::SmallVector<const RewritePattern *, 8> cands;
@@ -253,9 +305,7 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           break;
         }
       }
-      // The exprs ahead are far apart in memory: fetch them early.
-      if (i + 8 < n && wl.cur[i + 8])
-        __builtin_prefetch(wl.cur[i + 8]);
+      prefetchAhead(wl.cur, i);
       cands.clear();
       patterns.candidates(e, cands);
       for (const RewritePattern *p : cands) {
