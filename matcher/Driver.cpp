@@ -278,20 +278,23 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   wl.inNext.reserve(wl.cur.size() / 2);
   wl.initFilter(wl.cur.size());
   std::vector<int64_t> total(patterns.size(), 0), round(patterns.size(), 0),
-      prevRound(patterns.size(), 0);
+      prevRound(patterns.size(), 0), prevRound2(patterns.size(), 0);
   llvm::SmallVector<const RewritePattern *, 8> cands;
   const bool timed = config.timeLimit.count() > 0;
   const Clock::time_point deadline = timed ? Clock::now() + config.timeLimit : Clock::time_point();
   uint32_t sinceClock = 0;
   bool limitHit = false;
+  int64_t roundRewrites = 0;
   while (!wl.cur.empty() && !limitHit) {
     if (result.iterations == config.maxIterations) {
       result.converged = false;
       break;
     }
     ++result.iterations;
+    prevRound2.swap(prevRound);
     prevRound.swap(round);
     std::fill(round.begin(), round.end(), 0);
+    roundRewrites = 0;
     for (size_t i = 0, n = wl.cur.size(); i < n; ++i) {
       Expr *e = wl.cur[i];
       if (!e || !e->inBody())
@@ -341,6 +344,7 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
         wl.setFrontier();
         rw.commit();
         ++result.rewrites;
+        ++roundRewrites;
         size_t pi = patterns.indexOf(p);
         ++round[pi];
         ++total[pi];
@@ -364,8 +368,11 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   for (size_t i = 0; i < patterns.size(); ++i) {
     if (total[i])
       applied[patterns.pattern(i).name()] += total[i];
-    if (round[i] + prevRound[i])
-      firing[patterns.pattern(i).name()] += round[i] + prevRound[i];
+    // A round the time limit cut short before any rewrite does not count.
+    int64_t last2 = roundRewrites || !result.timedOut ? round[i] + prevRound[i]
+                                                      : prevRound[i] + prevRound2[i];
+    if (last2)
+      firing[patterns.pattern(i).name()] += last2;
   }
   result.applied.assign(applied.begin(), applied.end());
   if (!result.converged) {
@@ -376,6 +383,48 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   return result;
 }
 
+std::vector<OptionSpec> greedyOptionSpecs() {
+  return {{"max-iterations", int64_t(10), "rounds of the greedy driver"},
+          {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
+          {"max-time-ms", int64_t(0),
+           "wall-clock limit of the driver per graph, in ms (0: none); hitting it is an error"},
+          {"test-convergence", false, "fail when the driver does not converge"}};
+}
+
+GreedyConfig greedyConfigOf(const Pass &pass) {
+  GreedyConfig cfg;
+  cfg.maxIterations = pass.intOption("max-iterations");
+  cfg.maxRewrites = pass.intOption("max-rewrites");
+  int64_t ms = pass.intOption("max-time-ms");
+  if (ms < 0)
+    raiseAt(Location::inPass(pass.name().str()),
+            "option 'max-time-ms' must be >= 0 (0: no limit), got {}", ms);
+  cfg.timeLimit = std::chrono::milliseconds(ms);
+  return cfg;
+}
+
+FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
+                                const Pass &pass) {
+  for (const auto &[name, n] : r.applied)
+    ctx.count(name, n);
+  if (r.erased)
+    ctx.count("exprs-erased", r.erased);
+  if (r.timedOut)
+    return Diagnostic(Location::inPass(pass.name().str()),
+                      fmt::format("graph '{}': the pattern driver {}", g.name(), r.str()));
+  if (!r.converged) {
+    Diagnostic d(Location::inPass(pass.name().str()),
+                 fmt::format("graph '{}': {}", g.name(), r.str()));
+    if (pass.boolOption("test-convergence"))
+      return d;
+    d.severity = Diagnostic::Severity::Warning;
+    static std::mutex mu;
+    std::lock_guard l(mu);
+    ctx.remarks().push_back(std::move(d));
+  }
+  return r.rewrites > 0;
+}
+
 FailureOr<bool> PatternPassBase::runPatterns(InternalGraph &g, PassContext &ctx,
                                              const Pass &self,
                                              const std::function<void(PatternSet &)> &populate) {
@@ -384,25 +433,8 @@ FailureOr<bool> PatternPassBase::runPatterns(InternalGraph &g, PassContext &ctx,
     populate(set);
     shared_->frozen = std::make_shared<const FrozenPatternSet>(std::move(set));
   });
-  GreedyConfig cfg;
-  cfg.maxIterations = self.intOption("max-iterations");
-  cfg.maxRewrites = self.intOption("max-rewrites");
-  GreedyResult r = applyPatternsGreedily(g, *shared_->frozen, cfg);
-  for (const auto &[name, n] : r.applied)
-    ctx.count(name, n);
-  if (r.erased)
-    ctx.count("exprs-erased", r.erased);
-  if (!r.converged) {
-    Diagnostic d(Location::inPass(self.name().str()),
-                 fmt::format("graph '{}': {}", g.name(), r.str()));
-    if (self.boolOption("test-convergence"))
-      return d;
-    d.severity = Diagnostic::Severity::Warning;
-    static std::mutex mu;
-    std::lock_guard l(mu);
-    ctx.remarks().push_back(std::move(d));
-  }
-  return r.rewrites > 0;
+  GreedyResult r = applyPatternsGreedily(g, *shared_->frozen, greedyConfigOf(self));
+  return reportGreedyRun(r, g, ctx, self);
 }
 
 } // namespace tmg

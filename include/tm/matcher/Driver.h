@@ -145,9 +145,23 @@ struct GreedyResult {
 GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &patterns,
                                    const GreedyConfig &config = {});
 
+/// The options every pattern-driving pass has (`max-iterations`,
+/// `max-rewrites`, `max-time-ms`, `test-convergence`).
+std::vector<OptionSpec> greedyOptionSpecs();
+/// The driver configuration those options of `pass` ask for.
+GreedyConfig greedyConfigOf(const Pass &pass);
+/// What a pass reports after a driver run on `g`: counts the rewrites per
+/// pattern in `ctx`; when the time limit was hit, an error naming the pass,
+/// the graph and the patterns that kept firing; when the driver did not
+/// converge, an error with `test-convergence`, else a warning remark.
+/// Returns whether anything changed.
+FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
+                                const Pass &pass);
+
 /// A graph pass made from patterns: `populate` adds them once (the frozen
 /// set is shared by the pass's clones and threads). Options:
-/// `max-iterations`, `max-rewrites`, `test-convergence` (fail when the
+/// `max-iterations`, `max-rewrites`, `max-time-ms` (a wall-clock limit per
+/// graph: hitting it is an error), `test-convergence` (fail when the
 /// driver does not converge; otherwise it is a remark).
 class PatternPassBase {
 public:
@@ -169,11 +183,7 @@ class PatternPass : public GraphPass<Derived>, public PatternPassBase {
 public:
   /// Adds the pass's patterns.
   virtual void populate(PatternSet &set) const = 0;
-  std::vector<OptionSpec> optionSpecs() const override {
-    return {{"max-iterations", int64_t(10), "rounds of the greedy driver"},
-            {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
-            {"test-convergence", false, "fail when the driver does not converge"}};
-  }
+  std::vector<OptionSpec> optionSpecs() const override { return greedyOptionSpecs(); }
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override {
     return runPatterns(g, ctx, *this, [this](PatternSet &s) { populate(s); });
   }
