@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <ctime>
 #include <cstdio>
@@ -214,13 +215,17 @@ int main(int argc, char **argv) {
       std::printf("%zu\n", hits);
       return 0;
     } else if (a == "--profile-driver") {
+      // The driver alone on graphs of N exprs (default 1e4), R times.
+      size_t size = i + 1 < argc && std::isdigit(argv[i + 1][0]) ? std::strtoull(argv[++i], nullptr, 10) : 10000;
+      int reps = i + 1 < argc && std::isdigit(argv[i + 1][0]) ? std::atoi(argv[++i]) : 30;
+      reserveHeap(size * 1200);
       FrozenPatternSet set(twentyPatterns());
       int64_t n = 0;
-      for (int r = 0; r < 30; ++r) {
-        auto tm = mixedGraph(10000, 42);
+      for (int r = 0; r < reps; ++r) {
+        auto tm = mixedGraph(size, 42);
         double t0 = now();
         n += applyPatternsGreedily(tm->graph(), set).rewrites;
-        std::printf("%.1f ns/expr\n", (now() - t0) * 1e9 / 10000);
+        std::printf("%.1f ns/expr\n", (now() - t0) * 1e9 / double(size));
       }
       std::printf("%lld\n", (long long)n);
       return 0;

@@ -2,6 +2,7 @@
 #include "tm/matcher/Driver.h"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include <llvm/ADT/DenseSet.h>
@@ -91,6 +92,16 @@ void FrozenPatternSet::candidates(const Expr *e,
 }
 
 std::string GreedyResult::str() const {
+  if (timedOut) {
+    std::string firing;
+    for (const auto &[n, c] : stillFiring)
+      firing += fmt::format("{}{} ({})", firing.empty() ? "" : ", ", n, c);
+    return fmt::format("stopped by the time limit of {} ms in round {} ({} rewrite{}); "
+                       "patterns that fired in the last two rounds: {}",
+                       std::chrono::duration_cast<std::chrono::milliseconds>(timeLimit).count(),
+                       iterations, rewrites, rewrites == 1 ? "" : "s",
+                       firing.empty() ? std::string("-") : firing);
+  }
   if (converged)
     return fmt::format("converged after {} round{}, {} rewrite{}", iterations,
                        iterations == 1 ? "" : "s", rewrites, rewrites == 1 ? "" : "s");
@@ -104,20 +115,101 @@ std::string GreedyResult::str() const {
 
 namespace {
 
-/// The driver's worklist: the next round's exprs, and the exprs erased so
-/// far (so stale entries of the current round are skipped).
+/// The driver's worklist. A round visits `cur` in order; the exprs an edit
+/// touches are queued for the next round, except those the current round
+/// has still to visit (they see the edit when their turn comes, as with
+/// MLIR's single worklist).
+///
+/// Entries of `cur` and `next` are raw pointers, and rewrites erase exprs:
+/// an erased expr the round has still to visit is kept allocated by the
+/// rewriter until the round ends (so `inBody()` tells it is gone and its
+/// address is not reused); an erased expr queued in `next` is nulled there
+/// through its index. The other erased exprs are destroyed at once.
 struct Worklist : RewriteListener {
-  std::vector<Expr *> next;
-  llvm::DenseSet<Expr *> inNext;
-  llvm::DenseSet<Expr *> erased;
+  std::vector<Expr *> cur, next;
+  /// Queued for the next round, with index + 1 in `next`.
+  llvm::DenseMap<Expr *, uint32_t> inNext;
+  /// Rounds after the first: the round's exprs, with index + 1 in `cur`.
+  llvm::DenseMap<Expr *, uint32_t> inCur;
+  InternalGraph *g = nullptr;
+  bool firstRound = true;
+  /// Index in `cur` of the expr being rewritten.
+  size_t pos = 0;
+  /// First round (`cur` is the body in order, and every expr of the body
+  /// not in `cur` was created this round, hence queued): the first expr
+  /// after `pos` still in the graph. The round has yet to visit it and the
+  /// exprs of `cur` after it. nullptr: nothing left.
+  Expr *frontier = nullptr;
 
-  void push(Expr *e) {
-    if (e && e->inBody() && inNext.insert(e).second)
-      next.push_back(e);
+  /// True when the current round will still visit `e` (for an expr that
+  /// is or was in the graph when the rewrite began).
+  bool pending(const Expr *e) const {
+    if (firstRound)
+      return frontier && (e == frontier || frontier->isBefore(e));
+    auto it = inCur.find(const_cast<Expr *>(e));
+    return it != inCur.end() && it->second > pos + 1;
   }
+  /// A filter over `inNext` (one bit per hash of a queued expr): most
+  /// erased exprs were never queued, and the filter says so without a
+  /// lookup in the large map (a cache miss on a large graph).
+  std::vector<uint64_t> queuedBits;
+  uint64_t bitMask = 0;
+
+  void initFilter(size_t exprs) {
+    size_t bits = 1 << 12;
+    while (bits < exprs * 8 && bits < (size_t(1) << 26))
+      bits <<= 1;
+    queuedBits.assign(bits / 64, 0);
+    bitMask = bits - 1;
+  }
+  uint64_t bitOf(const Expr *e) const {
+    return ((uintptr_t(e) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & bitMask;
+  }
+  void queue(Expr *e) {
+    if (inNext.try_emplace(e, uint32_t(next.size() + 1)).second) {
+      next.push_back(e);
+      uint64_t b = bitOf(e);
+      queuedBits[b >> 6] |= uint64_t(1) << (b & 63);
+    }
+  }
+  bool maybeQueued(const Expr *e) const {
+    uint64_t b = bitOf(e);
+    return queuedBits[b >> 6] >> (b & 63) & 1;
+  }
+  void push(Expr *e) {
+    if (e && e->inBody() && e->graph() == g && !pending(e))
+      queue(e);
+  }
+  /// Sets `frontier` for the expr at `pos` (first round).
+  void setFrontier() {
+    frontier = nullptr;
+    if (!firstRound)
+      return;
+    for (size_t j = pos + 1; j < cur.size(); ++j)
+      if (cur[j]->inBody()) {
+        frontier = cur[j];
+        break;
+      }
+  }
+  /// Makes the queued exprs the next round.
+  void nextRound() {
+    cur.swap(next);
+    next.clear();
+    inCur.swap(inNext);
+    inNext.clear();
+    for (Expr *&e : cur)
+      if (e && !e->inBody()) {
+        inCur.erase(e);
+        e = nullptr;
+      }
+    firstRound = false;
+    frontier = nullptr;
+    std::fill(queuedBits.begin(), queuedBits.end(), 0);
+  }
+
   void notifyInserted(Expr *e) override {
-    erased.erase(e);
-    push(e);
+    if (e->graph() == g)
+      queue(e);
   }
   void notifyInputsChanged(Expr *user) override { push(user); }
   void notifyUseRemoved(Node *n) override {
@@ -130,45 +222,93 @@ struct Worklist : RewriteListener {
       push(*n->users().begin());
   }
   void notifyErased(Expr *e, llvm::ArrayRef<Node *>) override {
-    // Entries of `e` already queued stay; they are skipped through `erased`
-    // (nulling them here would cost a scan per erasure).
-    erased.insert(e);
-    inNext.erase(e);
+    // (An entry of `e` in `inCur` may stay: if `e` is destroyed, it was
+    // visited already, and a new expr at its address is rightly not
+    // pending.)
+    if (!maybeQueued(e))
+      return;
+    auto it = inNext.find(e);
+    if (it != inNext.end()) {
+      next[it->second - 1] = nullptr;
+      inNext.erase(it);
+    }
   }
 };
+
+/// The exprs a round visits are far apart in memory, and matching one
+/// reads its first lines, its argument TreeDef, its input nodes and their
+/// producers: a chain of dependent loads, each a cache miss on a large
+/// graph. The visit of cur[i] fetches, in stages, what the visits of the
+/// next few exprs will read. (Entries ahead of i are in the graph or kept
+/// allocated by the rewriter, see Worklist.)
+inline void prefetchAhead(const std::vector<Expr *> &cur, size_t i) {
+  auto lines = [](const void *p, size_t bytes) {
+    for (size_t o = 0; o < bytes; o += 64)
+      __builtin_prefetch(static_cast<const char *>(p) + o);
+  };
+  if (i + 8 < cur.size())
+    if (const Expr *e = cur[i + 8])
+      lines(e, sizeof(CallFunction));
+  if (i + 4 < cur.size())
+    if (const Expr *e = cur[i + 4])
+      for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
+        lines(e->input(j), sizeof(TensorNode));
+  if (i + 2 < cur.size())
+    if (const Expr *e = cur[i + 2])
+      for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
+        lines(e->input(j)->expr(), sizeof(CallFunction));
+}
 
 } // namespace
 
 GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &patterns,
                                    const GreedyConfig &config) {
+  using Clock = std::chrono::steady_clock;
   GreedyResult result;
   Worklist wl;
+  wl.g = &g;
   Rewriter rw(g);
   rw.addListener(&wl);
+  rw.setKeepErased([&wl](const Expr *e) { return wl.pending(e); });
   Match m;
   m.setExplain(bool(config.onMatchFailure));
-  std::vector<Expr *> cur;
-  cur.reserve(g.size());
+  wl.cur.reserve(g.size());
   for (Expr *e : g.body())
-    cur.push_back(e);
+    wl.cur.push_back(e);
+  wl.inNext.reserve(wl.cur.size() / 2);
+  wl.initFilter(wl.cur.size());
   std::vector<int64_t> total(patterns.size(), 0), round(patterns.size(), 0),
-      prevRound(patterns.size(), 0);
-  llvm::DenseMap<const RewritePattern *, size_t> index;
-  for (size_t i = 0; i < patterns.size(); ++i)
-    index[&patterns.pattern(i)] = i;
+      prevRound(patterns.size(), 0), prevRound2(patterns.size(), 0);
   llvm::SmallVector<const RewritePattern *, 8> cands;
+  const bool timed = config.timeLimit.count() > 0;
+  const Clock::time_point deadline = timed ? Clock::now() + config.timeLimit : Clock::time_point();
+  uint32_t sinceClock = 0;
   bool limitHit = false;
-  while (!cur.empty() && !limitHit) {
+  int64_t roundRewrites = 0;
+  while (!wl.cur.empty() && !limitHit) {
     if (result.iterations == config.maxIterations) {
       result.converged = false;
       break;
     }
     ++result.iterations;
+    prevRound2.swap(prevRound);
     prevRound.swap(round);
     std::fill(round.begin(), round.end(), 0);
-    for (Expr *e : cur) {
-      if (!e || (!wl.erased.empty() && wl.erased.count(e)) || !e->inBody())
+    roundRewrites = 0;
+    for (size_t i = 0, n = wl.cur.size(); i < n; ++i) {
+      Expr *e = wl.cur[i];
+      if (!e || !e->inBody())
         continue;
+      // The clock is read every 64 visits or rewrites.
+      if (timed && ++sinceClock >= 64) {
+        sinceClock = 0;
+        if (Clock::now() >= deadline) {
+          result.timedOut = true;
+          limitHit = true;
+          break;
+        }
+      }
+      prefetchAhead(wl.cur, i);
       cands.clear();
       patterns.candidates(e, cands);
       for (const RewritePattern *p : cands) {
@@ -182,6 +322,8 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           break;
         }
         rw.setInsertionPoint(e);
+        wl.pos = i;
+        wl.setFrontier();
         rw.begin();
         bool ok = false;
         try {
@@ -198,32 +340,39 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           continue;
         }
         // Listeners see `e` erased (if it is) during the commit.
-        Expr *root = e;
-        bool rootErased = !root->inBody();
+        bool rootErased = !e->inBody();
+        wl.setFrontier();
         rw.commit();
         ++result.rewrites;
-        size_t pi = index.lookup(p);
+        ++roundRewrites;
+        size_t pi = patterns.indexOf(p);
         ++round[pi];
         ++total[pi];
         if (config.onRewrite)
-          config.onRewrite(*p, rootErased ? nullptr : root);
+          config.onRewrite(*p, rootErased ? nullptr : e);
+        if (timed)
+          sinceClock += 8;
         break;
       }
       if (limitHit)
         break;
     }
-    cur.swap(wl.next);
-    wl.next.clear();
-    wl.inNext.clear();
+    wl.nextRound();
+    rw.releaseErased();
   }
   if (limitHit)
     result.converged = false;
+  if (timed)
+    result.timeLimit = config.timeLimit;
   std::map<std::string, int64_t> applied, firing;
   for (size_t i = 0; i < patterns.size(); ++i) {
     if (total[i])
       applied[patterns.pattern(i).name()] += total[i];
-    if (round[i] + prevRound[i])
-      firing[patterns.pattern(i).name()] += round[i] + prevRound[i];
+    // A round the time limit cut short before any rewrite does not count.
+    int64_t last2 = roundRewrites || !result.timedOut ? round[i] + prevRound[i]
+                                                      : prevRound[i] + prevRound2[i];
+    if (last2)
+      firing[patterns.pattern(i).name()] += last2;
   }
   result.applied.assign(applied.begin(), applied.end());
   if (!result.converged) {
@@ -234,6 +383,48 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   return result;
 }
 
+std::vector<OptionSpec> greedyOptionSpecs() {
+  return {{"max-iterations", int64_t(10), "rounds of the greedy driver"},
+          {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
+          {"max-time-ms", int64_t(0),
+           "wall-clock limit of the driver per graph, in ms (0: none); hitting it is an error"},
+          {"test-convergence", false, "fail when the driver does not converge"}};
+}
+
+GreedyConfig greedyConfigOf(const Pass &pass) {
+  GreedyConfig cfg;
+  cfg.maxIterations = pass.intOption("max-iterations");
+  cfg.maxRewrites = pass.intOption("max-rewrites");
+  int64_t ms = pass.intOption("max-time-ms");
+  if (ms < 0)
+    raiseAt(Location::inPass(pass.name().str()),
+            "option 'max-time-ms' must be >= 0 (0: no limit), got {}", ms);
+  cfg.timeLimit = std::chrono::milliseconds(ms);
+  return cfg;
+}
+
+FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
+                                const Pass &pass) {
+  for (const auto &[name, n] : r.applied)
+    ctx.count(name, n);
+  if (r.erased)
+    ctx.count("exprs-erased", r.erased);
+  if (r.timedOut)
+    return Diagnostic(Location::inPass(pass.name().str()),
+                      fmt::format("graph '{}': the pattern driver {}", g.name(), r.str()));
+  if (!r.converged) {
+    Diagnostic d(Location::inPass(pass.name().str()),
+                 fmt::format("graph '{}': {}", g.name(), r.str()));
+    if (pass.boolOption("test-convergence"))
+      return d;
+    d.severity = Diagnostic::Severity::Warning;
+    static std::mutex mu;
+    std::lock_guard l(mu);
+    ctx.remarks().push_back(std::move(d));
+  }
+  return r.rewrites > 0;
+}
+
 FailureOr<bool> PatternPassBase::runPatterns(InternalGraph &g, PassContext &ctx,
                                              const Pass &self,
                                              const std::function<void(PatternSet &)> &populate) {
@@ -242,25 +433,8 @@ FailureOr<bool> PatternPassBase::runPatterns(InternalGraph &g, PassContext &ctx,
     populate(set);
     shared_->frozen = std::make_shared<const FrozenPatternSet>(std::move(set));
   });
-  GreedyConfig cfg;
-  cfg.maxIterations = self.intOption("max-iterations");
-  cfg.maxRewrites = self.intOption("max-rewrites");
-  GreedyResult r = applyPatternsGreedily(g, *shared_->frozen, cfg);
-  for (const auto &[name, n] : r.applied)
-    ctx.count(name, n);
-  if (r.erased)
-    ctx.count("exprs-erased", r.erased);
-  if (!r.converged) {
-    Diagnostic d(Location::inPass(self.name().str()),
-                 fmt::format("graph '{}': {}", g.name(), r.str()));
-    if (self.boolOption("test-convergence"))
-      return d;
-    d.severity = Diagnostic::Severity::Warning;
-    static std::mutex mu;
-    std::lock_guard l(mu);
-    ctx.remarks().push_back(std::move(d));
-  }
-  return r.rewrites > 0;
+  GreedyResult r = applyPatternsGreedily(g, *shared_->frozen, greedyConfigOf(self));
+  return reportGreedyRun(r, g, ctx, self);
 }
 
 } // namespace tmg

@@ -91,7 +91,11 @@ void Rewriter::flush(size_t from) {
       break;
     }
   }
-  // Erased exprs are destroyed only now (a rollback could still need them).
+  // Erased exprs are destroyed only now (a rollback could still need them),
+  // or kept for the caller.
+  for (size_t i = from; i < journal_.size(); ++i)
+    if (journal_[i].keep)
+      erased_.push_back(std::move(journal_[i].owned));
   journal_.clear();
 }
 
@@ -107,7 +111,7 @@ void Rewriter::undoEntry(Entry &e) {
     e.expr->setInput(e.index, e.node);
     break;
   case Entry::Outputs:
-    g_->setOutputsInternal(e.nodes);
+    g_->setOutputsInternal(std::vector<Node *>(e.nodes.begin(), e.nodes.end()));
     break;
   case Entry::Erase: {
     // Its old successor may itself be erased (and still out of the graph):
@@ -236,7 +240,7 @@ LogicalResult Rewriter::replaceAllUsesWith(Node *old, Node *nw) {
   if (isGraphOutput(old)) {
     Entry e{Entry::Outputs};
     e.nodes.assign(g_->outputs().begin(), g_->outputs().end());
-    std::vector<Node *> outs = e.nodes;
+    std::vector<Node *> outs(e.nodes.begin(), e.nodes.end());
     for (Node *&o : outs)
       if (o == old)
         o = nw;
@@ -300,6 +304,7 @@ void Rewriter::eraseExpr(Expr *e) {
   Entry en{Entry::Erase};
   en.expr = e;
   en.next = e->nextInGraph();
+  en.keep = keep_ && keep_(e);
   auto ins = e->inputs();
   en.nodes.assign(ins.begin(), ins.end());
   e->dropAllInputs();

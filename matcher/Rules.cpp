@@ -406,10 +406,11 @@ compileRuleSet(const std::vector<RuleDecl> &rules) {
 //===----------------------------------------------------------------------===//
 
 std::vector<OptionSpec> ApplyRulesPass::optionSpecs() const {
-  return {{"file", std::string(), "a TOML file of [[rules]] (default: the config's rules)"},
-          {"max-iterations", int64_t(10), "rounds of the greedy driver"},
-          {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
-          {"test-convergence", false, "fail when the driver does not converge"}};
+  std::vector<OptionSpec> specs = {
+      {"file", std::string(), "a TOML file of [[rules]] (default: the config's rules)"}};
+  for (OptionSpec &o : greedyOptionSpecs())
+    specs.push_back(std::move(o));
+  return specs;
 }
 
 LogicalResult ApplyRulesPass::setRules(std::vector<RuleDecl> rules, Diagnostic *error) {
@@ -443,22 +444,8 @@ FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
 }
 
 FailureOr<bool> ApplyRulesPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
-  GreedyConfig cfg;
-  cfg.maxIterations = intOption("max-iterations");
-  cfg.maxRewrites = intOption("max-rewrites");
-  GreedyResult r = applyPatternsGreedily(g, *rules_, cfg);
-  for (const auto &[name, n] : r.applied)
-    ctx.count(name, n);
-  if (!r.converged) {
-    Diagnostic d(Location::inPass(Name), fmt::format("graph '{}': {}", g.name(), r.str()));
-    if (boolOption("test-convergence"))
-      return d;
-    d.severity = Diagnostic::Severity::Warning;
-    static std::mutex mu;
-    std::lock_guard l(mu);
-    ctx.remarks().push_back(std::move(d));
-  }
-  return r.rewrites > 0;
+  GreedyResult r = applyPatternsGreedily(g, *rules_, greedyConfigOf(*this));
+  return reportGreedyRun(r, g, ctx, *this);
 }
 
 } // namespace tmg

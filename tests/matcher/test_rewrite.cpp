@@ -1,4 +1,6 @@
 //===- test_rewrite.cpp - Rewriter, greedy driver, pattern passes --------===//
+#include <chrono>
+#include <limits>
 #include <thread>
 
 #include "Common.h"
@@ -293,4 +295,48 @@ TEST_CASE("one frozen set drives rewrites of several graphs on several threads",
     CHECK(ms[i]->graph().size() == 2);
     requireVerified(*ms[i]);
   }
+}
+
+TEST_CASE("greedy driver: the wall-clock limit stops a run that would not end", "[driver]") {
+  // relu -> sigmoid -> relu ... one rewrite per round, forever.
+  auto m = net([](GraphBuilder &b) { return b.callFunction("relu", {b.arg(0)}); });
+  auto swap = [](const char *to) {
+    return [to](const Match &mt, Rewriter &rw) {
+      return rw.replaceAllUsesWith(mt.rootExpr()->output(0), rw.callFunction(to, {mt.node("x")}));
+    };
+  };
+  PatternSet set;
+  set.add("relu-to-sigmoid", Pattern(fn("relu")(var("x"))), swap("sigmoid"));
+  set.add("sigmoid-to-relu", Pattern(fn("sigmoid")(var("x"))), swap("relu"));
+  FrozenPatternSet frozen(std::move(set));
+  GreedyConfig cfg;
+  cfg.maxIterations = std::numeric_limits<int64_t>::max();
+  cfg.timeLimit = std::chrono::milliseconds(30);
+  auto t0 = std::chrono::steady_clock::now();
+  GreedyResult r = applyPatternsGreedily(m->graph(), frozen, cfg);
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  INFO(r.str());
+  CHECK(r.timedOut);
+  CHECK_FALSE(r.converged);
+  CHECK(secs >= 0.03);
+  CHECK(secs < 5);
+  CHECK(r.rewrites > 10);
+  // One rewrite per round; the last round may have stopped before its.
+  CHECK(r.rewrites >= r.iterations - 1);
+  CHECK(r.rewrites <= r.iterations);
+  CHECK(r.str().find("stopped by the time limit of 30 ms in round ") == 0);
+  CHECK(r.str().find("patterns that fired in the last two rounds: relu-to-sigmoid (1), "
+                     "sigmoid-to-relu (1)") != std::string::npos);
+  // Every committed rewrite is complete: one activation of x remains.
+  requireVerified(*m);
+  CHECK(m->graph().size() == 1);
+  // Without a limit reached, nothing changes in the result.
+  auto m2 = reluChain(5);
+  FrozenPatternSet dr(doubleRelu());
+  GreedyConfig generous;
+  generous.timeLimit = std::chrono::seconds(60);
+  GreedyResult r2 = applyPatternsGreedily(m2->graph(), dr, generous);
+  CHECK(r2.converged);
+  CHECK_FALSE(r2.timedOut);
+  CHECK(r2.rewrites == 4);
 }

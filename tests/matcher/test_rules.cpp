@@ -1,4 +1,5 @@
 //===- test_rules.cpp - Declarative rules in config files ----------------===//
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 
@@ -192,4 +193,49 @@ TEST_CASE("apply-rules reads a rules file; without rules it fails", "[rules]") {
   PassManager pm3(std::move(*p3), {});
   REQUIRE(failed(pm3.run(*m, &d)));
   CHECK(d.str().find("apply-rules has no rules") != std::string::npos);
+}
+
+TEST_CASE("pattern passes: hitting max-time-ms is an error naming the pass and patterns",
+          "[rules][driver]") {
+  std::string path = "test_rules_timeout.toml";
+  {
+    std::ofstream f(path);
+    f << "[[rules]]\nname = \"relu-to-sigmoid\"\nmatch = \"nn.relu($x)\"\n"
+         "replace = \"nn.sigmoid($x)\"\n"
+         "[[rules]]\nname = \"sigmoid-to-relu\"\nmatch = \"nn.sigmoid($x)\"\n"
+         "replace = \"nn.relu($x)\"\n";
+  }
+  auto m = net([](GraphBuilder &b) { return b.callFunction("relu", {b.arg(0)}); });
+  std::string before = m->str();
+  auto p = Pipeline::parse(
+      "apply-rules{file=" + path + ",max-iterations=1000000000000,max-time-ms=40}", reg());
+  REQUIRE(p.succeeded());
+  PassManager pm(std::move(*p), {});
+  Diagnostic d;
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(failed(pm.run(*m, &d)));
+  double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  std::remove(path.c_str());
+  INFO(d.str());
+  CHECK(secs < 10);
+  CHECK(d.severity == Diagnostic::Severity::Error);
+  CHECK(d.loc.pass == "apply-rules");
+  CHECK(d.str().find("pass 'apply-rules': error: graph 'Net': the pattern driver stopped "
+                     "by the time limit of 40 ms in round ") == 0);
+  CHECK(d.str().find("patterns that fired in the last two rounds: relu-to-sigmoid (1), "
+                     "sigmoid-to-relu (1)") != std::string::npos);
+  // The pass manager restored the module.
+  CHECK(m->str() == before);
+  requireVerified(*m);
+  // A negative limit is an option error.
+  auto p2 = Pipeline::parse("fold-double-relu{max-time-ms=-1}", reg());
+  REQUIRE(p2.succeeded());
+  PassManager pm2(std::move(*p2), {});
+  REQUIRE(failed(pm2.run(*m, &d)));
+  CHECK(d.str().find("option 'max-time-ms' must be >= 0") != std::string::npos);
+  // A generous limit changes nothing.
+  auto p3 = Pipeline::parse("fold-double-relu{max-time-ms=60000,test-convergence=true}", reg());
+  REQUIRE(p3.succeeded());
+  PassManager pm3(std::move(*p3), {});
+  REQUIRE(succeeded(pm3.run(*m, &d)));
 }

@@ -4,12 +4,15 @@
 // name. A PatternSet collects them; freezing it indexes the patterns by
 // root op (schema or module type) and orders each bucket by benefit, so the
 // driver looks at one bucket per expr. The greedy driver (MLIR's) keeps a
-// worklist of exprs: every expr of the graph first, then the exprs an
-// applied rewrite touched (created, rewired, producers of erased exprs),
-// until nothing is left, at most `maxIterations` rounds and `maxRewrites`
-// rewrites. Each rewrite runs in a Rewriter transaction: a rewrite that
-// fails or throws leaves the graph unchanged. The result says whether the
-// driver converged and, when it did not, which patterns kept firing.
+// worklist of exprs: every expr of the graph first, in order, then the
+// exprs an applied rewrite touched (created, rewired, producers of erased
+// exprs) that the current round has already visited or will not visit
+// (the others see the edit when their turn comes), until nothing is left,
+// at most `maxIterations` rounds, `maxRewrites` rewrites and `timeLimit`
+// of wall-clock time. Each rewrite runs in a Rewriter transaction: a
+// rewrite that fails or throws leaves the graph unchanged. The result says
+// whether the driver converged and, when it did not, which patterns kept
+// firing.
 //
 //   PatternSet set;
 //   set.add("fold-double-relu", Pattern(fn("relu")(fn("relu")(var("x")).bind("inner"))),
@@ -25,6 +28,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -89,6 +93,8 @@ public:
 
   size_t size() const { return all_.size(); }
   const RewritePattern &pattern(size_t i) const { return *all_[i]; }
+  /// Index of pattern `p` of this set (as `pattern(i)`).
+  size_t indexOf(const RewritePattern *p) const { return order_.lookup(p); }
   /// Candidate patterns for `e`, best first (appended to `out`).
   void candidates(const Expr *e, llvm::SmallVectorImpl<const RewritePattern *> &out) const;
 
@@ -100,10 +106,14 @@ private:
 
 struct GreedyConfig {
   /// Rounds of the worklist (round 1 visits every expr, round k+1 what
-  /// round k's rewrites touched).
+  /// round k's rewrites touched and round k did not visit after them).
   int64_t maxIterations = 10;
   /// Rewrites at most (-1: no limit).
   int64_t maxRewrites = -1;
+  /// Wall-clock limit of the whole run (0: none). When it is hit the driver
+  /// stops after the rewrite in progress (the graph is valid: every
+  /// committed rewrite is complete) and the result says `timedOut`.
+  std::chrono::nanoseconds timeLimit{0};
   /// Erase exprs a rewrite left dead (and their producers that became dead).
   bool eraseDeadExprs = true;
   /// With a listener, the driver reports each committed rewrite.
@@ -114,6 +124,9 @@ struct GreedyConfig {
 
 struct GreedyResult {
   bool converged = true;
+  /// Stopped by GreedyConfig::timeLimit (then not converged).
+  bool timedOut = false;
+  std::chrono::nanoseconds timeLimit{0};
   int64_t iterations = 0;
   int64_t rewrites = 0;
   int64_t erased = 0;
@@ -132,9 +145,23 @@ struct GreedyResult {
 GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &patterns,
                                    const GreedyConfig &config = {});
 
+/// The options every pattern-driving pass has (`max-iterations`,
+/// `max-rewrites`, `max-time-ms`, `test-convergence`).
+std::vector<OptionSpec> greedyOptionSpecs();
+/// The driver configuration those options of `pass` ask for.
+GreedyConfig greedyConfigOf(const Pass &pass);
+/// What a pass reports after a driver run on `g`: counts the rewrites per
+/// pattern in `ctx`; when the time limit was hit, an error naming the pass,
+/// the graph and the patterns that kept firing; when the driver did not
+/// converge, an error with `test-convergence`, else a warning remark.
+/// Returns whether anything changed.
+FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
+                                const Pass &pass);
+
 /// A graph pass made from patterns: `populate` adds them once (the frozen
 /// set is shared by the pass's clones and threads). Options:
-/// `max-iterations`, `max-rewrites`, `test-convergence` (fail when the
+/// `max-iterations`, `max-rewrites`, `max-time-ms` (a wall-clock limit per
+/// graph: hitting it is an error), `test-convergence` (fail when the
 /// driver does not converge; otherwise it is a remark).
 class PatternPassBase {
 public:
@@ -156,11 +183,7 @@ class PatternPass : public GraphPass<Derived>, public PatternPassBase {
 public:
   /// Adds the pass's patterns.
   virtual void populate(PatternSet &set) const = 0;
-  std::vector<OptionSpec> optionSpecs() const override {
-    return {{"max-iterations", int64_t(10), "rounds of the greedy driver"},
-            {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
-            {"test-convergence", false, "fail when the driver does not converge"}};
-  }
+  std::vector<OptionSpec> optionSpecs() const override { return greedyOptionSpecs(); }
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override {
     return runPatterns(g, ctx, *this, [this](PatternSet &s) { populate(s); });
   }

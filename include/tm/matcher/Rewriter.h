@@ -125,6 +125,17 @@ public:
   /// Why the last failing edit failed (for debug output).
   const std::string &lastFailure() const { return why_; }
 
+  /// With a `keep` predicate, an expr erased by a committed transaction
+  /// for which `keep(e)` held when it was erased (still in the graph) is
+  /// not destroyed at the commit but kept, out of the graph (`inBody()`
+  /// false), until releaseErased(): a caller holding pointers to some exprs,
+  /// such as the greedy driver's worklist, can then test them without a
+  /// side table, and their addresses are not reused meanwhile. Other erased
+  /// exprs are destroyed at the commit, as without a predicate.
+  void setKeepErased(std::function<bool(const Expr *)> keep) { keep_ = std::move(keep); }
+  /// Destroys the kept erased exprs.
+  void releaseErased() { erased_.clear(); }
+
 private:
   struct Entry {
     enum Kind : uint8_t { Insert, Rewire, Outputs, Erase };
@@ -132,9 +143,10 @@ private:
     Expr *expr = nullptr;
     size_t index = 0;
     Node *node = nullptr;
-    std::vector<Node *> nodes;
+    llvm::SmallVector<Node *, 2> nodes;
     std::unique_ptr<Expr> owned;
     Expr *next = nullptr;
+    bool keep = false;
   };
   void record(Entry e);
   void journalCreated(Expr *prevBefore, size_t sizeBefore);
@@ -150,6 +162,8 @@ private:
   std::vector<RewriteListener *> listeners_;
   std::vector<std::function<void()>> deferred_;
   std::string why_;
+  std::function<bool(const Expr *)> keep_;
+  std::vector<std::unique_ptr<Expr>> erased_;
 };
 
 } // namespace tmg
