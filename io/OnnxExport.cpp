@@ -208,7 +208,9 @@ private:
   static DType outDType(const Expr &e, size_t i = 0) { return dt(e.output(i)); }
 
   void exportExpr(const Expr &e);
-  void exportCall(const Expr &e, OpKind k);
+  /// `outBase` names the ONNX value of the expr's first output (default:
+  /// the node's name); a fused op writes its first part under another.
+  void exportCall(const Expr &e, OpKind k, const std::string *outBase = nullptr);
   void exportModuleCall(const Expr &e, const Module &m);
   void bind(const Expr &e, const std::string &v, size_t i = 0) { names_[e.output(i)] = v; }
 
@@ -427,9 +429,9 @@ void Exporter::exportModuleCall(const Expr &e, const Module &m) {
   fail(e, fmt::format("module '{}' has no ONNX form", m.typeName().str()));
 }
 
-void Exporter::exportCall(const Expr &e, OpKind k) {
+void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
   bool method = llvm::isa<CallMethod>(e);
-  std::string out = e.output(0)->name();
+  std::string out = outBase ? *outBase : e.output(0)->name();
   DType od = outDType(e);
   NodeProto *n = nullptr;
   auto simple = [&](const char *op, std::vector<std::string> ins) {
@@ -631,6 +633,32 @@ void Exporter::exportCall(const Expr &e, OpKind k) {
       attrIs(n, "output_padding", intsN(e, "output_padding", nd));
     if (k == OpKind::Conv2d && string(e, "conv_mode") != "cross_correlation")
       fail(e, "only cross-correlation convolutions have an ONNX form");
+    return;
+  }
+  case OpKind::Conv2dAct: case OpKind::LinearAct: {
+    // Made by fuse-conv-activation: written as the conv / linear followed
+    // by the activation's ONNX op.
+    std::string act = string(e, "activation");
+    if (act != "none" && act != "relu" && act != "relu6" && act != "sigmoid" && act != "silu" &&
+        act != "hardswish")
+      fail(e, fmt::format("unknown activation '{}'", act));
+    std::string pre = out + "_pre";
+    exportCall(e, k == OpKind::Conv2dAct ? OpKind::Conv2d : OpKind::Linear, &pre);
+    std::string x = names_.at(e.output(0));
+    if (act == "none")
+      return;
+    if (act == "relu") {
+      simple("Relu", {x});
+    } else if (act == "sigmoid") {
+      simple("Sigmoid", {x});
+    } else if (act == "hardswish") {
+      simple("HardSwish", {x});
+    } else if (act == "silu") {
+      simple("Mul", {x, emit("Sigmoid", {x}, out + "_sigmoid")});
+    } else { // relu6
+      simple("Clip", {x, init(Tensor::full({}, 0.0, DType::Float32), out + "_lower"),
+                      init(Tensor::full({}, 6.0, DType::Float32), out + "_upper")});
+    }
     return;
   }
   case OpKind::Linear: {

@@ -2,7 +2,8 @@
 # Real-model check (optional; needs Debian's python3-torch and
 # python3-torchvision): exports torchvision models with random weights to
 # ONNX, runs each with tm-run against PyTorch's output, then again after
-# `tm-opt -p optimize` (through .tmir), and prints one line per model.
+# `tm-opt -p optimize` (through .tmir), and once more after exporting the
+# optimised model to ONNX; prints one line per model.
 #
 #   sh scripts/torch_zoo.sh [BUILD_DIR] [OUT_DIR] [MODEL[:SIZE]...]
 #
@@ -33,9 +34,13 @@ for m in $models; do
   opt=$("$build/tools/tm-opt" "$d/$name.onnx" -p optimize -o "$d/opt.tmir" 2>&1 &&
         "$build/tools/tm-run" "$d/opt.tmir" -i 0="$d/input.npy" \
         --compare 0="$d/output.npy" --rtol 1e-3 --atol 1e-4 2>&1 | tail -1)
-  case "$cmp" in *": ok") ;; *) fails=$((fails + 1)) ;; esac
-  case "$opt" in *": ok") ;; *) fails=$((fails + 1)) ;; esac
-  echo "$name ($size): onnx: ${cmp#compare } | optimized: ${opt#compare }"
+  rt=$("$build/tools/tm-opt" "$d/opt.tmir" -o "$d/opt.onnx" 2>&1 &&
+       "$build/tools/tm-run" "$d/opt.onnx" -i 0="$d/input.npy" \
+       --compare 0="$d/output.npy" --rtol 1e-3 --atol 1e-4 2>&1 | tail -1)
+  for r in "$cmp" "$opt" "$rt"; do
+    case "$r" in *": ok") ;; *) fails=$((fails + 1)) ;; esac
+  done
+  echo "$name ($size): onnx: ${cmp#compare } | optimized: ${opt#compare } | optimized, exported to ONNX: ${rt#compare }"
 done
 echo "$fails check(s) failed"
 [ $fails -eq 0 ]

@@ -416,6 +416,38 @@ TEST_CASE("export: a hierarchical traced module goes out and comes back", "[onnx
     CHECK(got.at(i) == Approx(want.at(i)).margin(1e-6));
 }
 
+TEST_CASE("export: fused conv2d_act and linear_act go out as two ONNX ops", "[onnx]") {
+  // What `-p optimize` (fuse-conv-activation) leaves: every activation.
+  for (const char *act : {"none", "relu", "relu6", "sigmoid", "silu", "hardswish"}) {
+    INFO(act);
+    auto net = std::make_unique<Module>("Net");
+    net->registerParameter("w", Tensor::randn({4, 2, 3, 3}, 1));
+    net->registerParameter("b", Tensor::randn({4}, 2));
+    net->registerParameter("lw", Tensor::randn({5, 4}, 3));
+    net->registerParameter("lb", Tensor::randn({5}, 4));
+    auto tm = TracedModule::fromModule(std::move(net));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 2, 5, 5}}});
+    Node *w = b.getAttr(b.self(), "w"), *bi = b.getAttr(b.self(), "b");
+    Node *c = b.callFunction("nn.conv2d_act", {b.arg(0), w, bi},
+                             {{"padding", 1}, {"stride", 2}, {"activation", std::string(act)}});
+    Node *m = b.callFunction("math.mean", {c}, {{"axis", Arg::tuple({2, 3})}});
+    Node *lw = b.getAttr(b.self(), "lw"), *lb = b.getAttr(b.self(), "lb");
+    b.finish(b.callFunction("nn.linear_act", {m, lw, lb}, {{"activation", std::string(act)}}));
+    auto bytes = io::exportOnnxBytes(*tm);
+    REQUIRE(bytes.succeeded());
+    onnx::ModelProto mp;
+    REQUIRE(mp.ParseFromString(*bytes));
+    CHECK_NOTHROW(onnx::checker::check_model(mp));
+    auto back = io::importOnnxBytes(*bytes, "fused.onnx");
+    REQUIRE(back.succeeded());
+    Tensor x = Tensor::randn({1, 2, 5, 5}, 5);
+    Tensor want = run(*tm, {x})[0], got = run(*back->module, {x})[0];
+    REQUIRE(got.shape() == want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      CHECK(got.at(i) == Approx(want.at(i)).margin(1e-5));
+  }
+}
+
 TEST_CASE("export: ops without an ONNX form are errors naming the expr", "[onnx]") {
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}});
