@@ -13,10 +13,12 @@
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Conv.h"
 
+#include <atomic>
 #include <cstring>
 #include <limits>
 #include <memory>
 
+#include "Gemm.h"
 #include "Internal.h"
 #include "tm/runtime/Linalg.h"
 
@@ -42,6 +44,7 @@ struct ConvGeom {
   int64_t dh, dw;         ///< dilation
   int64_t groups, cg, og; ///< groups, channels per group in and out
   Activation act;
+  const PackedConvWeight *packed = nullptr;
 
   int64_t k() const { return cg * kh * kw; }
   int64_t spatial() const { return oh * ow; }
@@ -189,7 +192,7 @@ static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
 }
 
 namespace {
-/// How convGemm cuts one (image, group) GEMM into work items.
+/// How convBlas cuts one (image, group) GEMM into work items.
 struct GemmTiling {
   int64_t tile, tiles, mBlocks;
 };
@@ -223,7 +226,7 @@ static GemmTiling planGemm(const ConvGeom &g, int threads) {
 }
 
 /// GEMM lowering of conv2d (see the file comment).
-static void convGemm(const ConvGeom &g, const float *x, const float *w,
+static void convBlas(const ConvGeom &g, const float *x, const float *w,
                      const float *bias, float *out) {
   int64_t k = g.k(), sp = g.spatial();
   bool pointwise = g.isPointwise();
@@ -265,6 +268,169 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
     sgemmSerial(false, false, m1 - m0, j1 - j0, k, 1.0f, wg, k, b, ldb, 0.0f,
                 og + m0 * sp + j0, sp);
     epilogue(g, og, sp, m0, m1, j0, j1, bg);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The micro-kernel path (AVX-512, weights packed once)
+//===----------------------------------------------------------------------===//
+
+static std::atomic<ConvGemm> convGemmPath{ConvGemm::Auto};
+
+void setConvGemm(ConvGemm path) { convGemmPath.store(path); }
+ConvGemm convGemm() { return convGemmPath.load(); }
+bool convMicroKernelAvailable() { return gemmMicroKernelAvailable(); }
+
+std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
+                                                       int64_t groups) {
+  llvm::StringRef op = "pack_conv_weight";
+  requireFloat32(op, weight, "weight");
+  if (weight.rank() < 3)
+    raise("{}: weight {} must be (out_channels, in_channels / groups, ...)",
+          op.str(), shapeStr(weight.shape()));
+  if (groups <= 0 || weight.dim(0) % groups != 0)
+    raise("{}: groups {} does not divide the {} output channels of weight {}",
+          op.str(), groups, weight.dim(0), shapeStr(weight.shape()));
+  if (!gemmMicroKernelAvailable())
+    return nullptr;
+  auto p = std::make_shared<PackedConvWeight>();
+  p->outChannels = weight.dim(0);
+  p->groups = groups;
+  p->depth = weight.dim(0) ? weight.numel() / weight.dim(0) : 0;
+  int64_t og = p->outChannels / groups;
+  p->panels.resize(size_t(packedPanelFloats(groups, og, p->depth)));
+  Tensor w = weight.contiguous();
+  packPanels(w.data<float>(), groups, og, p->depth, p->panels.data());
+  return p;
+}
+
+/// Builds columns [j0, j1) of the patch matrix of one group, like
+/// im2colTile, but directly in the micro-kernel's B layout: strips of 48
+/// columns, strip s at col + s * K * 48, row k of a strip at + k * 48.
+TM_VECTOR_CLONES
+static void im2colStrips(const ConvGeom &g, const float *x, int64_t j0,
+                         int64_t j1, float *col) {
+  int64_t stripStride = g.k() * GemmNR;
+  for (int64_t ci = 0; ci < g.cg; ++ci) {
+    const float *plane = x + ci * g.h * g.w;
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        int64_t row = (ci * g.kh + ki) * g.kw + kj;
+        int64_t shift = kj * g.dw - g.pw; // ix = ox * sw + shift
+        int64_t oxLo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+        int64_t oxHi = g.w - shift <= 0 ? 0 : (g.w - shift + g.sw - 1) / g.sw;
+        for (int64_t j = j0; j < j1;) {
+          int64_t oy = j / g.ow, ox0 = j % g.ow;
+          int64_t ox1 = std::min(g.ow, ox0 + (j1 - j));
+          int64_t iy = oy * g.sh - g.ph + ki * g.dh;
+          bool inside = iy >= 0 && iy < g.h;
+          const float *src = plane + iy * g.w + shift;
+          // Output positions ox0 .. ox1 - 1, cut where a strip ends.
+          for (int64_t ox = ox0; ox < ox1;) {
+            int64_t jj = j - j0 + (ox - ox0);
+            int64_t n0 = jj % GemmNR;
+            int64_t end = std::min(ox1, ox + (GemmNR - n0));
+            // d[q] is column q's element of this row.
+            float *d = col + (jj / GemmNR) * stripStride + row * GemmNR + n0 - ox;
+            if (!inside) {
+              for (int64_t q = ox; q < end; ++q)
+                d[q] = 0.0f;
+            } else {
+              int64_t a = std::clamp(oxLo, ox, end);
+              int64_t b = std::clamp(oxHi, a, end);
+              for (int64_t q = ox; q < a; ++q)
+                d[q] = 0.0f;
+              if (g.sw == 1)
+                std::memcpy(d + a, src + a, sizeof(float) * (b - a));
+              else
+                for (int64_t q = a; q < b; ++q)
+                  d[q] = src[q * g.sw];
+              for (int64_t q = b; q < end; ++q)
+                d[q] = 0.0f;
+            }
+            ox = end;
+          }
+          j += ox1 - ox0;
+        }
+      }
+    }
+  }
+}
+
+/// convBlas on the micro-kernel: the same work items (image, group, column
+/// tile, row block), with the patch tile written straight into the
+/// kernel's strip layout and bias + activation applied in its store.
+static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
+                      const float *bias, float *out) {
+  int64_t k = g.k(), sp = g.spatial();
+  bool pointwise = g.isPointwise();
+  int threads = omp_get_max_threads();
+  // Column tiles: boundaries on whole 48-column strips (only the last
+  // tile of a plane has a partial strip), the patch tile within
+  // ColumnBudgetBytes so the depth block the kernel sweeps stays in L2.
+  // With few tiles, their count is raised until the work items divide
+  // evenly over the threads, keeping tiles of at least MinTile columns.
+  constexpr int64_t ColumnBudgetBytes = 512 << 10, MinTile = 96;
+  int64_t images = g.n * g.groups;
+  int64_t maxTile = std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
+                                         std::max<int64_t>(k, 1));
+  int64_t tiles = std::max<int64_t>(1, (sp + maxTile - 1) / maxTile);
+  if (images * tiles < 4 * threads)
+    while ((images * tiles) % threads != 0 && sp / (tiles + 1) >= MinTile)
+      ++tiles;
+  // Tile t starts at column tileStart(t): t * sp / tiles rounded to the
+  // nearest strip boundary.
+  auto tileStart = [sp, tiles](int64_t t) {
+    if (t >= tiles)
+      return sp;
+    int64_t c = (t * sp / tiles + GemmNR / 2) / GemmNR * GemmNR;
+    return std::min(c, sp);
+  };
+  int64_t tile = 0; // the widest tile
+  for (int64_t t = 0; t < tiles; ++t)
+    tile = std::max(tile, tileStart(t + 1) - tileStart(t));
+  // Too few items for the threads (small outputs such as 7x7): split the
+  // output channels too, in whole panels of 8.
+  int64_t panels = (g.og + GemmMR - 1) / GemmMR;
+  int64_t mBlocks = 1;
+  if (images * tiles < threads)
+    mBlocks = std::max<int64_t>(
+        1, std::min<int64_t>((threads + images * tiles - 1) / (images * tiles),
+                             panels / 4));
+  int64_t items = images * tiles * mBlocks;
+  int64_t strips = (tile + GemmNR - 1) / GemmNR;
+  size_t tileFloats = pointwise ? 0 : size_t(k) * size_t(strips * GemmNR);
+  Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
+  float *scratch = scratchT.data<float>();
+  int64_t groupFloats = panels * k * GemmMR;
+
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(threads) if (items > 1 && threads > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t mb = item % mBlocks;
+    int64_t tl = (item / mBlocks) % tiles;
+    int64_t img = item / (mBlocks * tiles);
+    int64_t n = img / g.groups, grp = img % g.groups;
+    int64_t j0 = tileStart(tl), j1 = tileStart(tl + 1);
+    if (j0 >= j1)
+      continue;
+    int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
+    int64_t m0 = p0 * GemmMR, m1 = std::min(g.og, p1 * GemmMR);
+    if (m0 >= m1)
+      continue;
+    const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
+    float *og = out + (n * g.o + grp * g.og) * sp;
+    GemmB b;
+    if (pointwise) {
+      b = {xg + j0, GemmNR, sp};
+    } else {
+      float *col = scratch + tileFloats * size_t(omp_get_thread_num());
+      im2colStrips(g, xg, j0, j1, col);
+      b = {col, k * GemmNR, GemmNR};
+    }
+    gemmPackedA(wPacked + grp * groupFloats, panels, p0, m1 - m0, j1 - j0, k,
+                b, og + m0 * sp + j0, sp,
+                bias ? bias + grp * g.og + m0 : nullptr, g.act);
   }
 }
 
@@ -367,10 +533,33 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   if (out.numel() == 0)
     return;
   const float *pb = bias.defined() ? bias.data<float>() : nullptr;
-  if (g.isDepthwise())
+  if (g.isDepthwise()) {
     convDepthwise(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
-  else
-    convGemm(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
+    return;
+  }
+  // The one GEMM dispatch: the micro-kernel wherever the CPU has it,
+  // unless a path is forced.
+  ConvGemm path = convGemm();
+  if (path != ConvGemm::Blas && gemmMicroKernelAvailable()) {
+    if (const PackedConvWeight *pk = g.packed) {
+      if (pk->outChannels != g.o || pk->groups != g.groups ||
+          pk->depth != g.k())
+        raise("conv: the packed weight ({} output channels, {} groups, depth "
+              "{}) was not packed from weight {} with groups {}",
+              pk->outChannels, pk->groups, pk->depth, shapeStr(w.shape()),
+              g.groups);
+      convMicro(g, x.data<float>(), pk->panels.data(), pb, out.data<float>());
+      return;
+    }
+    // No packed weight: pack it for this call (on the calling thread, from
+    // the run's arena).
+    int64_t panelsFloats = packedPanelFloats(g.groups, g.og, g.k());
+    Tensor packedT = Tensor::empty({panelsFloats});
+    packPanels(w.data<float>(), g.groups, g.og, g.k(), packedT.data<float>());
+    convMicro(g, x.data<float>(), packedT.data<float>(), pb, out.data<float>());
+    return;
+  }
+  convBlas(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
 }
 
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
@@ -380,6 +569,7 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
                          input, weight, bias, p.stride, p.padding,
                          p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
                          p.activation);
+  g.packed = p.packed;
   Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;
@@ -392,6 +582,7 @@ Tensor conv1d(const Tensor &input, const Tensor &weight, const Tensor &bias,
       input, weight, bias, Int2(1, p.stride), Int2(0, p.padding),
       Int2(0, p.paddingEnd.value_or(p.padding)), Int2(1, p.dilation), p.groups,
       p.activation);
+  g.packed = p.packed;
   Tensor out = Tensor::empty({g.n, g.o, g.ow}, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;
