@@ -366,6 +366,7 @@ int main(int argc, char **argv) {
   // Also time the models with their convolutions on OpenBLAS (the path
   // before the micro-kernel), in the same run.
   bool blasConv = false;
+  std::string only; // run just this model (for profiling)
   std::string script = std::string(TM_SOURCE_DIR) + "/bench/torch_latency.py";
   std::string weights;
   std::vector<int> threadCounts = {1, 2};
@@ -381,6 +382,8 @@ int main(int argc, char **argv) {
       torch = true;
     else if (a == "--blas-conv")
       blasConv = true;
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
     else if (a == "--torch-script" && i + 1 < argc)
       script = argv[++i];
     else if (a == "--weights" && i + 1 < argc)
@@ -388,7 +391,8 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr,
                    "usage: tm-model-bench [--repeat N] [--warmup N] [--threads T] "
-                   "[--torch] [--blas-conv] [--torch-script PATH] [--weights DIR]\n");
+                   "[--torch] [--blas-conv] [--only MODEL] [--torch-script PATH] "
+                   "[--weights DIR]\n");
       return 2;
     }
   }
@@ -399,8 +403,10 @@ int main(int argc, char **argv) {
       std::unique_ptr<TracedModule> tm;
     };
     std::vector<Model> models;
-    models.push_back({"resnet18", buildResNet18()});
-    models.push_back({"mobilenet_v2", buildMobileNetV2()});
+    if (only.empty() || only == "resnet18")
+      models.push_back({"resnet18", buildResNet18()});
+    if (only.empty() || only == "mobilenet_v2")
+      models.push_back({"mobilenet_v2", buildMobileNetV2()});
     Tensor x = Tensor::randn({1, 3, 224, 224}, 12345);
     if (!weights.empty()) {
       loadTorchWeights(*models[0].tm, weights);

@@ -14,6 +14,9 @@
 #include "tm/runtime/Conv.h"
 
 #include <atomic>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -304,53 +307,108 @@ std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
   return p;
 }
 
-/// Builds columns [j0, j1) of the patch matrix of one group, like
-/// im2colTile, but directly in the micro-kernel's B layout: strips of 48
-/// columns, strip s at col + s * K * 48, row k of a strip at + k * 48.
-TM_VECTOR_CLONES
+/// Builds rows [r0, r1) x columns [j0, j1) of the patch matrix of one
+/// group, like im2colTile, but directly in the micro-kernel's B layout:
+/// strips of 48 columns, strip s at col + s * (r1 - r0) * 48, row r0 + k
+/// of a strip at + k * width, width = 48 except for a last, partial strip
+/// (GemmB::compact).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TM_IM2COL_AVX512 __attribute__((target("avx512f")))
+namespace {
+// Segments of a strip row are at most 48 floats: masked AVX-512 moves
+// rather than memcpy / memset calls (im2colStrips runs only where the
+// micro-kernel, hence AVX-512, is available).
+TM_IM2COL_AVX512 inline __mmask16 headMask(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+TM_IM2COL_AVX512 inline void zeroSeg(float *d, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16)
+    _mm512_mask_storeu_ps(d + i, headMask(n - i), _mm512_setzero_ps());
+}
+TM_IM2COL_AVX512 inline void copySeg(float *d, const float *s, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = headMask(n - i);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
+  }
+}
+/// d[q] = s[2q], q < n: two loads and one even-lane permute per 16.
+TM_IM2COL_AVX512 inline void copySeg2(float *d, const float *s, int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
+                                         20, 22, 24, 26, 28, 30);
+  for (int64_t i = 0; i < n; i += 16) {
+    int64_t in = 2 * (n - i) - 1; // inputs this chunk may read
+    __m512 lo = _mm512_maskz_loadu_ps(headMask(in), s + 2 * i);
+    __m512 hi = _mm512_maskz_loadu_ps(headMask(std::max<int64_t>(in - 16, 0)),
+                                      s + 2 * i + 16);
+    _mm512_mask_storeu_ps(d + i, headMask(n - i),
+                          _mm512_permutex2var_ps(lo, even, hi));
+  }
+}
+} // namespace
+#else
+#define TM_IM2COL_AVX512
+namespace {
+inline void zeroSeg(float *d, int64_t n) { std::fill(d, d + n, 0.0f); }
+inline void copySeg(float *d, const float *s, int64_t n) { std::copy(s, s + n, d); }
+inline void copySeg2(float *d, const float *s, int64_t n) {
+  for (int64_t q = 0; q < n; ++q)
+    d[q] = s[2 * q];
+}
+} // namespace
+#endif
+
+TM_IM2COL_AVX512
 static void im2colStrips(const ConvGeom &g, const float *x, int64_t j0,
-                         int64_t j1, float *col) {
-  int64_t stripStride = g.k() * GemmNR;
-  for (int64_t ci = 0; ci < g.cg; ++ci) {
+                         int64_t j1, int64_t r0, int64_t r1, float *col) {
+  int64_t stripStride = (r1 - r0) * GemmNR;
+  // The tile's output positions as runs along one output row and within
+  // one strip, computed once for all K rows: row k of run r goes to
+  // col + r.base + k * r.width, its element ox at + ox.
+  struct Run {
+    int64_t oy, ox0, ox1, base, width;
+  };
+  llvm::SmallVector<Run, 32> runs;
+  for (int64_t j = j0; j < j1;) {
+    int64_t oy = j / g.ow, ox0 = j % g.ow;
+    int64_t ox1 = std::min(g.ow, ox0 + (j1 - j));
+    for (int64_t ox = ox0; ox < ox1;) {
+      int64_t jj = j - j0 + (ox - ox0);
+      int64_t n0 = jj % GemmNR, strip = jj / GemmNR;
+      int64_t end = std::min(ox1, ox + (GemmNR - n0));
+      runs.push_back({oy, ox, end, strip * stripStride + n0 - ox,
+                      std::min(GemmNR, j1 - j0 - strip * GemmNR)});
+      ox = end;
+    }
+    j += ox1 - ox0;
+  }
+  for (int64_t kr = r0; kr < r1; ++kr) {
+    int64_t ci = kr / (g.kh * g.kw), ki = kr / g.kw % g.kh, kj = kr % g.kw;
     const float *plane = x + ci * g.h * g.w;
-    for (int64_t ki = 0; ki < g.kh; ++ki) {
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        int64_t row = (ci * g.kh + ki) * g.kw + kj;
+    {
+      {
+        int64_t row = kr - r0;
         int64_t shift = kj * g.dw - g.pw; // ix = ox * sw + shift
         int64_t oxLo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
         int64_t oxHi = g.w - shift <= 0 ? 0 : (g.w - shift + g.sw - 1) / g.sw;
-        for (int64_t j = j0; j < j1;) {
-          int64_t oy = j / g.ow, ox0 = j % g.ow;
-          int64_t ox1 = std::min(g.ow, ox0 + (j1 - j));
-          int64_t iy = oy * g.sh - g.ph + ki * g.dh;
-          bool inside = iy >= 0 && iy < g.h;
-          const float *src = plane + iy * g.w + shift;
-          // Output positions ox0 .. ox1 - 1, cut where a strip ends.
-          for (int64_t ox = ox0; ox < ox1;) {
-            int64_t jj = j - j0 + (ox - ox0);
-            int64_t n0 = jj % GemmNR;
-            int64_t end = std::min(ox1, ox + (GemmNR - n0));
-            // d[q] is column q's element of this row.
-            float *d = col + (jj / GemmNR) * stripStride + row * GemmNR + n0 - ox;
-            if (!inside) {
-              for (int64_t q = ox; q < end; ++q)
-                d[q] = 0.0f;
-            } else {
-              int64_t a = std::clamp(oxLo, ox, end);
-              int64_t b = std::clamp(oxHi, a, end);
-              for (int64_t q = ox; q < a; ++q)
-                d[q] = 0.0f;
-              if (g.sw == 1)
-                std::memcpy(d + a, src + a, sizeof(float) * (b - a));
-              else
-                for (int64_t q = a; q < b; ++q)
-                  d[q] = src[q * g.sw];
-              for (int64_t q = b; q < end; ++q)
-                d[q] = 0.0f;
-            }
-            ox = end;
+        for (const Run &r : runs) {
+          float *d = col + r.base + row * r.width;
+          int64_t iy = r.oy * g.sh - g.ph + ki * g.dh;
+          if (iy < 0 || iy >= g.h) {
+            zeroSeg(d + r.ox0, r.ox1 - r.ox0);
+            continue;
           }
-          j += ox1 - ox0;
+          const float *src = plane + iy * g.w + shift;
+          int64_t a = std::clamp(oxLo, r.ox0, r.ox1);
+          int64_t b = std::clamp(oxHi, a, r.ox1);
+          zeroSeg(d + r.ox0, a - r.ox0);
+          if (g.sw == 1)
+            copySeg(d + a, src + a, b - a);
+          else if (g.sw == 2)
+            copySeg2(d + a, src + 2 * a, b - a);
+          else
+            for (int64_t q = a; q < b; ++q)
+              d[q] = src[q * g.sw];
+          zeroSeg(d + b, r.ox1 - b);
         }
       }
     }
@@ -366,14 +424,18 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   bool pointwise = g.isPointwise();
   int threads = omp_get_max_threads();
   // Column tiles: boundaries on whole 48-column strips (only the last
-  // tile of a plane has a partial strip), the patch tile within
-  // ColumnBudgetBytes so the depth block the kernel sweeps stays in L2.
-  // With few tiles, their count is raised until the work items divide
-  // evenly over the threads, keeping tiles of at least MinTile columns.
-  constexpr int64_t ColumnBudgetBytes = 512 << 10, MinTile = 96;
+  // tile of a plane has a partial strip). Every tile streams all of the
+  // packed weights once, so tiles are as wide as L2 allows: one depth
+  // block of the tile's patch columns (min(K, KC) x tile floats, what the
+  // kernel sweeps once per weight panel) within ColumnBudgetBytes. With
+  // few tiles, their count is raised until the work items divide evenly
+  // over the threads, keeping tiles of at least MinTile columns.
+  constexpr int64_t ColumnBudgetBytes = 384 << 10, MinTile = 96;
   int64_t images = g.n * g.groups;
-  int64_t maxTile = std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
-                                         std::max<int64_t>(k, 1));
+  int64_t maxTile =
+      std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
+                           std::max<int64_t>(std::min(k, GemmKC), 1) / GemmNR *
+                           GemmNR);
   int64_t tiles = std::max<int64_t>(1, (sp + maxTile - 1) / maxTile);
   if (images * tiles < 4 * threads)
     while ((images * tiles) % threads != 0 && sp / (tiles + 1) >= MinTile)
@@ -399,7 +461,8 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
                              panels / 4));
   int64_t items = images * tiles * mBlocks;
   int64_t strips = (tile + GemmNR - 1) / GemmNR;
-  size_t tileFloats = pointwise ? 0 : size_t(k) * size_t(strips * GemmNR);
+  size_t tileFloats =
+      pointwise ? 0 : size_t(std::min(k, GemmKC)) * size_t(strips * GemmNR);
   Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
   float *scratch = scratchT.data<float>();
   int64_t groupFloats = panels * k * GemmMR;
@@ -420,17 +483,24 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
       continue;
     const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
     float *og = out + (n * g.o + grp * g.og) * sp;
-    GemmB b;
-    if (pointwise) {
-      b = {xg + j0, GemmNR, sp};
-    } else {
-      float *col = scratch + tileFloats * size_t(omp_get_thread_num());
-      im2colStrips(g, xg, j0, j1, col);
-      b = {col, k * GemmNR, GemmNR};
+    const float *wg = wPacked + grp * groupFloats;
+    float *cg = og + m0 * sp + j0;
+    const float *bg = bias ? bias + grp * g.og + m0 : nullptr;
+    if (pointwise || k == 0) { // (k == 0: C is the activated bias)
+      gemmPackedA(wg, panels, p0, m1 - m0, j1 - j0, k, {xg + j0, GemmNR, sp},
+                  cg, sp, bg, g.act);
+      continue;
     }
-    gemmPackedA(wPacked + grp * groupFloats, panels, p0, m1 - m0, j1 - j0, k,
-                b, og + m0 * sp + j0, sp,
-                bias ? bias + grp * g.og + m0 : nullptr, g.act);
+    // One depth block at a time: its patch rows are built right before
+    // the kernel sweeps them, so they are read back from L2.
+    float *col = scratch + tileFloats * size_t(omp_get_thread_num());
+    for (int64_t k0 = 0; k0 < k; k0 += GemmKC) {
+      int64_t kc = std::min(GemmKC, k - k0);
+      im2colStrips(g, xg, j0, j1, k0, k0 + kc, col);
+      gemmPackedABlock(wg, panels, p0, m1 - m0, j1 - j0, k, k0, kc,
+                       {col, kc * GemmNR, GemmNR, /*compact=*/true}, cg, sp,
+                       bg, g.act);
+    }
   }
 }
 

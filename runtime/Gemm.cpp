@@ -188,14 +188,15 @@ TM_AVX512 inline void microKernelNarrow(int64_t kc, const float *a,
   }
 }
 
-TM_AVX512 void gemmAvx512(const float *a, int64_t panels, int64_t p0,
-                          int64_t m, int64_t n, int64_t k, GemmB b, float *c,
-                          int64_t ldc, const float *bias, Activation act) {
-  // Depth blocks outermost: the packed A micro-panel of one block (8 x KC
-  // floats, 8 KB) stays in L1 while it meets every strip of B, which
-  // streams from L2.
-  for (int64_t k0 = 0; k0 < k; k0 += GemmKC) {
-    int64_t kc = std::min(GemmKC, k - k0);
+/// One depth block [k0, k0 + kc) of gemmPackedA: B's rows are those of
+/// the block (b.data points at its row k0).
+TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
+                               int64_t m, int64_t n, int64_t k, int64_t k0,
+                               int64_t kc, GemmB b, float *c, int64_t ldc,
+                               const float *bias, Activation act) {
+  // The packed A micro-panel of the block (8 x KC floats, 8 KB) stays in
+  // L1 while it meets every strip of B, which streams from L2.
+  {
     bool accumulate = k0 > 0, last = k0 + kc == k;
     for (int64_t p = 0; p * GemmMR < m; ++p) {
       const float *ap = a + k0 * panels * GemmMR + (p0 + p) * kc * GemmMR;
@@ -204,12 +205,13 @@ TM_AVX512 void gemmAvx512(const float *a, int64_t panels, int64_t p0,
       const float *bp = bias ? bias + p * GemmMR : nullptr;
       for (int64_t s = 0; s * GemmNR < n; ++s) {
         int cols = int(std::min(GemmNR, n - s * GemmNR));
-        const float *bs = b.data + s * b.stripStride + k0 * b.ldb;
+        int64_t ldb = b.compact ? cols : b.ldb;
+        const float *bs = b.data + s * b.stripStride;
         float *cs = cp + s * GemmNR;
         switch (cols) {
 #define TM_NARROW(C)                                                           \
   case C:                                                                      \
-    microKernelNarrow<C>(kc, ap, bs, b.ldb, cs, ldc, rows, accumulate, last,   \
+    microKernelNarrow<C>(kc, ap, bs, ldb, cs, ldc, rows, accumulate, last,     \
                          bp, act);                                             \
     continue;
           TM_NARROW(1) TM_NARROW(2) TM_NARROW(3) TM_NARROW(4)
@@ -219,13 +221,13 @@ TM_AVX512 void gemmAvx512(const float *a, int64_t panels, int64_t p0,
           break;
         }
         if (cols > 32)
-          microKernel<3>(kc, ap, bs, b.ldb, cs, ldc, rows, cols, accumulate,
+          microKernel<3>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
                          last, bp, act);
         else if (cols > 16)
-          microKernel<2>(kc, ap, bs, b.ldb, cs, ldc, rows, cols, accumulate,
+          microKernel<2>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
                          last, bp, act);
         else
-          microKernel<1>(kc, ap, bs, b.ldb, cs, ldc, rows, cols, accumulate,
+          microKernel<1>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
                          last, bp, act);
       }
     }
@@ -256,10 +258,34 @@ void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
     return;
   }
 #ifdef TM_HAVE_AVX512_KERNEL
-  gemmAvx512(a, panels, p0, m, n, k, b, c, ldc, bias, act);
+  for (int64_t k0 = 0; k0 < k; k0 += GemmKC) {
+    GemmB bk = b;
+    bk.data += k0 * b.ldb; // plain layout: rows are ldb apart
+    gemmAvx512Block(a, panels, p0, m, n, k, k0, std::min(GemmKC, k - k0), bk,
+                    c, ldc, bias, act);
+  }
 #else
   (void)a, (void)panels, (void)p0, (void)b, (void)c, (void)ldc, (void)bias,
       (void)act;
+  __builtin_trap(); // callers check gemmMicroKernelAvailable()
+#endif
+}
+
+} // namespace tmg::rt::detail
+
+namespace tmg::rt::detail {
+
+void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
+                      int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
+                      float *c, int64_t ldc, const float *bias,
+                      Activation act) {
+  if (m <= 0 || n <= 0 || kc <= 0)
+    return;
+#ifdef TM_HAVE_AVX512_KERNEL
+  gemmAvx512Block(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act);
+#else
+  (void)a, (void)panels, (void)p0, (void)k, (void)k0, (void)b, (void)c,
+      (void)ldc, (void)bias, (void)act;
   __builtin_trap(); // callers check gemmMicroKernelAvailable()
 #endif
 }

@@ -8,8 +8,9 @@
 //    rows past M zero), so a row's weight at depth k is one broadcast;
 //  * B read in strips of up to 48 columns, row k of a strip at
 //    `strip + k * ldb`: either the im2col buffer written directly in this
-//    strip layout (ldb = 48, strips K x 48 apart) or, for 1x1 stride-1
-//    convolutions, the input itself (ldb = N, strips 48 floats apart).
+//    strip layout (ldb = the strip's width, strips K x 48 apart) or, for
+//    1x1 stride-1 convolutions, the input itself (ldb = N, strips 48
+//    floats apart).
 // The bias and the activation are applied in the micro-kernel's final
 // store. The depth is split into blocks of GemmKC so one A micro-panel
 // (8 x KC) stays in L1 while it meets every strip of the tile; columns
@@ -49,10 +50,14 @@ void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
                 float *dst);
 
 /// The B operand: strip s (columns 48s .. 48s + 47) starts at
-/// `data + s * stripStride`; its row k is at `+ k * ldb`.
+/// `data + s * stripStride`; its row k is at `+ k * ldb`, or, when
+/// `compact` (the im2col layout), at `+ k * width` with width the strip's
+/// column count (48 but for a last, partial strip: a narrow tail's rows
+/// then share cache lines).
 struct GemmB {
   const float *data;
   int64_t stripStride, ldb;
+  bool compact = false;
 };
 
 /// C rows [0, m) x columns [0, n) (row stride ldc) = A * B over depth k,
@@ -62,5 +67,14 @@ struct GemmB {
 void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
                  int64_t n, int64_t k, GemmB b, float *c, int64_t ldc,
                  const float *bias, Activation act);
+
+/// One depth block [k0, k0 + kc) of gemmPackedA (the first block writes
+/// C, later ones add to it, the last applies bias and activation); `b`
+/// holds just the block's kc rows. Calling it for consecutive blocks
+/// covering [0, k) equals one gemmPackedA. Requires k > 0.
+void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
+                      int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
+                      float *c, int64_t ldc, const float *bias,
+                      Activation act);
 
 } // namespace tmg::rt::detail
