@@ -180,37 +180,6 @@ private:
   std::pair<Tensor, Tensor> folded_;
 };
 
-/// A conv weight packed for the GEMM micro-kernel once per plan step,
-/// cached against the identity (storage and shape) of the weight tensor it
-/// came from, which it keeps alive so the storage cannot be recycled. Only
-/// for weights that are module attributes, constants or batch-norm folds:
-/// a weight computed by the graph is a new tensor every run.
-class WeightPack {
-public:
-  explicit WeightPack(int64_t groups) : groups_(groups) {}
-
-  std::shared_ptr<const PackedConvWeight> get(const Tensor &w) {
-    if (!convMicroKernelAvailable() || !w.defined() ||
-        w.dtype() != DType::Float32 || w.rank() < 3 || !w.isContiguous() ||
-        groups_ <= 0 || w.dim(0) % groups_ != 0)
-      return nullptr; // the conv reports what is wrong, if anything
-    if (groups_ > 1 && w.dim(1) == 1)
-      return nullptr; // depthwise: a direct kernel, no GEMM
-    std::lock_guard l(mu_);
-    if (!packed_ || key_.rawData() != w.rawData() || key_.shape() != w.shape()) {
-      packed_ = packConvWeight(w, groups_);
-      key_ = w;
-    }
-    return packed_;
-  }
-
-private:
-  int64_t groups_;
-  std::mutex mu_;
-  Tensor key_;
-  std::shared_ptr<const PackedConvWeight> packed_;
-};
-
 Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor &b,
                Activation act, const PackedConvWeight *packed = nullptr) {
   switch (c.kind) {
@@ -237,13 +206,29 @@ Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor
 
 } // namespace
 
+std::shared_ptr<const PackedConvWeight> WeightPack::get(const Tensor &w) {
+  if (!convMicroKernelAvailable() || !w.defined() ||
+      w.dtype() != DType::Float32 || w.rank() < 3 || !w.isContiguous() ||
+      groups_ <= 0 || w.dim(0) % groups_ != 0)
+    return nullptr; // the conv reports what is wrong, if anything
+  if (groups_ > 1 && w.dim(1) == 1)
+    return nullptr; // depthwise: a direct kernel, no GEMM
+  std::lock_guard l(mu_);
+  if (!packed_ || key_.rawData() != w.rawData() || key_.shape() != w.shape()) {
+    packed_ = packConvWeight(w, groups_);
+    key_ = w;
+  }
+  return packed_;
+}
+
+
 StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx) {
   uint32_t o = ctx.slot(e.output(0));
   // Weights that persist across runs are packed once for the micro-kernel
   // (one pack per step, so it lives and dies with the plan).
   int64_t groups = c.kind == ConvCall::Kind::Conv1d ? c.p1.groups : c.p2.groups;
   std::shared_ptr<WeightPack> pack;
-  if (c.kind != ConvCall::Kind::ConvTranspose2d && c.w.slot < 0)
+  if (c.kind != ConvCall::Kind::ConvTranspose2d && (c.w.slot < 0 || c.stableWeight))
     pack = std::make_shared<WeightPack>(groups);
   auto packOf = [](const std::shared_ptr<WeightPack> &pk, const Tensor &w) {
     return pk ? pk->get(w) : nullptr;
