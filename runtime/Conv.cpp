@@ -434,7 +434,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   int64_t images = g.n * g.groups;
   int64_t maxTile =
       std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
-                           std::max<int64_t>(std::min(k, GemmKC), 1) / GemmNR *
+                           std::max<int64_t>(gemmDepthBlock(k), 1) / GemmNR *
                            GemmNR);
   int64_t tiles = std::max<int64_t>(1, (sp + maxTile - 1) / maxTile);
   if (images * tiles < 4 * threads)
@@ -462,7 +462,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   int64_t items = images * tiles * mBlocks;
   int64_t strips = (tile + GemmNR - 1) / GemmNR;
   size_t tileFloats =
-      pointwise ? 0 : size_t(std::min(k, GemmKC)) * size_t(strips * GemmNR);
+      pointwise ? 0 : size_t(gemmDepthBlock(k)) * size_t(strips * GemmNR);
   Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
   float *scratch = scratchT.data<float>();
   int64_t groupFloats = panels * k * GemmMR;
@@ -494,8 +494,9 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     // One depth block at a time: its patch rows are built right before
     // the kernel sweeps them, so they are read back from L2.
     float *col = scratch + tileFloats * size_t(omp_get_thread_num());
-    for (int64_t k0 = 0; k0 < k; k0 += GemmKC) {
-      int64_t kc = std::min(GemmKC, k - k0);
+    int64_t kb = gemmDepthBlock(k);
+    for (int64_t k0 = 0; k0 < k; k0 += kb) {
+      int64_t kc = std::min(kb, k - k0);
       im2colStrips(g, xg, j0, j1, k0, k0 + kc, col);
       gemmPackedABlock(wg, panels, p0, m1 - m0, j1 - j0, k, k0, kc,
                        {col, kc * GemmNR, GemmNR, /*compact=*/true}, cg, sp,

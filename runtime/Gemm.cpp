@@ -33,8 +33,9 @@ void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
   int64_t panels = (m + GemmMR - 1) / GemmMR;
   for (int64_t g = 0; g < groups; ++g) {
     float *dg = dst + g * panels * k * GemmMR;
-    for (int64_t k0 = 0; k0 < k; k0 += GemmKC) {
-      int64_t kc = std::min(GemmKC, k - k0);
+    int64_t kb = gemmDepthBlock(k);
+    for (int64_t k0 = 0; k0 < k; k0 += kb) {
+      int64_t kc = std::min(kb, k - k0);
       for (int64_t p = 0; p < panels; ++p) {
         float *d = dg + k0 * panels * GemmMR + p * kc * GemmMR;
         for (int64_t r = 0; r < GemmMR; ++r) {
@@ -258,10 +259,11 @@ void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
     return;
   }
 #ifdef TM_HAVE_AVX512_KERNEL
-  for (int64_t k0 = 0; k0 < k; k0 += GemmKC) {
+  int64_t kb = gemmDepthBlock(k);
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
     GemmB bk = b;
     bk.data += k0 * b.ldb; // plain layout: rows are ldb apart
-    gemmAvx512Block(a, panels, p0, m, n, k, k0, std::min(GemmKC, k - k0), bk,
+    gemmAvx512Block(a, panels, p0, m, n, k, k0, std::min(kb, k - k0), bk,
                     c, ldc, bias, act);
   }
 #else

@@ -12,7 +12,7 @@
 //    1x1 stride-1 convolutions, the input itself (ldb = N, strips 48
 //    floats apart).
 // The bias and the activation are applied in the micro-kernel's final
-// store. The depth is split into blocks of GemmKC so one A micro-panel
+// store. The depth is split into blocks of <= GemmKC so one A micro-panel
 // (8 x KC) stays in L1 while it meets every strip of the tile; columns
 // tails of at most 8 use a kernel that runs its vectors along the rows.
 //
@@ -31,7 +31,14 @@ namespace tmg::rt::detail {
 
 constexpr int64_t GemmMR = 8;  ///< rows of a micro-tile
 constexpr int64_t GemmNR = 48; ///< columns of a micro-tile (one B strip)
-constexpr int64_t GemmKC = 256;
+constexpr int64_t GemmKC = 256; ///< the largest depth block
+
+/// The depth block for depth k: k cut into ceil(k / GemmKC) blocks of equal
+/// size (the last one possibly shorter), so no block is a short remainder.
+inline int64_t gemmDepthBlock(int64_t k) {
+  int64_t blocks = (k + GemmKC - 1) / GemmKC;
+  return blocks ? (k + blocks - 1) / blocks : 1;
+}
 
 /// True when this CPU runs the micro-kernel (AVX-512F).
 bool gemmMicroKernelAvailable();
@@ -40,7 +47,7 @@ bool gemmMicroKernelAvailable();
 /// matrix `w` (groups * m rows of k floats) into `dst`, which holds
 /// packedPanelFloats(groups, m, k) floats. A group's rows form
 /// panels = ceil(m / 8) panels of 8 (rows past m zero); its depth is cut
-/// into blocks of GemmKC, and each block holds every panel's slice of it
+/// into blocks of gemmDepthBlock(k), and each block holds every panel's slice of it
 /// in turn, so the kernel reads one contiguous stream per depth block:
 /// group g, depth block at k0 (length kc), panel p at
 ///   dst + g * panels * k * 8 + k0 * panels * 8 + p * kc * 8,

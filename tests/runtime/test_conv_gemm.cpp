@@ -6,8 +6,8 @@
 // and OpenBLAS) over shapes chosen for the micro-kernel's edges: rows
 // (output channels) that are not a multiple of its 8-row panels, columns
 // (output positions) around its 48-column strips and 1..8-column narrow
-// tails, depths around its 256-deep blocks, K = 1, and every im2col case
-// (1x1, 3x3, 7x7, stride, dilation, padding, groups).
+// tails, depths around its blocks of at most 256, K = 1, and every im2col
+// case (1x1, 3x3, 7x7, stride, dilation, padding, groups).
 //
 // Tolerance: |got - want| <= 1e-4 |want| + 1e-5 sqrt(K) (gemmTol), inputs
 // in [-2, 2] and weights in [-1, 1]; the reference sums in double.
@@ -128,7 +128,8 @@ TEST_CASE("conv GEMM: micro-kernel tails of rows, columns and depth",
   Rng rng(401);
   // Rows: 1, 7, 8, 9, 17 output channels (panels of 8); columns: output
   // planes of 1..9, 47..50, 95..97 positions (strips of 48, narrow tails
-  // of <= 8 columns); depth: K = 1, 255..257, 300, 513 (blocks of 256).
+  // of <= 8 columns); depth: K = 1, 255..257, 300, 513 (one, two and
+  // three depth blocks of at most 256).
   for (int64_t o : {1, 7, 8, 9, 17})
     for (int64_t hw : {1, 2, 3, 5, 7, 8, 9})
       check(rng, {1, 3, 1, hw, o, 1, 1});
@@ -141,7 +142,7 @@ TEST_CASE("conv GEMM: micro-kernel tails of rows, columns and depth",
   Case pad1{1, 1, 2, 3, 3, 1, 1};
   pad1.pad = 1;
   check(rng, pad1);
-  // 3x3 with K = 576 (blocks 256 + 256 + 64), 7x7 output (49 columns = a
+  // 3x3 with K = 576 (three blocks of 192), 7x7 output (49 columns = a
   // strip + a 1-column tail), relu / relu6 epilogues on the last block.
   Case r3{1, 64, 7, 7, 40, 3, 3};
   r3.pad = 1;
