@@ -267,7 +267,7 @@ TEST_CASE("conv GEMM: one packed weight shared by concurrent calls",
 }
 
 TEST_CASE("conv GEMM: results do not depend on the thread count",
-          "[conv][gemm][threads]") {
+          "[conv][gemm][omp]") {
   Rng rng(406);
   // Output-channel split (7x7), column tiles (28x28), a pointwise conv.
   for (Case k : {Case{1, 64, 7, 7, 96, 3, 3}, Case{1, 32, 28, 28, 40, 3, 3},

@@ -4,12 +4,14 @@
 //  * conv2d weight (out, in / groups, kh, kw), bias (out,);
 //  * conv_transpose2d weight (in, out / groups, kh, kw), bias (out,);
 //  * conv1d weight (out, in / groups, k), bias (out,).
-// conv2d lowers each (image, group) to sgemm: 1x1 stride-1 convolutions use
-// the input directly as the GEMM operand; others are im2col'ed tile by tile
-// (a column tile of the patch matrix stays in L2) with the bias and the
-// activation applied to the tile right after its GEMM. Depthwise
-// convolutions (groups == in channels, one input channel per group) use a
-// direct kernel instead.
+// conv2d lowers each (image, group) to a GEMM: 1x1 stride-1 convolutions
+// use the input directly as the GEMM operand; others are im2col'ed tile by
+// tile (a slice of the patch matrix stays in L2), with the bias and the
+// activation applied in the GEMM's store. Where the CPU has AVX-512 the
+// GEMM is the runtime's own micro-kernel, on weights packed once
+// (packConvWeight, kept per execution plan by the interpreter); elsewhere
+// it is OpenBLAS sgemm. Depthwise convolutions (groups == in channels, one
+// input channel per group) use a direct kernel instead.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
