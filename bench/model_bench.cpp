@@ -28,6 +28,7 @@
 
 #include "tm/ir/IR.h"
 #include "tm/runtime/Common.h"
+#include "tm/runtime/Conv.h"
 #include "tm/runtime/Interpreter.h"
 
 #ifndef TM_SOURCE_DIR
@@ -284,6 +285,9 @@ struct Latency {
   /// Median process CPU time per run (all threads): on a shared machine
   /// the 1-thread figure is what the run would take without contention.
   double cpuMs = 0;
+  /// Minimum process CPU time per run: on a loaded machine, the run that
+  /// was least disturbed.
+  double cpuMinMs = 0;
 };
 
 double cpuNowMs() {
@@ -307,16 +311,18 @@ Latency timeRuns(const rt::Interpreter &interp, const Tensor &x, int warmup,
   }
   std::sort(ms.begin(), ms.end());
   std::sort(cpu.begin(), cpu.end());
-  return {ms.front(), ms[ms.size() / 2], cpu[cpu.size() / 2]};
+  return {ms.front(), ms[ms.size() / 2], cpu[cpu.size() / 2], cpu.front()};
 }
 
 /// The one line format shared with torch_latency.py, which model_bench
 /// parses back: "<model> <impl> threads=<T> min=<ms> ms median=<ms> ms
-/// cpu=<ms> ms".
+/// cpu=<ms> ms cpumin=<ms> ms".
 void printLatency(const std::string &model, const std::string &impl, int threads,
                   Latency l) {
-  std::printf("%-12s %-13s threads=%d min=%.2f ms median=%.2f ms cpu=%.2f ms\n",
-              model.c_str(), impl.c_str(), threads, l.minMs, l.medianMs, l.cpuMs);
+  std::printf("%-12s %-13s threads=%d min=%.2f ms median=%.2f ms cpu=%.2f ms "
+              "cpumin=%.2f ms\n",
+              model.c_str(), impl.c_str(), threads, l.minMs, l.medianMs, l.cpuMs,
+              l.cpuMinMs);
   std::fflush(stdout);
 }
 
@@ -341,8 +347,10 @@ std::map<std::string, Latency> runTorch(const std::string &script, int repeat,
     char model[64], impl[64];
     int t;
     Latency l;
-    if (std::sscanf(line, "%63s %63s threads=%d min=%lf ms median=%lf ms cpu=%lf ms", model,
-                    impl, &t, &l.minMs, &l.medianMs, &l.cpuMs) >= 5)
+    if (std::sscanf(line,
+                    "%63s %63s threads=%d min=%lf ms median=%lf ms cpu=%lf ms "
+                    "cpumin=%lf ms",
+                    model, impl, &t, &l.minMs, &l.medianMs, &l.cpuMs, &l.cpuMinMs) >= 5)
       out[model] = l;
   }
   if (pclose(p) != 0)
@@ -355,6 +363,10 @@ std::map<std::string, Latency> runTorch(const std::string &script, int repeat,
 int main(int argc, char **argv) {
   int repeat = 20, warmup = 3;
   bool torch = false;
+  // Also time the models with their convolutions on OpenBLAS (the path
+  // before the micro-kernel), in the same run.
+  bool blasConv = false;
+  std::string only; // run just this model (for profiling)
   std::string script = std::string(TM_SOURCE_DIR) + "/bench/torch_latency.py";
   std::string weights;
   std::vector<int> threadCounts = {1, 2};
@@ -368,6 +380,10 @@ int main(int argc, char **argv) {
       threadCounts = {std::max(1, std::atoi(argv[++i]))};
     else if (a == "--torch")
       torch = true;
+    else if (a == "--blas-conv")
+      blasConv = true;
+    else if (a == "--only" && i + 1 < argc)
+      only = argv[++i];
     else if (a == "--torch-script" && i + 1 < argc)
       script = argv[++i];
     else if (a == "--weights" && i + 1 < argc)
@@ -375,7 +391,8 @@ int main(int argc, char **argv) {
     else {
       std::fprintf(stderr,
                    "usage: tm-model-bench [--repeat N] [--warmup N] [--threads T] "
-                   "[--torch] [--torch-script PATH] [--weights DIR]\n");
+                   "[--torch] [--blas-conv] [--only MODEL] [--torch-script PATH] "
+                   "[--weights DIR]\n");
       return 2;
     }
   }
@@ -386,8 +403,10 @@ int main(int argc, char **argv) {
       std::unique_ptr<TracedModule> tm;
     };
     std::vector<Model> models;
-    models.push_back({"resnet18", buildResNet18()});
-    models.push_back({"mobilenet_v2", buildMobileNetV2()});
+    if (only.empty() || only == "resnet18")
+      models.push_back({"resnet18", buildResNet18()});
+    if (only.empty() || only == "mobilenet_v2")
+      models.push_back({"mobilenet_v2", buildMobileNetV2()});
     Tensor x = Tensor::randn({1, 3, 224, 224}, 12345);
     if (!weights.empty()) {
       loadTorchWeights(*models[0].tm, weights);
@@ -419,6 +438,11 @@ int main(int argc, char **argv) {
         printLatency(m.name, "tmgraph", threads, lh);
         printLatency(m.name, "tmgraph-flat", threads, timeRuns(flatInterp, x, warmup, repeat));
         results[m.name][threads] = lh;
+        if (blasConv) {
+          rt::setConvGemm(rt::ConvGemm::Blas);
+          printLatency(m.name, "tmgraph-blas", threads, timeRuns(hier, x, warmup, repeat));
+          rt::setConvGemm(rt::ConvGemm::Auto);
+        }
       }
       if (m.name == "resnet18" && !weights.empty()) {
         Tensor ref = readFloatNpy(weights + "/output.npy");
@@ -442,18 +466,21 @@ int main(int argc, char **argv) {
           if (!ref.count(name))
             continue;
           Latency t = byThreads[threads], r = ref[name];
-          char row[200];
-          std::snprintf(row, sizeof row, "%-12s %7d %14.2f %14.2f %7.2f %12.2f %12.2f %7.2f",
+          char row[300];
+          std::snprintf(row, sizeof row,
+                        "%-12s %7d %14.2f %14.2f %7.2f %12.2f %12.2f %7.2f %7.2f %7.2f",
                         name.c_str(), threads, t.medianMs, r.medianMs, t.medianMs / r.medianMs,
-                        t.cpuMs, r.cpuMs, r.cpuMs > 0 ? t.cpuMs / r.cpuMs : 0.0);
+                        t.cpuMs, r.cpuMs, r.cpuMs > 0 ? t.cpuMs / r.cpuMs : 0.0,
+                        t.minMs / r.minMs, r.cpuMinMs > 0 ? t.cpuMinMs / r.cpuMinMs : 0.0);
           table.push_back(row);
         }
       }
       // Printed after all torch output so the summary reads as one table.
       std::printf("\nmedian latency and median process CPU time per run, ratio = tmgraph / "
-                  "torch\n%-12s %7s %14s %14s %7s %12s %12s %7s\n",
+                  "torch; last two columns: ratios of the minimum latency and of the "
+                  "minimum CPU time\n%-12s %7s %14s %14s %7s %12s %12s %7s %7s %7s\n",
                   "model", "threads", "tmgraph ms", "torch ms", "ratio", "tmgraph cpu",
-                  "torch cpu", "ratio");
+                  "torch cpu", "ratio", "min", "cpumin");
       for (const std::string &row : table)
         std::printf("%s\n", row.c_str());
     }

@@ -6,9 +6,9 @@ no_grad, 1x3x224x224 float32) exactly as tm-model-bench times tmgraph: a
 warm-up, then N timed runs, min and median in ms, one line per model in the
 format tm-model-bench parses:
 
-    <model> torch threads=<T> min=<ms> ms median=<ms> ms cpu=<ms> ms
+    <model> torch threads=<T> min=<ms> ms median=<ms> ms cpu=<ms> ms cpumin=<ms> ms
 
-(cpu: median process CPU time per run, all threads.)
+(cpu / cpumin: median / minimum process CPU time per run, all threads.)
 
 With --dump DIR it instead writes ResNet-18's state_dict (one .npy per key,
 batch-norm statistics randomised so they are not the identity), an input and
@@ -51,7 +51,7 @@ def time_model(model, x, warmup, repeat):
             cpu.append((time.process_time() - c0) * 1e3)
     ms.sort()
     cpu.sort()
-    return ms[0], ms[len(ms) // 2], cpu[len(cpu) // 2]
+    return ms[0], ms[len(ms) // 2], cpu[len(cpu) // 2], cpu[0]
 
 
 def dump(out_dir):
@@ -86,9 +86,10 @@ def main():
     for name, ctor in (("resnet18", torchvision.models.resnet18),
                        ("mobilenet_v2", torchvision.models.mobilenet_v2)):
         model = ctor().eval()
-        lo, med, cpu = time_model(model, x, args.warmup, max(1, args.repeat))
+        lo, med, cpu, cpu_min = time_model(model, x, args.warmup, max(1, args.repeat))
         print(f"{name:<12} {'torch':<13} threads={args.threads} "
-              f"min={lo:.2f} ms median={med:.2f} ms cpu={cpu:.2f} ms", flush=True)
+              f"min={lo:.2f} ms median={med:.2f} ms cpu={cpu:.2f} ms "
+              f"cpumin={cpu_min:.2f} ms", flush=True)
 
 
 if __name__ == "__main__":

@@ -4,8 +4,10 @@
 // times the patch matrix (K x Ho*Wo), K = C_g * kh * kw. The patch matrix
 // is never materialised whole: work items are (image, group, column tile,
 // row block) and each builds the K x tile slice it needs in a per-thread
-// buffer sized to stay in L2, runs a single-threaded sgemm into the output,
-// and applies bias and activation to the tile while it is in cache. 1x1
+// buffer sized to stay in L2, runs a single-threaded GEMM into the output,
+// and applies bias and activation to the tile while it is in cache. The
+// GEMM is the micro-kernel of Gemm.h on packed weights where the CPU has
+// AVX-512 (convMicro, im2colStrips), OpenBLAS elsewhere (convBlas). 1x1
 // stride-1 unpadded convolutions skip the im2col: the input already is the
 // patch matrix. Depthwise convolutions have K = kh * kw, far too little
 // work for a GEMM, and use a direct row kernel.
@@ -13,10 +15,15 @@
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Conv.h"
 
+#include <atomic>
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 #include <cstring>
 #include <limits>
 #include <memory>
 
+#include "Gemm.h"
 #include "Internal.h"
 #include "tm/runtime/Linalg.h"
 
@@ -42,6 +49,7 @@ struct ConvGeom {
   int64_t dh, dw;         ///< dilation
   int64_t groups, cg, og; ///< groups, channels per group in and out
   Activation act;
+  const PackedConvWeight *packed = nullptr;
 
   int64_t k() const { return cg * kh * kw; }
   int64_t spatial() const { return oh * ow; }
@@ -189,7 +197,7 @@ static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
 }
 
 namespace {
-/// How convGemm cuts one (image, group) GEMM into work items.
+/// How convBlas cuts one (image, group) GEMM into work items.
 struct GemmTiling {
   int64_t tile, tiles, mBlocks;
 };
@@ -223,7 +231,7 @@ static GemmTiling planGemm(const ConvGeom &g, int threads) {
 }
 
 /// GEMM lowering of conv2d (see the file comment).
-static void convGemm(const ConvGeom &g, const float *x, const float *w,
+static void convBlas(const ConvGeom &g, const float *x, const float *w,
                      const float *bias, float *out) {
   int64_t k = g.k(), sp = g.spatial();
   bool pointwise = g.isPointwise();
@@ -265,6 +273,237 @@ static void convGemm(const ConvGeom &g, const float *x, const float *w,
     sgemmSerial(false, false, m1 - m0, j1 - j0, k, 1.0f, wg, k, b, ldb, 0.0f,
                 og + m0 * sp + j0, sp);
     epilogue(g, og, sp, m0, m1, j0, j1, bg);
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// The micro-kernel path (AVX-512, weights packed once)
+//===----------------------------------------------------------------------===//
+
+static std::atomic<ConvGemm> convGemmPath{ConvGemm::Auto};
+
+void setConvGemm(ConvGemm path) { convGemmPath.store(path); }
+ConvGemm convGemm() { return convGemmPath.load(); }
+bool convMicroKernelAvailable() { return gemmMicroKernelAvailable(); }
+
+std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
+                                                       int64_t groups) {
+  llvm::StringRef op = "pack_conv_weight";
+  requireFloat32(op, weight, "weight");
+  if (weight.rank() < 3)
+    raise("{}: weight {} must be (out_channels, in_channels / groups, ...)",
+          op.str(), shapeStr(weight.shape()));
+  if (groups <= 0 || weight.dim(0) % groups != 0)
+    raise("{}: groups {} does not divide the {} output channels of weight {}",
+          op.str(), groups, weight.dim(0), shapeStr(weight.shape()));
+  if (!gemmMicroKernelAvailable())
+    return nullptr;
+  auto p = std::make_shared<PackedConvWeight>();
+  p->outChannels = weight.dim(0);
+  p->groups = groups;
+  p->depth = weight.dim(0) ? weight.numel() / weight.dim(0) : 0;
+  int64_t og = p->outChannels / groups;
+  p->panels.resize(size_t(packedPanelFloats(groups, og, p->depth)));
+  Tensor w = weight.contiguous();
+  packPanels(w.data<float>(), groups, og, p->depth, p->panels.data());
+  return p;
+}
+
+/// Builds rows [r0, r1) x columns [j0, j1) of the patch matrix of one
+/// group, like im2colTile, but directly in the micro-kernel's B layout:
+/// strips of 48 columns, strip s at col + s * (r1 - r0) * 48, row r0 + k
+/// of a strip at + k * width, width = 48 except for a last, partial strip
+/// (GemmB::compact).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TM_IM2COL_AVX512 __attribute__((target("avx512f")))
+namespace {
+// Segments of a strip row are at most 48 floats: masked AVX-512 moves
+// rather than memcpy / memset calls (im2colStrips runs only where the
+// micro-kernel, hence AVX-512, is available).
+TM_IM2COL_AVX512 inline __mmask16 headMask(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
+}
+TM_IM2COL_AVX512 inline void zeroSeg(float *d, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16)
+    _mm512_mask_storeu_ps(d + i, headMask(n - i), _mm512_setzero_ps());
+}
+TM_IM2COL_AVX512 inline void copySeg(float *d, const float *s, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = headMask(n - i);
+    _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
+  }
+}
+/// d[q] = s[2q], q < n: two loads and one even-lane permute per 16.
+TM_IM2COL_AVX512 inline void copySeg2(float *d, const float *s, int64_t n) {
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
+                                         20, 22, 24, 26, 28, 30);
+  for (int64_t i = 0; i < n; i += 16) {
+    int64_t in = 2 * (n - i) - 1; // inputs this chunk may read
+    __m512 lo = _mm512_maskz_loadu_ps(headMask(in), s + 2 * i);
+    __m512 hi = _mm512_maskz_loadu_ps(headMask(std::max<int64_t>(in - 16, 0)),
+                                      s + 2 * i + 16);
+    _mm512_mask_storeu_ps(d + i, headMask(n - i),
+                          _mm512_permutex2var_ps(lo, even, hi));
+  }
+}
+} // namespace
+#else
+#define TM_IM2COL_AVX512
+namespace {
+inline void zeroSeg(float *d, int64_t n) { std::fill(d, d + n, 0.0f); }
+inline void copySeg(float *d, const float *s, int64_t n) { std::copy(s, s + n, d); }
+inline void copySeg2(float *d, const float *s, int64_t n) {
+  for (int64_t q = 0; q < n; ++q)
+    d[q] = s[2 * q];
+}
+} // namespace
+#endif
+
+TM_IM2COL_AVX512
+static void im2colStrips(const ConvGeom &g, const float *x, int64_t j0,
+                         int64_t j1, int64_t r0, int64_t r1, float *col) {
+  int64_t stripStride = (r1 - r0) * GemmNR;
+  // The tile's output positions as runs along one output row and within
+  // one strip, computed once for all K rows: row k of run r goes to
+  // col + r.base + k * r.width, its element ox at + ox.
+  struct Run {
+    int64_t oy, ox0, ox1, base, width;
+  };
+  llvm::SmallVector<Run, 32> runs;
+  for (int64_t j = j0; j < j1;) {
+    int64_t oy = j / g.ow, ox0 = j % g.ow;
+    int64_t ox1 = std::min(g.ow, ox0 + (j1 - j));
+    for (int64_t ox = ox0; ox < ox1;) {
+      int64_t jj = j - j0 + (ox - ox0);
+      int64_t n0 = jj % GemmNR, strip = jj / GemmNR;
+      int64_t end = std::min(ox1, ox + (GemmNR - n0));
+      runs.push_back({oy, ox, end, strip * stripStride + n0 - ox,
+                      std::min(GemmNR, j1 - j0 - strip * GemmNR)});
+      ox = end;
+    }
+    j += ox1 - ox0;
+  }
+  for (int64_t kr = r0; kr < r1; ++kr) {
+    int64_t ci = kr / (g.kh * g.kw), ki = kr / g.kw % g.kh, kj = kr % g.kw;
+    const float *plane = x + ci * g.h * g.w;
+    {
+      {
+        int64_t row = kr - r0;
+        int64_t shift = kj * g.dw - g.pw; // ix = ox * sw + shift
+        int64_t oxLo = shift >= 0 ? 0 : (-shift + g.sw - 1) / g.sw;
+        int64_t oxHi = g.w - shift <= 0 ? 0 : (g.w - shift + g.sw - 1) / g.sw;
+        for (const Run &r : runs) {
+          float *d = col + r.base + row * r.width;
+          int64_t iy = r.oy * g.sh - g.ph + ki * g.dh;
+          if (iy < 0 || iy >= g.h) {
+            zeroSeg(d + r.ox0, r.ox1 - r.ox0);
+            continue;
+          }
+          const float *src = plane + iy * g.w + shift;
+          int64_t a = std::clamp(oxLo, r.ox0, r.ox1);
+          int64_t b = std::clamp(oxHi, a, r.ox1);
+          zeroSeg(d + r.ox0, a - r.ox0);
+          if (g.sw == 1)
+            copySeg(d + a, src + a, b - a);
+          else if (g.sw == 2)
+            copySeg2(d + a, src + 2 * a, b - a);
+          else
+            for (int64_t q = a; q < b; ++q)
+              d[q] = src[q * g.sw];
+          zeroSeg(d + b, r.ox1 - b);
+        }
+      }
+    }
+  }
+}
+
+/// convBlas on the micro-kernel: the same work items (image, group, column
+/// tile, row block), with the patch tile written straight into the
+/// kernel's strip layout and bias + activation applied in its store.
+static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
+                      const float *bias, float *out) {
+  int64_t k = g.k(), sp = g.spatial();
+  bool pointwise = g.isPointwise();
+  int threads = omp_get_max_threads();
+  // Column tiles: boundaries on whole 48-column strips (only the last
+  // tile of a plane has a partial strip). Every tile streams all of the
+  // packed weights once, so tiles are as wide as L2 allows: one depth
+  // block of the tile's patch columns (min(K, KC) x tile floats, what the
+  // kernel sweeps once per weight panel) within ColumnBudgetBytes. With
+  // few tiles, their count is raised until the work items divide evenly
+  // over the threads, keeping tiles of at least MinTile columns.
+  constexpr int64_t ColumnBudgetBytes = 384 << 10, MinTile = 96;
+  int64_t images = g.n * g.groups;
+  int64_t maxTile =
+      std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
+                           std::max<int64_t>(gemmDepthBlock(k), 1) / GemmNR *
+                           GemmNR);
+  int64_t tiles = std::max<int64_t>(1, (sp + maxTile - 1) / maxTile);
+  if (images * tiles < 4 * threads)
+    while ((images * tiles) % threads != 0 && sp / (tiles + 1) >= MinTile)
+      ++tiles;
+  // Tile t starts at column tileStart(t): t * sp / tiles rounded to the
+  // nearest strip boundary.
+  auto tileStart = [sp, tiles](int64_t t) {
+    if (t >= tiles)
+      return sp;
+    int64_t c = (t * sp / tiles + GemmNR / 2) / GemmNR * GemmNR;
+    return std::min(c, sp);
+  };
+  int64_t tile = 0; // the widest tile
+  for (int64_t t = 0; t < tiles; ++t)
+    tile = std::max(tile, tileStart(t + 1) - tileStart(t));
+  // Too few items for the threads (small outputs such as 7x7): split the
+  // output channels too, in whole panels of 8.
+  int64_t panels = (g.og + GemmMR - 1) / GemmMR;
+  int64_t mBlocks = 1;
+  if (images * tiles < threads)
+    mBlocks = std::max<int64_t>(
+        1, std::min<int64_t>((threads + images * tiles - 1) / (images * tiles),
+                             panels / 4));
+  int64_t items = images * tiles * mBlocks;
+  int64_t strips = (tile + GemmNR - 1) / GemmNR;
+  size_t tileFloats =
+      pointwise ? 0 : size_t(gemmDepthBlock(k)) * size_t(strips * GemmNR);
+  Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
+  float *scratch = scratchT.data<float>();
+  int64_t groupFloats = panels * k * GemmMR;
+
+#pragma omp parallel for schedule(static)                                      \
+    num_threads(threads) if (items > 1 && threads > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t mb = item % mBlocks;
+    int64_t tl = (item / mBlocks) % tiles;
+    int64_t img = item / (mBlocks * tiles);
+    int64_t n = img / g.groups, grp = img % g.groups;
+    int64_t j0 = tileStart(tl), j1 = tileStart(tl + 1);
+    if (j0 >= j1)
+      continue;
+    int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
+    int64_t m0 = p0 * GemmMR, m1 = std::min(g.og, p1 * GemmMR);
+    if (m0 >= m1)
+      continue;
+    const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
+    float *og = out + (n * g.o + grp * g.og) * sp;
+    const float *wg = wPacked + grp * groupFloats;
+    float *cg = og + m0 * sp + j0;
+    const float *bg = bias ? bias + grp * g.og + m0 : nullptr;
+    if (pointwise || k == 0) { // (k == 0: C is the activated bias)
+      gemmPackedA(wg, panels, p0, m1 - m0, j1 - j0, k, {xg + j0, GemmNR, sp},
+                  cg, sp, bg, g.act);
+      continue;
+    }
+    // One depth block at a time: its patch rows are built right before
+    // the kernel sweeps them, so they are read back from L2.
+    float *col = scratch + tileFloats * size_t(omp_get_thread_num());
+    int64_t kb = gemmDepthBlock(k);
+    for (int64_t k0 = 0; k0 < k; k0 += kb) {
+      int64_t kc = std::min(kb, k - k0);
+      im2colStrips(g, xg, j0, j1, k0, k0 + kc, col);
+      gemmPackedABlock(wg, panels, p0, m1 - m0, j1 - j0, k, k0, kc,
+                       {col, kc * GemmNR, GemmNR, /*compact=*/true}, cg, sp,
+                       bg, g.act);
+    }
   }
 }
 
@@ -367,10 +606,33 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   if (out.numel() == 0)
     return;
   const float *pb = bias.defined() ? bias.data<float>() : nullptr;
-  if (g.isDepthwise())
+  if (g.isDepthwise()) {
     convDepthwise(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
-  else
-    convGemm(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
+    return;
+  }
+  // The one GEMM dispatch: the micro-kernel wherever the CPU has it,
+  // unless a path is forced.
+  ConvGemm path = convGemm();
+  if (path != ConvGemm::Blas && gemmMicroKernelAvailable()) {
+    if (const PackedConvWeight *pk = g.packed) {
+      if (pk->outChannels != g.o || pk->groups != g.groups ||
+          pk->depth != g.k())
+        raise("conv: the packed weight ({} output channels, {} groups, depth "
+              "{}) was not packed from weight {} with groups {}",
+              pk->outChannels, pk->groups, pk->depth, shapeStr(w.shape()),
+              g.groups);
+      convMicro(g, x.data<float>(), pk->panels.data(), pb, out.data<float>());
+      return;
+    }
+    // No packed weight: pack it for this call (on the calling thread, from
+    // the run's arena).
+    int64_t panelsFloats = packedPanelFloats(g.groups, g.og, g.k());
+    Tensor packedT = Tensor::empty({panelsFloats});
+    packPanels(w.data<float>(), g.groups, g.og, g.k(), packedT.data<float>());
+    convMicro(g, x.data<float>(), packedT.data<float>(), pb, out.data<float>());
+    return;
+  }
+  convBlas(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
 }
 
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
@@ -380,6 +642,7 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
                          input, weight, bias, p.stride, p.padding,
                          p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
                          p.activation);
+  g.packed = p.packed;
   Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;
@@ -392,6 +655,7 @@ Tensor conv1d(const Tensor &input, const Tensor &weight, const Tensor &bias,
       input, weight, bias, Int2(1, p.stride), Int2(0, p.padding),
       Int2(0, p.paddingEnd.value_or(p.padding)), Int2(1, p.dilation), p.groups,
       p.activation);
+  g.packed = p.packed;
   Tensor out = Tensor::empty({g.n, g.o, g.ow}, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;

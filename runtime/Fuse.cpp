@@ -181,16 +181,18 @@ private:
 };
 
 Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor &b,
-               Activation act) {
+               Activation act, const PackedConvWeight *packed = nullptr) {
   switch (c.kind) {
   case ConvCall::Kind::Conv1d: {
     Conv1dParams p = c.p1;
     p.activation = act;
+    p.packed = packed;
     return conv1d(x, w, b, p);
   }
   case ConvCall::Kind::Conv2d: {
     Conv2dParams p = c.p2;
     p.activation = act;
+    p.packed = packed;
     return conv2d(x, w, b, p);
   }
   case ConvCall::Kind::ConvTranspose2d: {
@@ -204,30 +206,64 @@ Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor
 
 } // namespace
 
+std::shared_ptr<const PackedConvWeight> WeightPack::get(const Tensor &w) {
+  if (!convMicroKernelAvailable() || !w.defined() ||
+      w.dtype() != DType::Float32 || w.rank() < 3 || !w.isContiguous() ||
+      groups_ <= 0 || w.dim(0) % groups_ != 0)
+    return nullptr; // the conv reports what is wrong, if anything
+  if (groups_ > 1 && w.dim(1) == 1)
+    return nullptr; // depthwise: a direct kernel, no GEMM
+  std::lock_guard l(mu_);
+  if (!packed_ || key_.rawData() != w.rawData() || key_.shape() != w.shape()) {
+    packed_ = packConvWeight(w, groups_);
+    key_ = w;
+  }
+  return packed_;
+}
+
+
 StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx) {
   uint32_t o = ctx.slot(e.output(0));
+  // Weights that persist across runs are packed once for the micro-kernel
+  // (one pack per step, so it lives and dies with the plan).
+  int64_t groups = c.kind == ConvCall::Kind::Conv1d ? c.p1.groups : c.p2.groups;
+  std::shared_ptr<WeightPack> pack;
+  if (c.kind != ConvCall::Kind::ConvTranspose2d && (c.w.slot < 0 || c.stableWeight))
+    pack = std::make_shared<WeightPack>(groups);
+  auto packOf = [](const std::shared_ptr<WeightPack> &pk, const Tensor &w) {
+    return pk ? pk->get(w) : nullptr;
+  };
   auto it = ctx.heads.find(&e);
   if (it == ctx.heads.end())
-    return [c, o](Value *s, RunState &) {
-      s[o].tensor = runConv(c, c.x.get(s), c.w.get(s), c.b.getOr(s), Activation::None);
+    return [c, o, pack, packOf](Value *s, RunState &) {
+      Tensor w = c.w.get(s);
+      auto pw = packOf(pack, w);
+      s[o].tensor = runConv(c, c.x.get(s), w, c.b.getOr(s), Activation::None, pw.get());
     };
   FusedChain chain = it->second;
   std::shared_ptr<BatchNormFold> fold;
+  std::shared_ptr<WeightPack> foldPack;
   if (chain.batchNorm) {
     ctx.readsModule(chain.batchNorm);
     fold = std::make_shared<BatchNormFold>(*chain.batchNorm);
+    if (pack)
+      foldPack = std::make_shared<WeightPack>(groups);
   }
-  return [c, o, chain, fold](Value *s, RunState &st) {
+  return [c, o, chain, fold, pack, foldPack, packOf](Value *s, RunState &st) {
     const Tensor &x = c.x.get(s);
+    Tensor w = c.w.get(s);
     if (st.exact) {
-      s[o].tensor = runConv(c, x, c.w.get(s), c.b.getOr(s), Activation::None);
+      auto pw = packOf(pack, w);
+      s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get());
       return;
     }
     if (fold) {
-      auto [w, b] = fold->get(c.w.get(s), c.b.getOr(s));
-      s[o].tensor = runConv(c, x, w, b, chain.activation);
+      auto [fw, fb] = fold->get(w, c.b.getOr(s));
+      auto pw = packOf(foldPack, fw);
+      s[o].tensor = runConv(c, x, fw, fb, chain.activation, pw.get());
     } else {
-      s[o].tensor = runConv(c, x, c.w.get(s), c.b.getOr(s), chain.activation);
+      auto pw = packOf(pack, w);
+      s[o].tensor = runConv(c, x, w, c.b.getOr(s), chain.activation, pw.get());
     }
   };
 }

@@ -136,8 +136,20 @@ StepFn lowerFusedOp(const Expr &e, OpKind k, LowerContext &ctx) {
       d.fail("'groups' must be one integer");
     p.groups = g[0];
     p.activation = epilogue(act);
-    return [x, w, b, o, p, act](Value *s, RunState &) {
-      Tensor y = conv2d(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), p);
+    // A weight read by getattr (the usual case) is packed once per plan.
+    std::shared_ptr<WeightPack> pack;
+    if (auto a = e.namedArg("weight"); a && a->node() && a->node()->expr() &&
+                                       (llvm::isa<GetAttr>(a->node()->expr()) ||
+                                        llvm::isa<Constant>(a->node()->expr())))
+      pack = std::make_shared<WeightPack>(p.groups);
+    return [x, w, b, o, p, act, pack](Value *s, RunState &) {
+      Conv2dParams q = p;
+      std::shared_ptr<const PackedConvWeight> pw;
+      if (pack) {
+        pw = pack->get(s[w].tensor);
+        q.packed = pw.get();
+      }
+      Tensor y = conv2d(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), q);
       applyTail(y, act);
       s[o].tensor = std::move(y);
     };

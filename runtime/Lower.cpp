@@ -26,6 +26,16 @@ Tensor scalarTensor(const Scalar &s, std::optional<DType> like) {
   return Tensor::full({}, s.toDouble(), t);
 }
 
+/// The tensor argument `name` of `e` holds the same tensor on every run
+/// (a module attribute read by getattr, or a constant), so values derived
+/// from it may be cached across runs (checked against its identity).
+static bool stableTensorArg(const Expr &e, llvm::StringRef name) {
+  auto a = e.namedArg(name);
+  Node *n = a ? a->node() : nullptr;
+  const Expr *def = n ? n->expr() : nullptr;
+  return def && (llvm::isa<GetAttr>(def) || llvm::isa<Constant>(def));
+}
+
 class Args {
 public:
   Args(const Expr &e, LowerContext &ctx) : e_(e), ctx_(ctx) {}
@@ -330,6 +340,7 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
     c.x = a.tensor("inp");
     c.w = a.tensor("weight");
     c.b = a.optTensor("bias");
+    c.stableWeight = stableTensorArg(e, "weight");
     if (k == OpKind::Conv1d) {
       c.kind = ConvCall::Kind::Conv1d;
       c.p1.stride = a.integer("stride");

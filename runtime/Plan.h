@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <unordered_map>
 #include <vector>
 
@@ -142,6 +143,29 @@ struct ConvCall {
   Conv2dParams p2;
   ConvTranspose2dParams pt;
   Src x, w, b;
+  /// `w` is the same tensor on every run (not computed by the graph): the
+  /// step may keep it packed for the GEMM micro-kernel.
+  bool stableWeight = false;
+};
+
+/// A conv weight packed for the GEMM micro-kernel once per plan step,
+/// cached against the identity (storage and shape) of the weight tensor it
+/// came from, which it keeps alive so the storage cannot be recycled. Only
+/// for weights that are the same tensor on every run (module attributes,
+/// constants, batch-norm folds): a weight computed by the graph is a new
+/// tensor every run. Thread-safe; the packed weight is immutable.
+class WeightPack {
+public:
+  explicit WeightPack(int64_t groups) : groups_(groups) {}
+  /// The packed form of `w`, or null when the conv will not use it (no
+  /// micro-kernel, depthwise, or a weight the conv will reject).
+  std::shared_ptr<const PackedConvWeight> get(const Tensor &w);
+
+private:
+  int64_t groups_;
+  std::mutex mu_;
+  Tensor key_;
+  std::shared_ptr<const PackedConvWeight> packed_;
 };
 
 /// The one step builder of every convolution, fused per ctx.heads.

@@ -6,14 +6,16 @@
 // using OpenBLAS's own threading with the same thread count. Prints GFLOP/s
 // of both and their ratio.
 //
-//   tm-bench-conv [--threads N] [--min-time SECONDS] [--rounds R]
+//   tm-bench-conv [--threads N] [--min-time SECONDS] [--rounds R] [--cpu]
 //
-// Each figure is the best, over R rounds (default 3), of the median time of
-// a run of at least SECONDS (default 0.3).
+// Each figure is the best, over R rounds (default 3), of the minimum time
+// of a run of at least SECONDS (default 0.3); --cpu times process CPU time
+// instead of wall clock.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -22,6 +24,8 @@
 #include <vector>
 
 #include <cblas.h>
+
+#include <fmt/format.h>
 
 #include "tm/runtime/Kernels.h"
 
@@ -52,22 +56,36 @@ const ConvShape Shapes[] = {
 
 using Clock = std::chrono::steady_clock;
 
-/// Median time of f over at least `minTime` seconds (and 5 runs), after a
-/// warm-up of a quarter of that.
-template <typename F> double medianSeconds(F f, double minTime) {
+/// With --cpu: time is the process's CPU time (all threads), which on a
+/// loaded machine measures the work without the waits for a core.
+bool useCpuTime = false;
+
+double now() {
+  if (useCpuTime) {
+    timespec ts;
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
+  }
+  return std::chrono::duration<double>(Clock::now().time_since_epoch()).count();
+}
+
+/// Minimum time of f over at least `minTime` seconds of wall clock (and 5
+/// runs), after a warm-up of a quarter of that. The minimum, not the
+/// median: other processes only ever add time.
+template <typename F> double minSeconds(F f, double minTime) {
   auto since = [](Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
   };
   for (auto t0 = Clock::now(); since(t0) < minTime / 4;)
     f();
-  std::vector<double> times;
-  for (auto t0 = Clock::now(); since(t0) < minTime || times.size() < 5;) {
-    auto t = Clock::now();
+  double best = 1e30;
+  int runs = 0;
+  for (auto t0 = Clock::now(); since(t0) < minTime || runs < 5; ++runs) {
+    double t = now();
     f();
-    times.push_back(since(t));
+    best = std::min(best, now() - t);
   }
-  std::sort(times.begin(), times.end());
-  return times[times.size() / 2];
+  return best;
 }
 
 } // namespace
@@ -81,11 +99,13 @@ int main(int argc, char **argv) {
       threads = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
       minTime = std::atof(argv[++i]);
+    } else if (!std::strcmp(argv[i], "--cpu")) {
+      useCpuTime = true;
     } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr, "usage: tm-bench-conv [--threads N] [--min-time S] "
-                           "[--rounds R]\n");
+                           "[--rounds R] [--cpu]\n");
       return 2;
     }
   }
@@ -93,16 +113,22 @@ int main(int argc, char **argv) {
   std::printf("conv2d vs cblas_sgemm, ResNet-18 shapes, batch 1, %d "
               "thread(s), OpenBLAS %s, best of %d rounds\n\n",
               threads, openblas_get_corename(), rounds);
+  bool micro = rt::convMicroKernelAvailable();
   std::printf("| layer | input | weight | stride | GEMM M x N x K | "
-              "conv2d ms | conv2d GFLOP/s | sgemm GFLOP/s | ratio |\n");
-  std::printf("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: |\n");
-  // Each round times every conv2d, then every sgemm reference: OpenBLAS's
-  // worker threads keep spinning for a while after a threaded call and
-  // would steal cycles from the OpenMP threads of a conv measured right
-  // after. On a shared machine the load varies, so each shape keeps its
-  // best median over the rounds, for conv2d and sgemm alike.
+              "conv2d ms | conv2d GFLOP/s | sgemm GFLOP/s | ratio | "
+              "packed per call | OpenBLAS path |\n");
+  std::printf("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | "
+              "---: | ---: |\n");
+  // conv2d: the default path, as the interpreter runs it (weights packed
+  // once, before timing); the same with the weights packed on every call;
+  // the OpenBLAS path (forced). Each round times every conv2d, then every
+  // sgemm reference: OpenBLAS's worker threads keep spinning for a while
+  // after a threaded call and would steal cycles from the OpenMP threads of
+  // a conv measured right after. On a shared machine the load varies, so
+  // each figure keeps its best over the rounds.
   size_t count = std::size(Shapes);
-  std::vector<double> tConv(count, 1e30), tGemm(count, 1e30), flops(count);
+  std::vector<double> tConv(count, 1e30), tCall(count, 1e30),
+      tBlas(count, 1e30), tGemm(count, 1e30), flops(count);
   std::vector<int64_t> ms(count), ns(count), ks(count);
   for (size_t i = 0; i < count; ++i) {
     const ConvShape &s = Shapes[i];
@@ -119,10 +145,19 @@ int main(int argc, char **argv) {
       Tensor x = Tensor::randn({1, s.c, s.h, s.w}, 1);
       Tensor w = Tensor::randn({s.o, s.c, s.k, s.k}, 2);
       Tensor b = Tensor::randn({s.o}, 3);
+      auto packed = rt::packConvWeight(w, 1);
       rt::Conv2dParams p{.stride = s.stride, .padding = s.pad};
+      rt::Conv2dParams pp = p;
+      pp.packed = packed.get();
       tConv[i] = std::min(
-          tConv[i],
-          medianSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
+          tConv[i], minSeconds([&] { (void)rt::conv2d(x, w, b, pp); }, minTime));
+      if (micro)
+        tCall[i] = std::min(
+            tCall[i], minSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
+      rt::setConvGemm(rt::ConvGemm::Blas);
+      tBlas[i] = std::min(
+          tBlas[i], minSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
+      rt::setConvGemm(rt::ConvGemm::Auto);
     }
     // The reference: one sgemm of the same size, OpenBLAS-threaded.
     openblas_set_num_threads(threads);
@@ -131,7 +166,7 @@ int main(int argc, char **argv) {
       std::vector<float> a(size_t(m * k), 0.5f), bm(size_t(k * n), 0.25f),
           c(size_t(m * n));
       tGemm[i] = std::min(
-          tGemm[i], medianSeconds(
+          tGemm[i], minSeconds(
                         [&] {
                           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
                                       int(m), int(n), int(k), 1.0f, a.data(),
@@ -143,22 +178,39 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(1);
   }
 
-  double convTotal = 0, gemmTotal = 0, flopTotal = 0;
+  double convTotal = 0, callTotal = 0, blasTotal = 0, gemmTotal = 0,
+         flopTotal = 0, minRatio = 1e30;
+  auto pct = [](double ref, double t) { return 100.0 * ref / t; };
   for (size_t i = 0; i < count; ++i) {
     const ConvShape &s = Shapes[i];
     convTotal += tConv[i];
+    callTotal += tCall[i];
+    blasTotal += tBlas[i];
     gemmTotal += tGemm[i];
     flopTotal += flops[i];
+    minRatio = std::min(minRatio, tGemm[i] / tConv[i]);
     std::printf("| %s | (1, %lld, %lld, %lld) | (%lld, %lld, %lld, %lld) | "
-                "%lld | %lld x %lld x %lld | %.3f | %.1f | %.1f | %.0f%% |\n",
+                "%lld | %lld x %lld x %lld | %.3f | %.1f | %.1f | %.0f%% | "
+                "%s | %.0f%% |\n",
                 s.where, (long long)s.c, (long long)s.h, (long long)s.w,
                 (long long)s.o, (long long)s.c, (long long)s.k, (long long)s.k,
                 (long long)s.stride, (long long)ms[i], (long long)ns[i],
                 (long long)ks[i], tConv[i] * 1e3, flops[i] / tConv[i] / 1e9,
-                flops[i] / tGemm[i] / 1e9, 100.0 * tGemm[i] / tConv[i]);
+                flops[i] / tGemm[i] / 1e9, pct(tGemm[i], tConv[i]),
+                micro ? fmt::format("{:.0f}%", pct(tGemm[i], tCall[i])).c_str()
+                      : "-",
+                pct(tGemm[i], tBlas[i]));
   }
-  std::printf("| all (one each) | | | | | %.3f | %.1f | %.1f | %.0f%% |\n",
+  std::printf("| all (one each) | | | | | %.3f | %.1f | %.1f | %.0f%% | %s | "
+              "%.0f%% |\n",
               convTotal * 1e3, flopTotal / convTotal / 1e9,
-              flopTotal / gemmTotal / 1e9, 100.0 * gemmTotal / convTotal);
+              flopTotal / gemmTotal / 1e9, pct(gemmTotal, convTotal),
+              micro ? fmt::format("{:.0f}%", pct(gemmTotal, callTotal)).c_str()
+                    : "-",
+              pct(gemmTotal, blasTotal));
+  std::printf("\nlowest per-shape ratio (default path): %.0f%%; micro-kernel "
+              "%s; times: %s\n",
+              100.0 * minRatio, micro ? "on (AVX-512)" : "unavailable",
+              useCpuTime ? "process CPU time, minimum" : "wall clock, minimum");
   return 0;
 }

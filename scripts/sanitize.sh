@@ -24,9 +24,12 @@ tsan)
   export OMP_NUM_THREADS=1
   export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
   ninja -C build-tsan tests/robustness/test_concurrency tests/runtime/rt_test_interpreter \
-    tests/passes/test_passes
+    tests/runtime/rt_test_conv_gemm tests/passes/test_passes
   meson test -C build-tsan --print-errorlogs --timeout-multiplier 4 \
     test_concurrency test_interpreter test_passes
+  # The GEMM micro-kernel tests, shared packed weights from 4 std::threads
+  # included; not the one that forces 2 OpenMP threads ([omp]).
+  build-tsan/tests/runtime/rt_test_conv_gemm '~[omp]'
   ;;
 *)
   echo "usage: sh scripts/sanitize.sh asan|tsan" >&2

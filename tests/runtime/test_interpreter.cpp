@@ -266,3 +266,32 @@ TEST_CASE("plan-time fusion refolds when a batch-norm tensor is replaced",
   requireClose(after, ref, 1e-4);
   CHECK(!after.bitwiseEqual(before));
 }
+
+TEST_CASE("plan-time packed conv weights follow a replaced weight",
+          "[runtime][interp][fusion]") {
+  // The plan packs each conv weight once for the GEMM micro-kernel; a
+  // weight replaced by assignment (same module, no version change) must be
+  // packed again, with and without a batch norm folded in.
+  for (bool extra : {false, true}) {
+    CAPTURE(extra);
+    auto tm = convBnRelu(false, extra);
+    Interpreter interp(*tm);
+    Tensor x = Tensor::randn({2, 3, 6, 5}, 5);
+    Tensor before = interp.run({x}).outputs[0];
+    Module &conv = *tm->module("conv");
+    *conv.tensor("weight") = Tensor::randn({4, 3, 3, 3}, 99);
+    Tensor after = interp.run({x}).outputs[0];
+    const Module &bnm = *tm->module("bn");
+    Tensor c = conv2d(x, *conv.tensor("weight"), *conv.tensor("bias"),
+                      Conv2dParams{.stride = 1, .padding = 1});
+    Tensor ref = unary(UnaryOp::Relu,
+                       batchNorm(c, *bnm.tensor("running_mean"), *bnm.tensor("running_var"),
+                                 *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
+    if (extra)
+      ref = binary(BinaryOp::Add, ref, c);
+    requireClose(after, ref, 1e-4);
+    CHECK(!after.bitwiseEqual(before));
+    // And again, from the cache.
+    CHECK(interp.run({x}).outputs[0].bitwiseEqual(after));
+  }
+}

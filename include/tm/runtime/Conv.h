@@ -4,21 +4,27 @@
 //  * conv2d weight (out, in / groups, kh, kw), bias (out,);
 //  * conv_transpose2d weight (in, out / groups, kh, kw), bias (out,);
 //  * conv1d weight (out, in / groups, k), bias (out,).
-// conv2d lowers each (image, group) to sgemm: 1x1 stride-1 convolutions use
-// the input directly as the GEMM operand; others are im2col'ed tile by tile
-// (a column tile of the patch matrix stays in L2) with the bias and the
-// activation applied to the tile right after its GEMM. Depthwise
-// convolutions (groups == in channels, one input channel per group) use a
-// direct kernel instead.
+// conv2d lowers each (image, group) to a GEMM: 1x1 stride-1 convolutions
+// use the input directly as the GEMM operand; others are im2col'ed tile by
+// tile (a slice of the patch matrix stays in L2), with the bias and the
+// activation applied in the GEMM's store. Where the CPU has AVX-512 the
+// GEMM is the runtime's own micro-kernel, on weights packed once
+// (packConvWeight, kept per execution plan by the interpreter); elsewhere
+// it is OpenBLAS sgemm. Depthwise convolutions (groups == in channels, one
+// input channel per group) use a direct kernel instead.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <memory>
 #include <optional>
+#include <vector>
 
 #include "tm/runtime/Common.h"
 
 namespace tmg::rt {
+
+class PackedConvWeight;
 
 /// Attributes of conv2d.
 struct Conv2dParams {
@@ -30,6 +36,9 @@ struct Conv2dParams {
   Int2 dilation = 1;
   int64_t groups = 1;
   Activation activation = Activation::None;
+  /// The weight already packed by packConvWeight (borrowed; it must have
+  /// been packed from this very weight tensor). Null: packed per call.
+  const PackedConvWeight *packed = nullptr;
 };
 
 /// Cross-correlation of input (N, C, H, W) with weight (O, C / groups, kh,
@@ -49,6 +58,8 @@ struct Conv1dParams {
   int64_t dilation = 1;
   int64_t groups = 1;
   Activation activation = Activation::None;
+  /// As Conv2dParams::packed.
+  const PackedConvWeight *packed = nullptr;
 };
 
 /// input (N, C, L), weight (O, C / groups, k), bias (O,) -> (N, O, Lo).
@@ -73,6 +84,35 @@ struct ConvTranspose2dParams {
 Tensor convTranspose2d(const Tensor &input, const Tensor &weight,
                        const Tensor &bias = {},
                        const ConvTranspose2dParams &params = {});
+
+/// A conv2d / conv1d weight laid out once for the runtime's GEMM
+/// micro-kernel (panels of 8 output channels, depth-major). Immutable once
+/// built, so one packed weight can serve any number of concurrent calls;
+/// the interpreter keeps one per conv step of an execution plan.
+class PackedConvWeight {
+public:
+  int64_t outChannels = 0, groups = 1;
+  int64_t depth = 0; ///< in_channels / groups * kh * kw
+  std::vector<float> panels;
+};
+
+/// Packs `weight` (O, C / groups, kh, kw) or (O, C / groups, k) for a
+/// convolution with `groups` groups. Returns null when this CPU has no
+/// micro-kernel (no AVX-512): convolutions then use OpenBLAS and need no
+/// packing. Throws when weight is not a float32 tensor of rank >= 3 whose
+/// channels `groups` divides.
+std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
+                                                       int64_t groups);
+
+/// Which GEMM the non-depthwise convolutions use. Auto (the default):
+/// the micro-kernel with packed weights where the CPU has AVX-512,
+/// OpenBLAS sgemm elsewhere. The others force a path (for tests and
+/// benchmarks; MicroKernel falls back to OpenBLAS where unavailable).
+enum class ConvGemm : uint8_t { Auto, Blas, MicroKernel };
+void setConvGemm(ConvGemm path);
+ConvGemm convGemm();
+/// True when this CPU runs the GEMM micro-kernel.
+bool convMicroKernelAvailable();
 
 /// Output size of a convolution or pooling window along one axis:
 /// floor((in + padBegin + padEnd - dilation * (kernel - 1) - 1) / stride) + 1,

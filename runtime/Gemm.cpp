@@ -1,0 +1,295 @@
+//===- Gemm.cpp - The runtime's own FP32 GEMM micro-kernel ----------------===//
+//
+// See Gemm.h. The micro-kernel keeps its 8 x 48 tile of C in 24 AVX-512
+// registers; per depth step it loads three vectors of B (the last one
+// masked to the strip's width, so B is never read past its end) and
+// broadcasts eight weights of A, 24 FMAs in all. Tails: rows past M are
+// zero in the packed A and never stored; columns past N are masked off.
+//
+//===----------------------------------------------------------------------===//
+#include "Gemm.h"
+
+#include "Internal.h"
+
+#include <algorithm>
+#include <cstring>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// GCC 12 warns about the undefined start value of _mm512_undefined_ps in
+// its own headers' masked intrinsics.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+#define TM_HAVE_AVX512_KERNEL 1
+#endif
+
+namespace tmg::rt::detail {
+
+int64_t packedPanelFloats(int64_t groups, int64_t m, int64_t k) {
+  return groups * ((m + GemmMR - 1) / GemmMR) * k * GemmMR;
+}
+
+void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
+                float *dst) {
+  int64_t panels = (m + GemmMR - 1) / GemmMR;
+  for (int64_t g = 0; g < groups; ++g) {
+    float *dg = dst + g * panels * k * GemmMR;
+    int64_t kb = gemmDepthBlock(k);
+    for (int64_t k0 = 0; k0 < k; k0 += kb) {
+      int64_t kc = std::min(kb, k - k0);
+      for (int64_t p = 0; p < panels; ++p) {
+        float *d = dg + k0 * panels * GemmMR + p * kc * GemmMR;
+        for (int64_t r = 0; r < GemmMR; ++r) {
+          int64_t row = p * GemmMR + r;
+          if (row >= m) {
+            for (int64_t kk = 0; kk < kc; ++kk)
+              d[kk * GemmMR + r] = 0.0f;
+            continue;
+          }
+          const float *s = w + (g * m + row) * k + k0;
+          for (int64_t kk = 0; kk < kc; ++kk)
+            d[kk * GemmMR + r] = s[kk];
+        }
+      }
+    }
+  }
+}
+
+#ifdef TM_HAVE_AVX512_KERNEL
+
+bool gemmMicroKernelAvailable() {
+  static const bool avail = [] {
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
+  }();
+  return avail;
+}
+
+namespace {
+
+#define TM_AVX512 __attribute__((target("avx512f,avx512vl,avx2,fma")))
+
+/// One 8 x (NV * 16) tile over depth kc: C = (accumulate ? C : 0) + A * B,
+/// then, when `last`, + bias and the activation. `rows` <= 8 rows and
+/// `cols` in (16 (NV - 1), 16 NV] columns are stored.
+template <int NV>
+TM_AVX512 inline void microKernel(int64_t kc, const float *a, const float *b,
+                                  int64_t ldb, float *c, int64_t ldc, int rows,
+                                  int cols, bool accumulate, bool last,
+                                  const float *bias, Activation act) {
+  __m512 acc[GemmMR][NV];
+#pragma GCC unroll 8
+  for (int r = 0; r < GemmMR; ++r)
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v)
+      acc[r][v] = _mm512_setzero_ps();
+  int tail = cols - (NV - 1) * 16;
+  __mmask16 lastMask = tail >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << tail) - 1);
+  for (int64_t k = 0; k < kc; ++k) {
+    const float *bk = b + k * ldb;
+    const float *ak = a + k * GemmMR;
+    __m512 bv[NV];
+#pragma GCC unroll 3
+    for (int v = 0; v < NV - 1; ++v)
+      bv[v] = _mm512_loadu_ps(bk + 16 * v);
+    bv[NV - 1] = _mm512_maskz_loadu_ps(lastMask, bk + 16 * (NV - 1));
+#pragma GCC unroll 8
+    for (int r = 0; r < GemmMR; ++r) {
+      __m512 ar = _mm512_set1_ps(ak[r]);
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v)
+        acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
+    }
+  }
+  const __m512 zero = _mm512_setzero_ps(), six = _mm512_set1_ps(6.0f);
+#pragma GCC unroll 8
+  for (int r = 0; r < GemmMR; ++r) {
+    if (r >= rows)
+      break;
+    float *cr = c + r * ldc;
+    __m512 add = last && bias ? _mm512_set1_ps(bias[r]) : zero;
+#pragma GCC unroll 3
+    for (int v = 0; v < NV; ++v) {
+      __mmask16 m = v == NV - 1 ? lastMask : __mmask16(0xFFFF);
+      __m512 x = acc[r][v];
+      if (accumulate)
+        x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cr + 16 * v));
+      if (last) {
+        x = _mm512_add_ps(x, add);
+        if (act != Activation::None)
+          x = _mm512_max_ps(x, zero);
+        if (act == Activation::Relu6)
+          x = _mm512_min_ps(x, six);
+      }
+      _mm512_mask_storeu_ps(cr + 16 * v, m, x);
+    }
+  }
+}
+
+/// The same over a narrow tail of C <= 8 columns (a 7x7 output's last
+/// column, say): vectors run along the 8 rows instead, one broadcast of B
+/// per column, so a 1-column tail costs 1/16 of a full-width kernel.
+template <int C>
+TM_AVX512 inline void microKernelNarrow(int64_t kc, const float *a,
+                                        const float *b, int64_t ldb, float *c,
+                                        int64_t ldc, int rows, bool accumulate,
+                                        bool last, const float *bias,
+                                        Activation act) {
+  // U interleaved sets of accumulators (depth k goes to set k % U), so at
+  // least 8 FMA chains are in flight even for one column.
+  constexpr int U = C == 1 ? 8 : C == 2 ? 4 : C <= 4 ? 2 : 1;
+  __m256 acc[U][C];
+#pragma GCC unroll 8
+  for (int u = 0; u < U; ++u)
+#pragma GCC unroll 8
+    for (int j = 0; j < C; ++j)
+      acc[u][j] = _mm256_setzero_ps();
+  int64_t k = 0;
+  for (; k + U <= kc; k += U) {
+#pragma GCC unroll 8
+    for (int u = 0; u < U; ++u) {
+      __m256 av = _mm256_loadu_ps(a + (k + u) * GemmMR);
+      const float *bk = b + (k + u) * ldb;
+#pragma GCC unroll 8
+      for (int j = 0; j < C; ++j)
+        acc[u][j] = _mm256_fmadd_ps(av, _mm256_set1_ps(bk[j]), acc[u][j]);
+    }
+  }
+  for (; k < kc; ++k) {
+    __m256 av = _mm256_loadu_ps(a + k * GemmMR);
+    const float *bk = b + k * ldb;
+#pragma GCC unroll 8
+    for (int j = 0; j < C; ++j)
+      acc[0][j] = _mm256_fmadd_ps(av, _mm256_set1_ps(bk[j]), acc[0][j]);
+  }
+  alignas(32) float t[C][GemmMR];
+#pragma GCC unroll 8
+  for (int j = 0; j < C; ++j) {
+    __m256 sum = acc[0][j];
+#pragma GCC unroll 8
+    for (int u = 1; u < U; ++u)
+      sum = _mm256_add_ps(sum, acc[u][j]);
+    _mm256_store_ps(t[j], sum);
+  }
+  for (int r = 0; r < rows; ++r) {
+    float *cr = c + r * ldc;
+    float add = last && bias ? bias[r] : 0.0f;
+    for (int j = 0; j < C; ++j) {
+      float v = t[j][r];
+      if (accumulate)
+        v += cr[j];
+      if (last) {
+        v += add;
+        if (act != Activation::None)
+          v = v < 0.0f ? 0.0f : v;
+        if (act == Activation::Relu6)
+          v = v > 6.0f ? 6.0f : v;
+      }
+      cr[j] = v;
+    }
+  }
+}
+
+/// One depth block [k0, k0 + kc) of gemmPackedA: B's rows are those of
+/// the block (b.data points at its row k0).
+TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
+                               int64_t m, int64_t n, int64_t k, int64_t k0,
+                               int64_t kc, GemmB b, float *c, int64_t ldc,
+                               const float *bias, Activation act) {
+  // The packed A micro-panel of the block (8 x KC floats, 8 KB) stays in
+  // L1 while it meets every strip of B, which streams from L2.
+  {
+    bool accumulate = k0 > 0, last = k0 + kc == k;
+    for (int64_t p = 0; p * GemmMR < m; ++p) {
+      const float *ap = a + k0 * panels * GemmMR + (p0 + p) * kc * GemmMR;
+      int rows = int(std::min(GemmMR, m - p * GemmMR));
+      float *cp = c + p * GemmMR * ldc;
+      const float *bp = bias ? bias + p * GemmMR : nullptr;
+      for (int64_t s = 0; s * GemmNR < n; ++s) {
+        int cols = int(std::min(GemmNR, n - s * GemmNR));
+        int64_t ldb = b.compact ? cols : b.ldb;
+        const float *bs = b.data + s * b.stripStride;
+        float *cs = cp + s * GemmNR;
+        switch (cols) {
+#define TM_NARROW(C)                                                           \
+  case C:                                                                      \
+    microKernelNarrow<C>(kc, ap, bs, ldb, cs, ldc, rows, accumulate, last,     \
+                         bp, act);                                             \
+    continue;
+          TM_NARROW(1) TM_NARROW(2) TM_NARROW(3) TM_NARROW(4)
+          TM_NARROW(5) TM_NARROW(6) TM_NARROW(7) TM_NARROW(8)
+#undef TM_NARROW
+        default:
+          break;
+        }
+        if (cols > 32)
+          microKernel<3>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
+                         last, bp, act);
+        else if (cols > 16)
+          microKernel<2>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
+                         last, bp, act);
+        else
+          microKernel<1>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
+                         last, bp, act);
+      }
+    }
+  }
+}
+
+} // namespace
+
+#else
+
+bool gemmMicroKernelAvailable() { return false; }
+
+#endif
+
+void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
+                 int64_t n, int64_t k, GemmB b, float *c, int64_t ldc,
+                 const float *bias, Activation act) {
+  if (m <= 0 || n <= 0)
+    return;
+  if (k == 0) {
+    // An empty sum: C is the bias, activated.
+    for (int64_t r = 0; r < m; ++r) {
+      float *cr = c + r * ldc;
+      for (int64_t j = 0; j < n; ++j)
+        cr[j] = 0.0f;
+      biasActivate(cr, n, bias ? bias[r] : 0.0f, act);
+    }
+    return;
+  }
+#ifdef TM_HAVE_AVX512_KERNEL
+  int64_t kb = gemmDepthBlock(k);
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    GemmB bk = b;
+    bk.data += k0 * b.ldb; // plain layout: rows are ldb apart
+    gemmAvx512Block(a, panels, p0, m, n, k, k0, std::min(kb, k - k0), bk,
+                    c, ldc, bias, act);
+  }
+#else
+  (void)a, (void)panels, (void)p0, (void)b, (void)c, (void)ldc, (void)bias,
+      (void)act;
+  __builtin_trap(); // callers check gemmMicroKernelAvailable()
+#endif
+}
+
+} // namespace tmg::rt::detail
+
+namespace tmg::rt::detail {
+
+void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
+                      int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
+                      float *c, int64_t ldc, const float *bias,
+                      Activation act) {
+  if (m <= 0 || n <= 0 || kc <= 0)
+    return;
+#ifdef TM_HAVE_AVX512_KERNEL
+  gemmAvx512Block(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act);
+#else
+  (void)a, (void)panels, (void)p0, (void)k, (void)k0, (void)b, (void)c,
+      (void)ldc, (void)bias, (void)act;
+  __builtin_trap(); // callers check gemmMicroKernelAvailable()
+#endif
+}
+
+} // namespace tmg::rt::detail

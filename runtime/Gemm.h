@@ -1,0 +1,87 @@
+//===- Gemm.h - The runtime's own FP32 GEMM (internal) ----------*- C++ -*-===//
+//
+// C (M x N, row-major) = A (M x K) * B (K x N) with A pre-packed, for
+// convolutions: A holds the weights (rows = output channels), B the patch
+// matrix, C the NCHW output plane. The micro-kernel computes an 8 x 48
+// tile (8 rows; 3 AVX-512 vectors of 16 columns) from
+//  * A packed once into panels of 8 rows, K x 8 floats each ([k][row],
+//    rows past M zero), so a row's weight at depth k is one broadcast;
+//  * B read in strips of up to 48 columns, row k of a strip at
+//    `strip + k * ldb`: either the im2col buffer written directly in this
+//    strip layout (ldb = the strip's width, strips K x 48 apart) or, for
+//    1x1 stride-1 convolutions, the input itself (ldb = N, strips 48
+//    floats apart).
+// The bias and the activation are applied in the micro-kernel's final
+// store. The depth is split into blocks of <= GemmKC so one A micro-panel
+// (8 x KC) stays in L1 while it meets every strip of the tile; columns
+// tails of at most 8 use a kernel that runs its vectors along the rows.
+//
+// Only built for AVX-512 (one `target` function, chosen at run time, no
+// IFUNC, so it also runs under ThreadSanitizer); elsewhere the convolution
+// keeps its OpenBLAS path (see Conv.cpp).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+
+#include "tm/runtime/Common.h"
+
+namespace tmg::rt::detail {
+
+constexpr int64_t GemmMR = 8;  ///< rows of a micro-tile
+constexpr int64_t GemmNR = 48; ///< columns of a micro-tile (one B strip)
+constexpr int64_t GemmKC = 256; ///< the largest depth block
+
+/// The depth block for depth k: k cut into ceil(k / GemmKC) blocks of equal
+/// size (the last one possibly shorter), so no block is a short remainder.
+inline int64_t gemmDepthBlock(int64_t k) {
+  int64_t blocks = (k + GemmKC - 1) / GemmKC;
+  return blocks ? (k + blocks - 1) / blocks : 1;
+}
+
+/// True when this CPU runs the micro-kernel (AVX-512F).
+bool gemmMicroKernelAvailable();
+
+/// Packs rows [0, m) of each of `groups` groups of the row-major weight
+/// matrix `w` (groups * m rows of k floats) into `dst`, which holds
+/// packedPanelFloats(groups, m, k) floats. A group's rows form
+/// panels = ceil(m / 8) panels of 8 (rows past m zero); its depth is cut
+/// into blocks of gemmDepthBlock(k), and each block holds every panel's slice of it
+/// in turn, so the kernel reads one contiguous stream per depth block:
+/// group g, depth block at k0 (length kc), panel p at
+///   dst + g * panels * k * 8 + k0 * panels * 8 + p * kc * 8,
+/// element (k0 + kk, row 8p + r) at + kk * 8 + r.
+int64_t packedPanelFloats(int64_t groups, int64_t m, int64_t k);
+void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
+                float *dst);
+
+/// The B operand: strip s (columns 48s .. 48s + 47) starts at
+/// `data + s * stripStride`; its row k is at `+ k * ldb`, or, when
+/// `compact` (the im2col layout), at `+ k * width` with width the strip's
+/// column count (48 but for a last, partial strip: a narrow tail's rows
+/// then share cache lines).
+struct GemmB {
+  const float *data;
+  int64_t stripStride, ldb;
+  bool compact = false;
+};
+
+/// C rows [0, m) x columns [0, n) (row stride ldc) = A * B over depth k,
+/// then + bias[row] (when non-null) and the activation. `a` is one group
+/// of packPanels' output (`panels` panels); the rows are those of panels
+/// p0, p0 + 1, ... Single-threaded; requires gemmMicroKernelAvailable().
+void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
+                 int64_t n, int64_t k, GemmB b, float *c, int64_t ldc,
+                 const float *bias, Activation act);
+
+/// One depth block [k0, k0 + kc) of gemmPackedA (the first block writes
+/// C, later ones add to it, the last applies bias and activation); `b`
+/// holds just the block's kc rows. Calling it for consecutive blocks
+/// covering [0, k) equals one gemmPackedA. Requires k > 0.
+void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
+                      int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
+                      float *c, int64_t ldc, const float *bias,
+                      Activation act);
+
+} // namespace tmg::rt::detail

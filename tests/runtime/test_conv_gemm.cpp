@@ -1,0 +1,284 @@
+//===- test_conv_gemm.cpp - The conv GEMM paths against a double reference -===//
+//
+// Every non-depthwise convolution is a GEMM: out (O_g x Ho*Wo) = weight
+// (O_g x K) times patches (K x Ho*Wo), K = C_g * kh * kw. These tests run
+// both GEMM paths (the micro-kernel with weights packed once or per call,
+// and OpenBLAS) over shapes chosen for the micro-kernel's edges: rows
+// (output channels) that are not a multiple of its 8-row panels, columns
+// (output positions) around its 48-column strips and 1..8-column narrow
+// tails, depths around its blocks of at most 256, K = 1, and every im2col
+// case (1x1, 3x3, 7x7, stride, dilation, padding, groups).
+//
+// Tolerance: |got - want| <= 1e-4 |want| + 1e-5 sqrt(K) (gemmTol), inputs
+// in [-2, 2] and weights in [-1, 1]; the reference sums in double.
+//
+//===----------------------------------------------------------------------===//
+#include "Reference.h"
+
+#include <thread>
+
+using namespace tmtest;
+namespace rt = tmg::rt;
+using rt::Activation;
+using rt::Int2;
+
+namespace {
+
+struct Case {
+  int64_t n, c, h, w, o, kh, kw, groups = 1;
+  Int2 stride = 1, pad = 0, dilation = 1;
+  Activation act = Activation::None;
+  bool bias = true;
+};
+
+std::string describe(const Case &k) {
+  std::ostringstream os;
+  os << "x (" << k.n << ", " << k.c << ", " << k.h << ", " << k.w << ") w ("
+     << k.o << ", " << k.c / k.groups << ", " << k.kh << ", " << k.kw
+     << ") groups " << k.groups << " stride " << k.stride.str() << " pad "
+     << k.pad.str() << " dilation " << k.dilation.str() << " act "
+     << rt::activationName(k.act).str() << " bias " << k.bias;
+  return os.str();
+}
+
+int64_t outSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
+                int64_t dil) {
+  return rt::convOutputSize(in, kernel, stride, pad, pad, dil);
+}
+
+/// Direct convolution in double.
+Ref reference(const Tensor &xt, const Tensor &wt, const Tensor &bt,
+              const Case &k) {
+  Ref x(xt), w(wt);
+  int64_t oh = outSize(k.h, k.kh, k.stride.h, k.pad.h, k.dilation.h);
+  int64_t ow = outSize(k.w, k.kw, k.stride.w, k.pad.w, k.dilation.w);
+  int64_t cg = k.c / k.groups, og = k.o / k.groups;
+  Ref y(Shape{k.n, k.o, oh, ow});
+  for (int64_t n = 0; n < k.n; ++n)
+    for (int64_t o = 0; o < k.o; ++o)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          double s = bt.defined() ? double(bt.at(o)) : 0.0;
+          int64_t g = o / og;
+          for (int64_t ci = 0; ci < cg; ++ci)
+            for (int64_t ki = 0; ki < k.kh; ++ki)
+              for (int64_t kj = 0; kj < k.kw; ++kj) {
+                int64_t iy = oy * k.stride.h - k.pad.h + ki * k.dilation.h;
+                int64_t ix = ox * k.stride.w - k.pad.w + kj * k.dilation.w;
+                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
+                  continue;
+                s += x({n, g * cg + ci, iy, ix}) * w({o, ci, ki, kj});
+              }
+          if (k.act != Activation::None)
+            s = std::max(s, 0.0);
+          if (k.act == Activation::Relu6)
+            s = std::min(s, 6.0);
+          y({n, o, oy, ox}) = s;
+        }
+  return y;
+}
+
+/// Sets the GEMM path for the scope.
+struct PathScope {
+  explicit PathScope(rt::ConvGemm p) : saved(rt::convGemm()) {
+    rt::setConvGemm(p);
+  }
+  ~PathScope() { rt::setConvGemm(saved); }
+  rt::ConvGemm saved;
+};
+
+/// Checks one case on every path: OpenBLAS, micro-kernel packing per call,
+/// micro-kernel with a weight packed once (which must give the very same
+/// bits as packing per call: same layout, same kernel).
+void check(Rng &rng, const Case &k) {
+  INFO(describe(k));
+  int64_t depth = k.c / k.groups * k.kh * k.kw;
+  Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
+  Tensor w = rng.tensor({k.o, k.c / k.groups, k.kh, k.kw});
+  Tensor b = k.bias ? rng.tensor({k.o}) : Tensor();
+  rt::Conv2dParams p{.stride = k.stride,
+                     .padding = k.pad,
+                     .dilation = k.dilation,
+                     .groups = k.groups,
+                     .activation = k.act};
+  Ref want = reference(x, w, b, k);
+  Tol tol = gemmTol(depth);
+  {
+    PathScope blas(rt::ConvGemm::Blas);
+    requireClose(rt::conv2d(x, w, b, p), want, tol);
+  }
+  Tensor perCall = rt::conv2d(x, w, b, p);
+  requireClose(perCall, want, tol);
+  auto packed = rt::packConvWeight(w, k.groups);
+  if (!rt::convMicroKernelAvailable()) {
+    CHECK(!packed);
+    return;
+  }
+  REQUIRE(packed);
+  p.packed = packed.get();
+  Tensor once = rt::conv2d(x, w, b, p);
+  requireClose(once, want, tol);
+  REQUIRE(once.bitwiseEqual(perCall));
+}
+
+} // namespace
+
+TEST_CASE("conv GEMM: micro-kernel tails of rows, columns and depth",
+          "[conv][gemm]") {
+  Rng rng(401);
+  // Rows: 1, 7, 8, 9, 17 output channels (panels of 8); columns: output
+  // planes of 1..9, 47..50, 95..97 positions (strips of 48, narrow tails
+  // of <= 8 columns); depth: K = 1, 255..257, 300, 513 (one, two and
+  // three depth blocks of at most 256).
+  for (int64_t o : {1, 7, 8, 9, 17})
+    for (int64_t hw : {1, 2, 3, 5, 7, 8, 9})
+      check(rng, {1, 3, 1, hw, o, 1, 1});
+  for (int64_t cols : {47, 48, 49, 50, 95, 96, 97, 145})
+    check(rng, {1, 5, 1, cols, 9, 1, 1});
+  for (int64_t c : {1, 255, 256, 257, 300, 513})
+    check(rng, {1, c, 3, 7, 10, 1, 1});
+  // K = 1 through im2col (padding), tiny everything.
+  check(rng, {1, 1, 1, 1, 1, 1, 1});
+  Case pad1{1, 1, 2, 3, 3, 1, 1};
+  pad1.pad = 1;
+  check(rng, pad1);
+  // 3x3 with K = 576 (three blocks of 192), 7x7 output (49 columns = a
+  // strip + a 1-column tail), relu / relu6 epilogues on the last block.
+  Case r3{1, 64, 7, 7, 40, 3, 3};
+  r3.pad = 1;
+  r3.act = Activation::Relu;
+  check(rng, r3);
+  r3.act = Activation::Relu6;
+  r3.c = 30; // K = 270
+  check(rng, r3);
+  // 7x7 stride 2 pad 3 (ResNet's stem, small), 1x1 stride 2 (shortcut).
+  Case stem{1, 3, 23, 19, 12, 7, 7};
+  stem.stride = 2;
+  stem.pad = 3;
+  check(rng, stem);
+  Case shortcut{1, 24, 13, 13, 16, 1, 1};
+  shortcut.stride = 2;
+  check(rng, shortcut);
+  // Groups, dilation, asymmetric stride, batch.
+  Case grouped{2, 12, 11, 9, 18, 3, 3, 3};
+  grouped.dilation = Int2(2, 1);
+  grouped.stride = Int2(1, 2);
+  grouped.pad = Int2(2, 1);
+  check(rng, grouped);
+  // Many tiles and threads: 60x60 output (several column tiles).
+  Case wide{1, 16, 60, 60, 24, 3, 3};
+  wide.pad = 1;
+  wide.bias = false;
+  check(rng, wide);
+}
+
+TEST_CASE("conv GEMM: random shapes on every path", "[conv][gemm]") {
+  Rng rng(402);
+  int checked = 0;
+  while (checked < 60) {
+    Case k;
+    k.groups = rng.coin(0.25) ? rng.uniformInt(2, 3) : 1;
+    k.n = rng.uniformInt(1, 2);
+    k.c = k.groups * rng.uniformInt(1, 24);
+    k.o = k.groups * rng.uniformInt(1, 20);
+    int64_t kern[] = {1, 3, 7, 2, 5};
+    k.kh = kern[rng.uniformInt(0, 4)];
+    k.kw = rng.coin(0.7) ? k.kh : kern[rng.uniformInt(0, 4)];
+    k.h = rng.uniformInt(1, 24);
+    k.w = rng.uniformInt(1, 24);
+    k.stride = Int2(rng.uniformInt(1, 3), rng.uniformInt(1, 3));
+    k.dilation = Int2(rng.uniformInt(1, 2), rng.uniformInt(1, 2));
+    k.pad = Int2(rng.uniformInt(0, 3), rng.uniformInt(0, 3));
+    k.act = Activation(rng.uniformInt(0, 2));
+    k.bias = rng.coin(0.7);
+    if (outSize(k.h, k.kh, k.stride.h, k.pad.h, k.dilation.h) <= 0 ||
+        outSize(k.w, k.kw, k.stride.w, k.pad.w, k.dilation.w) <= 0)
+      continue;
+    check(rng, k);
+    ++checked;
+  }
+}
+
+TEST_CASE("conv GEMM: conv1d on the micro-kernel", "[conv][gemm]") {
+  Rng rng(403);
+  for (int64_t l : {1, 9, 49, 100})
+    for (int64_t k : {1, 3}) {
+      Tensor x = rng.tensor({2, 6, l}, -2, 2);
+      Tensor w = rng.tensor({10, 3, k});
+      Tensor b = rng.tensor({10});
+      rt::Conv1dParams p{.padding = k / 2, .groups = 2};
+      // conv1d is conv2d with H = 1.
+      Case c{2, 6, 1, l, 10, 1, k, 2};
+      c.pad = Int2(0, k / 2);
+      Ref want = reference(x.reshaped({2, 6, 1, l}), w.reshaped({10, 3, 1, k}),
+                           b, c);
+      want.shape = Shape{2, 10, l};
+      INFO("length " << l << " kernel " << k);
+      requireClose(rt::conv1d(x, w, b, p), want, gemmTol(3 * k));
+      auto packed = rt::packConvWeight(w, 2);
+      if (packed) {
+        p.packed = packed.get();
+        requireClose(rt::conv1d(x, w, b, p), want, gemmTol(3 * k));
+      }
+    }
+}
+
+TEST_CASE("conv GEMM: a packed weight must match the convolution",
+          "[conv][gemm]") {
+  Rng rng(404);
+  Tensor x = rng.tensor({1, 8, 5, 5});
+  Tensor w = rng.tensor({6, 8, 3, 3});
+  auto packed = rt::packConvWeight(rng.tensor({6, 4, 3, 3}), 2);
+  if (!packed)
+    return; // no micro-kernel on this CPU: nothing is packed
+  rt::Conv2dParams p{.padding = 1, .packed = packed.get()};
+  REQUIRE_THROWS_WITH(rt::conv2d(x, w, {}, p),
+                      Catch::Contains("was not packed from weight (6, 8, 3, 3)"));
+  REQUIRE_THROWS_WITH(rt::packConvWeight(w, 4),
+                      Catch::Contains("groups 4 does not divide the 6 output"));
+  REQUIRE_THROWS_WITH(rt::packConvWeight(rng.tensor({6, 8}), 1),
+                      Catch::Contains("must be (out_channels"));
+}
+
+TEST_CASE("conv GEMM: one packed weight shared by concurrent calls",
+          "[conv][gemm][threads]") {
+  // Packed weights are read-only plan data; each call has its own scratch.
+  Rng rng(405);
+  Tensor w = rng.tensor({40, 24, 3, 3}), b = rng.tensor({40});
+  auto packed = rt::packConvWeight(w, 1);
+  rt::Conv2dParams p{.padding = 1, .activation = Activation::Relu,
+                     .packed = packed.get()};
+  std::vector<Tensor> xs, want;
+  for (int i = 0; i < 4; ++i) {
+    xs.push_back(rng.tensor({1, 24, 17 + i, 15}));
+    want.push_back(rt::conv2d(xs[i], w, b, p));
+  }
+  std::vector<Tensor> got(4);
+  std::vector<std::thread> workers;
+  for (int i = 0; i < 4; ++i)
+    workers.emplace_back([&, i] {
+      for (int rep = 0; rep < 10; ++rep)
+        got[i] = rt::conv2d(xs[i], w, b, p);
+    });
+  for (auto &t : workers)
+    t.join();
+  for (int i = 0; i < 4; ++i)
+    requireIdentical(got[i], want[i]);
+}
+
+TEST_CASE("conv GEMM: results do not depend on the thread count",
+          "[conv][gemm][omp]") {
+  Rng rng(406);
+  // Output-channel split (7x7), column tiles (28x28), a pointwise conv.
+  for (Case k : {Case{1, 64, 7, 7, 96, 3, 3}, Case{1, 32, 28, 28, 40, 3, 3},
+                 Case{2, 48, 14, 14, 72, 1, 1}}) {
+    k.pad = k.kh / 2;
+    Tensor x = rng.tensor({k.n, k.c, k.h, k.w});
+    Tensor w = rng.tensor({k.o, k.c, k.kh, k.kw});
+    rt::Conv2dParams p{.padding = k.pad};
+    Tensor one = withThreads(1, [&] { return rt::conv2d(x, w, {}, p); });
+    Tensor two = withThreads(2, [&] { return rt::conv2d(x, w, {}, p); });
+    INFO(describe(k));
+    requireClose(two, Ref(one), gemmTol(k.c * k.kh * k.kw));
+  }
+}
