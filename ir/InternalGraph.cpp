@@ -567,41 +567,27 @@ void InternalGraph::checkGetAttrs() {
 }
 
 bool InternalGraph::mergeGetAttrs() {
-  // The GetAttrs in body order: from checkGetAttrs when nothing was
-  // inserted or removed since (the pass checked every graph first), else
-  // from a walk of the body.
   if (numGetAttrs_ == 0 || mergedVersion_ == version_) {
     mergedVersion_ = version_;
     return false;
   }
-  std::vector<GetAttr *> getAttrs;
-  if (checkedVersion_ == version_) {
-    getAttrs = std::move(checkedGetAttrs_);
-  } else {
-    getAttrs.reserve(numGetAttrs_);
-    for (Expr *e = first_; e; e = e->next_)
-      if (e->kind() == Expr::Kind::GetAttr)
-        getAttrs.push_back(llvm::cast<GetAttr>(e));
-  }
-  checkedGetAttrs_ = {};
-  checkedVersion_ = ~uint64_t(0);
   bool changed = false;
   llvm::StringMap<Node *> seen;
   ModuleNode *selfNode = nullptr;
   llvm::StringRef qual = qualname_;
-  for (GetAttr *ga : getAttrs) {
+  auto merge = [&](GetAttr *ga) {
     Node *out = ga->output(0);
     llvm::StringRef attr = getAttrPath(*ga, qual);
     auto [it, inserted] = seen.try_emplace(attr, out);
     if (!inserted) {
       Node *base = it->second;
       if (base == out || !out->hasUsers())
-        continue;
+        return;
       // Rewire every use; replaceUse unlinks the use from `out`.
       while (Use *u = out->firstUse())
         u->user()->replaceUse(u, base);
       changed = true;
-      continue;
+      return;
     }
     if (attr != ga->attrName()) {
       if (!selfNode)
@@ -610,6 +596,22 @@ bool InternalGraph::mergeGetAttrs() {
       ga->setInput(0, selfNode);
       changed = true;
     }
+  };
+  // The GetAttrs in body order: those checkGetAttrs collected when nothing
+  // was inserted or removed since (a pass checked every graph first), else
+  // from a walk of the body that merges as it goes.
+  if (checkedVersion_ == version_) {
+    std::vector<GetAttr *> getAttrs = std::move(checkedGetAttrs_);
+    checkedGetAttrs_ = {};
+    checkedVersion_ = ~uint64_t(0);
+    for (GetAttr *ga : getAttrs)
+      merge(ga);
+  } else {
+    checkedGetAttrs_ = {};
+    checkedVersion_ = ~uint64_t(0);
+    for (Expr *e = first_; e; e = e->next_)
+      if (e->kind() == Expr::Kind::GetAttr)
+        merge(llvm::cast<GetAttr>(e));
   }
   mergedVersion_ = version_;
   return changed;
