@@ -30,6 +30,18 @@ Node::~Node() = default;
 
 InternalGraph *Node::graph() const { return expr_ ? expr_->graph() : nullptr; }
 
+void Node::setQualname(std::string q) {
+  qualname_ = std::move(q);
+  if (InternalGraph *g = graph())
+    g->touch();
+}
+
+void GetAttr::setAttrName(std::string a) {
+  attr_ = std::move(a);
+  if (InternalGraph *g = graph())
+    g->touch();
+}
+
 void Node::setName(llvm::StringRef newName) {
   InternalGraph *g = graph();
   if (!g)
@@ -97,8 +109,9 @@ ModuleNode::ModuleNode(Expr *e, int64_t id)
 
 Expr::~Expr() {
   dropAllInputs();
-  for (Node *n : outputs_)
-    delete n;
+  // Last first, as the graph destroys its body (see ~InternalGraph).
+  for (size_t i = outputs_.size(); i-- > 0;)
+    delete outputs_[i];
 }
 
 llvm::StringRef Expr::kindName() const {

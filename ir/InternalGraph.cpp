@@ -28,19 +28,23 @@ InternalGraph::InternalGraph(std::string name, std::string qualname)
 
 InternalGraph::~InternalGraph() {
   // One walk: each expr forgets its input uses (whose nodes may belong to
-  // exprs destroyed earlier in the walk) and is destroyed; later exprs never
-  // dereference the nodes they used.
-  for (Expr *e = first_; e;) {
-    Expr *n = e->next_;
+  // exprs destroyed earlier in the walk) and is destroyed; no expr
+  // dereferences the nodes it used. From the back: the pool's free lists are
+  // LIFO, so the next graph built from them gets its blocks in the order
+  // this body had them (ascending when it was built in order), and its walks
+  // read memory forwards.
+  for (Expr *e = last_; e;) {
+    Expr *p = e->prev_;
     e->forgetInputsInternal();
     delete e;
-    e = n;
+    e = p;
   }
   for (auto &e : inputExprs_)
     e->forgetInputsInternal();
 }
 
 void InternalGraph::setQualnameInternal(std::string q) {
+  touch(); // GetAttr paths are relative to it
   qualname_ = q;
   ns_.setQualname(std::move(q));
 }
@@ -109,6 +113,7 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   e->inBody_ = true;
   e->graph_ = this;
   ++size_;
+  numGetAttrs_ += e->kind() == Expr::Kind::GetAttr;
   touch();
   uint64_t lo = prev ? prev->order_ : 0;
   if (!before) {
@@ -178,6 +183,7 @@ void InternalGraph::unlinkFromBody(Expr *e) {
   e->prev_ = e->next_ = nullptr;
   e->inBody_ = false;
   --size_;
+  numGetAttrs_ -= e->kind() == Expr::Kind::GetAttr;
 }
 
 std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
@@ -524,44 +530,64 @@ ReplaceReport InternalGraph::replaceNode(
   return report;
 }
 
-bool InternalGraph::mergeGetAttrs() { return mergeGetAttrsImpl(nullptr); }
+/// The attribute path of `ga`: its output's qualname after "<qual>."
+/// ("" when the qualname is `qual` itself). Throws tmg::Error naming the
+/// expr when the qualname is not under `qual`.
+static llvm::StringRef getAttrPath(const GetAttr &ga, llvm::StringRef qual) {
+  llvm::StringRef oq = ga.output(0)->qualname();
+  if (oq == qual)
+    return "";
+  if (oq.size() > qual.size() + 1 && oq.startswith(qual) && oq[qual.size()] == '.')
+    return oq.drop_front(qual.size() + 1);
+  raiseAt(Location::atExpr(ga.id()),
+          "\"{}\" is not a prefix of \"{}\": the qualname of '{}' is wrong",
+          qual.str(), oq.str(), ga.output(0)->str());
+}
 
-bool InternalGraph::mergeGetAttrsImpl(std::vector<Expr *> *keep) {
+void InternalGraph::checkGetAttrs() {
+  llvm::StringRef qual = qualname_;
+  if (numGetAttrs_ == 0 || mergedVersion_ == version_)
+    return;
+  bool selfChecked = false;
+  checkedVersion_ = ~uint64_t(0);
+  checkedGetAttrs_.clear();
+  checkedGetAttrs_.reserve(numGetAttrs_);
+  for (Expr *e = first_; e; e = e->next_) {
+    if (e->kind() != Expr::Kind::GetAttr)
+      continue;
+    auto *ga = llvm::cast<GetAttr>(e);
+    // A GetAttr to re-point needs `self` (mergeGetAttrs throws without).
+    if (getAttrPath(*ga, qual) != ga->attrName() && !selfChecked) {
+      (void)self();
+      selfChecked = true;
+    }
+    checkedGetAttrs_.push_back(ga);
+  }
+  checkedVersion_ = version_;
+}
+
+bool InternalGraph::mergeGetAttrs() {
+  if (numGetAttrs_ == 0 || mergedVersion_ == version_) {
+    mergedVersion_ = version_;
+    return false;
+  }
   bool changed = false;
   llvm::StringMap<Node *> seen;
   ModuleNode *selfNode = nullptr;
   llvm::StringRef qual = qualname_;
-  for (Expr *e = first_; e; e = e->next_) {
-    if (keep && e->disableRemove_ && !e->mark_) {
-      e->mark_ = true;
-      keep->push_back(e);
-    }
-    if (e->kind() != Expr::Kind::GetAttr)
-      continue;
-    auto *ga = llvm::cast<GetAttr>(e);
+  auto merge = [&](GetAttr *ga) {
     Node *out = ga->output(0);
-    // The attribute path is the qualname's suffix after "<graph qualname>.".
-    llvm::StringRef oq = out->qualname();
-    llvm::StringRef attr;
-    if (oq == qual)
-      attr = "";
-    else if (oq.size() > qual.size() + 1 && oq.startswith(qual) &&
-             oq[qual.size()] == '.')
-      attr = oq.drop_front(qual.size() + 1);
-    else
-      raiseAt(Location::atExpr(e->id()),
-              "\"{}\" is not a prefix of \"{}\": the qualname of '{}' is wrong",
-              qualname_, out->qualname(), out->str());
+    llvm::StringRef attr = getAttrPath(*ga, qual);
     auto [it, inserted] = seen.try_emplace(attr, out);
     if (!inserted) {
       Node *base = it->second;
       if (base == out || !out->hasUsers())
-        continue;
+        return;
       // Rewire every use; replaceUse unlinks the use from `out`.
       while (Use *u = out->firstUse())
         u->user()->replaceUse(u, base);
       changed = true;
-      continue;
+      return;
     }
     if (attr != ga->attrName()) {
       if (!selfNode)
@@ -570,68 +596,73 @@ bool InternalGraph::mergeGetAttrsImpl(std::vector<Expr *> *keep) {
       ga->setInput(0, selfNode);
       changed = true;
     }
+  };
+  // The GetAttrs in body order: those checkGetAttrs collected when nothing
+  // was inserted or removed since (a pass checked every graph first), else
+  // from a walk of the body that merges as it goes.
+  if (checkedVersion_ == version_) {
+    std::vector<GetAttr *> getAttrs = std::move(checkedGetAttrs_);
+    checkedGetAttrs_ = {};
+    checkedVersion_ = ~uint64_t(0);
+    for (GetAttr *ga : getAttrs)
+      merge(ga);
+  } else {
+    checkedGetAttrs_ = {};
+    checkedVersion_ = ~uint64_t(0);
+    for (Expr *e = first_; e; e = e->next_)
+      if (e->kind() == Expr::Kind::GetAttr)
+        merge(llvm::cast<GetAttr>(e));
   }
+  mergedVersion_ = version_;
   return changed;
 }
 
 size_t InternalGraph::compile() {
+  mergeGetAttrs();
   // Live: everything the outputs depend on, plus disable_remove exprs and
   // what they depend on (the reference drops the latter, leaving dangling
-  // inputs). A mark bit on the exprs stands for the live set: set here,
-  // cleared by the sweep below, so it is false between calls. The
-  // disable_remove exprs are collected by the getattr merge's walk.
-  std::vector<Expr *> work;
-  try {
-    mergeGetAttrsImpl(&work);
-  } catch (...) {
-    for (Expr *e : work)
-      e->mark_ = false;
-    throw;
-  }
-  auto pushNode = [&](const Node *n) {
+  // inputs). One sweep from the back, in body order: in a topologically
+  // ordered body every user of an expr comes after it, so when the sweep
+  // reaches an expr it knows whether a live expr uses it (its mark bit,
+  // set by that user or by a graph output) and every dead user is already
+  // gone. No work list, no hash set: the sweep reads the exprs in memory
+  // order. Mark bits are set only on exprs the sweep has yet to reach and
+  // cleared when it reaches them, so they are false between calls.
+  auto markProducer = [this](const Node *n, uint64_t before) {
     Expr *p = n->expr();
-    if (p && !p->mark_ && p->inBody_ && p->graph_ == this) {
+    if (p && p->inBody_ && p->graph_ == this && p->order_ < before)
       p->mark_ = true;
-      work.push_back(p);
-    }
   };
   for (Node *o : outputs_)
-    pushNode(o);
-  while (!work.empty()) {
-    Expr *e = work.back();
-    work.pop_back();
-    for (const Use &u : e->uses_)
-      pushNode(u.get());
-  }
-  // Sweep from the back: the users of a dead expr's outputs are dead and
-  // come after it, so they are gone (their uses unlinked) when it is
-  // destroyed. An expr whose outputs are still used (only possible in a
-  // graph that is not in topological order) is destroyed at the end.
+    markProducer(o, ~uint64_t(0));
   size_t removed = 0;
-  std::vector<Expr *> deferred;
   for (Expr *e = last_; e;) {
     Expr *prev = e->prev_;
-    if (e->mark_) {
-      e->mark_ = false;
-      e = prev;
-      continue;
+    bool live = e->mark_ || e->disableRemove_;
+    if (!live) {
+      // Outputs still used: a user comes before its producer (a body that
+      // is not in topological order, which the verifier reports). Keep the
+      // expr, conservatively, rather than leave a dangling use.
+      for (Node *n : e->outputs_)
+        live |= n->hasUsers();
     }
-    unlinkFromBody(e);
-    ++removed;
-    e->dropAllInputs();
-    bool used = false;
-    for (Node *n : e->outputs_)
-      used |= n->hasUsers();
-    if (used)
-      deferred.push_back(e);
-    else
+    if (live) {
+      e->mark_ = false;
+      for (const Use &u : e->uses_)
+        markProducer(u.get(), e->order_);
+    } else {
+      unlinkFromBody(e);
+      ++removed;
+      e->dropAllInputs();
       delete e;
+    }
     e = prev;
   }
-  for (Expr *e : deferred)
-    delete e;
   if (removed)
     touch();
+  // Removing dead exprs keeps the getattrs merged (a merged duplicate has
+  // no users; the GetAttr it defers to is live when they had some).
+  mergedVersion_ = version_;
   return removed;
 }
 

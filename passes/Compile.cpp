@@ -13,4 +13,10 @@ FailureOr<bool> CompilePass::runOnGraph(InternalGraph &g, PassContext &ctx) {
   return removed > 0 || g.version() != v;
 }
 
+FailureOr<bool> CompilePass::run(TracedModule &m, PassContext &ctx) {
+  if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
+    return c;
+  return GraphPass::run(m, ctx);
+}
+
 } // namespace tmg

@@ -10,4 +10,17 @@ FailureOr<bool> MergeGetAttrPass::runOnGraph(InternalGraph &g, PassContext &ctx)
   return changed;
 }
 
+FailureOr<bool> checkAllGetAttrs(TracedModule &m, PassContext &ctx) {
+  return runOnEachGraph(m, ctx, [](InternalGraph &g, PassContext &) -> FailureOr<bool> {
+    g.checkGetAttrs();
+    return false;
+  });
+}
+
+FailureOr<bool> MergeGetAttrPass::run(TracedModule &m, PassContext &ctx) {
+  if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
+    return c;
+  return GraphPass::run(m, ctx);
+}
+
 } // namespace tmg

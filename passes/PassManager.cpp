@@ -84,8 +84,11 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
   }
   // A snapshot for the rollback and the reproducer; a module too broken to
   // copy is reported (and left) as it is when the pass fails.
+  // An atomic pass leaves the module unchanged when it fails: it needs the
+  // copy only when its result may still be rejected (verify-each) or the
+  // failure callback wants the module from before it.
   std::unique_ptr<TracedModule> before;
-  if (opts_.onFailure || opts_.transactional) {
+  if (opts_.onFailure || (opts_.transactional && (!p.isAtomic() || opts_.verifyEach))) {
     try {
       before = m.cloneTraced();
     } catch (const Error &) {
@@ -125,6 +128,8 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
       m.restoreFrom(*before);
       ctx_.invalidateAnalyses();
       d.note(fmt::format("the module was restored to its state before pass '{}'", name));
+    } else if (p.isAtomic()) {
+      d.note(fmt::format("pass '{}' is atomic: it left the module unchanged", name));
     }
     return d;
   };

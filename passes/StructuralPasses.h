@@ -11,7 +11,14 @@ struct MergeGetAttrPass : GraphPass<MergeGetAttrPass> {
   static constexpr const char *Description =
       "turn getattr chains into dotted paths and merge duplicate getattrs";
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+  /// Checks every graph, then merges: a bad GetAttr changes nothing.
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+  bool isAtomic() const override { return true; }
 };
+
+/// Runs InternalGraph::checkGetAttrs on every graph of `m`: the failure of
+/// the first bad one, else success (false: nothing changed).
+FailureOr<bool> checkAllGetAttrs(TracedModule &m, PassContext &ctx);
 
 /// `compile`: getattr merge, then dead-expr removal (keeping disable_remove).
 struct CompilePass : GraphPass<CompilePass> {
@@ -19,6 +26,9 @@ struct CompilePass : GraphPass<CompilePass> {
   static constexpr const char *Description =
       "merge getattrs and remove exprs no output depends on (the reference's compile)";
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+  /// Checks every graph's GetAttrs first (the only way compile fails).
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+  bool isAtomic() const override { return true; }
 };
 
 /// `replace-node`: replaces nodes named by full name ("Graph_node") pairs.
@@ -39,6 +49,8 @@ struct FlattenPass : PassWrapper<FlattenPass> {
   static constexpr const char *Description =
       "inline every call of a traced submodule into the top graph";
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+  /// flattenInPlace builds the flat module aside and swaps it in at the end.
+  bool isAtomic() const override { return true; }
 };
 
 /// `verify`: the verifier as a pipeline step.
@@ -46,6 +58,7 @@ struct VerifyPass : PassWrapper<VerifyPass> {
   static constexpr const char *Name = "verify";
   static constexpr const char *Description = "check every IR invariant; fail on a violation";
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+  bool isAtomic() const override { return true; } ///< changes nothing
 };
 
 } // namespace tmg

@@ -168,3 +168,57 @@ TEST_CASE("without transactional the failing pass's edits stay", "[robustness][t
   REQUIRE(failed(pm.run(*tm)));
   CHECK(printTmir(*tm) != before); // the flatten happened and was kept
 }
+
+TEST_CASE("atomic passes fail without changing the module, snapshot or not",
+          "[robustness][transactional]") {
+  // Top graph: a getattr chain merge-getattr rewrites, and a call of a traced
+  // block whose graph (visited after the top graph) holds a GetAttr with a
+  // qualname outside its graph's: merge-getattr and compile fail on it.
+  auto makeNet = [] {
+    auto inner = std::make_unique<Module>("Inner");
+    inner->registerParameter("w", Tensor::zeros({1}));
+    auto m = std::make_unique<Module>("Net");
+    m->registerModule("a", std::move(inner));
+    m->registerModule("blk", makeMyBlockModule());
+    auto tm = TracedModule::fromModule(std::move(m));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 3, 3}}});
+    Node *w = b.getAttr(b.getAttr(b.self(), "a"), "w");
+    Node *x = b.callModule(b.getAttr(b.self(), "blk"), {b.arg(0)}, {}, myBlockBody, {"x"});
+    b.setOutputs(b.callMethod(x, "__add__", {w}));
+    return tm;
+  };
+  auto subGetAttr = [](TracedModule &m) -> GetAttr * {
+    for (Expr *e : m.graph())
+      if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+        if (InternalGraph *sub = cm->calleeGraph())
+          for (Expr *s : *sub)
+            if (auto *ga = llvm::dyn_cast<GetAttr>(s))
+              return ga;
+    return nullptr;
+  };
+  for (const char *pass : {"merge-getattr", "compile"}) {
+    for (bool transactional : {false, true}) {
+      INFO(pass << (transactional ? " transactional" : " not transactional"));
+      auto tm = makeNet();
+      GetAttr *bad = subGetAttr(*tm);
+      REQUIRE(bad);
+      std::string good = bad->output(0)->qualname();
+      bad->output(0)->setQualname("Other.conv1");
+      std::string before = tm->str();
+      PipelineOptions o;
+      o.transactional = transactional;
+      PassManager pm(*Pipeline::parse(pass, PassRegistry::global()), o);
+      Diagnostic err;
+      REQUIRE(failed(pm.run(*tm, &err)));
+      CHECK_THAT(err.str(), Catch::Contains("is not a prefix") &&
+                                Catch::Contains("is atomic: it left the module unchanged"));
+      CHECK(tm->str() == before);
+      // With the qualname repaired the same pass changes the top graph.
+      bad->output(0)->setQualname(good);
+      PassManager ok(*Pipeline::parse(pass, PassRegistry::global()), o);
+      REQUIRE(succeeded(ok.run(*tm)));
+      CHECK(tm->str() != before);
+      CHECK(verify(*tm).empty());
+    }
+  }
+}

@@ -199,7 +199,7 @@ public:
   static bool classof(const Expr *e) { return e->kind() == Kind::GetAttr; }
   /// The (possibly dotted) attribute path: the reference's `GetAttr.name`.
   const std::string &attrName() const { return attr_; }
-  void setAttrName(std::string a) { attr_ = std::move(a); }
+  void setAttrName(std::string a);
 
 private:
   void printBody(std::string &out, NodeFormat f) const override;

@@ -238,8 +238,18 @@ public:
   /// `getattr(getattr(self, "a"), "b")` becomes `getattr(self, "a.b")`, and
   /// users of duplicate GetAttrs of the same path move to the first one.
   /// Returns true when something changed. Throws tmg::Error (naming the expr)
-  /// when a GetAttr's qualname is not under the graph's qualname.
+  /// when a GetAttr's qualname is not under the graph's qualname. O(1) when
+  /// the graph has no GetAttr or did not change since the last merge.
   bool mergeGetAttrs();
+  /// Throws the tmg::Error mergeGetAttrs would throw (a GetAttr whose
+  /// qualname is not under the graph's), without changing anything; one walk
+  /// of the body. Passes call it on every graph before they change any, so
+  /// that they fail atomically. It remembers the GetAttrs it found: a
+  /// mergeGetAttrs (or compile) before the next structural change visits
+  /// only them instead of walking the body again. Free on a graph without
+  /// GetAttrs or unchanged since its last merge. (Not const: it fills that
+  /// cache, so it must not run concurrently with other uses of the graph.)
+  void checkGetAttrs();
   /// mergeGetAttrs, then removes every expr that no output depends on,
   /// keeping `disable_remove` exprs and their producers. Returns the number
   /// of exprs removed. O(graph).
@@ -269,9 +279,6 @@ private:
   /// Takes `e` out of the body list (no version bump, no ownership change).
   void unlinkFromBody(Expr *e);
   void renumberOrder();
-  /// mergeGetAttrs; with `keep`, also marks the disable_remove exprs and
-  /// appends them to `keep` (compile's seeds), in the same walk.
-  bool mergeGetAttrsImpl(std::vector<Expr *> *keep);
   TracedModule &topModule(const char *what) const;
 
   std::string name_, qualname_;
@@ -284,6 +291,16 @@ private:
   size_t size_ = 0;
   Expr *insertBefore_ = nullptr;
   uint64_t version_ = 0;
+  /// The body's GetAttrs as checkGetAttrs found them, valid while version_
+  /// equals checkedVersion_ (inserting or removing exprs moves it).
+  std::vector<GetAttr *> checkedGetAttrs_;
+  uint64_t checkedVersion_ = ~uint64_t(0);
+  /// GetAttr exprs in the body: a graph without any needs no merge walk.
+  size_t numGetAttrs_ = 0;
+  /// version_ when mergeGetAttrs last completed: the merge is idempotent,
+  /// so until the graph changes (qualnames and attribute paths included)
+  /// there is nothing to check or merge.
+  uint64_t mergedVersion_ = ~uint64_t(0);
 };
 
 } // namespace tmg

@@ -122,7 +122,9 @@ public:
   // Internal (used by graph code).
   void setIdInternal(int64_t id) { id_ = id; }
   void setNameInternal(std::string n) { name_ = std::move(n); }
-  void setQualname(std::string q) { qualname_ = std::move(q); }
+  /// Sets the qualname (a structural change of the node's graph: the getattr
+  /// merge reads it).
+  void setQualname(std::string q);
   void setExprInternal(Expr *e) { expr_ = e; }
 
 protected:

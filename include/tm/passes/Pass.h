@@ -63,6 +63,13 @@ public:
   virtual std::vector<std::string> prerequisites() const { return {}; }
   /// Runs on `m`; returns whether anything changed, or a Diagnostic.
   virtual FailureOr<bool> run(TracedModule &m, PassContext &ctx) = 0;
+  /// True when the pass, whenever it fails (returns a Diagnostic or throws
+  /// tmg::Error), leaves the module exactly as it found it: it checks
+  /// everything before it changes anything. The pass manager then takes no
+  /// transactional snapshot for it (a module copy per pass), unless
+  /// verify-each or a failure callback needs the module's earlier state.
+  /// Memory exhaustion part-way is not covered. Default: false.
+  virtual bool isAtomic() const { return false; }
   virtual std::unique_ptr<Pass> clone() const = 0;
 
   /// Sets an option (type-checked against its spec). Returns a Diagnostic
