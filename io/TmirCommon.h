@@ -15,6 +15,13 @@ namespace tmg {
 
 /// "float32(3, 4)".
 std::string tensorTypeStr(const Tensor &t);
+/// Appending forms of shapeStr, treeRepr and nodeInfoStr (printer hot path).
+void appendShape(std::string &out, llvm::ArrayRef<int64_t> shape);
+void appendTree(std::string &out, const TreeDef &t);
+void appendNodeInfo(std::string &out, const Node &n);
+/// Sorts bytewise (as std::sort on StringRef) in time linear in the bytes
+/// that tell the strings apart.
+void sortStringsBytewise(std::vector<llvm::StringRef> &v);
 /// Python repr of a constant TreeDef ("(3, 3)", "'default'").
 std::string treeRepr(const TreeDef &t);
 /// "%7 'relu_out' float32(3, 4) 'Net.[func_relu]'": id, name, type, qualname.
@@ -54,9 +61,10 @@ struct PyVal {
 /// `file:line:col`.
 class LineParser {
 public:
-  LineParser(llvm::StringRef line, std::string file, size_t lineNo,
+  /// `file` must outlive the parser (it is only read for error locations).
+  LineParser(llvm::StringRef line, llvm::StringRef file, size_t lineNo,
              size_t colBase = 0)
-      : s_(line), file_(std::move(file)), line_(lineNo), base_(colBase) {}
+      : s_(line), file_(file), line_(lineNo), base_(colBase) {}
 
   [[noreturn]] void fail(const std::string &msg, size_t at = ~size_t(0)) const;
   size_t col() const { return base_ + pos_ + 1; }
@@ -67,6 +75,8 @@ public:
   bool eat(llvm::StringRef t);
   void expect(llvm::StringRef t);
   std::string ident();
+  /// ident() without a copy: the name as a slice of the line.
+  llvm::StringRef identRef();
   int64_t integer();
   std::string string();
   PyVal value();
@@ -79,14 +89,16 @@ public:
   };
   NodeType nodeType();
   llvm::StringRef rest() const { return s_.drop_front(pos_); }
+  /// Moves back to a position returned by pos() (a fast path giving up).
+  void setPos(size_t p) { pos_ = p; }
   Location loc(size_t col) const {
-    return Location::inFile(file_, int64_t(line_), int64_t(col));
+    return Location::inFile(file_.str(), int64_t(line_), int64_t(col));
   }
 
 private:
   Shape shapeTuple();
   llvm::StringRef s_;
-  std::string file_;
+  llvm::StringRef file_;
   size_t line_;
   size_t base_;
   size_t pos_ = 0;
