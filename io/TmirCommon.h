@@ -1,11 +1,13 @@
 //===- TmirCommon.h - Shared pieces of the .tmir reader and writer -------===//
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/io/Tmir.h"
@@ -70,9 +72,22 @@ public:
   size_t col() const { return base_ + pos_ + 1; }
   size_t pos() const { return pos_; }
   bool atEnd() { skipWs(); return pos_ >= s_.size(); }
-  void skipWs();
-  bool peek(llvm::StringRef t);
-  bool eat(llvm::StringRef t);
+  // Inline: called several times per token.
+  void skipWs() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t'))
+      ++pos_;
+  }
+  bool peek(llvm::StringRef t) {
+    skipWs();
+    return s_.size() - pos_ >= t.size() &&
+           (t.empty() || std::memcmp(s_.data() + pos_, t.data(), t.size()) == 0);
+  }
+  bool eat(llvm::StringRef t) {
+    if (!peek(t))
+      return false;
+    pos_ += t.size();
+    return true;
+  }
   void expect(llvm::StringRef t);
   std::string ident();
   /// ident() without a copy: the name as a slice of the line.
@@ -112,6 +127,6 @@ constexpr size_t MaxValueNesting = 200;
 /// Converts a value to a TreeDef; node refs become leaves and their ids are
 /// appended to `ids` (when given; else node refs are an error).
 TreeDef toTreeDef(const PyVal &v, const LineParser &p,
-                  std::vector<int64_t> *ids = nullptr);
+                  llvm::SmallVectorImpl<int64_t> *ids = nullptr);
 
 } // namespace tmg

@@ -20,23 +20,6 @@ void LineParser::fail(const std::string &msg, size_t at) const {
   throw Error(loc(c), msg);
 }
 
-void LineParser::skipWs() {
-  while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t'))
-    ++pos_;
-}
-
-bool LineParser::peek(llvm::StringRef t) {
-  skipWs();
-  return s_.drop_front(pos_).startswith(t);
-}
-
-bool LineParser::eat(llvm::StringRef t) {
-  if (!peek(t))
-    return false;
-  pos_ += t.size();
-  return true;
-}
-
 void LineParser::expect(llvm::StringRef t) {
   if (!eat(t))
     fail(fmt::format("expected '{}'", t.str()));
@@ -64,8 +47,17 @@ int64_t LineParser::integer() {
   size_t b = pos_;
   if (pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+'))
     ++pos_;
-  while (pos_ < s_.size() && std::isdigit((unsigned char)s_[pos_]))
+  size_t d = pos_;
+  while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9')
     ++pos_;
+  // Up to 18 plain digits cannot overflow: the common case, without
+  // getAsInteger's generic radix handling.
+  if (d == b && pos_ > d && pos_ - d <= 18) {
+    int64_t v = 0;
+    for (size_t i = d; i < pos_; ++i)
+      v = v * 10 + (s_[i] - '0');
+    return v;
+  }
   int64_t v;
   if (s_.slice(b, pos_).getAsInteger(10, v))
     fail("expected an integer", base_ + b + 1);
@@ -145,10 +137,10 @@ LineParser::NodeType LineParser::nodeType() {
   }
   if (!eat("?")) {
     size_t c = col();
-    std::string dt = ident();
+    llvm::StringRef dt = identRef();
     t.dtype = parseDType(dt);
     if (!t.dtype)
-      fail(fmt::format("unknown dtype '{}'", dt), c);
+      fail(fmt::format("unknown dtype '{}'", dt.str()), c);
   }
   if (peek("("))
     t.shape = shapeTuple();
@@ -310,7 +302,8 @@ PyVal LineParser::value() {
   fail(fmt::format("unexpected '{}'", w), v.col);
 }
 
-TreeDef toTreeDef(const PyVal &v, const LineParser &p, std::vector<int64_t> *ids) {
+TreeDef toTreeDef(const PyVal &v, const LineParser &p,
+                  llvm::SmallVectorImpl<int64_t> *ids) {
   switch (v.kind) {
   case PyVal::Kind::Scalar: return TreeDef::constant(v.scalar);
   case PyVal::Kind::Placeholder: return TreeDef::leaf(v.leafType);
@@ -1060,7 +1053,7 @@ private:
     v.expect(":");
     Annot an = annotations(a);
     std::unique_ptr<Expr> e;
-    std::vector<int64_t> argIds;
+    llvm::SmallVector<int64_t, 4> argIds;
     auto str = [&](const char *k) {
       const PyVal &x = need(an, k, a);
       if (x.kind != PyVal::Kind::Scalar || !x.scalar.isString())
