@@ -21,7 +21,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/StringSet.h>
 
 #include "TmirCommon.h"
 
@@ -92,16 +92,15 @@ void sortStringsBytewise(std::vector<llvm::StringRef> &v) {
         ++j;
       if (j - i > 1) {
         size_t d = r.depth + 8;
-        std::stable_sort(it + i, it + j, [&](const Item &x, const Item &y) {
-          size_t lx = src[x.idx].size(), ly = src[y.idx].size();
-          bool ex = lx <= d, ey = ly <= d;
-          if (ex != ey)
-            return ex;
-          return ex && lx < ly;
+        // Linear: the ended strings (usually none) go first, by length;
+        // the order of the rest is settled by the recursion.
+        Item *mid = std::partition(it + i, it + j, [&](const Item &x) {
+          return src[x.idx].size() <= d;
         });
-        size_t k = i;
-        while (k < j && src[it[k].idx].size() <= d)
-          ++k;
+        std::sort(it + i, mid, [&](const Item &x, const Item &y) {
+          return src[x.idx].size() < src[y.idx].size();
+        });
+        size_t k = size_t(mid - it);
         if (j - k > 1)
           todo.push_back({r.b + k, r.b + j, d});
       }
@@ -113,6 +112,102 @@ void sortStringsBytewise(std::vector<llvm::StringRef> &v) {
 }
 
 namespace {
+
+uint64_t hashName(llvm::StringRef s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  const char *p = s.data();
+  size_t n = s.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  if (n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, n);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+  }
+  h ^= h >> 32;
+  return h ? h : 1; // 0 marks an empty slot
+}
+
+/// The names of `used` that are not in `own`, in no particular order.
+///
+/// A graph of n exprs has about 2n used names (each node's, plus the
+/// qualname helpers "method_add_7"), so at 10^6 exprs both sets are far
+/// larger than the caches and a plain hash set costs a few cache misses per
+/// name. Here the hashes are computed in sequential passes and the table
+/// slots and the namespace's entries are prefetched several names ahead.
+std::vector<llvm::StringRef> namesNotIn(const llvm::StringSet<> &used,
+                                        llvm::ArrayRef<llvm::StringRef> own) {
+  constexpr size_t Ahead = 16;
+  struct Slot {
+    uint64_t hash;
+    const char *data;
+    size_t size;
+  };
+  size_t cap = 16;
+  while (cap < 2 * own.size())
+    cap *= 2;
+  std::vector<Slot> table(cap, Slot{0, nullptr, 0});
+  size_t mask = cap - 1;
+  std::vector<uint64_t> hashes(own.size());
+  for (size_t i = 0; i < own.size(); ++i)
+    hashes[i] = hashName(own[i]);
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (i + Ahead < own.size())
+      __builtin_prefetch(&table[hashes[i + Ahead] & mask], 1);
+    for (size_t k = hashes[i] & mask;; k = (k + 1) & mask) {
+      Slot &sl = table[k];
+      if (!sl.hash) {
+        sl = {hashes[i], own[i].data(), own[i].size()};
+        break;
+      }
+      if (sl.hash == hashes[i] && llvm::StringRef(sl.data, sl.size) == own[i])
+        break;
+    }
+  }
+  // The namespace's names, prefetching its scattered entries ahead.
+  std::vector<llvm::StringRef> names;
+  names.reserve(used.size());
+  hashes.clear();
+  hashes.reserve(used.size());
+  {
+    auto ahead = used.begin();
+    for (size_t i = 0; i < Ahead && ahead != used.end(); ++i, ++ahead)
+      __builtin_prefetch(&*ahead);
+    for (auto it = used.begin(); it != used.end(); ++it) {
+      if (ahead != used.end()) {
+        __builtin_prefetch(&*ahead);
+        ++ahead;
+      }
+      // Hashed while its entry is in the cache.
+      names.push_back(it->getKey());
+      hashes.push_back(hashName(names.back()));
+    }
+  }
+  std::vector<llvm::StringRef> out;
+  out.reserve(names.size() > own.size() ? names.size() - own.size() : 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i + Ahead < names.size())
+      __builtin_prefetch(&table[hashes[i + Ahead] & mask]);
+    bool found = false;
+    for (size_t k = hashes[i] & mask;; k = (k + 1) & mask) {
+      const Slot &sl = table[k];
+      if (!sl.hash)
+        break;
+      if (sl.hash == hashes[i] && llvm::StringRef(sl.data, sl.size) == names[i]) {
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      out.push_back(names[i]);
+  }
+  return out;
+}
 
 class Printer {
 public:
@@ -295,24 +390,14 @@ private:
     out_ += ']';
     // Names the namespace holds besides the nodes' own: the qualname helpers
     // ("method_add") and names of erased nodes, which stay taken.
-    size_t numNames = g.inputs().size();
-    for (Expr *e : g)
-      numNames += e->numOutputs();
-    llvm::DenseSet<llvm::StringRef> own;
-    own.reserve(numNames);
+    std::vector<llvm::StringRef> ownNames;
+    ownNames.reserve(g.inputs().size() + g.size());
     for (Node *n : g.inputs())
-      own.insert(n->name());
+      ownNames.push_back(n->name());
     for (Expr *e : g)
       for (Node *n : e->outputs())
-        own.insert(n->name());
-    std::vector<llvm::StringRef> reserved;
-    reserved.reserve(g.ns().usedNames().size() > own.size()
-                         ? g.ns().usedNames().size() - own.size()
-                         : 0);
-    for (const auto &e : g.ns().usedNames())
-      if (!own.count(e.getKey()))
-        reserved.push_back(e.getKey());
-    own = {};
+        ownNames.push_back(n->name());
+    std::vector<llvm::StringRef> reserved = namesNotIn(g.ns().usedNames(), ownNames);
     sortStringsBytewise(reserved);
     size_t bytes = 0;
     for (llvm::StringRef r : reserved)
