@@ -47,20 +47,16 @@ struct Time {
   double cpu = 1e30, wall = 1e30;
 };
 
-/// Best of `reps` runs of `inner` calls each, per call (CPU and wall
-/// time, each its own minimum). Small sizes run several calls per timing
-/// so that each timing lasts long enough to be stable on a shared machine.
-template <typename F> static Time best(int reps, int inner, F &&f) {
+/// Best of `reps` runs (CPU and wall time, each its own minimum).
+template <typename F> static Time best(int reps, F &&f) {
   Time t;
   for (int r = 0; r < reps; ++r) {
     auto w0 = std::chrono::steady_clock::now();
     double c0 = cpuNow();
-    for (int i = 0; i < inner; ++i)
-      f();
-    t.cpu = std::min(t.cpu, (cpuNow() - c0) / inner);
+    f();
+    t.cpu = std::min(t.cpu, cpuNow() - c0);
     t.wall = std::min(
-        t.wall,
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count() / inner);
+        t.wall, std::chrono::duration<double>(std::chrono::steady_clock::now() - w0).count());
   }
   return t;
 }
@@ -90,18 +86,17 @@ int main(int argc, char **argv) {
     auto tm = chain(n);
     std::string text;
     int reps = n >= 1000000 ? 1 : 3;
-    int inner = n < 100000 ? int(100000 / n) : 1;
     // Results are kept until the timing ends, so no run frees the
     // previous one's text or module inside the timed region.
     std::vector<std::string> texts;
-    texts.reserve(size_t(reps * inner));
-    Time tp = best(reps, inner, [&] { texts.push_back(printTmir(*tm)); });
+    texts.reserve(reps);
+    Time tp = best(reps, [&] { texts.push_back(printTmir(*tm)); });
     text = std::move(texts.back());
     texts.clear();
     tm.reset();
     std::vector<std::unique_ptr<TracedModule>> parsed;
-    parsed.reserve(size_t(reps * inner));
-    Time tq = best(reps, inner, [&] {
+    parsed.reserve(reps);
+    Time tq = best(reps, [&] {
       auto r = parseTmir(text, "bench.tmir");
       if (r.failed()) {
         std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
