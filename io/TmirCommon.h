@@ -1,11 +1,13 @@
 //===- TmirCommon.h - Shared pieces of the .tmir reader and writer -------===//
 #pragma once
 
+#include <cstring>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/io/Tmir.h"
@@ -15,6 +17,13 @@ namespace tmg {
 
 /// "float32(3, 4)".
 std::string tensorTypeStr(const Tensor &t);
+/// Appending forms of shapeStr, treeRepr and nodeInfoStr (printer hot path).
+void appendShape(std::string &out, llvm::ArrayRef<int64_t> shape);
+void appendTree(std::string &out, const TreeDef &t);
+void appendNodeInfo(std::string &out, const Node &n);
+/// Sorts bytewise (as std::sort on StringRef) in time linear in the bytes
+/// that tell the strings apart.
+void sortStringsBytewise(std::vector<llvm::StringRef> &v);
 /// Python repr of a constant TreeDef ("(3, 3)", "'default'").
 std::string treeRepr(const TreeDef &t);
 /// "%7 'relu_out' float32(3, 4) 'Net.[func_relu]'": id, name, type, qualname.
@@ -54,19 +63,35 @@ struct PyVal {
 /// `file:line:col`.
 class LineParser {
 public:
-  LineParser(llvm::StringRef line, std::string file, size_t lineNo,
+  /// `file` must outlive the parser (it is only read for error locations).
+  LineParser(llvm::StringRef line, llvm::StringRef file, size_t lineNo,
              size_t colBase = 0)
-      : s_(line), file_(std::move(file)), line_(lineNo), base_(colBase) {}
+      : s_(line), file_(file), line_(lineNo), base_(colBase) {}
 
   [[noreturn]] void fail(const std::string &msg, size_t at = ~size_t(0)) const;
   size_t col() const { return base_ + pos_ + 1; }
   size_t pos() const { return pos_; }
   bool atEnd() { skipWs(); return pos_ >= s_.size(); }
-  void skipWs();
-  bool peek(llvm::StringRef t);
-  bool eat(llvm::StringRef t);
+  // Inline: called several times per token.
+  void skipWs() {
+    while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t'))
+      ++pos_;
+  }
+  bool peek(llvm::StringRef t) {
+    skipWs();
+    return s_.size() - pos_ >= t.size() &&
+           (t.empty() || std::memcmp(s_.data() + pos_, t.data(), t.size()) == 0);
+  }
+  bool eat(llvm::StringRef t) {
+    if (!peek(t))
+      return false;
+    pos_ += t.size();
+    return true;
+  }
   void expect(llvm::StringRef t);
   std::string ident();
+  /// ident() without a copy: the name as a slice of the line.
+  llvm::StringRef identRef();
   int64_t integer();
   std::string string();
   PyVal value();
@@ -79,14 +104,16 @@ public:
   };
   NodeType nodeType();
   llvm::StringRef rest() const { return s_.drop_front(pos_); }
+  /// Moves back to a position returned by pos() (a fast path giving up).
+  void setPos(size_t p) { pos_ = p; }
   Location loc(size_t col) const {
-    return Location::inFile(file_, int64_t(line_), int64_t(col));
+    return Location::inFile(file_.str(), int64_t(line_), int64_t(col));
   }
 
 private:
   Shape shapeTuple();
   llvm::StringRef s_;
-  std::string file_;
+  llvm::StringRef file_;
   size_t line_;
   size_t base_;
   size_t pos_ = 0;
@@ -100,6 +127,6 @@ constexpr size_t MaxValueNesting = 200;
 /// Converts a value to a TreeDef; node refs become leaves and their ids are
 /// appended to `ids` (when given; else node refs are an error).
 TreeDef toTreeDef(const PyVal &v, const LineParser &p,
-                  std::vector<int64_t> *ids = nullptr);
+                  llvm::SmallVectorImpl<int64_t> *ids = nullptr);
 
 } // namespace tmg

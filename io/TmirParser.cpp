@@ -20,46 +20,44 @@ void LineParser::fail(const std::string &msg, size_t at) const {
   throw Error(loc(c), msg);
 }
 
-void LineParser::skipWs() {
-  while (pos_ < s_.size() && (s_[pos_] == ' ' || s_[pos_] == '\t'))
-    ++pos_;
-}
-
-bool LineParser::peek(llvm::StringRef t) {
-  skipWs();
-  return s_.drop_front(pos_).startswith(t);
-}
-
-bool LineParser::eat(llvm::StringRef t) {
-  if (!peek(t))
-    return false;
-  pos_ += t.size();
-  return true;
-}
-
 void LineParser::expect(llvm::StringRef t) {
   if (!eat(t))
     fail(fmt::format("expected '{}'", t.str()));
 }
 
-std::string LineParser::ident() {
+static bool isIdentChar(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+         (c >= '0' && c <= '9') || c == '_' || c == '.';
+}
+
+llvm::StringRef LineParser::identRef() {
   skipWs();
   size_t b = pos_;
-  while (pos_ < s_.size() &&
-         (std::isalnum((unsigned char)s_[pos_]) || s_[pos_] == '_' || s_[pos_] == '.'))
+  while (pos_ < s_.size() && isIdentChar((unsigned char)s_[pos_]))
     ++pos_;
   if (b == pos_)
     fail("expected a name");
-  return s_.slice(b, pos_).str();
+  return s_.slice(b, pos_);
 }
+
+std::string LineParser::ident() { return identRef().str(); }
 
 int64_t LineParser::integer() {
   skipWs();
   size_t b = pos_;
   if (pos_ < s_.size() && (s_[pos_] == '-' || s_[pos_] == '+'))
     ++pos_;
-  while (pos_ < s_.size() && std::isdigit((unsigned char)s_[pos_]))
+  size_t d = pos_;
+  while (pos_ < s_.size() && s_[pos_] >= '0' && s_[pos_] <= '9')
     ++pos_;
+  // Up to 18 plain digits cannot overflow: the common case, without
+  // getAsInteger's generic radix handling.
+  if (d == b && pos_ > d && pos_ - d <= 18) {
+    int64_t v = 0;
+    for (size_t i = d; i < pos_; ++i)
+      v = v * 10 + (s_[i] - '0');
+    return v;
+  }
   int64_t v;
   if (s_.slice(b, pos_).getAsInteger(10, v))
     fail("expected an integer", base_ + b + 1);
@@ -72,6 +70,15 @@ std::string LineParser::string() {
     fail("expected a quoted string");
   char q = s_[pos_++];
   std::string out;
+  // Most strings (names, qualnames) have no escapes: one copy.
+  size_t end = pos_;
+  while (end < s_.size() && s_[end] != q && s_[end] != '\\')
+    ++end;
+  if (end < s_.size() && s_[end] == q) {
+    out.assign(s_.data() + pos_, end - pos_);
+    pos_ = end + 1;
+    return out;
+  }
   while (pos_ < s_.size() && s_[pos_] != q) {
     char c = s_[pos_++];
     if (c != '\\') {
@@ -130,10 +137,10 @@ LineParser::NodeType LineParser::nodeType() {
   }
   if (!eat("?")) {
     size_t c = col();
-    std::string dt = ident();
+    llvm::StringRef dt = identRef();
     t.dtype = parseDType(dt);
     if (!t.dtype)
-      fail(fmt::format("unknown dtype '{}'", dt), c);
+      fail(fmt::format("unknown dtype '{}'", dt.str()), c);
   }
   if (peek("("))
     t.shape = shapeTuple();
@@ -295,7 +302,8 @@ PyVal LineParser::value() {
   fail(fmt::format("unexpected '{}'", w), v.col);
 }
 
-TreeDef toTreeDef(const PyVal &v, const LineParser &p, std::vector<int64_t> *ids) {
+TreeDef toTreeDef(const PyVal &v, const LineParser &p,
+                  llvm::SmallVectorImpl<int64_t> *ids) {
   switch (v.kind) {
   case PyVal::Kind::Scalar: return TreeDef::constant(v.scalar);
   case PyVal::Kind::Placeholder: return TreeDef::leaf(v.leafType);
@@ -405,6 +413,10 @@ public:
     int64_t nn = ids.integer(), ne = ids.integer();
     endOfLine(ids);
     ++cur_;
+    // Bounded by the text so a bogus `ids` line cannot allocate much.
+    size_t cap = 4 * lines_.size() + 1024;
+    nodeById_.assign(std::min<size_t>(size_t(std::max<int64_t>(nn, 0)), cap), nullptr);
+    exprIdSeen_.assign(std::min<size_t>(size_t(std::max<int64_t>(ne, 0)), cap), 0);
     loadWeights();
     LineParser m = at(cur_);
     m.expect("module");
@@ -428,12 +440,14 @@ public:
     if (!diags.empty()) {
       Diagnostic d = diags[0];
       if (d.loc.exprId >= 0) {
-        auto it = exprLines_.find(d.loc.exprId);
-        if (it != exprLines_.end()) {
-          d.loc.file = file_;
-          d.loc.line = int64_t(it->second + 1);
-          d.loc.column = 1;
-        }
+        // First line that defined this expr id (only looked up on error).
+        for (const auto &[id, line] : exprLines_)
+          if (id == d.loc.exprId) {
+            d.loc.file = file_;
+            d.loc.line = int64_t(line + 1);
+            d.loc.column = 1;
+            break;
+          }
       }
       for (size_t i = 1; i < diags.size(); ++i)
         d.note(diags[i].str());
@@ -618,37 +632,87 @@ private:
       tn->setShape(t.shape);
       n = std::move(tn);
     }
-    n->setNameInternal(name);
-    n->setQualname(qual);
+    n->setNameInternal(std::move(name));
+    n->setQualname(std::move(qual));
     return n;
   }
 
   struct GraphState {
     InternalGraph *g = nullptr;
+    /// Ids outside the dense range of nodeById_ / exprIdSeen_.
     llvm::DenseMap<int64_t, Node *> nodes;
     llvm::DenseSet<int64_t> exprIds;
+    /// Dense entries set by this graph (cleared when it ends).
+    std::vector<int64_t> denseNodes, denseExprs;
   };
 
   void defineNode(GraphState &st, Node *n, LineParser &p, size_t col) {
-    if (!st.nodes.try_emplace(n->id(), n).second)
+    int64_t id = n->id();
+    bool fresh;
+    if (id >= 0 && size_t(id) < nodeById_.size()) {
+      fresh = !nodeById_[id];
+      if (fresh) {
+        nodeById_[id] = n;
+        st.denseNodes.push_back(id);
+      }
+    } else {
+      fresh = st.nodes.try_emplace(id, n).second;
+    }
+    if (!fresh)
       p.fail(fmt::format("node id %{} is defined twice in graph '{}'", n->id(),
                          st.g->name()),
              col);
   }
 
   Node *useNode(GraphState &st, int64_t id, LineParser &p, size_t col) {
-    auto it = st.nodes.find(id);
-    if (it == st.nodes.end())
+    Node *n = nullptr;
+    if (id >= 0 && size_t(id) < nodeById_.size()) {
+      n = nodeById_[id];
+    } else {
+      auto it = st.nodes.find(id);
+      if (it != st.nodes.end())
+        n = it->second;
+    }
+    if (!n)
       p.fail(fmt::format("undefined node %{} in graph '{}'", id, st.g->name()), col);
-    return it->second;
+    return n;
+  }
+
+  /// Records expr id `id`; false when the graph already has it.
+  bool defineExprId(GraphState &st, int64_t id) {
+    if (id >= 0 && size_t(id) < exprIdSeen_.size()) {
+      if (exprIdSeen_[id])
+        return false;
+      exprIdSeen_[id] = 1;
+      st.denseExprs.push_back(id);
+      return true;
+    }
+    return st.exprIds.insert(id).second;
+  }
+
+  void endGraph(GraphState &st) {
+    for (int64_t id : st.denseNodes)
+      nodeById_[id] = nullptr;
+    for (int64_t id : st.denseExprs)
+      exprIdSeen_[id] = 0;
+    st.denseNodes.clear();
+    st.denseExprs.clear();
   }
 
   /// Parses `key=value` annotations (and bare flags) into a map.
   /// Annotations of one line; a handful of keys, so a flat vector.
   struct Annot {
-    llvm::SmallVector<std::pair<std::string, std::pair<PyVal, size_t>>, 6> items;
-    llvm::SmallVector<std::string, 2> flags;
+    llvm::SmallVector<std::pair<llvm::StringRef, std::pair<PyVal, size_t>>, 4> items;
+    llvm::SmallVector<llvm::StringRef, 2> flags;
+    /// `args=` / `outdef=` found in the caches (then not in `items`).
+    std::optional<TreeDef> args, outdef;
+    llvm::SmallVector<int64_t, 4> argIds;
+    /// Cache keys of `args=` / `outdef=` parsed the slow way (empty when
+    /// the text is not cacheable).
+    std::string argsKey, outdefKey;
     bool has(llvm::StringRef k) const {
+      if ((k == "args" && args) || (k == "outdef" && outdef))
+        return true;
       for (const auto &i : items)
         if (i.first == k)
           return true;
@@ -702,6 +766,30 @@ private:
       } else if (key == "outdef") {
         outDef = toTreeDef(d.value(), d);
       } else if (key == "reserved") {
+        // Fast path for a list of plain strings (about one per expr);
+        // anything else goes through value() for its exact errors.
+        size_t start = d.pos();
+        if (d.eat("[")) {
+          bool ok = true, first = true;
+          while (!d.eat("]")) {
+            if (!first && !d.eat(",")) {
+              ok = false;
+              break;
+            }
+            first = false;
+            if (d.eat("]"))
+              break;
+            if (!d.peek("'") && !d.peek("\"")) {
+              ok = false;
+              break;
+            }
+            reserved.push_back(d.string());
+          }
+          if (ok)
+            continue;
+          reserved.clear();
+          d.setPos(start);
+        }
         PyVal v = d.value();
         for (const auto &x : v.items)
           if (x.kind == PyVal::Kind::Scalar && x.scalar.isString())
@@ -743,9 +831,9 @@ private:
       auto e = std::make_unique<Input>(in.exprId, in.inputName);
       Node *n = e->addOutput(std::move(in.node));
       defineNode(st, n, d, in.col);
-      if (!st.exprIds.insert(in.exprId).second)
+      if (!defineExprId(st, in.exprId))
         d.fail(fmt::format("expr id %{} is used twice in graph '{}'", in.exprId, name), in.col);
-      exprLines_.try_emplace(in.exprId, cur_);
+      exprLines_.emplace_back(in.exprId, cur_);
       g.adoptInputInternal(std::move(e));
     }
     if (g.inputs().empty() || !llvm::isa<ModuleNode>(g.input(0)))
@@ -771,7 +859,7 @@ private:
         ++cur_;
         continue;
       }
-      size_t split = line.rfind("\t;; ");
+      size_t split = rfindAnnotations(line);
       if (split == llvm::StringRef::npos)
         at(cur_).fail("missing the '\\t;; ' annotations of this line");
       llvm::StringRef visible = line.take_front(split);
@@ -814,15 +902,109 @@ private:
     tm.setOutDef(*argDef, retypeLeaves(*outDef, g.outputs(), next));
     if (version_ == 0)
       upgradeV0(g);
+    endGraph(st);
+  }
+
+  /// Scans the value at the start of `t` ('(', '[' or '{' balanced, or a
+  /// bare word), writing its text with node-id digits dropped ("%12" ->
+  /// "%") to `key` and the ids to `ids` (node references make it
+  /// uncacheable when `ids` is null). Returns the value's length, or 0 when
+  /// the text is anything else: the caller then uses value(), which
+  /// reports errors.
+  static size_t scanValue(llvm::StringRef t, std::string &key,
+                          llvm::SmallVectorImpl<int64_t> *ids) {
+    key.clear();
+    if (t.empty())
+      return 0;
+    size_t i = 0;
+    if (isIdentChar((unsigned char)t[0]) && !(t[0] >= '0' && t[0] <= '9')) {
+      while (i < t.size() && isIdentChar((unsigned char)t[i]))
+        ++i;
+      if (i < t.size() && t[i] != ' ' && t[i] != '\t')
+        return 0;
+      key.assign(t.data(), i);
+      return i;
+    }
+    if (t[0] != '(' && t[0] != '[' && t[0] != '{')
+      return 0;
+    size_t depth = 0;
+    while (i < t.size()) {
+      char c = t[i];
+      if (c == '(' || c == '[' || c == '{') {
+        ++depth;
+      } else if (c == ')' || c == ']' || c == '}') {
+        if (--depth == 0) {
+          key += c;
+          return i + 1;
+        }
+      } else if (c == '\'' || c == '"') {
+        size_t j = i + 1;
+        while (j < t.size() && t[j] != c)
+          j += t[j] == '\\' ? 2 : 1;
+        if (j >= t.size())
+          return 0;
+        key.append(t.data() + i, j + 1 - i);
+        i = j + 1;
+        continue;
+      } else if (c == '%') {
+        if (!ids)
+          return 0;
+        size_t j = i + 1;
+        while (j < t.size() && t[j] >= '0' && t[j] <= '9')
+          ++j;
+        if (j == i + 1 || j - i - 1 > 18)
+          return 0;
+        int64_t v = 0;
+        for (size_t k = i + 1; k < j; ++k)
+          v = v * 10 + (t[k] - '0');
+        ids->push_back(v);
+        key += '%';
+        i = j;
+        continue;
+      }
+      key += c;
+      ++i;
+    }
+    return 0;
   }
 
   Annot annotations(LineParser &a) {
     Annot an;
     while (!a.atEnd()) {
       size_t c = a.col();
-      std::string key = a.ident();
+      llvm::StringRef key = a.identRef();
       if (a.eat("=")) {
         size_t vc = a.col();
+        if (key == "args" || key == "outdef") {
+          bool isArgs = key == "args";
+          // As for other keys, a duplicate is reported after its value.
+          bool dup = an.has(key);
+          auto &cache = isArgs ? argsCache_ : outdefCache_;
+          if (isArgs)
+            an.argIds.clear();
+          size_t len = scanValue(a.rest(), keyBuf_, isArgs ? &an.argIds : nullptr);
+          if (len) {
+            auto it = cache.find(keyBuf_);
+            if (it != cache.end()) {
+              a.setPos(a.pos() + len);
+              if (dup)
+                a.fail(fmt::format("duplicate annotation '{}'", key.str()), c);
+              (isArgs ? an.args : an.outdef) = it->second;
+              continue;
+            }
+          }
+          if (isArgs)
+            an.argIds.clear();
+          size_t start = a.pos();
+          PyVal v = a.value();
+          // Cacheable when the scan saw exactly the value's text.
+          if (dup)
+            a.fail(fmt::format("duplicate annotation '{}'", key.str()), c);
+          if (len && a.pos() == start + len)
+            (isArgs ? an.argsKey : an.outdefKey) = keyBuf_;
+          an.items.emplace_back(key, std::make_pair(std::move(v), c));
+          continue;
+        }
         PyVal v;
         if (key == "outs") {
           if (an.hasOuts)
@@ -848,7 +1030,7 @@ private:
           v = a.value();
         }
         if (an.has(key))
-          a.fail(fmt::format("duplicate annotation '{}'", key), c);
+          a.fail(fmt::format("duplicate annotation '{}'", key.str()), c);
         an.items.emplace_back(key, std::make_pair(std::move(v), c));
       } else {
         an.flags.push_back(key);
@@ -871,7 +1053,7 @@ private:
     v.expect(":");
     Annot an = annotations(a);
     std::unique_ptr<Expr> e;
-    std::vector<int64_t> argIds;
+    llvm::SmallVector<int64_t, 4> argIds;
     auto str = [&](const char *k) {
       const PyVal &x = need(an, k, a);
       if (x.kind != PyVal::Kind::Scalar || !x.scalar.isString())
@@ -901,12 +1083,20 @@ private:
       } else {
         e = std::make_unique<CallMethod>(id);
       }
-      const PyVal &args = need(an, "args", a);
-      argDef = toTreeDef(args, a, &argIds);
-      if (argDef->kind() != TreeDef::Kind::Tuple || argDef->numChildren() != 2 ||
-          argDef->child(0).kind() != TreeDef::Kind::Tuple ||
-          argDef->child(1).kind() != TreeDef::Kind::Dict)
-        a.fail("args must be (positional tuple, kwargs dict)", args.col);
+      if (an.args) {
+        // A cached structure: checked when it was first parsed.
+        argDef = an.args;
+        argIds.assign(an.argIds.begin(), an.argIds.end());
+      } else {
+        const PyVal &args = need(an, "args", a);
+        argDef = toTreeDef(args, a, &argIds);
+        if (argDef->kind() != TreeDef::Kind::Tuple || argDef->numChildren() != 2 ||
+            argDef->child(0).kind() != TreeDef::Kind::Tuple ||
+            argDef->child(1).kind() != TreeDef::Kind::Dict)
+          a.fail("args must be (positional tuple, kwargs dict)", args.col);
+        if (!an.argsKey.empty())
+          argsCache_.try_emplace(an.argsKey, *argDef);
+      }
     } else if (an.has("const")) {
       std::string name = str("const");
       const PyVal &val = need(an, "value", a);
@@ -944,9 +1134,17 @@ private:
     for (size_t i = 0; i < argIds.size(); ++i)
       e->addInput(useNode(st, argIds[i], a, a.col()));
     if (argDef) {
-      size_t next = 0;
-      llvm::SmallVector<Node *, 4> ins = e->inputs();
-      e->setArgDef(retypeLeaves(*argDef, ins, next));
+      // Parsed leaves are Tensor leaves; only module inputs need retyping.
+      bool allTensors = true;
+      for (size_t i = 0; i < e->numInputs(); ++i)
+        allTensors &= llvm::isa<TensorNode>(e->input(i));
+      if (allTensors && argDef->numLeaves() == e->numInputs()) {
+        e->setArgDef(std::move(argDef));
+      } else {
+        size_t next = 0;
+        llvm::SmallVector<Node *, 4> ins = e->inputs();
+        e->setArgDef(retypeLeaves(*argDef, ins, next));
+      }
     }
     if (!an.hasOuts)
       a.fail("missing annotation 'outs=[...]'");
@@ -960,25 +1158,54 @@ private:
                          llvm::isa<GetAttr>(raw) ? "getattr" : "constant",
                          raw->numOutputs()));
     if (an.has("outdef")) {
-      TreeDef od = toTreeDef(need(an, "outdef", a), a);
+      TreeDef od;
+      bool tensorLeaves = true; // od's leaves are all Tensor placeholders
+      if (an.outdef) {
+        od = *an.outdef; // cached only when tensorLeaves
+      } else {
+        od = toTreeDef(need(an, "outdef", a), a);
+        std::vector<TreeDef::LeafType> types;
+        od.collectLeafTypes(types);
+        for (auto t : types)
+          tensorLeaves &= t == TreeDef::LeafType::Tensor;
+        if (tensorLeaves && !an.outdefKey.empty())
+          outdefCache_.try_emplace(an.outdefKey, od);
+      }
       if (od.numLeaves() != raw->numOutputs())
         a.fail(fmt::format("outdef {} does not match {} outputs", od.str(),
                            raw->numOutputs()));
-      size_t next = 0;
-      raw->setOutDef(retypeLeaves(od, raw->outputs(), next));
+      bool allTensors = tensorLeaves;
+      for (Node *o : raw->outputs())
+        allTensors &= llvm::isa<TensorNode>(o);
+      if (allTensors) {
+        raw->setOutDef(std::move(od));
+      } else {
+        size_t next = 0;
+        raw->setOutDef(retypeLeaves(od, raw->outputs(), next));
+      }
     }
     if (an.flag("keep"))
       raw->disableRemove();
     for (const auto &f : an.flags)
       if (f != "keep" && f != "call")
         a.fail(fmt::format("unknown annotation '{}'", f));
-    if (!st.exprIds.insert(id).second)
+    if (!defineExprId(st, id))
       v.fail(fmt::format("expr id %{} is used twice in graph '{}'", id, st.g->name()), 2);
-    exprLines_.try_emplace(id, cur_);
+    exprLines_.emplace_back(id, cur_);
     st.g->insertExpr(std::move(e), nullptr);
     checkBuf_.assign(1, '\t');
     raw->print(checkBuf_);
     checkLine(visible, checkBuf_, cur_);
+  }
+
+  /// line.rfind("\t;; ") without a memcmp per position.
+  static size_t rfindAnnotations(llvm::StringRef line) {
+    for (size_t i = line.size(); i >= 4; --i) {
+      const char *p = line.data() + i - 4;
+      if (p[0] == '\t' && p[1] == ';' && p[2] == ';' && p[3] == ' ')
+        return i - 4;
+    }
+    return llvm::StringRef::npos;
   }
 
   void checkLine(llvm::StringRef got, const std::string &want, size_t lineIdx) {
@@ -1037,7 +1264,20 @@ private:
   std::string weightsFile_;
   const WeightFile *weights_ = nullptr;
   WeightFile ownWeights_;
-  llvm::DenseMap<int64_t, size_t> exprLines_;
+  /// (expr id, line index) in file order, to place verifier errors.
+  std::vector<std::pair<int64_t, size_t>> exprLines_;
+  /// Node and expr ids below denseIds_ (the `ids` line's counts, bounded by
+  /// the line count) are looked up in these vectors instead of hash maps:
+  /// ids are small integers, and a 10^6-expr graph's maps outgrow the
+  /// caches. Entries are cleared after each graph.
+  size_t denseIds_ = 0;
+  std::vector<Node *> nodeById_;
+  std::vector<uint8_t> exprIdSeen_;
+  /// Parsed `args=` / `outdef=` TreeDefs by their text, node ids left out
+  /// ("((%, 1), {})"): a graph has a handful of distinct structures, so
+  /// most lines skip the generic value parser.
+  llvm::StringMap<TreeDef> argsCache_, outdefCache_;
+  std::string keyBuf_;
 };
 
 } // namespace

@@ -19,73 +19,289 @@
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
+#include <cstring>
+
+#include <llvm/ADT/StringSet.h>
 
 #include "TmirCommon.h"
 
 namespace tmg {
+
+/// Sorts `v` bytewise (as std::sort with StringRef's operator<) in time
+/// linear in the bytes that tell the strings apart: an MSD radix sort on
+/// 8-byte big-endian chunks. The reserved-names list of a graph holds about
+/// one name per expr ("method_add_123"), so a comparison sort of a 10^6-expr
+/// graph's names would cost n log n string compares on scattered memory.
+void sortStringsBytewise(std::vector<llvm::StringRef> &v) {
+  struct Item {
+    uint64_t key;
+    uint32_t idx;
+  };
+  auto chunk = [](llvm::StringRef s, size_t depth) {
+    uint64_t k = 0;
+    for (size_t i = 0; i < 8; ++i)
+      k = (k << 8) | (depth + i < s.size() ? (unsigned char)s[depth + i] : 0);
+    return k;
+  };
+  std::vector<llvm::StringRef> src = v;
+  std::vector<Item> items(src.size()), tmp;
+  // Work list of (begin, end, depth) ranges of `items` still to sort.
+  struct Range {
+    size_t b, e, depth;
+  };
+  std::vector<Range> todo;
+  for (size_t i = 0; i < src.size(); ++i)
+    items[i] = {chunk(src[i], 0), uint32_t(i)};
+  todo.push_back({0, items.size(), 0});
+  while (!todo.empty()) {
+    Range r = todo.back();
+    todo.pop_back();
+    size_t n = r.e - r.b;
+    Item *it = items.data() + r.b;
+    if (r.depth)
+      for (size_t i = 0; i < n; ++i)
+        it[i].key = chunk(src[it[i].idx], r.depth);
+    if (n < 64) {
+      std::sort(it, it + n, [&](const Item &x, const Item &y) {
+        return src[x.idx].substr(r.depth) < src[y.idx].substr(r.depth);
+      });
+      continue;
+    }
+    // LSD radix sort of the 8-byte keys, skipping bytes all keys share.
+    tmp.resize(n);
+    Item *from = it, *to = tmp.data();
+    for (int shift = 0; shift < 64; shift += 8) {
+      size_t count[257] = {0};
+      for (size_t i = 0; i < n; ++i)
+        ++count[((from[i].key >> shift) & 255) + 1];
+      if (count[((from[0].key >> shift) & 255) + 1] == n)
+        continue;
+      for (size_t c = 0; c < 256; ++c)
+        count[c + 1] += count[c];
+      for (size_t i = 0; i < n; ++i)
+        to[count[(from[i].key >> shift) & 255]++] = from[i];
+      std::swap(from, to);
+    }
+    if (from != it)
+      std::copy(from, from + n, it);
+    // Runs of equal keys: strings that end within this chunk come first,
+    // shorter first (zero padding made them equal); the others recurse.
+    for (size_t i = 0; i < n;) {
+      size_t j = i + 1;
+      while (j < n && it[j].key == it[i].key)
+        ++j;
+      if (j - i > 1) {
+        size_t d = r.depth + 8;
+        // Linear: the ended strings (usually none) go first, by length;
+        // the order of the rest is settled by the recursion.
+        Item *mid = std::partition(it + i, it + j, [&](const Item &x) {
+          return src[x.idx].size() <= d;
+        });
+        std::sort(it + i, mid, [&](const Item &x, const Item &y) {
+          return src[x.idx].size() < src[y.idx].size();
+        });
+        size_t k = size_t(mid - it);
+        if (j - k > 1)
+          todo.push_back({r.b + k, r.b + j, d});
+      }
+      i = j;
+    }
+  }
+  for (size_t i = 0; i < items.size(); ++i)
+    v[i] = src[items[i].idx];
+}
+
 namespace {
+
+uint64_t hashName(llvm::StringRef s) {
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
+  const char *p = s.data();
+  size_t n = s.size();
+  for (; n >= 8; p += 8, n -= 8) {
+    uint64_t w;
+    std::memcpy(&w, p, 8);
+    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
+    h ^= h >> 31;
+  }
+  if (n) {
+    uint64_t w = 0;
+    std::memcpy(&w, p, n);
+    h = (h ^ w) * 0x94d049bb133111ebull;
+    h ^= h >> 29;
+  }
+  h ^= h >> 32;
+  return h ? h : 1; // 0 marks an empty slot
+}
+
+/// The names of `used` that are not in `own`, in no particular order.
+///
+/// A graph of n exprs has about 2n used names (each node's, plus the
+/// qualname helpers "method_add_7"), so at 10^6 exprs both sets are far
+/// larger than the caches and a plain hash set costs a few cache misses per
+/// name. Here the hashes are computed in sequential passes and the table
+/// slots and the namespace's entries are prefetched several names ahead.
+std::vector<llvm::StringRef> namesNotIn(const llvm::StringSet<> &used,
+                                        llvm::ArrayRef<llvm::StringRef> own) {
+  constexpr size_t Ahead = 16;
+  struct Slot {
+    uint64_t hash;
+    const char *data;
+    size_t size;
+  };
+  size_t cap = 16;
+  while (cap < 2 * own.size())
+    cap *= 2;
+  std::vector<Slot> table(cap, Slot{0, nullptr, 0});
+  size_t mask = cap - 1;
+  std::vector<uint64_t> hashes(own.size());
+  for (size_t i = 0; i < own.size(); ++i)
+    hashes[i] = hashName(own[i]);
+  for (size_t i = 0; i < own.size(); ++i) {
+    if (i + Ahead < own.size())
+      __builtin_prefetch(&table[hashes[i + Ahead] & mask], 1);
+    for (size_t k = hashes[i] & mask;; k = (k + 1) & mask) {
+      Slot &sl = table[k];
+      if (!sl.hash) {
+        sl = {hashes[i], own[i].data(), own[i].size()};
+        break;
+      }
+      if (sl.hash == hashes[i] && llvm::StringRef(sl.data, sl.size) == own[i])
+        break;
+    }
+  }
+  // The namespace's names, prefetching its scattered entries ahead.
+  std::vector<llvm::StringRef> names;
+  names.reserve(used.size());
+  hashes.clear();
+  hashes.reserve(used.size());
+  {
+    auto ahead = used.begin();
+    for (size_t i = 0; i < Ahead && ahead != used.end(); ++i, ++ahead)
+      __builtin_prefetch(&*ahead);
+    for (auto it = used.begin(); it != used.end(); ++it) {
+      if (ahead != used.end()) {
+        __builtin_prefetch(&*ahead);
+        ++ahead;
+      }
+      // Hashed while its entry is in the cache.
+      names.push_back(it->getKey());
+      hashes.push_back(hashName(names.back()));
+    }
+  }
+  std::vector<llvm::StringRef> out;
+  out.reserve(names.size() > own.size() ? names.size() - own.size() : 0);
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (i + Ahead < names.size())
+      __builtin_prefetch(&table[hashes[i + Ahead] & mask]);
+    bool found = false;
+    for (size_t k = hashes[i] & mask;; k = (k + 1) & mask) {
+      const Slot &sl = table[k];
+      if (!sl.hash)
+        break;
+      if (sl.hash == hashes[i] && llvm::StringRef(sl.data, sl.size) == names[i]) {
+        found = true;
+        break;
+      }
+    }
+    if (!found)
+      out.push_back(names[i]);
+  }
+  return out;
+}
 
 class Printer {
 public:
   explicit Printer(const TmirWriteOptions &o) : opts_(o) {}
 
   std::string run(const TracedModule &m) {
-    out_ += fmt::format("tmir {}\n", TmirVersion);
-    if (opts_.weights && !opts_.weightsFile.empty())
-      out_ += "weights " + pyStringRepr(opts_.weightsFile) + "\n";
+    out_ += "tmir ";
+    appendInt(out_, TmirVersion);
+    out_ += '\n';
+    if (opts_.weights && !opts_.weightsFile.empty()) {
+      out_ += "weights ";
+      appendPyStringRepr(out_, opts_.weightsFile);
+      out_ += '\n';
+    }
     auto [nn, ne] = m.totalIds();
-    out_ += fmt::format("ids {} {}\n", nn, ne);
-    std::string header = "module " + m.typeName().str() + " traced";
+    out_ += "ids ";
+    appendInt(out_, nn);
+    out_ += ' ';
+    appendInt(out_, ne);
+    out_ += "\nmodule ";
+    out_ += m.typeName();
+    out_ += " traced";
     if (m.isTop())
-      header += " top";
-    if (!m.name().empty())
-      header += " name=" + pyStringRepr(m.name());
-    out_ += header + " {\n";
+      out_ += " top";
+    if (!m.name().empty()) {
+      out_ += " name=";
+      appendPyStringRepr(out_, m.name());
+    }
+    out_ += " {\n";
     moduleBody(m, 1, "");
     out_ += "}\n";
     return std::move(out_);
   }
 
 private:
-  static std::string indent(int depth) { return std::string(2 * depth, ' '); }
+  void indent(int depth) { out_.append(size_t(2 * depth), ' '); }
 
-  std::string tensorData(const Tensor &t, const std::string &key) {
+  /// Makes room for `extra` more bytes at once (one reallocation for a
+  /// graph body instead of a doubling series).
+  void ensure(size_t extra) {
+    if (out_.size() + extra > out_.capacity())
+      out_.reserve(out_.size() + extra);
+  }
+
+  void tensorData(const Tensor &t, const std::string &key) {
     if (opts_.inlineMaxElements >= 0 && t.numel() <= opts_.inlineMaxElements) {
-      std::string s = "[";
+      out_ += '[';
       for (int64_t i = 0; i < t.numel(); ++i) {
         if (i)
-          s += ", ";
+          out_ += ", ";
         double v = t.at(i);
-        s += isFloat(t.dtype()) ? pyFloatRepr(v) : std::to_string(int64_t(v));
+        if (isFloat(t.dtype()))
+          appendPyFloatRepr(out_, v);
+        else
+          appendInt(out_, int64_t(v));
       }
-      return s + "]";
+      out_ += ']';
+      return;
     }
     if (opts_.weights)
       opts_.weights->tensors.emplace_back(key, t);
-    return "@" + pyStringRepr(key);
+    out_ += '@';
+    appendPyStringRepr(out_, key);
   }
 
-  std::string tensorValue(llvm::StringRef word, const Tensor &t,
-                          const std::string &key) {
-    return word.str() + "(" + tensorTypeStr(t) + ", " + tensorData(t, key) + ")";
+  void tensorValue(llvm::StringRef word, const Tensor &t, const std::string &key) {
+    out_ += word;
+    out_ += '(';
+    out_ += dtypeName(t.dtype());
+    appendShape(out_, t.shape());
+    out_ += ", ";
+    tensorData(t, key);
+    out_ += ')';
   }
 
   /// `module(Type, {'attr': value, ...})` for a module constant.
-  std::string inlineModule(const Module &m, const std::string &keyPrefix) {
-    std::string s = "module(" + m.typeName().str() + ", {";
+  void inlineModule(const Module &m, const std::string &keyPrefix) {
+    out_ += "module(";
+    out_ += m.typeName();
+    out_ += ", {";
     bool first = true;
     for (const auto &a : m.attrs()) {
       if (!first)
-        s += ", ";
+        out_ += ", ";
       first = false;
-      s += pyStringRepr(a.name) + ": ";
+      appendPyStringRepr(out_, a.name);
+      out_ += ": ";
       switch (a.kind) {
-      case ModuleAttr::Kind::Value: s += treeRepr(a.value); break;
+      case ModuleAttr::Kind::Value: appendTree(out_, a.value); break;
       case ModuleAttr::Kind::Parameter:
-        s += tensorValue("param", a.tensor, keyPrefix + a.name);
+        tensorValue("param", a.tensor, keyPrefix + a.name);
         break;
       case ModuleAttr::Kind::Buffer:
-        s += tensorValue("buffer", a.tensor, keyPrefix + a.name);
+        tensorValue("buffer", a.tensor, keyPrefix + a.name);
         break;
       case ModuleAttr::Kind::Submodule:
         raise("module constant '{}' has a submodule '{}': not supported in "
@@ -93,34 +309,44 @@ private:
               m.typeName().str(), a.name);
       }
     }
-    return s + "})";
+    out_ += "})";
   }
 
   void moduleBody(const Module &m, int depth, const std::string &path) {
     for (const auto &a : m.attrs()) {
       std::string key = path.empty() ? a.name : path + "." + a.name;
-      std::string line = indent(depth) + a.name + " = ";
+      indent(depth);
+      out_ += a.name;
+      out_ += " = ";
       switch (a.kind) {
       case ModuleAttr::Kind::Value:
-        out_ += line + treeRepr(a.value) + "\n";
+        appendTree(out_, a.value);
+        out_ += '\n';
         break;
       case ModuleAttr::Kind::Parameter:
-        out_ += line + tensorValue("param", a.tensor, key) + "\n";
+        tensorValue("param", a.tensor, key);
+        out_ += '\n';
         break;
       case ModuleAttr::Kind::Buffer:
-        out_ += line + tensorValue("buffer", a.tensor, key) + "\n";
+        tensorValue("buffer", a.tensor, key);
+        out_ += '\n';
         break;
       case ModuleAttr::Kind::Submodule: {
         const Module &c = *a.module;
         const char *kind = c.isBuiltin() ? "builtin"
                            : llvm::isa<TracedModule>(&c) ? "traced"
                                                          : "plain";
-        std::string h = line + c.typeName().str() + " " + kind;
-        if (!c.name().empty())
-          h += " name=" + pyStringRepr(c.name());
-        out_ += h + " {\n";
+        out_ += c.typeName();
+        out_ += ' ';
+        out_ += kind;
+        if (!c.name().empty()) {
+          out_ += " name=";
+          appendPyStringRepr(out_, c.name());
+        }
+        out_ += " {\n";
         moduleBody(c, depth + 1, key);
-        out_ += indent(depth) + "}\n";
+        indent(depth);
+        out_ += "}\n";
         break;
       }
       }
@@ -130,159 +356,242 @@ private:
         graph(sig);
   }
 
-  std::string nodeList(llvm::ArrayRef<Node *> nodes) {
-    std::string s = "[";
+  void nodeList(llvm::ArrayRef<Node *> nodes) {
+    out_ += '[';
     for (size_t i = 0; i < nodes.size(); ++i) {
       if (i)
-        s += ", ";
-      s += nodeInfoStr(*nodes[i]);
+        out_ += ", ";
+      appendNodeInfo(out_, *nodes[i]);
     }
-    return s + "]";
+    out_ += ']';
   }
 
   void graph(const TracedModule::Signature &sig) {
     const InternalGraph &g = *sig.graph;
-    std::string d = "graph name=" + pyStringRepr(g.name()) +
-                    " qualname=" + pyStringRepr(g.qualname()) +
-                    " argdef=" + sig.argDef.str() + " outdef=" + sig.outDef.str() +
-                    " inputs=[";
+    out_ += "graph name=";
+    appendPyStringRepr(out_, g.name());
+    out_ += " qualname=";
+    appendPyStringRepr(out_, g.qualname());
+    out_ += " argdef=";
+    appendTree(out_, sig.argDef);
+    out_ += " outdef=";
+    appendTree(out_, sig.outDef);
+    out_ += " inputs=[";
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       Node *n = g.input(i);
       if (i)
-        d += ", ";
-      d += nodeInfoStr(*n) + " #" + std::to_string(n->expr()->id()) + " " +
-           pyStringRepr(llvm::cast<Input>(n->expr())->name());
+        out_ += ", ";
+      appendNodeInfo(out_, *n);
+      out_ += " #";
+      appendInt(out_, n->expr()->id());
+      out_ += ' ';
+      appendPyStringRepr(out_, llvm::cast<Input>(n->expr())->name());
     }
-    d += "]";
+    out_ += ']';
     // Names the namespace holds besides the nodes' own: the qualname helpers
     // ("method_add") and names of erased nodes, which stay taken.
-    llvm::StringSet<> own;
+    std::vector<llvm::StringRef> ownNames;
+    ownNames.reserve(g.inputs().size() + g.size());
     for (Node *n : g.inputs())
-      own.insert(n->name());
+      ownNames.push_back(n->name());
     for (Expr *e : g)
       for (Node *n : e->outputs())
-        own.insert(n->name());
-    std::vector<std::string> reserved;
-    for (const auto &e : g.ns().usedNames())
-      if (!own.count(e.getKey()))
-        reserved.push_back(e.getKey().str());
-    std::sort(reserved.begin(), reserved.end());
-    d += " reserved=[";
-    for (size_t i = 0; i < reserved.size(); ++i)
-      d += (i ? ", " : "") + pyStringRepr(reserved[i]);
-    out_ += d + "]\n";
+        ownNames.push_back(n->name());
+    std::vector<llvm::StringRef> reserved = namesNotIn(g.ns().usedNames(), ownNames);
+    sortStringsBytewise(reserved);
+    size_t bytes = 0;
+    for (llvm::StringRef r : reserved)
+      bytes += r.size() + 4;
+    ensure(bytes + 16);
+    out_ += " reserved=[";
+    for (size_t i = 0; i < reserved.size(); ++i) {
+      if (i)
+        out_ += ", ";
+      appendPyStringRepr(out_, reserved[i]);
+    }
+    out_ += "]\n";
 
     // Header line (as InternalGraph::str), expr lines with annotations,
     // return line, closing brace; appended to one buffer.
-    if (!g.name().empty())
-      out_ += g.name() + ".Graph";
+    if (!g.name().empty()) {
+      out_ += g.name();
+      out_ += ".Graph";
+    }
     out_ += " (";
     for (size_t i = 0; i < g.inputs().size(); ++i) {
       if (i)
         out_ += ", ";
-      out_ += g.input(i)->str();
+      printNodeRef(out_, *g.input(i));
     }
     out_ += ") {\n";
     if (g.empty())
       out_ += "\t\n";
+    // Reserve the body from the line length seen on the first lines.
+    size_t bodyStart = out_.size(), done = 0;
+    constexpr size_t Sample = 64;
+    ensure(std::min(g.size(), Sample) * 256);
     for (Expr *e : g) {
       out_ += '\t';
       e->print(out_);
       out_ += "\t;; ";
-      out_ += annotations(*e);
+      annotations(*e);
       out_ += '\n';
+      if (++done == Sample && g.size() > Sample) {
+        size_t perLine = (out_.size() - bodyStart) / Sample + 1;
+        ensure((g.size() - Sample) * perLine * 9 / 8);
+      }
     }
-    std::string ret = "\treturn ";
-    std::string ids = "[";
+    out_ += "\treturn ";
     for (size_t i = 0; i < g.outputs().size(); ++i) {
-      ret += (i ? ", " : "") + g.output(i)->str();
-      ids += (i ? ", %" : "%") + std::to_string(g.output(i)->id());
+      if (i)
+        out_ += ", ";
+      printNodeRef(out_, *g.output(i));
     }
-    out_ += ret + "\t;; outs=" + ids + "]\n}\n";
+    out_ += "\t;; outs=[";
+    for (size_t i = 0; i < g.outputs().size(); ++i) {
+      out_ += i ? ", %" : "%";
+      appendInt(out_, g.output(i)->id());
+    }
+    out_ += "]\n}\n";
   }
 
-  std::string annotations(const Expr &e) {
-    std::string a;
+  void annotations(const Expr &e) {
     auto args = [&]() {
-      std::string s;
       size_t next = 0;
-      e.argDef()->print(
-          s, [&](size_t i) { return "%" + std::to_string(e.input(i)->id()); },
+      e.argDef()->printTo(
+          out_,
+          [&](std::string &o, size_t i) {
+            o += '%';
+            appendInt(o, e.input(i)->id());
+          },
           &next, false);
-      return s;
     };
     switch (e.kind()) {
     case Expr::Kind::GetAttr:
-      a = "getattr=" + pyStringRepr(llvm::cast<GetAttr>(e).attrName()) +
-          " base=%" + std::to_string(e.input(0)->id());
+      out_ += "getattr=";
+      appendPyStringRepr(out_, llvm::cast<GetAttr>(e).attrName());
+      out_ += " base=%";
+      appendInt(out_, e.input(0)->id());
       break;
     case Expr::Kind::CallMethod: {
       auto &cm = llvm::cast<CallMethod>(e);
-      a = cm.isModuleCall() ? std::string("call") : "method=" + cm.method().str();
-      a += " args=" + args();
+      if (cm.isModuleCall()) {
+        out_ += "call";
+      } else {
+        out_ += "method=";
+        out_ += cm.method();
+      }
+      out_ += " args=";
+      args();
       break;
     }
     case Expr::Kind::CallFunction:
-      a = "fn=" + llvm::cast<CallFunction>(e).func().printName().str() +
-          " args=" + args();
+      out_ += "fn=";
+      out_ += llvm::cast<CallFunction>(e).func().printName();
+      out_ += " args=";
+      args();
       break;
     case Expr::Kind::Constant: {
       auto &c = llvm::cast<Constant>(e);
       std::string key = "__constants__." + std::to_string(constants_++);
-      a = "const=" + pyStringRepr(c.name()) + " value=" +
-          (c.isTensor() ? tensorValue("tensor", c.tensor(), key)
-                        : inlineModule(*c.module(), key + "."));
+      out_ += "const=";
+      appendPyStringRepr(out_, c.name());
+      out_ += " value=";
+      if (c.isTensor())
+        tensorValue("tensor", c.tensor(), key);
+      else
+        inlineModule(*c.module(), key + ".");
       break;
     }
     case Expr::Kind::Apply: {
       auto &ap = llvm::cast<Apply>(e);
-      a = "opdef=" + ap.opdef().name().str() + " attrs=" + treeRepr(ap.attrs()) +
-          " inputs=[";
-      for (size_t i = 0; i < e.numInputs(); ++i)
-        a += (i ? ", %" : "%") + std::to_string(e.input(i)->id());
-      a += "]";
+      out_ += "opdef=";
+      out_ += ap.opdef().name();
+      out_ += " attrs=";
+      appendTree(out_, ap.attrs());
+      out_ += " inputs=[";
+      for (size_t i = 0; i < e.numInputs(); ++i) {
+        out_ += i ? ", %" : "%";
+        appendInt(out_, e.input(i)->id());
+      }
+      out_ += ']';
       break;
     }
     case Expr::Kind::Input:
       raise("Input exprs are printed in the graph directive");
     }
-    a += " outs=" + nodeList(e.outputs());
-    if (e.outDef())
-      a += " outdef=" + e.outDef()->str();
+    out_ += " outs=";
+    nodeList(e.outputs());
+    if (e.outDef()) {
+      out_ += " outdef=";
+      appendTree(out_, *e.outDef());
+    }
     if (e.removeDisabled())
-      a += " keep";
-    return a;
+      out_ += " keep";
   }
 
-  const TmirWriteOptions &opts_;
+const TmirWriteOptions &opts_;
   std::string out_;
   size_t constants_ = 0;
 };
 
 } // namespace
 
+void appendShape(std::string &out, llvm::ArrayRef<int64_t> shape) {
+  out += '(';
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i)
+      out += ", ";
+    appendInt(out, shape[i]);
+  }
+  if (shape.size() == 1)
+    out += ',';
+  out += ')';
+}
+
 std::string tensorTypeStr(const Tensor &t) {
-  return dtypeName(t.dtype()).str() + shapeStr(t.shape());
+  std::string s = dtypeName(t.dtype()).str();
+  appendShape(s, t.shape());
+  return s;
+}
+
+void appendTree(std::string &out, const TreeDef &t) {
+  size_t next = 0;
+  t.printTo(out, [](std::string &, size_t) {}, &next, false);
 }
 
 std::string treeRepr(const TreeDef &t) {
   std::string s;
-  size_t next = 0;
-  t.print(s, [](size_t) { return std::string(); }, &next, false);
+  appendTree(s, t);
   return s;
 }
 
-std::string nodeInfoStr(const Node &n) {
-  std::string type;
+void appendNodeInfo(std::string &out, const Node &n) {
+  out += '%';
+  appendInt(out, n.id());
+  out += ' ';
+  appendPyStringRepr(out, n.name());
+  out += ' ';
   if (auto *t = llvm::dyn_cast<TensorNode>(&n)) {
-    type = t->hasDType() ? dtypeName(t->dtype()).str() : "?";
+    if (t->hasDType())
+      out += dtypeName(t->dtype());
+    else
+      out += '?';
     if (t->shape())
-      type += shapeStr(*t->shape());
+      appendShape(out, *t->shape());
   } else {
-    type = "module<" + llvm::cast<ModuleNode>(n).moduleType().name + ">";
+    out += "module<";
+    out += llvm::cast<ModuleNode>(n).moduleType().name;
+    out += '>';
   }
-  return "%" + std::to_string(n.id()) + " " + pyStringRepr(n.name()) + " " +
-         type + " " + pyStringRepr(n.qualname());
+  out += ' ';
+  appendPyStringRepr(out, n.qualname());
+}
+
+std::string nodeInfoStr(const Node &n) {
+  std::string s;
+  appendNodeInfo(s, n);
+  return s;
 }
 
 std::string printTmir(const TracedModule &m, const TmirWriteOptions &opts) {

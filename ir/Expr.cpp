@@ -371,9 +371,32 @@ std::string Expr::str(NodeFormat f) const {
   return out;
 }
 
+void printNodeRef(std::string &out, const Node &n, NodeFormat f) {
+  if (f.withId || f.withGraph) {
+    if (f.withId) {
+      out += '%';
+      appendInt(out, n.id());
+      out += '_';
+    }
+    if (f.withGraph) {
+      if (InternalGraph *g = n.graph())
+        out += g->name();
+      out += '_';
+    }
+    out += n.name();
+    return;
+  }
+  if (n.name().empty()) {
+    out += '%';
+    appendInt(out, n.id());
+  } else {
+    out += n.name();
+  }
+}
+
 void Expr::print(std::string &out, NodeFormat f) const {
   out += '%';
-  out += std::to_string(id_);
+  appendInt(out, id_);
   out += ":\t";
   printBody(out, f);
 }
@@ -387,63 +410,75 @@ void Expr::printOutputs(std::string &out, NodeFormat f) const {
     if (outDef_->isContainer() && outDef_->numChildren() == 0)
       return;
     size_t next = 0;
-    outDef_->print(
-        out, [&](size_t i) { return outputs_[i]->str(f); }, &next, true);
+    outDef_->printTo(
+        out,
+        [&](std::string &o, size_t i) { printNodeRef(o, *outputs_[i], f); },
+        &next, true);
   } else {
-    out += "[";
+    out += '[';
     for (size_t i = 0; i < outputs_.size(); ++i) {
       if (i)
         out += ", ";
-      out += outputs_[i]->str(f);
+      printNodeRef(out, *outputs_[i], f);
     }
-    out += "]";
+    out += ']';
   }
   out += " = ";
 }
 
 void Expr::printCallArgs(std::string &out, NodeFormat f, bool skipFirst) const {
-  auto leaf = [&](size_t i) { return input(i)->str(f); };
-  std::string args, kwargs;
-  TreeDef pos, kw;
-  if (splitArgDef(argDef_, pos, kw)) {
+  auto leaf = [&](std::string &o, size_t i) { printNodeRef(o, *input(i), f); };
+  if (argDef_ && argDef_->kind() == TreeDef::Kind::Tuple &&
+      argDef_->numChildren() == 2) {
+    const TreeDef &pos = argDef_->child(0), &kw = argDef_->child(1);
     size_t next = 0;
     bool first = true;
     for (size_t i = 0; i < pos.numChildren(); ++i) {
-      std::string a;
-      pos.child(i).print(a, leaf, &next, true);
-      if (i == 0 && skipFirst)
+      if (i == 0 && skipFirst) {
+        // The receiver is printed before the method name; skip its leaves.
+        next += pos.child(0).numLeaves();
         continue;
+      }
       if (!first)
-        args += ", ";
-      args += a;
+        out += ", ";
+      pos.child(i).printTo(out, leaf, &next, true);
       first = false;
     }
+    out += ", ";
     for (size_t i = 0; i < kw.numChildren(); ++i) {
       if (i)
-        kwargs += ", ";
-      kwargs += kw.key(i).str() + "=";
-      kw.child(i).print(kwargs, leaf, &next, true);
+        out += ", ";
+      kw.key(i).appendStr(out);
+      out += '=';
+      kw.child(i).printTo(out, leaf, &next, true);
     }
   } else {
     for (size_t i = skipFirst ? 1 : 0; i < numInputs(); ++i) {
       if (i > (skipFirst ? 1u : 0u))
-        args += ", ";
-      args += input(i)->str(f);
+        out += ", ";
+      printNodeRef(out, *input(i), f);
     }
+    out += ", ";
   }
-  out += args + ", " + kwargs;
 }
 
 void Input::printBody(std::string &out, NodeFormat f) const {
-  out += output(0)->str(f) + " = Input()";
+  printNodeRef(out, *output(0), f);
+  out += " = Input()";
 }
 
 void GetAttr::printBody(std::string &out, NodeFormat f) const {
-  std::string type = "Tensor";
+  printNodeRef(out, *output(0), f);
+  out += " = getattr(";
+  printNodeRef(out, *input(0), f);
+  out += ", \"";
+  out += attr_;
+  out += "\") -> (";
   if (auto *mn = llvm::dyn_cast<ModuleNode>(output(0)))
-    type = mn->moduleType().name;
-  out += output(0)->str(f) + " = getattr(" + input(0)->str(f) + ", \"" +
-         attr_ + "\") -> (" + type + ")";
+    out += mn->moduleType().name;
+  else
+    out += "Tensor";
+  out += ')';
 }
 
 llvm::StringRef CallMethod::method() const {
@@ -470,26 +505,30 @@ void CallMethod::printBody(std::string &out, NodeFormat f) const {
   printOutputs(out, f);
   if (numInputs() > 0 && argDef()) {
     // args[0] is the receiver: a node leaf (possibly inside a structure).
-    TreeDef pos = argDef()->child(0);
+    const TreeDef &pos = argDef()->child(0);
     size_t next = 0;
     if (pos.numChildren() > 0)
-      pos.child(0).print(
-          out, [&](size_t i) { return input(i)->str(f); }, &next, true);
+      pos.child(0).printTo(
+          out, [&](std::string &o, size_t i) { printNodeRef(o, *input(i), f); },
+          &next, true);
   } else if (numInputs() > 0) {
-    out += input(0)->str(f);
+    printNodeRef(out, *input(0), f);
   }
-  if (!isModuleCall())
-    out += "." + method().str();
-  out += "(";
+  if (!isModuleCall()) {
+    out += '.';
+    out += method();
+  }
+  out += '(';
   printCallArgs(out, f, /*skipFirst=*/true);
-  out += ")";
+  out += ')';
 }
 
 void CallFunction::printBody(std::string &out, NodeFormat f) const {
   printOutputs(out, f);
-  out += fn_->printName().str() + "(";
+  out += fn_->printName();
+  out += '(';
   printCallArgs(out, f, /*skipFirst=*/false);
-  out += ")";
+  out += ')';
 }
 
 Constant::Constant(int64_t id, Tensor t, std::string name)
@@ -502,23 +541,27 @@ Constant::Constant(int64_t id, std::unique_ptr<Module> m, std::string name)
 Constant::~Constant() = default;
 
 void Constant::printBody(std::string &out, NodeFormat f) const {
-  out += output(0)->str(f) + " = Constant(" + name_ + ") -> (" +
-         (llvm::isa<TensorNode>(output(0)) ? "Tensor" : "Module") + ")";
+  printNodeRef(out, *output(0), f);
+  out += " = Constant(";
+  out += name_;
+  out += llvm::isa<TensorNode>(output(0)) ? ") -> (Tensor)" : ") -> (Module)";
 }
 
 void Apply::printBody(std::string &out, NodeFormat f) const {
   for (size_t i = 0; i < numOutputs(); ++i) {
     if (i)
       out += ", ";
-    out += output(i)->str(f);
+    printNodeRef(out, *output(i), f);
   }
-  out += " = " + opdef_->name().str() + "(";
+  out += " = ";
+  out += opdef_->name();
+  out += '(';
   for (size_t i = 0; i < numInputs(); ++i) {
     if (i)
       out += ", ";
-    out += input(i)->str(f);
+    printNodeRef(out, *input(i), f);
   }
-  out += ")";
+  out += ')';
 }
 
 bool isCallModule(const Expr *e) {

@@ -2,6 +2,7 @@
 #include "tm/ir/TreeDef.h"
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cmath>
 #include <cstring>
@@ -63,10 +64,65 @@ std::string pyFloatRepr(double d) {
 }
 
 std::string pyStringRepr(llvm::StringRef s) {
+  std::string out;
+  appendPyStringRepr(out, s);
+  return out;
+}
+
+void appendPyFloatRepr(std::string &out, double d) { out += pyFloatRepr(d); }
+
+void appendInt(std::string &out, int64_t v) {
+  // Digits written backwards two at a time (ids are printed several times
+  // per expr line).
+  static const char pairs[] = "00010203040506070809101112131415161718192021222324"
+                              "25262728293031323334353637383940414243444546474849"
+                              "50515253545556575859606162636465666768697071727374"
+                              "75767778798081828384858687888990919293949596979899";
+  char buf[24];
+  char *end = buf + sizeof buf, *p = end;
+  uint64_t u = v < 0 ? 0 - uint64_t(v) : uint64_t(v);
+  while (u >= 100) {
+    unsigned r = unsigned(u % 100);
+    u /= 100;
+    p -= 2;
+    std::memcpy(p, pairs + 2 * r, 2);
+  }
+  if (u >= 10) {
+    p -= 2;
+    std::memcpy(p, pairs + 2 * u, 2);
+  } else {
+    *--p = char('0' + u);
+  }
+  if (v < 0)
+    *--p = '-';
+  out.append(p, size_t(end - p));
+}
+
+void appendPyStringRepr(std::string &out, llvm::StringRef s) {
+  // Fast path: nothing to escape and no quote inside (names, qualnames).
+  static const auto special = [] {
+    std::array<bool, 256> t{};
+    for (int c = 0; c < 0x20; ++c)
+      t[c] = true;
+    t[0x7f] = t['\\'] = t['\''] = t['"'] = true;
+    return t;
+  }();
+  bool plain = true;
+  for (unsigned char c : s)
+    if (special[c]) {
+      plain = false;
+      break;
+    }
+  if (plain) {
+    out += '\'';
+    out.append(s.data(), s.size());
+    out += '\'';
+    return;
+  }
   char q = '\'';
   if (s.contains('\'') && !s.contains('"'))
     q = '"';
-  std::string out(1, q);
+  out += q;
   for (unsigned char c : s) {
     switch (c) {
     case '\\': out += "\\\\"; break;
@@ -78,14 +134,16 @@ std::string pyStringRepr(llvm::StringRef s) {
         out += '\\';
         out += char(c);
       } else if (c < 0x20 || c == 0x7f) {
-        out += fmt::format("\\x{:02x}", c);
+        static const char hex[] = "0123456789abcdef";
+        out += "\\x";
+        out += hex[c >> 4];
+        out += hex[c & 15];
       } else {
         out += char(c);
       }
     }
   }
   out += q;
-  return out;
 }
 
 double Scalar::toDouble() const {
@@ -113,6 +171,25 @@ std::string Scalar::repr() const {
   case Kind::Ellipsis: return "Ellipsis";
   }
   return "?";
+}
+
+void Scalar::appendStr(std::string &out) const {
+  if (isString())
+    out += getString();
+  else
+    appendRepr(out);
+}
+
+void Scalar::appendRepr(std::string &out) const {
+  switch (kind()) {
+  case Kind::None: out += "None"; return;
+  case Kind::Bool: out += getBool() ? "True" : "False"; return;
+  case Kind::Int: appendInt(out, getInt()); return;
+  case Kind::Float: appendPyFloatRepr(out, getFloat()); return;
+  case Kind::String: appendPyStringRepr(out, getString()); return;
+  case Kind::Ellipsis: out += "Ellipsis"; return;
+  }
+  out += '?';
 }
 
 bool Scalar::operator<(const Scalar &o) const {
@@ -317,50 +394,61 @@ bool TreeDef::operator==(const TreeDef &o) const {
 std::string TreeDef::str() const {
   std::string out;
   size_t next = 0;
-  print(out, [](size_t) { return std::string(); }, &next, false);
+  printTo(out, [](std::string &, size_t) {}, &next, false);
   return out;
 }
 
 void TreeDef::print(std::string &out,
                     const std::function<std::string(size_t)> &leaf,
                     size_t *next, bool strTop) const {
+  printTo(
+      out, [&](std::string &o, size_t i) { o += leaf(i); }, next, strTop);
+}
+
+void TreeDef::printTo(std::string &out,
+                      llvm::function_ref<void(std::string &, size_t)> leaf,
+                      size_t *next, bool strTop) const {
   const Impl &i = *impl_;
   switch (i.kind) {
   case Kind::Leaf: {
-    std::string s = leaf(*next);
+    size_t before = out.size();
+    leaf(out, *next);
     ++*next;
-    if (s.empty())
-      s = i.leafType == LeafType::Tensor ? "Tensor" : "Module";
-    out += s;
+    if (out.size() == before)
+      out += i.leafType == LeafType::Tensor ? "Tensor" : "Module";
     return;
   }
   case Kind::Const:
-    out += strTop ? i.value.str() : i.value.repr();
+    if (strTop)
+      i.value.appendStr(out);
+    else
+      i.value.appendRepr(out);
     return;
   case Kind::Tuple:
   case Kind::List: {
     bool tup = i.kind == Kind::Tuple;
-    out += tup ? "(" : "[";
+    out += tup ? '(' : '[';
     for (size_t c = 0; c < i.children.size(); ++c) {
       if (c)
         out += ", ";
-      i.children[c].print(out, leaf, next, false);
+      i.children[c].printTo(out, leaf, next, false);
     }
     if (tup && i.children.size() == 1)
-      out += ",";
-    out += tup ? ")" : "]";
+      out += ',';
+    out += tup ? ')' : ']';
     return;
   }
   case Kind::Dict:
   case Kind::OrderedDict: {
-    out += "{";
+    out += '{';
     for (size_t c = 0; c < i.children.size(); ++c) {
       if (c)
         out += ", ";
-      out += i.keys[c].repr() + ": ";
-      i.children[c].print(out, leaf, next, false);
+      i.keys[c].appendRepr(out);
+      out += ": ";
+      i.children[c].printTo(out, leaf, next, false);
     }
-    out += "}";
+    out += '}';
     return;
   }
   case Kind::Slice: {
@@ -368,9 +456,9 @@ void TreeDef::print(std::string &out,
     for (size_t c = 0; c < 3; ++c) {
       if (c)
         out += ", ";
-      i.children[c].print(out, leaf, next, false);
+      i.children[c].printTo(out, leaf, next, false);
     }
-    out += ")";
+    out += ')';
     return;
   }
   }

@@ -1,7 +1,10 @@
 //===- test_tmir.cpp - The .tmir format: round trips and errors ----------===//
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <random>
 
+#include "../../io/TmirCommon.h"
 #include "../ir/Fixtures.h"
 #include "tm/io/Tmir.h"
 
@@ -225,4 +228,81 @@ TEST_CASE("a version-0 file is upgraded as the reference's __setstate__", "[io][
   auto again = parseTmir(v1, "v1.tmir");
   REQUIRE(again.succeeded());
   CHECK(compareModules(tm, **again).value_or("") == "");
+}
+
+// The parser caches `args=` TreeDefs by their text with node ids left out,
+// so `x.__add__(y)` and `sm(x)` share one entry ("((%, %), {})"); the module
+// leaf must still come out as a Module leaf, whichever line comes first.
+TEST_CASE("parser: cached args structures keep module and tensor leaves apart",
+          "[io][tmir]") {
+  auto m = std::make_unique<Module>("Net");
+  m->addModule<Softmax>("sm", 1);
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3}}, {"y", Shape{2, 3}}});
+  Node *s = b.callMethod(b.arg(0), "__add__", {b.arg(1)});
+  Node *sm = b.getAttr(b.self(), "sm");
+  Node *o = b.callModule(sm, {s});
+  Node *o2 = b.callModule(sm, {o});
+  b.finish(b.callMethod(o2, "__add__", {s}));
+  roundTrip(*tm);
+  auto parsed = parseTmir(printTmir(*tm), "cache.tmir");
+  REQUIRE(parsed.succeeded());
+  size_t calls = 0;
+  for (Expr *e : (*parsed)->graph()) {
+    auto *cm = llvm::dyn_cast<CallMethod>(e);
+    if (!cm)
+      continue;
+    TreeDef::LeafType want =
+        cm->isModuleCall() ? TreeDef::LeafType::Module : TreeDef::LeafType::Tensor;
+    CHECK(cm->argDef()->child(0).child(0).leafType() == want);
+    CHECK(cm->argDef()->child(0).child(1).leafType() == TreeDef::LeafType::Tensor);
+    ++calls;
+  }
+  CHECK(calls == 4);
+}
+
+TEST_CASE("parser: errors on lines whose args are cached", "[io][tmir]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Chain"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  Node *x = b.callMethod(b.arg(0), "__add__", {1});
+  b.finish(b.callMethod(x, "__add__", {1}));
+  std::string text = printTmir(*tm);
+  // Repeat the second add's args annotation on its line: the first add put
+  // that structure in the cache, so both values are cache hits, and the
+  // duplicate is still reported at the second key's column.
+  size_t a = text.rfind(" args=");
+  REQUIRE(a != std::string::npos);
+  size_t end = text.find(' ', a + 1);
+  while (text[end - 1] != ')')
+    end = text.find(' ', end + 1);
+  std::string dup = text.substr(a, end - a);
+  std::string bad = text;
+  bad.insert(end, dup);
+  size_t lineStart = bad.rfind('\n', end) + 1;
+  size_t line = size_t(std::count(bad.begin(), bad.begin() + long(lineStart), '\n')) + 1;
+  std::string want = "bad.tmir:" + std::to_string(line) + ":" +
+                     std::to_string(end + 1 - lineStart + 1) +
+                     ": error: duplicate annotation 'args'";
+  CHECK(errorOf(bad).rfind(want, 0) == 0);
+}
+
+TEST_CASE("sortStringsBytewise orders as std::sort does", "[io][tmir]") {
+  std::mt19937 rng(7);
+  std::vector<std::string> store;
+  const char alphabet[] = {'a', 'b', '_', '1', '\0', '\xff'};
+  for (int i = 0; i < 3000; ++i) {
+    std::string s = i % 3 ? "method_add_" : "";
+    size_t len = rng() % 20;
+    for (size_t k = 0; k < len; ++k)
+      s += alphabet[rng() % sizeof alphabet];
+    store.push_back(s);
+    if (i % 50 == 0)
+      store.push_back(s); // duplicates
+  }
+  std::vector<llvm::StringRef> v(store.begin(), store.end()), want = v;
+  std::sort(want.begin(), want.end());
+  sortStringsBytewise(v);
+  REQUIRE(v.size() == want.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    CHECK(v[i] == want[i]);
 }

@@ -33,6 +33,9 @@ namespace tmg {
 class InternalGraph;
 class Module;
 
+/// Appends `n.str(f)` to `out` without temporaries (expr and .tmir printing).
+void printNodeRef(std::string &out, const Node &n, NodeFormat f = {});
+
 /// A view of one argument of a call: its TreeDef and the index of its first
 /// node leaf among the expr's inputs.
 struct ArgRef {

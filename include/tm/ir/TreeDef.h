@@ -21,6 +21,7 @@
 #include <vector>
 
 #include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/StringRef.h>
 
 namespace tmg {
@@ -68,6 +69,9 @@ public:
   std::string str() const;
   /// Python `repr()`: strings quoted ('abc').
   std::string repr() const;
+  /// Append str() / repr() to `out` (printers: no temporary strings).
+  void appendStr(std::string &out) const;
+  void appendRepr(std::string &out) const;
 
   /// Python equality semantics are *not* used: 1 != 1.0 != True here, as the
   /// reference's LeafDef compares types too.
@@ -84,6 +88,11 @@ private:
 std::string pyFloatRepr(double d);
 /// Python str repr with quotes and escapes.
 std::string pyStringRepr(llvm::StringRef s);
+/// Appends pyFloatRepr(d) / pyStringRepr(s) / the decimal digits of `v`
+/// to `out`, without temporaries (the .tmir printer's hot path).
+void appendPyFloatRepr(std::string &out, double d);
+void appendPyStringRepr(std::string &out, llvm::StringRef s);
+void appendInt(std::string &out, int64_t v);
 
 class TreeDef {
 public:
@@ -142,6 +151,11 @@ public:
   void print(std::string &out,
              const std::function<std::string(size_t)> &leaf, size_t *next,
              bool strTop) const;
+  /// As print(), but node leaf `i` is appended by `leaf(out, i)`; a leaf
+  /// that appends nothing prints as its placeholder (Tensor / Module).
+  void printTo(std::string &out,
+               llvm::function_ref<void(std::string &, size_t)> leaf,
+               size_t *next, bool strTop) const;
 
   /// Appends the tensor/module leaf `extra` at the end of the top tuple:
   /// `(a, b)` -> `(a, b, extra)`. Throws when this is not a tuple.
