@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 #include <unordered_map>
 
@@ -337,6 +338,34 @@ void Importer::checkSupported(const onnx::GraphProto &g) {
   }
   if (g.sparse_initializer_size())
     raise("sparse initializers are not supported");
+  // ONNX's own shape inference (run next) divides by these without checking
+  // them (libonnx 1.12: a zero stride is a SIGFPE in convPoolShapeInference).
+  static const std::map<std::string, std::vector<std::string>> positive = {
+      {"Conv", {"strides", "dilations", "kernel_shape"}},
+      {"ConvTranspose", {"strides", "dilations", "kernel_shape"}},
+      {"MaxPool", {"strides", "dilations", "kernel_shape"}},
+      {"AveragePool", {"strides", "dilations", "kernel_shape"}},
+      {"DepthToSpace", {"blocksize"}},
+      {"SpaceToDepth", {"blocksize"}}};
+  index = -1;
+  for (const auto &n : g.node()) {
+    ++index;
+    auto it = positive.find(n.op_type());
+    if (it == positive.end())
+      continue;
+    for (const auto &a : n.attribute()) {
+      if (std::find(it->second.begin(), it->second.end(), a.name()) == it->second.end())
+        continue;
+      std::vector<int64_t> vs(a.ints().begin(), a.ints().end());
+      if (a.type() == AttributeProto::INT || (vs.empty() && a.has_i()))
+        vs.push_back(a.i());
+      for (int64_t v : vs)
+        if (v < 1)
+          raise("node {} ({}): attribute '{}' must be positive, got {}",
+                n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'",
+                n.op_type(), a.name(), v);
+    }
+  }
 }
 
 bool Importer::tryFold(Ctx &cx, const NodeProto &n) {

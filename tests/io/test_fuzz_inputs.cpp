@@ -133,3 +133,21 @@ TEST_CASE("fuzz inputs: a capture nested directly in another one is a rule error
              Catch::StartsWith("rules.toml:2:") &&
                  Catch::Contains("capture '$c' cannot be referenced"));
 }
+
+#ifdef TM_HAVE_ONNX
+#include "tm/io/Onnx.h"
+
+TEST_CASE("fuzz inputs: a zero Conv stride is an import error, not a SIGFPE", "[io][fuzz]") {
+  // Minimised from a fuzz_onnx finding (strides [0, 1] on a Conv): libonnx
+  // 1.12's shape inference divides by the stride unchecked.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_onnx" /
+                       "conv-zero-stride.onnx",
+                   std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!bytes.empty());
+  auto m = tmg::io::importOnnxBytes(bytes, "z.onnx", tmg::io::OnnxImportOptions());
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(),
+             Catch::Contains("node #0 (Conv): attribute 'strides' must be positive, got 0"));
+}
+#endif
