@@ -1014,7 +1014,8 @@ void Importer::mapNode(NodeCx &c) {
       return c.out(0, c.call("tensor.flatten", {c.node(0)}, {{"start_axis", int64_t(1)}}));
     int64_t a = 1, b2 = 1;
     for (int64_t i = 0; i < r; ++i)
-      (i < ax ? a : b2) *= s[i];
+      if (__builtin_mul_overflow(i < ax ? a : b2, s[i], i < ax ? &a : &b2))
+        c.fail(fmt::format("the flattened size of {} overflows int64", shapeStr(s)));
     return c.out(0, c.call("tensor.reshape", {c.node(0), tupleOf({a, b2})}));
   }
   if (op == "Reshape") {
@@ -1029,12 +1030,14 @@ void Importer::mapNode(NodeCx &c) {
           c.fail("0 in the shape refers past the input's rank");
         target[i] = s[i];
       }
+      if (target[i] < -1)
+        c.fail(fmt::format("shape entry {} is negative", target[i]));
       if (target[i] == -1) {
         if (infer >= 0)
           c.fail("more than one -1 in the shape");
         infer = int64_t(i);
-      } else {
-        known *= target[i];
+      } else if (__builtin_mul_overflow(known, target[i], &known)) {
+        c.fail("the shape's element count overflows int64");
       }
     }
     if (infer >= 0)

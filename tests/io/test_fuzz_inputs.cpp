@@ -150,4 +150,18 @@ TEST_CASE("fuzz inputs: a zero Conv stride is an import error, not a SIGFPE", "[
   CHECK_THAT(m.diagnostic().str(),
              Catch::Contains("node #0 (Conv): attribute 'strides' must be positive, got 0"));
 }
+
+TEST_CASE("fuzz inputs: a Reshape target whose size overflows is an import error",
+          "[io][fuzz]") {
+  // Minimised from a fuzz_onnx finding: the importer multiplied the target
+  // shape's entries (here 2^32 * 2^32 * 4) without overflow checks.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_onnx" /
+                       "reshape-shape-overflow.onnx",
+                   std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!bytes.empty());
+  auto m = tmg::io::importOnnxBytes(bytes, "r.onnx", tmg::io::OnnxImportOptions());
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(), Catch::Contains("the shape's element count overflows int64"));
+}
 #endif
