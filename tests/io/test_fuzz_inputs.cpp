@@ -164,4 +164,19 @@ TEST_CASE("fuzz inputs: a Reshape target whose size overflows is an import error
   REQUIRE(m.failed());
   CHECK_THAT(m.diagnostic().str(), Catch::Contains("the shape's element count overflows int64"));
 }
+
+TEST_CASE("fuzz inputs: initializer dims without the data are an error before allocating",
+          "[io][fuzz]") {
+  // Minimised from a fuzz_onnx out-of-memory finding: dims 10^5 x 10^5 with
+  // one float made the reader allocate 40 GB before counting the values.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_onnx" /
+                       "initializer-dims-without-data.onnx",
+                   std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!bytes.empty());
+  auto m = tmg::io::importOnnxBytes(bytes, "w.onnx", tmg::io::OnnxImportOptions());
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(),
+             Catch::Contains("tensor 'w' of shape (100000, 100000) holds 1 values"));
+}
 #endif
