@@ -1,6 +1,7 @@
 //===- OnnxCommon.cpp - TensorProto conversion, file reading --------------===//
 #include "OnnxCommon.h"
 
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -58,8 +59,13 @@ Tensor tensorFromProto(const TensorProto &p) {
       raise("tensor '{}' has a negative dimension", p.name());
     shape.push_back(d);
   }
-  int64_t n = shapeNumel(shape);
-  Tensor t = Tensor::empty(shape, *dt);
+  // The data must be there before anything is allocated: dims alone can
+  // claim any size (a fuzz_onnx finding allocated 12 GB from a 1.6 kB file).
+  uint64_t un = 1;
+  for (int64_t d : shape)
+    if (__builtin_mul_overflow(un, uint64_t(d), &un) || un > uint64_t(INT64_MAX))
+      raise("tensor '{}' of shape {}: the element count overflows", p.name(), shapeStr(shape));
+  int64_t n = int64_t(un);
   auto count = [&](int64_t have) {
     if (have != n)
       raise("tensor '{}' of shape {} holds {} values", p.name(), shapeStr(shape), have);
@@ -67,10 +73,21 @@ Tensor tensorFromProto(const TensorProto &p) {
   bool isDouble = p.data_type() == TensorProto::DOUBLE;
   if (p.has_raw_data()) {
     const std::string &raw = p.raw_data();
-    size_t elem = isDouble ? 8 : dtypeSize(*dt);
-    if (raw.size() != size_t(n) * elem)
-      raise("tensor '{}' of shape {} has {} raw bytes, expected {}", p.name(), shapeStr(shape),
-            raw.size(), size_t(n) * elem);
+    uint64_t elem = isDouble ? 8 : dtypeSize(*dt), want = 0;
+    if (__builtin_mul_overflow(un, elem, &want) || raw.size() != want)
+      raise("tensor '{}' of shape {} has {} raw bytes, expected {}", p.name(),
+            shapeStr(shape), raw.size(), want ? fmt::to_string(want) : fmt::format("{} x {}", n, elem));
+  } else {
+    switch (p.data_type()) {
+    case TensorProto::FLOAT: count(p.float_data_size()); break;
+    case TensorProto::DOUBLE: count(p.double_data_size()); break;
+    case TensorProto::INT64: count(p.int64_data_size()); break;
+    default: count(p.int32_data_size()); break;
+    }
+  }
+  Tensor t = Tensor::empty(shape, *dt);
+  if (p.has_raw_data()) {
+    const std::string &raw = p.raw_data();
     if (isDouble) {
       float *o = t.data<float>();
       for (int64_t i = 0; i < n; ++i) {

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
@@ -427,6 +428,34 @@ void Importer::checkSupported(const onnx::GraphProto &g) {
   }
   if (g.sparse_initializer_size())
     raise("sparse initializers are not supported");
+  // ONNX's own shape inference (run next) divides by these without checking
+  // them (libonnx 1.12: a zero stride is a SIGFPE in convPoolShapeInference).
+  static const std::map<std::string, std::vector<std::string>> positive = {
+      {"Conv", {"strides", "dilations", "kernel_shape"}},
+      {"ConvTranspose", {"strides", "dilations", "kernel_shape"}},
+      {"MaxPool", {"strides", "dilations", "kernel_shape"}},
+      {"AveragePool", {"strides", "dilations", "kernel_shape"}},
+      {"DepthToSpace", {"blocksize"}},
+      {"SpaceToDepth", {"blocksize"}}};
+  index = -1;
+  for (const auto &n : g.node()) {
+    ++index;
+    auto it = positive.find(n.op_type());
+    if (it == positive.end())
+      continue;
+    for (const auto &a : n.attribute()) {
+      if (std::find(it->second.begin(), it->second.end(), a.name()) == it->second.end())
+        continue;
+      std::vector<int64_t> vs(a.ints().begin(), a.ints().end());
+      if (a.type() == AttributeProto::INT || (vs.empty() && a.has_i()))
+        vs.push_back(a.i());
+      for (int64_t v : vs)
+        if (v < 1)
+          raise("node {} ({}): attribute '{}' must be positive, got {}",
+                n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'",
+                n.op_type(), a.name(), v);
+    }
+  }
 }
 
 bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
@@ -1088,7 +1117,8 @@ void Importer::mapNode(NodeCx &c) {
       return c.out(0, c.call("tensor.flatten", {c.node(0)}, {{"start_axis", int64_t(1)}}));
     int64_t a = 1, b2 = 1;
     for (int64_t i = 0; i < r; ++i)
-      (i < ax ? a : b2) *= s[i];
+      if (__builtin_mul_overflow(i < ax ? a : b2, s[i], i < ax ? &a : &b2))
+        c.fail(fmt::format("the flattened size of {} overflows int64", shapeStr(s)));
     return c.out(0, c.call("tensor.reshape", {c.node(0), tupleOf({a, b2})}));
   }
   if (op == "Reshape") {
@@ -1103,12 +1133,14 @@ void Importer::mapNode(NodeCx &c) {
           c.fail("0 in the shape refers past the input's rank");
         target[i] = s[i];
       }
+      if (target[i] < -1)
+        c.fail(fmt::format("shape entry {} is negative", target[i]));
       if (target[i] == -1) {
         if (infer >= 0)
           c.fail("more than one -1 in the shape");
         infer = int64_t(i);
-      } else {
-        known *= target[i];
+      } else if (__builtin_mul_overflow(known, target[i], &known)) {
+        c.fail("the shape's element count overflows int64");
       }
     }
     if (infer >= 0)

@@ -133,3 +133,50 @@ TEST_CASE("fuzz inputs: a capture nested directly in another one is a rule error
              Catch::StartsWith("rules.toml:2:") &&
                  Catch::Contains("capture '$c' cannot be referenced"));
 }
+
+#ifdef TM_HAVE_ONNX
+#include "tm/io/Onnx.h"
+
+TEST_CASE("fuzz inputs: a zero Conv stride is an import error, not a SIGFPE", "[io][fuzz]") {
+  // Minimised from a fuzz_onnx finding (strides [0, 1] on a Conv): libonnx
+  // 1.12's shape inference divides by the stride unchecked.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_onnx" /
+                       "conv-zero-stride.onnx",
+                   std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!bytes.empty());
+  auto m = tmg::io::importOnnxBytes(bytes, "z.onnx", tmg::io::OnnxImportOptions());
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(),
+             Catch::Contains("node #0 (Conv): attribute 'strides' must be positive, got 0"));
+}
+
+TEST_CASE("fuzz inputs: a Reshape target whose size overflows is an import error",
+          "[io][fuzz]") {
+  // Minimised from a fuzz_onnx finding: the importer multiplied the target
+  // shape's entries (here 2^32 * 2^32 * 4) without overflow checks.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_onnx" /
+                       "reshape-shape-overflow.onnx",
+                   std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!bytes.empty());
+  auto m = tmg::io::importOnnxBytes(bytes, "r.onnx", tmg::io::OnnxImportOptions());
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(), Catch::Contains("the shape's element count overflows int64"));
+}
+
+TEST_CASE("fuzz inputs: initializer dims without the data are an error before allocating",
+          "[io][fuzz]") {
+  // Minimised from a fuzz_onnx out-of-memory finding: dims 10^5 x 10^5 with
+  // one float made the reader allocate 40 GB before counting the values.
+  std::ifstream in(fs::path(TM_FUZZ_DIR) / "regressions" / "fuzz_onnx" /
+                       "initializer-dims-without-data.onnx",
+                   std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), {});
+  REQUIRE(!bytes.empty());
+  auto m = tmg::io::importOnnxBytes(bytes, "w.onnx", tmg::io::OnnxImportOptions());
+  REQUIRE(m.failed());
+  CHECK_THAT(m.diagnostic().str(),
+             Catch::Contains("tensor 'w' of shape (100000, 100000) holds 1 values"));
+}
+#endif
