@@ -1,5 +1,5 @@
 //===- test_conv.cpp - Convolutions against direct-loop references --------===//
-#include "Reference.h"
+#include "ConvReference.h"
 
 #include <thread>
 
@@ -9,61 +9,6 @@ using rt::Activation;
 using rt::Int2;
 
 namespace {
-
-struct ConvCase {
-  int64_t n, c, h, w, o, kh, kw, groups;
-  Int2 stride = 1, pad = 0, padEnd = 0, dilation = 1;
-  bool bias = true;
-  Activation act = Activation::None;
-};
-
-std::string describeCase(const ConvCase &k) {
-  std::ostringstream os;
-  os << "x (" << k.n << ", " << k.c << ", " << k.h << ", " << k.w << ") w ("
-     << k.o << ", " << k.c / k.groups << ", " << k.kh << ", " << k.kw
-     << ") groups " << k.groups << " stride " << k.stride.str() << " pad "
-     << k.pad.str() << "/" << k.padEnd.str() << " dilation " << k.dilation.str()
-     << " bias " << k.bias << " act " << rt::activationName(k.act).str();
-  return os.str();
-}
-
-double activateRef(Activation a, double v) {
-  if (a == Activation::Relu)
-    return std::max(v, 0.0);
-  if (a == Activation::Relu6)
-    return std::min(std::max(v, 0.0), 6.0);
-  return v;
-}
-
-/// Direct 7-loop convolution in double.
-Ref refConv2d(const Ref &x, const Ref &w, const Ref *b, const ConvCase &k) {
-  int64_t oh = (k.h + k.pad.h + k.padEnd.h - k.dilation.h * (k.kh - 1) - 1) /
-                   k.stride.h +
-               1;
-  int64_t ow = (k.w + k.pad.w + k.padEnd.w - k.dilation.w * (k.kw - 1) - 1) /
-                   k.stride.w +
-               1;
-  int64_t cg = k.c / k.groups, og = k.o / k.groups;
-  Ref y(Shape{k.n, k.o, oh, ow});
-  for (int64_t n = 0; n < k.n; ++n)
-    for (int64_t o = 0; o < k.o; ++o)
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          double s = b ? b->v[o] : 0.0;
-          int64_t g = o / og;
-          for (int64_t ci = 0; ci < cg; ++ci)
-            for (int64_t ki = 0; ki < k.kh; ++ki)
-              for (int64_t kj = 0; kj < k.kw; ++kj) {
-                int64_t iy = oy * k.stride.h - k.pad.h + ki * k.dilation.h;
-                int64_t ix = ox * k.stride.w - k.pad.w + kj * k.dilation.w;
-                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
-                  continue;
-                s += x({n, g * cg + ci, iy, ix}) * w({o, ci, ki, kj});
-              }
-          y({n, o, oy, ox}) = activateRef(k.act, s);
-        }
-  return y;
-}
 
 void checkConv2d(Rng &rng, const ConvCase &k) {
   INFO(describeCase(k));

@@ -13,7 +13,7 @@
 // in [-2, 2] and weights in [-1, 1]; the reference sums in double.
 //
 //===----------------------------------------------------------------------===//
-#include "Reference.h"
+#include "ConvReference.h"
 
 #include <thread>
 
@@ -24,58 +24,9 @@ using rt::Int2;
 
 namespace {
 
-struct Case {
-  int64_t n, c, h, w, o, kh, kw, groups = 1;
-  Int2 stride = 1, pad = 0, dilation = 1;
-  Activation act = Activation::None;
-  bool bias = true;
-};
-
-std::string describe(const Case &k) {
-  std::ostringstream os;
-  os << "x (" << k.n << ", " << k.c << ", " << k.h << ", " << k.w << ") w ("
-     << k.o << ", " << k.c / k.groups << ", " << k.kh << ", " << k.kw
-     << ") groups " << k.groups << " stride " << k.stride.str() << " pad "
-     << k.pad.str() << " dilation " << k.dilation.str() << " act "
-     << rt::activationName(k.act).str() << " bias " << k.bias;
-  return os.str();
-}
-
 int64_t outSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
                 int64_t dil) {
   return rt::convOutputSize(in, kernel, stride, pad, pad, dil);
-}
-
-/// Direct convolution in double.
-Ref reference(const Tensor &xt, const Tensor &wt, const Tensor &bt,
-              const Case &k) {
-  Ref x(xt), w(wt);
-  int64_t oh = outSize(k.h, k.kh, k.stride.h, k.pad.h, k.dilation.h);
-  int64_t ow = outSize(k.w, k.kw, k.stride.w, k.pad.w, k.dilation.w);
-  int64_t cg = k.c / k.groups, og = k.o / k.groups;
-  Ref y(Shape{k.n, k.o, oh, ow});
-  for (int64_t n = 0; n < k.n; ++n)
-    for (int64_t o = 0; o < k.o; ++o)
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox) {
-          double s = bt.defined() ? double(bt.at(o)) : 0.0;
-          int64_t g = o / og;
-          for (int64_t ci = 0; ci < cg; ++ci)
-            for (int64_t ki = 0; ki < k.kh; ++ki)
-              for (int64_t kj = 0; kj < k.kw; ++kj) {
-                int64_t iy = oy * k.stride.h - k.pad.h + ki * k.dilation.h;
-                int64_t ix = ox * k.stride.w - k.pad.w + kj * k.dilation.w;
-                if (iy < 0 || iy >= k.h || ix < 0 || ix >= k.w)
-                  continue;
-                s += x({n, g * cg + ci, iy, ix}) * w({o, ci, ki, kj});
-              }
-          if (k.act != Activation::None)
-            s = std::max(s, 0.0);
-          if (k.act == Activation::Relu6)
-            s = std::min(s, 6.0);
-          y({n, o, oy, ox}) = s;
-        }
-  return y;
 }
 
 /// Sets the GEMM path for the scope.
@@ -90,8 +41,8 @@ struct PathScope {
 /// Checks one case on every path: OpenBLAS, micro-kernel packing per call,
 /// micro-kernel with a weight packed once (which must give the very same
 /// bits as packing per call: same layout, same kernel).
-void check(Rng &rng, const Case &k) {
-  INFO(describe(k));
+void check(Rng &rng, const ConvCase &k) {
+  INFO(describeCase(k));
   int64_t depth = k.c / k.groups * k.kh * k.kw;
   Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
   Tensor w = rng.tensor({k.o, k.c / k.groups, k.kh, k.kw});
@@ -101,7 +52,10 @@ void check(Rng &rng, const Case &k) {
                      .dilation = k.dilation,
                      .groups = k.groups,
                      .activation = k.act};
-  Ref want = reference(x, w, b, k);
+  Ref rb = b.defined() ? Ref(b) : Ref();
+  ConvCase sym = k; // this file's convs pad both sides alike
+  sym.padEnd = k.pad;
+  Ref want = refConv2d(Ref(x), Ref(w), b.defined() ? &rb : nullptr, sym);
   Tol tol = gemmTol(depth);
   {
     PathScope blas(rt::ConvGemm::Blas);
@@ -139,12 +93,12 @@ TEST_CASE("conv GEMM: micro-kernel tails of rows, columns and depth",
     check(rng, {1, c, 3, 7, 10, 1, 1});
   // K = 1 through im2col (padding), tiny everything.
   check(rng, {1, 1, 1, 1, 1, 1, 1});
-  Case pad1{1, 1, 2, 3, 3, 1, 1};
+  ConvCase pad1{1, 1, 2, 3, 3, 1, 1};
   pad1.pad = 1;
   check(rng, pad1);
   // 3x3 with K = 576 (three blocks of 192), 7x7 output (49 columns = a
   // strip + a 1-column tail), relu / relu6 epilogues on the last block.
-  Case r3{1, 64, 7, 7, 40, 3, 3};
+  ConvCase r3{1, 64, 7, 7, 40, 3, 3};
   r3.pad = 1;
   r3.act = Activation::Relu;
   check(rng, r3);
@@ -152,21 +106,21 @@ TEST_CASE("conv GEMM: micro-kernel tails of rows, columns and depth",
   r3.c = 30; // K = 270
   check(rng, r3);
   // 7x7 stride 2 pad 3 (ResNet's stem, small), 1x1 stride 2 (shortcut).
-  Case stem{1, 3, 23, 19, 12, 7, 7};
+  ConvCase stem{1, 3, 23, 19, 12, 7, 7};
   stem.stride = 2;
   stem.pad = 3;
   check(rng, stem);
-  Case shortcut{1, 24, 13, 13, 16, 1, 1};
+  ConvCase shortcut{1, 24, 13, 13, 16, 1, 1};
   shortcut.stride = 2;
   check(rng, shortcut);
   // Groups, dilation, asymmetric stride, batch.
-  Case grouped{2, 12, 11, 9, 18, 3, 3, 3};
+  ConvCase grouped{2, 12, 11, 9, 18, 3, 3, 3};
   grouped.dilation = Int2(2, 1);
   grouped.stride = Int2(1, 2);
   grouped.pad = Int2(2, 1);
   check(rng, grouped);
   // Many tiles and threads: 60x60 output (several column tiles).
-  Case wide{1, 16, 60, 60, 24, 3, 3};
+  ConvCase wide{1, 16, 60, 60, 24, 3, 3};
   wide.pad = 1;
   wide.bias = false;
   check(rng, wide);
@@ -176,7 +130,7 @@ TEST_CASE("conv GEMM: random shapes on every path", "[conv][gemm]") {
   Rng rng(402);
   int checked = 0;
   while (checked < 60) {
-    Case k;
+    ConvCase k;
     k.groups = rng.coin(0.25) ? rng.uniformInt(2, 3) : 1;
     k.n = rng.uniformInt(1, 2);
     k.c = k.groups * rng.uniformInt(1, 24);
@@ -208,10 +162,10 @@ TEST_CASE("conv GEMM: conv1d on the micro-kernel", "[conv][gemm]") {
       Tensor b = rng.tensor({10});
       rt::Conv1dParams p{.padding = k / 2, .groups = 2};
       // conv1d is conv2d with H = 1.
-      Case c{2, 6, 1, l, 10, 1, k, 2};
-      c.pad = Int2(0, k / 2);
-      Ref want = reference(x.reshaped({2, 6, 1, l}), w.reshaped({10, 3, 1, k}),
-                           b, c);
+      ConvCase c{2, 6, 1, l, 10, 1, k, 2};
+      c.pad = c.padEnd = Int2(0, k / 2);
+      Ref rb(b);
+      Ref want = refConv2d(Ref(x.reshaped({2, 6, 1, l})), Ref(w.reshaped({10, 3, 1, k})), &rb, c);
       want.shape = Shape{2, 10, l};
       INFO("length " << l << " kernel " << k);
       requireClose(rt::conv1d(x, w, b, p), want, gemmTol(3 * k));
@@ -270,15 +224,15 @@ TEST_CASE("conv GEMM: results do not depend on the thread count",
           "[conv][gemm][omp]") {
   Rng rng(406);
   // Output-channel split (7x7), column tiles (28x28), a pointwise conv.
-  for (Case k : {Case{1, 64, 7, 7, 96, 3, 3}, Case{1, 32, 28, 28, 40, 3, 3},
-                 Case{2, 48, 14, 14, 72, 1, 1}}) {
+  for (ConvCase k : {ConvCase{1, 64, 7, 7, 96, 3, 3}, ConvCase{1, 32, 28, 28, 40, 3, 3},
+                 ConvCase{2, 48, 14, 14, 72, 1, 1}}) {
     k.pad = k.kh / 2;
     Tensor x = rng.tensor({k.n, k.c, k.h, k.w});
     Tensor w = rng.tensor({k.o, k.c, k.kh, k.kw});
     rt::Conv2dParams p{.padding = k.pad};
     Tensor one = withThreads(1, [&] { return rt::conv2d(x, w, {}, p); });
     Tensor two = withThreads(2, [&] { return rt::conv2d(x, w, {}, p); });
-    INFO(describe(k));
+    INFO(describeCase(k));
     requireClose(two, Ref(one), gemmTol(k.c * k.kh * k.kw));
   }
 }
