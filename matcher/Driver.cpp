@@ -92,6 +92,16 @@ void FrozenPatternSet::candidates(const Expr *e,
 }
 
 std::string GreedyResult::str() const {
+  if (grewTooLarge) {
+    std::string firing;
+    for (const auto &[n, c] : stillFiring)
+      firing += fmt::format("{}{} ({})", firing.empty() ? "" : ", ", n, c);
+    return fmt::format("stopped in round {} ({} rewrite{}): the graph grew from {} to {} exprs, "
+                       "past the growth limit (max-growth); patterns that fired in the last two "
+                       "rounds: {}",
+                       iterations, rewrites, rewrites == 1 ? "" : "s", startSize, endSize,
+                       firing.empty() ? std::string("-") : firing);
+  }
   if (timedOut) {
     std::string firing;
     for (const auto &[n, c] : stillFiring)
@@ -285,6 +295,9 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   uint32_t sinceClock = 0;
   bool limitHit = false;
   int64_t roundRewrites = 0;
+  result.startSize = int64_t(g.size());
+  const int64_t sizeLimit =
+      config.maxGrowth > 0 ? config.maxGrowth * result.startSize + 4096 : INT64_MAX;
   while (!wl.cur.empty() && !limitHit) {
     if (result.iterations == config.maxIterations) {
       result.converged = false;
@@ -318,6 +331,11 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           continue;
         }
         if (config.maxRewrites >= 0 && result.rewrites >= config.maxRewrites) {
+          limitHit = true;
+          break;
+        }
+        if (int64_t(g.size()) > sizeLimit) {
+          result.grewTooLarge = true;
           limitHit = true;
           break;
         }
@@ -362,6 +380,7 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   }
   if (limitHit)
     result.converged = false;
+  result.endSize = int64_t(g.size());
   if (timed)
     result.timeLimit = config.timeLimit;
   std::map<std::string, int64_t> applied, firing;
@@ -369,7 +388,8 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
     if (total[i])
       applied[patterns.pattern(i).name()] += total[i];
     // A round the time limit cut short before any rewrite does not count.
-    int64_t last2 = roundRewrites || !result.timedOut ? round[i] + prevRound[i]
+    int64_t last2 = roundRewrites || !(result.timedOut || result.grewTooLarge)
+                        ? round[i] + prevRound[i]
                                                       : prevRound[i] + prevRound2[i];
     if (last2)
       firing[patterns.pattern(i).name()] += last2;
@@ -386,6 +406,9 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
 std::vector<OptionSpec> greedyOptionSpecs() {
   return {{"max-iterations", int64_t(10), "rounds of the greedy driver"},
           {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
+          {"max-growth", int64_t(16),
+           "the graph may grow to this many times its size plus 4096 exprs (0: no limit); "
+           "hitting it is an error"},
           {"max-time-ms", int64_t(0),
            "wall-clock limit of the driver per graph, in ms (0: none); hitting it is an error"},
           {"test-convergence", false, "fail when the driver does not converge"}};
@@ -395,6 +418,10 @@ GreedyConfig greedyConfigOf(const Pass &pass) {
   GreedyConfig cfg;
   cfg.maxIterations = pass.intOption("max-iterations");
   cfg.maxRewrites = pass.intOption("max-rewrites");
+  cfg.maxGrowth = pass.intOption("max-growth");
+  if (cfg.maxGrowth < 0)
+    raiseAt(Location::inPass(pass.name().str()),
+            "option 'max-growth' must be >= 0 (0: no limit), got {}", cfg.maxGrowth);
   int64_t ms = pass.intOption("max-time-ms");
   if (ms < 0)
     raiseAt(Location::inPass(pass.name().str()),
@@ -409,7 +436,7 @@ FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, P
     ctx.count(name, n);
   if (r.erased)
     ctx.count("exprs-erased", r.erased);
-  if (r.timedOut)
+  if (r.timedOut || r.grewTooLarge)
     return Diagnostic(Location::inPass(pass.name().str()),
                       fmt::format("graph '{}': the pattern driver {}", g.name(), r.str()));
   if (!r.converged) {

@@ -195,6 +195,40 @@ TEST_CASE("apply-rules reads a rules file; without rules it fails", "[rules]") {
   CHECK(d.str().find("apply-rules has no rules") != std::string::npos);
 }
 
+TEST_CASE("pattern passes: a rule that grows the graph without end stops at max-growth",
+          "[rules][driver]") {
+  // fuzz_rules found this one: the replacement contains what the rule
+  // matches, so every round multiplies the muls by five (a hang, then out
+  // of memory, before the growth limit).
+  std::string path = "test_rules_growth.toml";
+  {
+    std::ofstream f(path);
+    f << "[[rules]]\nname = \"expand\"\nmatch = \"($x) * $b\"\n"
+         "replace = \"$x * $x * 1.*1.* 1.\"\n";
+  }
+  auto m = net([](GraphBuilder &b) { return b.callMethod(b.arg(0), "__mul__", {b.arg(0)}); });
+  std::string before = m->str();
+  auto p = Pipeline::parse("apply-rules{file=" + path + ",max-iterations=1000}", reg());
+  REQUIRE(p.succeeded());
+  PassManager pm(std::move(*p), {});
+  Diagnostic d;
+  REQUIRE(failed(pm.run(*m, &d)));
+  std::remove(path.c_str());
+  INFO(d.str());
+  CHECK(d.loc.pass == "apply-rules");
+  CHECK(d.str().find("pass 'apply-rules': error: graph 'Net': the pattern driver stopped in "
+                     "round ") == 0);
+  CHECK(d.str().find("past the growth limit (max-growth); patterns that fired in the last two "
+                     "rounds: expand (") != std::string::npos);
+  CHECK(m->str() == before);
+  requireVerified(*m);
+  auto p2 = Pipeline::parse("fold-double-relu{max-growth=-2}", reg());
+  REQUIRE(p2.succeeded());
+  PassManager pm2(std::move(*p2), {});
+  REQUIRE(failed(pm2.run(*m, &d)));
+  CHECK(d.str().find("option 'max-growth' must be >= 0") != std::string::npos);
+}
+
 TEST_CASE("pattern passes: hitting max-time-ms is an error naming the pass and patterns",
           "[rules][driver]") {
   std::string path = "test_rules_timeout.toml";

@@ -114,6 +114,12 @@ struct GreedyConfig {
   /// stops after the rewrite in progress (the graph is valid: every
   /// committed rewrite is complete) and the result says `timedOut`.
   std::chrono::nanoseconds timeLimit{0};
+  /// The graph may grow to at most maxGrowth times its expr count at the
+  /// start, plus 4096 exprs (0: no limit). Rewrites that keep expanding the
+  /// graph (a replacement that contains what it matches grows it
+  /// exponentially round by round) stop there; the result says
+  /// `grewTooLarge`, and the pattern passes report it as an error.
+  int64_t maxGrowth = 16;
   /// Erase exprs a rewrite left dead (and their producers that became dead).
   bool eraseDeadExprs = true;
   /// With a listener, the driver reports each committed rewrite.
@@ -127,6 +133,10 @@ struct GreedyResult {
   /// Stopped by GreedyConfig::timeLimit (then not converged).
   bool timedOut = false;
   std::chrono::nanoseconds timeLimit{0};
+  /// Stopped by GreedyConfig::maxGrowth (then not converged): the graph had
+  /// startSize exprs and reached endSize.
+  bool grewTooLarge = false;
+  int64_t startSize = 0, endSize = 0;
   int64_t iterations = 0;
   int64_t rewrites = 0;
   int64_t erased = 0;
