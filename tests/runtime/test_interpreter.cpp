@@ -246,6 +246,20 @@ TEST_CASE("plan-time fusion: conv + batch norm + relu", "[runtime][interp][fusio
     }
 }
 
+/// relu(bn(conv(x))) of convBnRelu's modules computed by the kernels one
+/// by one (no fusion), from the module's current tensors; `convOut` gets
+/// the conv's output.
+Tensor unfusedConvBnRelu(const TracedModule &tm, const Tensor &x, Tensor *convOut = nullptr) {
+  const Module &conv = *tm.module("conv"), &bnm = *tm.module("bn");
+  Tensor c = conv2d(x, *conv.tensor("weight"), *conv.tensor("bias"),
+                    Conv2dParams{.stride = 1, .padding = 1});
+  if (convOut)
+    *convOut = c;
+  return unary(UnaryOp::Relu,
+               batchNorm(c, *bnm.tensor("running_mean"), *bnm.tensor("running_var"),
+                         *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
+}
+
 TEST_CASE("plan-time fusion refolds when a batch-norm tensor is replaced",
           "[runtime][interp][fusion]") {
   auto tm = convBnRelu(false, false);
@@ -257,13 +271,7 @@ TEST_CASE("plan-time fusion refolds when a batch-norm tensor is replaced",
   Module &bnm = *tm->module("bn");
   *bnm.tensor("running_mean") = Tensor::fromFloats({4}, {5.0f, 5.0f, 5.0f, 5.0f});
   Tensor after = interp.run({x}).outputs[0];
-  const Module &conv = *tm->module("conv");
-  Tensor c = conv2d(x, *conv.tensor("weight"), *conv.tensor("bias"),
-                    Conv2dParams{.stride = 1, .padding = 1});
-  Tensor ref = unary(UnaryOp::Relu,
-                     batchNorm(c, *bnm.tensor("running_mean"), *bnm.tensor("running_var"),
-                               *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
-  requireClose(after, ref, 1e-4);
+  requireClose(after, unfusedConvBnRelu(*tm, x), 1e-4);
   CHECK(!after.bitwiseEqual(before));
 }
 
@@ -281,12 +289,8 @@ TEST_CASE("plan-time packed conv weights follow a replaced weight",
     Module &conv = *tm->module("conv");
     *conv.tensor("weight") = Tensor::randn({4, 3, 3, 3}, 99);
     Tensor after = interp.run({x}).outputs[0];
-    const Module &bnm = *tm->module("bn");
-    Tensor c = conv2d(x, *conv.tensor("weight"), *conv.tensor("bias"),
-                      Conv2dParams{.stride = 1, .padding = 1});
-    Tensor ref = unary(UnaryOp::Relu,
-                       batchNorm(c, *bnm.tensor("running_mean"), *bnm.tensor("running_var"),
-                                 *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
+    Tensor c;
+    Tensor ref = unfusedConvBnRelu(*tm, x, &c);
     if (extra)
       ref = binary(BinaryOp::Add, ref, c);
     requireClose(after, ref, 1e-4);
