@@ -268,7 +268,7 @@ void Exporter::run(const InternalGraph &graph) {
     auto it = names_.find(n);
     if (it == names_.end())
       raise("ONNX export: graph output '{}' is not a tensor value", n->name());
-    std::string want = outNames.empty() ? n->name() : outNames[i];
+    std::string want = outNames.empty() ? n->name().str() : outNames[i];
     std::string v = it->second;
     // Graph outputs carry their own names; inputs, initializers or values
     // already used as another output get an Identity.
@@ -356,7 +356,7 @@ void Exporter::exportExpr(const Expr &e) {
 void Exporter::exportModuleCall(const Expr &e, const Module &m) {
   if (e.numArgs() != 2 || e.numOutputs() != 1 || !e.arg(1).node())
     fail(e, "a builtin module call with one tensor argument is expected");
-  std::string x = nameOf(e, e.arg(1).node()), out = e.output(0)->name();
+  std::string x = nameOf(e, e.arg(1).node()), out = e.output(0)->name().str();
   auto tensorInit = [&](const char *attr) -> std::string {
     const Tensor *t = m.tensor(attr);
     auto p = modulePaths_.find(&m);
@@ -431,7 +431,7 @@ void Exporter::exportModuleCall(const Expr &e, const Module &m) {
 
 void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
   bool method = llvm::isa<CallMethod>(e);
-  std::string out = outBase ? *outBase : e.output(0)->name();
+  std::string out = outBase ? *outBase : e.output(0)->name().str();
   DType od = outDType(e);
   NodeProto *n = nullptr;
   auto simple = [&](const char *op, std::vector<std::string> ins) {

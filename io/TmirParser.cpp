@@ -1244,12 +1244,12 @@ private:
     }
     for (Node *n : nodes) {
       if (isCallModule(n->expr())) {
-        n->setQualname(n->expr()->input(0)->qualname() + ".[out]");
+        n->setQualname(n->expr()->input(0)->qualname().str() + ".[out]");
         continue;
       }
       std::string q = g.qualname();
       if (!n->qualname().empty())
-        q += "." + n->qualname();
+        q += "." + n->qualname().str();
       n->setQualname(q);
     }
   }

@@ -140,7 +140,7 @@ uint64_t hashName(llvm::StringRef s) {
 /// larger than the caches and a plain hash set costs a few cache misses per
 /// name. Here the hashes are computed in sequential passes and the table
 /// slots and the namespace's entries are prefetched several names ahead.
-std::vector<llvm::StringRef> namesNotIn(const llvm::StringSet<> &used,
+std::vector<llvm::StringRef> namesNotIn(const NameSpace::NameSet &used,
                                         llvm::ArrayRef<llvm::StringRef> own) {
   constexpr size_t Ahead = 16;
   struct Slot {

@@ -447,7 +447,7 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
         raise("module call: '{}' has no graph for signature {} and no body "
               "was given to build one",
               mn->str(), def.str());
-      std::string subQual = mn->qualname();
+      std::string subQual = mn->qualname().str();
       sub = &tmod->addGraph(def, g_->ns().createUniqueName(subQual), subQual);
       sub->setParentInternal(g_);
       ModuleNode *self = sub->addModuleInput("self", subQual);

@@ -30,7 +30,7 @@ Node::~Node() = default;
 
 InternalGraph *Node::graph() const { return expr_ ? expr_->graph() : nullptr; }
 
-void Node::setQualname(std::string q) {
+void Node::setQualname(SharedString q) {
   qualname_ = std::move(q);
   if (InternalGraph *g = graph())
     g->touch();
@@ -54,7 +54,7 @@ void Node::setName(llvm::StringRef newName) {
 
 std::string Node::str(NodeFormat f) const {
   if (f.withId || f.withGraph) {
-    std::string n = name_;
+    std::string n = name_.str();
     if (f.withGraph) {
       InternalGraph *g = graph();
       n = (g ? g->name() : std::string()) + "_" + n;
@@ -63,7 +63,7 @@ std::string Node::str(NodeFormat f) const {
       n = "%" + std::to_string(id_) + "_" + n;
     return n;
   }
-  return name_.empty() ? "%" + std::to_string(id_) : name_;
+  return name_.empty() ? "%" + std::to_string(id_) : name_.str();
 }
 
 std::vector<Expr *> Node::userList() const {

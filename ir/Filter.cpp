@@ -70,7 +70,7 @@ NodeFilter NodeFilter::name(llvm::StringRef pattern, bool ignoreCase) const {
   std::string p = pattern.str();
   return where([p, ignoreCase](const Node *n) {
     InternalGraph *g = n->graph();
-    std::string full = (g ? g->name() : std::string()) + "_" + n->name();
+    std::string full = (g ? g->name() : std::string()) + "_" + n->name().str();
     return full == p || globMatch(p, full, ignoreCase);
   });
 }

@@ -236,7 +236,7 @@ TensorNode *InternalGraph::addTensorInput(llvm::StringRef name,
   in->setGraphInternal(this);
   TensorNode *n = newTensorOutput(*in);
   n->setNameInternal(ns_.createUniqueName(name));
-  n->setQualname(qualname.empty() ? qualname_ + ".[" + n->name() + "]"
+  n->setQualname(qualname.empty() ? qualname_ + ".[" + n->name().str() + "]"
                                   : std::move(qualname));
   n->setShape(std::move(shape));
   n->setDType(dtype);

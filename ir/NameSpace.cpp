@@ -165,7 +165,7 @@ void NameSpace::autoNameOutputs(Expr &e) {
   if (auto *cm = llvm::dyn_cast<CallMethod>(&e)) {
     if (cm->isModuleCall()) {
       Node *callNode = e.input(0);
-      qualname = callNode->qualname() + ".[out]";
+      qualname = callNode->qualname().str() + ".[out]";
       name = callNode->name();
     } else {
       name = stripUnderscores(cm->method());
@@ -178,7 +178,7 @@ void NameSpace::autoNameOutputs(Expr &e) {
     name = llvm::StringRef(ap->opdef().name()).lower();
     qualname = qualname_ + ".[" + createUniqueName("def_" + name) + "]";
   } else if (auto *ga = llvm::dyn_cast<GetAttr>(&e)) {
-    qualname = e.input(0)->qualname() + "." + ga->attrName();
+    qualname = e.input(0)->qualname().str() + "." + ga->attrName();
     if (!getSuffixName(qualname_, qualname, name))
       raiseAt(Location::atExpr(e.id()),
               "getattr qualname '{}' is not under graph qualname '{}'",
@@ -198,15 +198,16 @@ void NameSpace::autoNameOutputs(Expr &e) {
     qualname = qualname_ + ".[" + name + "]";
     addSuffix = false;
   }
+  SharedString sharedQual(qualname); // one block for all outputs
   for (Node *n : e.outputs()) {
-    std::string cur = !n->name().empty() ? n->name()
+    std::string cur = !n->name().empty() ? n->name().str()
                       : addSuffix        ? name + "_out"
                                          : name;
     if (cur.empty())
       cur = "_";
     n->setNameInternal(createUniqueName(cur));
     if (n->qualname().empty())
-      n->setQualname(qualname);
+      n->setQualname(sharedQual);
   }
 }
 

@@ -1,5 +1,9 @@
 //===- Pool.cpp - Size-class pool for IR objects --------------------------===//
 #include "tm/ir/Pool.h"
+#include "tm/ir/SharedString.h"
+
+#include <cstring>
+#include <stdexcept>
 
 #include <atomic>
 #include <cstdint>
@@ -206,3 +210,28 @@ void poolDeallocate(void *p, size_t size) noexcept {
 #endif
 
 } // namespace tmg::detail
+
+//===----------------------------------------------------------------------===//
+// SharedString blocks
+//===----------------------------------------------------------------------===//
+
+namespace tmg {
+
+SharedString::Rep *SharedString::make(llvm::StringRef s) {
+  if (s.empty())
+    return nullptr;
+  if (s.size() > UINT32_MAX)
+    throw std::length_error("tmg::SharedString: string longer than 4 GiB");
+  auto *r = static_cast<Rep *>(detail::poolAllocate(sizeof(Rep) + s.size()));
+  r->refs.store(1, std::memory_order_relaxed);
+  r->size = uint32_t(s.size());
+  std::memcpy(chars(r), s.data(), s.size());
+  return r;
+}
+
+void SharedString::release(Rep *r) noexcept {
+  if (r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+    detail::poolDeallocate(r, sizeof(Rep) + r->size);
+}
+
+} // namespace tmg

@@ -210,8 +210,8 @@ std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id) {
     mn->setOwner(m->owner());
     c = std::move(mn);
   }
-  c->setNameInternal(n.name());
-  c->setQualname(n.qualname());
+  c->setNameInternal(n.sharedName());
+  c->setQualname(n.sharedQualname());
   return c;
 }
 
@@ -381,7 +381,7 @@ public:
       raiseAt(Location::atExpr(call->id()),
               "flatten: call has {} outputs but graph '{}' returns {}",
               call->numOutputs(), sub.name(), sub.outputs().size());
-    std::string prefix = call->input(0)->name();
+    std::string prefix = call->input(0)->name().str();
     llvm::DenseMap<const Node *, Node *> vmap;
     for (size_t i = 0; i < sub.inputs().size(); ++i)
       vmap[sub.input(i)] = call->input(i);
@@ -402,7 +402,7 @@ public:
       }
       adopt[so] = k;
       if (llvm::isa<TensorNode>(co))
-        co->setQualname(so->qualname());
+        co->setQualname(so->sharedQualname());
     }
     for (Expr *e : sub) {
       auto ne = cloneExprShallow(*e, root_.nextExprId());
@@ -426,7 +426,7 @@ public:
           n = raw->addOutput(std::move(owned));
         } else {
           auto c = cloneNodeShallow(*o, root_.nextNodeId());
-          c->setNameInternal(top_.ns().createUniqueName(prefix + "_" + o->name()));
+          c->setNameInternal(top_.ns().createUniqueName(prefix + "_" + o->name().str()));
           n = raw->addOutput(std::move(c));
         }
         vmap[o] = n;

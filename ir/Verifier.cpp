@@ -31,9 +31,9 @@ struct GraphVerifier {
         error(e, "node '" + n->str() + "' is defined twice");
       if (!n->name().empty()) {
         if (!names.insert(n->name()).second)
-          error(e, "node name '" + n->name() + "' is not unique");
+          error(e, "node name '" + n->name().str() + "' is not unique");
         if (!g.ns().isUsed(n->name()))
-          error(e, "node name '" + n->name() + "' is not registered in the "
+          error(e, "node name '" + n->name().str() + "' is not registered in the "
                    "graph's namespace");
       }
     };

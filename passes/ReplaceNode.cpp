@@ -12,7 +12,7 @@ FailureOr<bool> ReplaceNodePass::run(TracedModule &m, PassContext &ctx) {
   std::vector<Node *> all = m.graph().nodes(true).asList();
   auto find = [&](llvm::StringRef full) -> Node * {
     for (Node *n : all)
-      if (n->graph() && n->graph()->name() + "_" + n->name() == full)
+      if (n->graph() && n->graph()->name() + "_" + n->name().str() == full)
         return n;
     return nullptr;
   };

@@ -200,10 +200,10 @@ int main(int argc, char **argv) {
         continue;
       auto *tn = llvm::cast<TensorNode>(ins[i]);
       if (!random)
-        return usageError("input '" + tn->name() + "' is not bound (use -i " + tn->name() +
+        return usageError("input '" + tn->name().str() + "' is not bound (use -i " + tn->name().str() +
                           "=FILE.npy or --random-inputs)");
       if (!tn->shape())
-        return usageError("input '" + tn->name() + "' has no static shape to fill randomly");
+        return usageError("input '" + tn->name().str() + "' has no static shape to fill randomly");
       args[i] = Tensor::randn(*tn->shape(), seed + i);
       if (tn->hasDType() && tn->dtype() != DType::Float32)
         args[i] = rt::cast(args[i], tn->dtype());
@@ -232,11 +232,11 @@ int main(int argc, char **argv) {
     llvm::ArrayRef<Node *> outs = g.outputs();
     for (size_t i = 0; i < outs.size(); ++i) {
       const Tensor &t = result.outputs[i];
-      std::printf("output %zu '%s': %s%s\n", i, outs[i]->name().c_str(),
+      std::printf("output %zu '%s': %s%s\n", i, outs[i]->name().str().c_str(),
                   dtypeName(t.dtype()).str().c_str(), shapeStr(t.shape()).c_str());
       if (!outDir.empty()) {
         Diagnostic d;
-        if (failed(writeNpy(outDir + "/" + outs[i]->name() + ".npy", t, &d)))
+        if (failed(writeNpy(outDir + "/" + outs[i]->name().str() + ".npy", t, &d)))
           return fail(d);
         if (i < onnxOut.size() && onnxOut[i] != outs[i]->name() &&
             onnxOut[i].find('/') == std::string::npos &&

@@ -632,12 +632,12 @@ Var Layer::attr(llvm::StringRef name) {
 /// Rewrites qualnames under `src` to be under `dst` in every graph of `t`
 /// (a copied TracedModule now living at another attribute path).
 static void requalify(TracedModule &t, std::string src, std::string dst) {
-  auto fix = [&](const std::string &q) -> std::string {
+  auto fix = [&](llvm::StringRef q) -> std::string {
     if (q == src)
       return dst;
-    if (llvm::StringRef(q).startswith(src + ".") || llvm::StringRef(q).startswith(src + "_"))
-      return dst + q.substr(src.size());
-    return q;
+    if (q.startswith(src + ".") || q.startswith(src + "_"))
+      return dst + q.substr(src.size()).str();
+    return q.str();
   };
   t.namedModules([&](const std::string &, Module &m) {
     if (auto *x = llvm::dyn_cast<TracedModule>(&m))
@@ -822,7 +822,7 @@ Value ModuleRef::call(CallArgs args) const {
       sb.setOutputs(forwardOutputs(*st, out, layer->typeName()));
     };
   } else if (tmod->numGraphs() && node->qualname() != tmod->signatures()[0].graph->qualname()) {
-    requalify(*tmod, tmod->signatures()[0].graph->qualname(), node->qualname());
+    requalify(*tmod, tmod->signatures()[0].graph->qualname(), node->qualname().str());
   }
   auto outs = sc.b.callModuleN(node, std::move(a), std::move(kw), body, params);
   Expr &e = *outs[0]->expr();

@@ -83,7 +83,7 @@ int64_t Var::dim(int64_t i) const {
   return s[i < 0 ? i + r : i];
 }
 
-std::string Var::name() const { return node_ ? node_->name() : std::string(); }
+std::string Var::name() const { return node_ ? node_->name().str() : std::string(); }
 
 void Var::setName(llvm::StringRef name) const {
   if (!node_)
@@ -235,7 +235,7 @@ const Value &Value::at(llvm::StringRef key) const {
 
 std::string Value::str() const {
   switch (kind_) {
-  case Kind::Var: return var_.node() ? var_.node()->name() : "Tensor";
+  case Kind::Var: return var_.node() ? var_.node()->name().str() : "Tensor";
   case Kind::Scalar: return scalar_.repr();
   case Kind::Slice:
     return "slice(" + items_[0].str() + ", " + items_[1].str() + ", " + items_[2].str() + ")";

@@ -146,7 +146,7 @@ inline void checkNames(TracedModule &m) {
   std::set<std::string> names;
   size_t count = 0;
   for (Node *n : m.graph().nodes(false)) {
-    names.insert(n->name());
+    names.insert(n->name().str());
     ++count;
   }
   CHECK(names.size() == count);

@@ -142,7 +142,7 @@ TEST_CASE("import: names, parameters, constants and shapes", "[onnx]") {
   for (const Expr *e : g.body())
     for (Node *n : e->outputs())
       if (auto *t = llvm::dyn_cast<TensorNode>(n)) {
-        INFO(n->name());
+        INFO(n->name().str());
         CHECK(t->shape().has_value());
       }
   Tensor x = ramp({2, 3});

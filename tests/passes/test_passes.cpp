@@ -139,7 +139,7 @@ TEST_CASE("replace-node reports every skipped use", "[passes]") {
   b.setInsertionPointAfter(relu);
   Node *neg = b.callFunction("neg", {relu->output(0)});
   std::string log = runPipeline(*tm, "replace-node{pairs=\"MyBlock_relu_out:MyBlock_" +
-                                         neg->name() + "\"},compile");
+                                         neg->name().str() + "\"},compile");
   CHECK(log.find("warning: replace-node: expr keeps using 'relu_out': rewiring it to "
                  "'neg_out' would create a cycle") != std::string::npos);
   CHECK(g.getMethodByType("__add__").asUnique()->input(0) == neg);
@@ -253,7 +253,7 @@ struct FoldAddZero : ForwardPass<FoldAddZero> {
   bool runOnce() const override { return once; }
   Expr *transform(Expr &e, PassContext &) override {
     if (order)
-      order->push_back(e.output(0)->name());
+      order->push_back(e.output(0)->name().str());
     if (!isCallTensorMethod(&e, "__add__"))
       return nullptr;
     ArgRef v = e.arg(1);
@@ -270,7 +270,7 @@ struct OrderOnly : BackwardPass<OrderOnly> {
   static constexpr const char *Description = "records the backward order";
   std::vector<std::string> *order = nullptr;
   Expr *transform(Expr &e, PassContext &) override {
-    order->push_back(e.output(0)->name());
+    order->push_back(e.output(0)->name().str());
     return nullptr;
   }
 };

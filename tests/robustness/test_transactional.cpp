@@ -202,7 +202,7 @@ TEST_CASE("atomic passes fail without changing the module, snapshot or not",
       auto tm = makeNet();
       GetAttr *bad = subGetAttr(*tm);
       REQUIRE(bad);
-      std::string good = bad->output(0)->qualname();
+      std::string good = bad->output(0)->qualname().str();
       bad->output(0)->setQualname("Other.conv1");
       std::string before = tm->str();
       PipelineOptions o;

@@ -135,7 +135,7 @@ TEST_CASE("insert after a given expr: placed in order, names merged, ids continu
   }
   std::vector<std::string> order;
   for (Expr *e : g)
-    order.push_back(e->output(0)->name());
+    order.push_back(e->output(0)->name().str());
   CHECK(order == std::vector<std::string>{"conv1", "conv1_out", "bn1", "bn1_out", "relu_out",
                                           "mul_out", "sigmoid_out", "add_out_1", "add_out",
                                           "nothing", "nothing_out"});
@@ -388,7 +388,7 @@ TEST_CASE("set graph name", "[trace][modification]") {
   InternalGraph &g = c.tm->graph();
   g.setName("Top");
   Node *out = g.output(0);
-  CHECK(g.getNodeByName("Top_" + out->name()).asUnique() == out);
+  CHECK(g.getNodeByName("Top_" + out->name().str()).asUnique() == out);
 }
 
 namespace {

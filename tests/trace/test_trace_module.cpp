@@ -191,7 +191,7 @@ TEST_CASE("trace_module: container arguments, plain values, shared graphs",
   CHECK(inner->signatures()[1].graph->name() == "UsesArgs_inner_1");
   std::vector<std::string> names;
   for (Node *n : g.inputs())
-    names.push_back(n->name());
+    names.push_back(n->name().str());
   CHECK(names == std::vector<std::string>{"self", "xs_0", "xs_1", "d_0", "d_1"});
   CHECK(inner->signatures()[0].argDef.str() ==
         "((Module, [Tensor, Tensor], {'a': Tensor, 'b': Tensor}, 2), {})");

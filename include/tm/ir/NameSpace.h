@@ -16,6 +16,7 @@
 #include <llvm/ADT/StringMap.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/ADT/StringSet.h>
+#include <llvm/Support/Allocator.h>
 
 namespace tmg {
 
@@ -29,8 +30,28 @@ bool isReservedName(llvm::StringRef name);
 bool getSuffixName(llvm::StringRef prefix, llvm::StringRef name,
                    std::string &suffix);
 
+/// The allocator of a NameSpace's string tables: a bump allocator whose
+/// blocks are freed together with the namespace (Deallocate is a no-op). A
+/// copy of a table starts an arena of its own (StringMap copies entry by
+/// entry into its own allocator); moves take the blocks along.
+class NameArena {
+public:
+  NameArena() = default;
+  NameArena(const NameArena &) {}
+  NameArena(NameArena &&) = default;
+  NameArena &operator=(NameArena &&) = default;
+  NameArena &operator=(const NameArena &) = delete;
+  void *Allocate(size_t size, size_t align) { return bump_.Allocate(size, llvm::Align(align)); }
+  void Deallocate(const void *, size_t, size_t) {}
+
+private:
+  llvm::BumpPtrAllocator bump_;
+};
+
 class NameSpace {
 public:
+  using NameSet = llvm::StringSet<NameArena>;
+
   NameSpace(std::string name, std::string qualname)
       : name_(std::move(name)), qualname_(std::move(qualname)) {}
 
@@ -50,7 +71,7 @@ public:
   /// Adds every name of `other` (the reference's `merge`).
   void merge(const NameSpace &other);
   size_t size() const { return used_.size(); }
-  const llvm::StringSet<> &usedNames() const { return used_; }
+  const NameSet &usedNames() const { return used_; }
 
   /// Names the outputs of `e` and fills their qualnames, as the reference's
   /// `auto_naming_for_outputs`: a module call's outputs are "<module>_out"
@@ -63,9 +84,15 @@ public:
 
 private:
   std::string name_, qualname_;
-  llvm::StringSet<> used_;
+  // Entries come from per-namespace bump allocators: a graph reserves two
+  // or three names per expr (its output's name, the "func_relu"-style
+  // qualname key) and drops them all at once with the graph, so freeing
+  // them one by one through malloc (with its chunk coalescing) was a third
+  // of destroying a large module. A released name (a rolled-back edit)
+  // leaves its few bytes in the allocator until the graph goes.
+  NameSet used_;
   /// For base name b: every "b_k" with 1 <= k < probe_[b] is known taken.
-  llvm::StringMap<uint64_t> probe_;
+  llvm::StringMap<uint64_t, NameArena> probe_;
 };
 
 } // namespace tmg

@@ -21,6 +21,7 @@
 #include <llvm/Support/Casting.h>
 
 #include "tm/ir/Pool.h"
+#include "tm/ir/SharedString.h"
 #include "tm/ir/Tensor.h"
 
 namespace tmg {
@@ -72,8 +73,11 @@ public:
   InternalGraph *graph() const;
 
   int64_t id() const { return id_; }
-  const std::string &name() const { return name_; }
-  const std::string &qualname() const { return qualname_; }
+  llvm::StringRef name() const { return name_; }
+  llvm::StringRef qualname() const { return qualname_; }
+  /// The name and qualname as shared strings (copies share the block).
+  const SharedString &sharedName() const { return name_; }
+  const SharedString &sharedQualname() const { return qualname_; }
   /// Renames with the reference's checks: the name must not be in use in the
   /// graph's namespace (tmg::Error otherwise); it is then sanitised and
   /// registered.
@@ -121,10 +125,10 @@ public:
 
   // Internal (used by graph code).
   void setIdInternal(int64_t id) { id_ = id; }
-  void setNameInternal(std::string n) { name_ = std::move(n); }
+  void setNameInternal(SharedString n) { name_ = std::move(n); }
   /// Sets the qualname (a structural change of the node's graph: the getattr
   /// merge reads it).
-  void setQualname(std::string q);
+  void setQualname(SharedString q);
   void setExprInternal(Expr *e) { expr_ = e; }
 
 protected:
@@ -138,8 +142,8 @@ private:
   Kind kind_;
   Expr *expr_;
   int64_t id_;
-  std::string name_;
-  std::string qualname_;
+  SharedString name_;
+  SharedString qualname_;
   Use *firstUse_ = nullptr;
   Use *lastUse_ = nullptr;
   size_t numUses_ = 0;
