@@ -124,10 +124,8 @@ struct Comparer {
       if (a.output(i)->id() != b.output(i)->id())
         return fail(where + ": outputs differ");
     std::vector<std::string> na, nb;
-    for (const auto &e : a.ns().usedNames())
-      na.push_back(e.getKey().str());
-    for (const auto &e : b.ns().usedNames())
-      nb.push_back(e.getKey().str());
+    a.ns().forEachUsedName([&](llvm::StringRef n) { na.push_back(n.str()); });
+    b.ns().forEachUsedName([&](llvm::StringRef n) { nb.push_back(n.str()); });
     std::sort(na.begin(), na.end());
     std::sort(nb.begin(), nb.end());
     if (na != nb)

@@ -133,15 +133,16 @@ uint64_t hashName(llvm::StringRef s) {
   return h ? h : 1; // 0 marks an empty slot
 }
 
-/// The names of `used` that are not in `own`, in no particular order.
+/// The names `ns` uses that are not in `own`, in no particular order,
+/// written into `storage` (the returned StringRefs point into it).
 ///
 /// A graph of n exprs has about 2n used names (each node's, plus the
 /// qualname helpers "method_add_7"), so at 10^6 exprs both sets are far
 /// larger than the caches and a plain hash set costs a few cache misses per
 /// name. Here the hashes are computed in sequential passes and the table
-/// slots and the namespace's entries are prefetched several names ahead.
-std::vector<llvm::StringRef> namesNotIn(const NameSpace::NameSet &used,
-                                        llvm::ArrayRef<llvm::StringRef> own) {
+/// slots are prefetched several names ahead.
+std::vector<llvm::StringRef> namesNotIn(const NameSpace &ns, llvm::ArrayRef<llvm::StringRef> own,
+                                        std::string &storage) {
   constexpr size_t Ahead = 16;
   struct Slot {
     uint64_t hash;
@@ -169,25 +170,21 @@ std::vector<llvm::StringRef> namesNotIn(const NameSpace::NameSet &used,
         break;
     }
   }
-  // The namespace's names, prefetching its scattered entries ahead.
-  std::vector<llvm::StringRef> names;
-  names.reserve(used.size());
+  // The namespace's names, copied into one buffer (most are made from a
+  // counter on the fly), with their hashes.
+  std::vector<std::pair<size_t, size_t>> spans;
+  spans.reserve(ns.size());
   hashes.clear();
-  hashes.reserve(used.size());
-  {
-    auto ahead = used.begin();
-    for (size_t i = 0; i < Ahead && ahead != used.end(); ++i, ++ahead)
-      __builtin_prefetch(&*ahead);
-    for (auto it = used.begin(); it != used.end(); ++it) {
-      if (ahead != used.end()) {
-        __builtin_prefetch(&*ahead);
-        ++ahead;
-      }
-      // Hashed while its entry is in the cache.
-      names.push_back(it->getKey());
-      hashes.push_back(hashName(names.back()));
-    }
-  }
+  hashes.reserve(ns.size());
+  ns.forEachUsedName([&](llvm::StringRef n) {
+    spans.emplace_back(storage.size(), n.size());
+    storage.append(n.data(), n.size());
+    hashes.push_back(hashName(n));
+  });
+  std::vector<llvm::StringRef> names;
+  names.reserve(spans.size());
+  for (auto [off, len] : spans)
+    names.emplace_back(storage.data() + off, len);
   std::vector<llvm::StringRef> out;
   out.reserve(names.size() > own.size() ? names.size() - own.size() : 0);
   for (size_t i = 0; i < names.size(); ++i) {
@@ -397,7 +394,8 @@ private:
     for (Expr *e : g)
       for (Node *n : e->outputs())
         ownNames.push_back(n->name());
-    std::vector<llvm::StringRef> reserved = namesNotIn(g.ns().usedNames(), ownNames);
+    std::string reservedStorage;
+    std::vector<llvm::StringRef> reserved = namesNotIn(g.ns(), ownNames, reservedStorage);
     sortStringsBytewise(reserved);
     size_t bytes = 0;
     for (llvm::StringRef r : reserved)

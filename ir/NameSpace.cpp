@@ -1,6 +1,8 @@
 //===- NameSpace.cpp - Unique names within a graph ------------------------===//
 #include "tm/ir/NameSpace.h"
 
+#include <llvm/ADT/SmallString.h>
+
 #include <cctype>
 
 #include <llvm/ADT/StringSet.h>
@@ -94,13 +96,89 @@ static std::string sanitize(llvm::StringRef raw) {
   return out;
 }
 
+namespace {
+
+/// Splits "base_k" as the counter writes it (k >= 1, decimal without a
+/// leading zero, at most 18 digits).
+bool splitCounted(llvm::StringRef n, llvm::StringRef &base, uint64_t &k) {
+  size_t us = n.rfind('_');
+  if (us == llvm::StringRef::npos || us + 1 >= n.size())
+    return false;
+  llvm::StringRef d = n.drop_front(us + 1);
+  if (d[0] == '0' || d.size() > 18)
+    return false;
+  uint64_t v = 0;
+  for (char c : d) {
+    if (c < '0' || c > '9')
+      return false;
+    v = v * 10 + uint64_t(c - '0');
+  }
+  base = n.take_front(us);
+  k = v;
+  return true;
+}
+
+/// "base_k" into `buf`.
+llvm::StringRef countedName(llvm::SmallVectorImpl<char> &buf, llvm::StringRef base,
+                            uint64_t k) {
+  char digits[24];
+  char *end = digits + sizeof digits, *p = end;
+  do {
+    *--p = char('0' + k % 10);
+    k /= 10;
+  } while (k);
+  buf.assign(base.begin(), base.end());
+  buf.push_back('_');
+  buf.append(p, end);
+  return llvm::StringRef(buf.data(), buf.size());
+}
+
+} // namespace
+
+bool NameSpace::isUsed(llvm::StringRef n) const {
+  if (!used_.empty() && used_.count(n))
+    return true;
+  llvm::StringRef base;
+  uint64_t k;
+  if (!splitCounted(n, base, k))
+    return false;
+  auto it = counted_.find(base);
+  return it != counted_.end() && k < it->second.next &&
+         (holes_.empty() || !holes_.count(n));
+}
+
+void NameSpace::take(llvm::StringRef n) {
+  llvm::StringRef base;
+  uint64_t k;
+  if (splitCounted(n, base, k)) {
+    Counter &c = counted_.try_emplace(base).first->second;
+    if (k < c.next) { // a released name taken again
+      if (holes_.erase(n))
+        --c.holes;
+      return;
+    }
+    if (k == c.next) {
+      ++c.next;
+      // Names of used_ that now continue the range join it.
+      llvm::SmallString<64> buf;
+      while (c.above && used_.erase(countedName(buf, base, c.next))) {
+        --c.above;
+        ++c.next;
+      }
+      return;
+    }
+    ++c.above;
+  }
+  used_.insert(n);
+}
+
 std::string NameSpace::createUniqueName(llvm::StringRef raw) {
   if (raw.empty())
     raise("cannot create a unique name from an empty name in graph '{}'",
           name_);
   std::string name = sanitize(raw);
-  if (!used_.count(name) && !isReservedName(name)) {
-    used_.insert(name);
+  if (!isUsed(name) && !isReservedName(name)) {
+    take(name);
     return name;
   }
   // Split "base_<digits>" as the reference's regex (.*)_(\d+)$ does.
@@ -118,41 +196,78 @@ std::string NameSpace::createUniqueName(llvm::StringRef raw) {
     else
       num = 0;
   }
+  // The reference tries base_(num+1), base_(num+2), ...: below the counted
+  // range everything is taken unless a name of it was released.
   uint64_t start = num + 1;
-  uint64_t &probe = probe_.try_emplace(base, 1).first->second;
-  uint64_t k = std::max(start, probe);
-  std::string cand;
+  uint64_t k = start;
+  auto it = counted_.find(base);
+  if (it != counted_.end() && it->second.holes == 0)
+    k = std::max(start, it->second.next);
+  llvm::SmallString<64> buf;
+  llvm::StringRef cand;
   for (;; ++k) {
-    cand = base.str() + "_" + std::to_string(k);
-    if (!used_.count(cand) && !isReservedName(cand))
+    cand = countedName(buf, base, k);
+    if (!isUsed(cand) && !isReservedName(cand))
       break;
   }
-  // Every base_j with j < k is now known taken when the searched range
-  // [start, k) joins the known-taken prefix [1, probe).
-  if (start <= probe)
-    probe = k + 1;
-  used_.insert(cand);
-  return cand;
+  std::string out = cand.str();
+  take(out);
+  return out;
 }
 
-void NameSpace::release(llvm::StringRef name) {
-  if (!used_.erase(name))
-    return;
-  // "base_k" free again: the known-taken prefix of base ends before k.
-  size_t us = name.rfind('_');
-  if (us == llvm::StringRef::npos || us + 1 >= name.size())
-    return;
+void NameSpace::release(llvm::StringRef n) {
+  llvm::StringRef base;
   uint64_t k = 0;
-  if (name.drop_front(us + 1).getAsInteger(10, k))
+  bool counted = splitCounted(n, base, k);
+  if (used_.erase(n)) {
+    if (counted) {
+      auto it = counted_.find(base);
+      if (it != counted_.end() && k > it->second.next)
+        --it->second.above;
+    }
     return;
-  auto it = probe_.find(name.take_front(us));
-  if (it != probe_.end() && k < it->second)
-    it->second = k;
+  }
+  if (!counted)
+    return;
+  auto it = counted_.find(base);
+  if (it == counted_.end() || k >= it->second.next || holes_.count(n))
+    return;
+  Counter &c = it->second;
+  if (k + 1 < c.next) {
+    holes_.insert(n);
+    ++c.holes;
+    return;
+  }
+  // The last of the range: the range shrinks, over released names too.
+  --c.next;
+  llvm::SmallString<64> buf;
+  while (c.holes && holes_.erase(countedName(buf, base, c.next - 1))) {
+    --c.holes;
+    --c.next;
+  }
+}
+
+size_t NameSpace::size() const {
+  size_t n = used_.size();
+  for (const auto &e : counted_)
+    n += e.second.next - 1;
+  return n - holes_.size();
+}
+
+void NameSpace::forEachUsedName(llvm::function_ref<void(llvm::StringRef)> f) const {
+  for (const auto &e : used_)
+    f(e.getKey());
+  llvm::SmallString<64> buf;
+  for (const auto &e : counted_)
+    for (uint64_t k = 1; k < e.second.next; ++k) {
+      llvm::StringRef n = countedName(buf, e.getKey(), k);
+      if (holes_.empty() || !holes_.count(n))
+        f(n);
+    }
 }
 
 void NameSpace::merge(const NameSpace &other) {
-  for (const auto &e : other.used_)
-    used_.insert(e.getKey());
+  other.forEachUsedName([&](llvm::StringRef n) { reserve(n); });
 }
 
 static std::string stripUnderscores(llvm::StringRef s) {

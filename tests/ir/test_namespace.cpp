@@ -72,6 +72,17 @@ TEST_CASE("many equal names cost O(1) each", "[ir][namespace]") {
     last = ns.createUniqueName("add_out");
   CHECK(last == "add_out_199999");
   CHECK(ns.createUniqueName("add_out_5") == "add_out_200000");
+  // Names reserved ahead of the counter join its range when it gets there
+  // (else every later name would scan past them: quadratic).
+  NameSpace ahead("g", "G");
+  ahead.reserve("relu_out_3");
+  ahead.reserve("relu_out_4");
+  ahead.reserve("relu_out_9");
+  CHECK(ahead.createUniqueName("relu_out") == "relu_out");
+  for (int i = 0; i < 200000; ++i)
+    last = ahead.createUniqueName("relu_out");
+  CHECK(last == "relu_out_200003");
+  CHECK(ahead.size() == 200004);
 }
 
 TEST_CASE("get_suffix_name", "[ir][namespace]") {
@@ -153,4 +164,50 @@ TEST_CASE("NameSpace::release frees a name for reuse", "[ir][namespace]") {
   ns.release("never_used"); // no-op
   ns.release("a");
   CHECK(ns.createUniqueName("a") == "a");
+}
+
+TEST_CASE("counted names: create, reserve and release in any order agree with a plain set",
+          "[ir][namespace]") {
+  // Most names are kept as a counter range per base (see NameSpace.h); the
+  // oracle keeps every name in a std::set. Reserving names above, inside
+  // and at the end of a range, releasing in and out of order, and names
+  // that only look counted ("y_0", "x_07") must not tell them apart.
+  std::mt19937 rng(7);
+  const char *bases[] = {"a", "a_1", "a_3", "x_07", "y_0", "relu_out", "id", "_", "b_2_1"};
+  for (int round = 0; round < 30; ++round) {
+    NameSpace fast("g", "G");
+    NaiveNameSpace naive;
+    std::vector<std::string> taken;
+    for (int i = 0; i < 400; ++i) {
+      unsigned op = rng() % 10;
+      if (op < 6) {
+        std::string n = bases[rng() % (sizeof(bases) / sizeof(*bases))];
+        std::string got = fast.createUniqueName(n);
+        REQUIRE(got == naive.create(n));
+        taken.push_back(got);
+      } else if (op < 8) {
+        // A name of a range's neighbourhood, reserved as is.
+        std::string n = std::string(rng() % 2 ? "a" : "relu_out") + "_" +
+                        std::to_string(rng() % 40);
+        fast.reserve(n);
+        naive.used.insert(n);
+        taken.push_back(n);
+      } else if (!taken.empty()) {
+        size_t j = rng() % taken.size();
+        fast.release(taken[j]);
+        naive.used.erase(taken[j]);
+        taken.erase(taken.begin() + long(j));
+      }
+    }
+    std::set<std::string> listed;
+    fast.forEachUsedName([&](llvm::StringRef n) { CHECK(listed.insert(n.str()).second); });
+    CHECK(listed == naive.used);
+    CHECK(fast.size() == naive.used.size());
+    for (int k = 0; k < 45; ++k)
+      for (const char *b : {"a_", "relu_out_", "x_0", "y_"}) {
+        std::string n = b + std::to_string(k);
+        INFO(n);
+        CHECK(fast.isUsed(n) == (naive.used.count(n) != 0));
+      }
+  }
 }

@@ -4,9 +4,9 @@
 // characters outside [0-9a-zA-Z_] become "_", a leading digit gets a "_"
 // prefix) and, while the name is taken or is a Python keyword/builtin name
 // (or inf, nan, NoneType), bumps a numeric suffix: "x" -> "x_1" -> "x_2";
-// "x_7" -> "x_8". Names are never released, as in the reference, which lets
-// us remember per base name how far the suffixes are known to be taken: a
-// thousand "add_out"s cost O(1) each instead of O(k).
+// "x_7" -> "x_8". Per base name the namespace keeps how far the suffixes
+// are taken (see the members): a thousand "add_out"s cost O(1) each instead
+// of O(k), and no hash-table entry each.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -15,6 +15,7 @@
 
 #include <llvm/ADT/StringMap.h>
 #include <llvm/ADT/StringRef.h>
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/StringSet.h>
 #include <llvm/Support/Allocator.h>
 
@@ -62,16 +63,22 @@ public:
   /// Returns a sanitised, unused, non-reserved name and reserves it. Throws
   /// tmg::Error for an empty name.
   std::string createUniqueName(llvm::StringRef name);
-  bool isUsed(llvm::StringRef name) const { return used_.count(name) != 0; }
-  /// Reserves `name` as is (no sanitising).
-  void reserve(llvm::StringRef name) { used_.insert(name); }
+  bool isUsed(llvm::StringRef name) const;
+  /// Reserves `name` as is (no sanitising). No-op when used.
+  void reserve(llvm::StringRef name) {
+    if (!isUsed(name))
+      take(name);
+  }
   /// Frees `name` again (an edit that created it was rolled back): later
   /// createUniqueName calls may hand it out. No-op when unused.
   void release(llvm::StringRef name);
   /// Adds every name of `other` (the reference's `merge`).
   void merge(const NameSpace &other);
-  size_t size() const { return used_.size(); }
-  const NameSet &usedNames() const { return used_; }
+  /// The number of names in use.
+  size_t size() const;
+  /// Calls `f` with every name in use, in no particular order. The
+  /// StringRef is valid during the call only.
+  void forEachUsedName(llvm::function_ref<void(llvm::StringRef)> f) const;
 
   /// Names the outputs of `e` and fills their qualnames, as the reference's
   /// `auto_naming_for_outputs`: a module call's outputs are "<module>_out"
@@ -84,15 +91,32 @@ public:
 
 private:
   std::string name_, qualname_;
-  // Entries come from per-namespace bump allocators: a graph reserves two
-  // or three names per expr (its output's name, the "func_relu"-style
-  // qualname key) and drops them all at once with the graph, so freeing
-  // them one by one through malloc (with its chunk coalescing) was a third
-  // of destroying a large module. A released name (a rolled-back edit)
-  // leaves its few bytes in the allocator until the graph goes.
+  /// Marks the unused `name` as used.
+  void take(llvm::StringRef name);
+
+  // A graph takes two names per expr: its output's ("relu_out_41") and the
+  // qualname key ("func_relu_41"). Nearly all of them are a base and the
+  // next number of its counter, so a name "b_k" (k >= 1, no leading zero)
+  // is in use when k < counted_[b].next and it is not in holes_; the
+  // other names are kept one by one in used_. A thousand "relu_out"s then
+  // cost one counter, not a thousand hash-table entries (which at 10^6
+  // exprs missed the caches on every lookup and insertion, and were freed
+  // one by one with the graph).
+  //
+  // Invariants: used_ holds no b_k with k <= counted_[b].next (taking b_next
+  // extends the range and absorbs the names of used_ that continue it);
+  // holes_ holds released names inside a range (`holes` of them for b);
+  // `above` counts the names b_k of used_ with k above the range (zero:
+  // nothing to absorb).
+  struct Counter {
+    uint64_t next = 1;
+    uint32_t above = 0;
+    uint32_t holes = 0;
+  };
+  // Entries come from per-namespace bump allocators, freed with the graph.
   NameSet used_;
-  /// For base name b: every "b_k" with 1 <= k < probe_[b] is known taken.
-  llvm::StringMap<uint64_t, NameArena> probe_;
+  llvm::StringMap<Counter, NameArena> counted_;
+  NameSet holes_;
 };
 
 } // namespace tmg
