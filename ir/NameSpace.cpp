@@ -15,7 +15,7 @@ namespace tmg {
 
 // Python keywords, the names of `builtins` and "inf", "nan", "NoneType",
 // which the reference never hands out (`_is_builtin_name`).
-static const char *const ReservedNames[] = {
+static constexpr const char *ReservedNames[] = {
     "ArithmeticError", "AssertionError", "AttributeError", "BaseException",
     "BaseExceptionGroup", "BlockingIOError", "BrokenPipeError", "BufferError",
     "BytesWarning", "ChildProcessError", "ConnectionAbortedError",
@@ -53,7 +53,23 @@ static const char *const ReservedNames[] = {
     "while", "with", "yield", "zip",
 };
 
+static constexpr bool noReservedNameEndsInADigit() {
+  for (const char *n : ReservedNames) {
+    const char *e = n;
+    while (*e)
+      ++e;
+    if (e != n && e[-1] >= '0' && e[-1] <= '9')
+      return false;
+  }
+  return true;
+}
+static_assert(noReservedNameEndsInADigit(), "isReservedName's shortcut");
+
 bool isReservedName(llvm::StringRef name) {
+  // No reserved name ends in a digit (static_assert above): the
+  // counted names "relu_out_7" skip the table.
+  if (name.empty() || (name.back() >= '0' && name.back() <= '9'))
+    return false;
   static const llvm::StringSet<> set = [] {
     llvm::StringSet<> s;
     for (const char *n : ReservedNames)
@@ -78,6 +94,12 @@ bool getSuffixName(llvm::StringRef prefix, llvm::StringRef name,
 }
 
 static std::string sanitize(llvm::StringRef raw) {
+  bool clean = !raw.empty() && !std::isdigit((unsigned char)raw[0]);
+  for (char c : raw)
+    clean &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+             c == '_';
+  if (clean)
+    return raw.str();
   std::string out;
   out.reserve(raw.size() + 1);
   bool inRun = false;
@@ -147,6 +169,16 @@ bool NameSpace::isUsed(llvm::StringRef n) const {
          (holes_.empty() || !holes_.count(n));
 }
 
+void NameSpace::extend(Counter &c, llvm::StringRef base) {
+  ++c.next;
+  // Names of used_ that now continue the range join it.
+  llvm::SmallString<64> buf;
+  while (c.above && used_.erase(countedName(buf, base, c.next))) {
+    --c.above;
+    ++c.next;
+  }
+}
+
 void NameSpace::take(llvm::StringRef n) {
   llvm::StringRef base;
   uint64_t k;
@@ -158,13 +190,7 @@ void NameSpace::take(llvm::StringRef n) {
       return;
     }
     if (k == c.next) {
-      ++c.next;
-      // Names of used_ that now continue the range join it.
-      llvm::SmallString<64> buf;
-      while (c.above && used_.erase(countedName(buf, base, c.next))) {
-        --c.above;
-        ++c.next;
-      }
+      extend(c, base);
       return;
     }
     ++c.above;
@@ -201,9 +227,19 @@ std::string NameSpace::createUniqueName(llvm::StringRef raw) {
   uint64_t start = num + 1;
   uint64_t k = start;
   auto it = counted_.find(base);
-  if (it != counted_.end() && it->second.holes == 0)
-    k = std::max(start, it->second.next);
   llvm::SmallString<64> buf;
+  if (it != counted_.end() && it->second.holes == 0) {
+    Counter &c = it->second;
+    if (start <= c.next) {
+      // base_(next) is free (the invariants: used_ holds no base_k with
+      // k <= next, no hole of base, and reserved names end in a letter):
+      // taken without a lookup.
+      std::string out = countedName(buf, base, c.next).str();
+      extend(c, base);
+      return out;
+    }
+    k = start;
+  }
   llvm::StringRef cand;
   for (;; ++k) {
     cand = countedName(buf, base, k);

@@ -211,3 +211,13 @@ TEST_CASE("counted names: create, reserve and release in any order agree with a 
       }
   }
 }
+
+TEST_CASE("counted names are never reserved ones", "[ir][namespace]") {
+  for (const char *n : {"abs", "input", "sum", "None", "inf", "nan", "NoneType", "id", "lambda"})
+    CHECK(isReservedName(n));
+  CHECK(!isReservedName("input_1"));
+  CHECK(!isReservedName("id_2"));
+  NameSpace ns("g", "G");
+  CHECK(ns.createUniqueName("id") == "id_1");
+  CHECK(ns.createUniqueName("id") == "id_2");
+}

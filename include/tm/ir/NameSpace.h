@@ -113,6 +113,9 @@ private:
     uint32_t above = 0;
     uint32_t holes = 0;
   };
+  /// Takes base_(c.next), the next name of the counter.
+  void extend(Counter &c, llvm::StringRef base);
+
   // Entries come from per-namespace bump allocators, freed with the graph.
   NameSet used_;
   llvm::StringMap<Counter, NameArena> counted_;
