@@ -490,18 +490,35 @@ std::unique_ptr<TracedModule> TracedModule::flatten() const {
 
 bool TracedModule::flattenInPlace() {
   bool any = false;
-  for (Expr *e : graph())
+  InternalGraph &old = graph();
+  for (Expr *e : old)
     any |= Inliner::inlinable(e) != nullptr;
   if (!any)
     return false;
-  std::unique_ptr<TracedModule> f = flatten();
-  sigs_ = std::move(f->sigs_);
-  sigIndex_ = std::move(f->sigIndex_);
-  nextNodeId_ = f->nextNodeId_;
-  nextExprId_ = f->nextExprId_;
-  for (auto &s : sigs_)
-    s.graph->setOwnerInternal(this);
+  // Inline into a copy of the top graph only: the sub-modules' graphs are
+  // read, never changed, so unlike flatten() nothing else is copied (that
+  // was a clone of the whole hierarchy, most of it destroyed again). A
+  // failure part-way leaves the module as it was.
+  auto fresh = std::make_unique<InternalGraph>(old.name(), old.qualname());
+  fresh->setOwnerInternal(this);
+  auto ids = totalIds();
+  try {
+    cloneGraphInto(old, *fresh, nullptr);
+    Inliner inl(*this, *fresh);
+    std::vector<Expr *> calls;
+    for (Expr *e : *fresh)
+      if (Inliner::inlinable(e))
+        calls.push_back(e);
+    for (Expr *e : calls)
+      inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
+    fresh->compile();
+  } catch (...) {
+    setTotalIds(ids.first, ids.second);
+    throw;
+  }
+  sigs_.front().graph = std::move(fresh);
   updateRefs();
+  graph().resetIds();
   return true;
 }
 

@@ -4,6 +4,22 @@
 using namespace tmg;
 using namespace fixtures;
 
+/// flattenInPlace (the `flatten` pass) inlines into a copy of the top graph
+/// only; it must give what flatten() gives on a clone of the hierarchy.
+static void checkInPlaceAsFlatten(const TracedModule &tm) {
+  auto flat = tm.flatten();
+  auto inPlace = tm.cloneTraced();
+  CHECK(inPlace->flattenInPlace());
+  CHECK(inPlace->graph().str() == flat->graph().str());
+  CHECK(inPlace->graph().str(NodeFormat{true, false}) == flat->graph().str(NodeFormat{true, false}));
+  CHECK(inPlace->totalIds() == flat->totalIds());
+  CHECK(inPlace->graph().ns().size() == flat->graph().ns().size());
+  checkVerified(*inPlace);
+  checkExprUsers(*inPlace);
+  checkIds(*inPlace);
+  CHECK(!inPlace->flattenInPlace()); // nothing left to inline
+}
+
 static const char *FlatMyModule =
     "MyModule.Graph (self, x) {\n"
     "\t%2:\tblock0_conv1 = getattr(self, \"block0.conv1\") -> (Conv2d)\n"
@@ -25,6 +41,7 @@ TEST_CASE("flatten MyModule (test_flatten)", "[ir][flatten]") {
   auto tm = tracedMyModule();
   std::string before = tm->graph().str();
   auto flat = tm->flatten();
+  checkInPlaceAsFlatten(*tm);
   CHECK(flat->graph().size() == 12);
   CHECK(flat->graph().str() == FlatMyModule);
   // Module nodes resolve into the flat module's own tree.
@@ -62,6 +79,7 @@ TEST_CASE("flatten rewires pass-through outputs of a shared sub-graph", "[ir][fl
   CHECK(tm->module("block") != nullptr);
   CHECK(llvm::cast<TracedModule>(tm->module("block"))->numGraphs() == 1);
   auto flat = tm->flatten();
+  checkInPlaceAsFlatten(*tm);
   // Call outputs keep their names (the reference's rename blacklist): the
   // second output of each call is now produced by the inlined concat.
   CHECK(flat->graph().str() ==
@@ -106,6 +124,7 @@ TEST_CASE("flatten of three levels prefixes names per level", "[ir][flatten]") {
   auto *seqGraph = &llvm::cast<TracedModule>(tm->module("layer1"))->graph();
   CHECK(seqGraph->input(1)->name() == "input_1");
   auto flat = tm->flatten();
+  checkInPlaceAsFlatten(*tm);
   CHECK(flat->graph().str() ==
         "ResNet.Graph (self, x) {\n"
         "\t%2:\tlayer1__0_conv1 = getattr(self, \"layer1.0.conv1\") -> (Conv2d)\n"
@@ -148,6 +167,7 @@ TEST_CASE("a module called with two constants has two graphs, both inlined", "[i
                              "\treturn mod_1_out\n"
                              "}");
   auto flat = tm->flatten();
+  checkInPlaceAsFlatten(*tm);
   CHECK(flat->graph().str() == "Net.Graph (self, x) {\n"
                                "\t%2:\tmod_out = x.__add__(1, )\n"
                                "\t%3:\tmod_1_out = mod_out.__add__(2, )\n"
