@@ -113,7 +113,10 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   e->inBody_ = true;
   e->graph_ = this;
   ++size_;
-  numGetAttrs_ += e->kind() == Expr::Kind::GetAttr;
+  if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
+    ga->indexInGraph_ = getAttrs_.size();
+    getAttrs_.push_back(ga);
+  }
   touch();
   uint64_t lo = prev ? prev->order_ : 0;
   if (!before) {
@@ -183,7 +186,12 @@ void InternalGraph::unlinkFromBody(Expr *e) {
   e->prev_ = e->next_ = nullptr;
   e->inBody_ = false;
   --size_;
-  numGetAttrs_ -= e->kind() == Expr::Kind::GetAttr;
+  if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
+    GetAttr *last = getAttrs_.back();
+    last->indexInGraph_ = ga->indexInGraph_;
+    getAttrs_[ga->indexInGraph_] = last;
+    getAttrs_.pop_back();
+  }
 }
 
 std::unique_ptr<Expr> InternalGraph::removeExpr(Expr *e) {
@@ -544,30 +552,42 @@ static llvm::StringRef getAttrPath(const GetAttr &ga, llvm::StringRef qual) {
           qual.str(), oq.str(), ga.output(0)->str());
 }
 
+std::vector<GetAttr *> InternalGraph::getAttrsInOrder() const {
+  // Keys read once, in the list's order; the sort then stays in the cache.
+  std::vector<std::pair<uint64_t, GetAttr *>> keyed;
+  keyed.reserve(getAttrs_.size());
+  for (GetAttr *ga : getAttrs_)
+    keyed.emplace_back(ga->order_, ga);
+  if (!std::is_sorted(keyed.begin(), keyed.end(),
+                      [](const auto &a, const auto &b) { return a.first < b.first; }))
+    std::sort(keyed.begin(), keyed.end(),
+              [](const auto &a, const auto &b) { return a.first < b.first; });
+  std::vector<GetAttr *> out;
+  out.reserve(keyed.size());
+  for (const auto &k : keyed)
+    out.push_back(k.second);
+  return out;
+}
+
 void InternalGraph::checkGetAttrs() {
   llvm::StringRef qual = qualname_;
-  if (numGetAttrs_ == 0 || mergedVersion_ == version_)
+  if (getAttrs_.empty() || mergedVersion_ == version_)
     return;
   bool selfChecked = false;
   checkedVersion_ = ~uint64_t(0);
-  checkedGetAttrs_.clear();
-  checkedGetAttrs_.reserve(numGetAttrs_);
-  for (Expr *e = first_; e; e = e->next_) {
-    if (e->kind() != Expr::Kind::GetAttr)
-      continue;
-    auto *ga = llvm::cast<GetAttr>(e);
+  checkedGetAttrs_ = getAttrsInOrder();
+  for (GetAttr *ga : checkedGetAttrs_) {
     // A GetAttr to re-point needs `self` (mergeGetAttrs throws without).
     if (getAttrPath(*ga, qual) != ga->attrName() && !selfChecked) {
       (void)self();
       selfChecked = true;
     }
-    checkedGetAttrs_.push_back(ga);
   }
   checkedVersion_ = version_;
 }
 
 bool InternalGraph::mergeGetAttrs() {
-  if (numGetAttrs_ == 0 || mergedVersion_ == version_) {
+  if (getAttrs_.empty() || mergedVersion_ == version_) {
     mergedVersion_ = version_;
     return false;
   }
@@ -599,7 +619,7 @@ bool InternalGraph::mergeGetAttrs() {
   };
   // The GetAttrs in body order: those checkGetAttrs collected when nothing
   // was inserted or removed since (a pass checked every graph first), else
-  // from a walk of the body that merges as it goes.
+  // the graph's GetAttr list sorted by order key (not a walk of the body).
   if (checkedVersion_ == version_) {
     std::vector<GetAttr *> getAttrs = std::move(checkedGetAttrs_);
     checkedGetAttrs_ = {};
@@ -609,9 +629,8 @@ bool InternalGraph::mergeGetAttrs() {
   } else {
     checkedGetAttrs_ = {};
     checkedVersion_ = ~uint64_t(0);
-    for (Expr *e = first_; e; e = e->next_)
-      if (e->kind() == Expr::Kind::GetAttr)
-        merge(llvm::cast<GetAttr>(e));
+    for (GetAttr *ga : getAttrsInOrder())
+      merge(ga);
   }
   mergedVersion_ = version_;
   return changed;

@@ -205,8 +205,11 @@ public:
   void setAttrName(std::string a);
 
 private:
+  friend class InternalGraph;
   void printBody(std::string &out, NodeFormat f) const override;
   std::string attr_;
+  /// Index in the body's GetAttr list (InternalGraph::getAttrs_).
+  size_t indexInGraph_ = 0;
 };
 
 /// A module call (`method == "__call__"` on a ModuleNode) or a tensor method

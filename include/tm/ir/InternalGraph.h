@@ -295,8 +295,11 @@ private:
   /// equals checkedVersion_ (inserting or removing exprs moves it).
   std::vector<GetAttr *> checkedGetAttrs_;
   uint64_t checkedVersion_ = ~uint64_t(0);
-  /// GetAttr exprs in the body: a graph without any needs no merge walk.
-  size_t numGetAttrs_ = 0;
+  /// The GetAttr exprs of the body, in no particular order (each knows its
+  /// index): the getattr merge visits them, not the whole body.
+  std::vector<GetAttr *> getAttrs_;
+  /// getAttrs_ in body order.
+  std::vector<GetAttr *> getAttrsInOrder() const;
   /// version_ when mergeGetAttrs last completed: the merge is idempotent,
   /// so until the graph changes (qualnames and attribute paths included)
   /// there is nothing to check or merge.
