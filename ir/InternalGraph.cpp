@@ -558,10 +558,9 @@ std::vector<GetAttr *> InternalGraph::getAttrsInOrder() const {
   keyed.reserve(getAttrs_.size());
   for (GetAttr *ga : getAttrs_)
     keyed.emplace_back(ga->order_, ga);
-  if (!std::is_sorted(keyed.begin(), keyed.end(),
-                      [](const auto &a, const auto &b) { return a.first < b.first; }))
-    std::sort(keyed.begin(), keyed.end(),
-              [](const auto &a, const auto &b) { return a.first < b.first; });
+  auto byKey = [](const auto &a, const auto &b) { return a.first < b.first; };
+  if (!std::is_sorted(keyed.begin(), keyed.end(), byKey))
+    std::sort(keyed.begin(), keyed.end(), byKey);
   std::vector<GetAttr *> out;
   out.reserve(keyed.size());
   for (const auto &k : keyed)

@@ -238,7 +238,6 @@ std::string NameSpace::createUniqueName(llvm::StringRef raw) {
       extend(c, base);
       return out;
     }
-    k = start;
   }
   llvm::StringRef cand;
   for (;; ++k) {

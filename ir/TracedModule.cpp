@@ -472,10 +472,10 @@ private:
 };
 } // namespace
 
-std::unique_ptr<TracedModule> TracedModule::flatten() const {
-  auto nm = cloneTraced();
-  InternalGraph &top = nm->graph();
-  Inliner inl(*nm, top);
+/// Inlines every call of `top` (a graph of `root`) to a traced sub-module,
+/// nested calls included, then removes what became dead.
+static void inlineAllCalls(TracedModule &root, InternalGraph &top) {
+  Inliner inl(root, top);
   std::vector<Expr *> calls;
   for (Expr *e : top)
     if (Inliner::inlinable(e))
@@ -483,6 +483,12 @@ std::unique_ptr<TracedModule> TracedModule::flatten() const {
   for (Expr *e : calls)
     inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
   top.compile();
+}
+
+std::unique_ptr<TracedModule> TracedModule::flatten() const {
+  auto nm = cloneTraced();
+  InternalGraph &top = nm->graph();
+  inlineAllCalls(*nm, top);
   nm->updateRefs();
   top.resetIds();
   return nm;
@@ -504,14 +510,7 @@ bool TracedModule::flattenInPlace() {
   auto ids = totalIds();
   try {
     cloneGraphInto(old, *fresh, nullptr);
-    Inliner inl(*this, *fresh);
-    std::vector<Expr *> calls;
-    for (Expr *e : *fresh)
-      if (Inliner::inlinable(e))
-        calls.push_back(e);
-    for (Expr *e : calls)
-      inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
-    fresh->compile();
+    inlineAllCalls(*this, *fresh);
   } catch (...) {
     setTotalIds(ids.first, ids.second);
     throw;
