@@ -2,13 +2,12 @@
 #include "tm/ir/Pool.h"
 #include "tm/ir/SharedString.h"
 
-#include <cstring>
-#include <stdexcept>
-
 #include <atomic>
 #include <cstdint>
+#include <cstring>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 #include <vector>
 
 #if defined(__has_feature)
