@@ -221,16 +221,6 @@ size_t inlinedSize(const TracedModule &m) {
   return n;
 }
 
-/// Evicts the input just built by the setup from the caches, so every size
-/// starts cold: otherwise a 1e4-expr graph is timed from a warm L2/L3 and
-/// larger ones from memory, inflating the 1e4->1e5 growth factor.
-void flushCaches() {
-  constexpr size_t Bytes = size_t(64) << 20; // twice the largest L3 we run on
-  static std::vector<char> buf(Bytes);
-  for (size_t i = 0; i < Bytes; i += 64)
-    buf[i] = char(buf[i] + 1);
-}
-
 using Clock = std::chrono::steady_clock;
 
 /// CPU time of this thread in ms: the machine the figures come from is

@@ -15,7 +15,7 @@
 // module costs for a pass that is not (cloneTraced of the hierarchy), and
 // the overhead line gives the empty pass both ways. Times are the thread's
 // CPU time (the machine is shared), the minimum over several runs, each on
-// a freshly built module.
+// a freshly built module, each pass starting with cold caches.
 //
 //   tm-pass-bench [--max-size N]
 //
@@ -152,6 +152,7 @@ int main(int argc, char **argv) {
       auto m = makeModule(n);
       total = totalExprs(*m);
       // What a transactional run copies before a non-atomic pass.
+      flushCaches();
       double c0 = cpuNow();
       auto copy = m->cloneTraced();
       best[3] = std::min(best[3], cpuNow() - c0);
@@ -159,6 +160,7 @@ int main(int argc, char **argv) {
       for (int p = 0; p < 3; ++p) {
         auto pipe = Pipeline::parse(passes[p], PassRegistry::global());
         PassManager pm(std::move(*pipe), {});
+        flushCaches(); // every size starts cold (see BenchHeap.h)
         double w0 = wallNow(), t0 = cpuNow();
         Diagnostic d;
         if (failed(pm.run(*m, &d))) {

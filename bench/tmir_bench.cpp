@@ -47,10 +47,12 @@ struct Time {
   double cpu = 1e30, wall = 1e30;
 };
 
-/// Best of `reps` runs (CPU and wall time, each its own minimum).
+/// Best of `reps` runs (CPU and wall time, each its own minimum), each
+/// starting with cold caches (see BenchHeap.h).
 template <typename F> static Time best(int reps, F &&f) {
   Time t;
   for (int r = 0; r < reps; ++r) {
+    flushCaches();
     auto w0 = std::chrono::steady_clock::now();
     double c0 = cpuNow();
     f();
