@@ -130,6 +130,12 @@ public:
   /// merge reads it).
   void setQualname(SharedString q);
   void setExprInternal(Expr *e) { expr_ = e; }
+  /// Starts loading what deleting this node touches: its strings (the
+  /// node itself is fetched with its expr or just before).
+  void prefetchForDelete() const {
+    name_.prefetch();
+    qualname_.prefetch();
+  }
 
 protected:
   Node(Kind k, Expr *e, int64_t id) : kind_(k), expr_(e), id_(id) {}
