@@ -23,6 +23,41 @@ std::string ReplaceReport::str() const {
   return out;
 }
 
+/// Lines below an expr that compile's sweep prefetches when the graph has
+/// no body index (see there).
+constexpr int SweepPrefetchLines = 8;
+
+/// Deletes exprs unlinked from the body, in the given order. They have
+/// dropped their inputs, or with `forgetInputs` (a whole graph being
+/// destroyed, whose nodes may be gone already) forget them unread. Each
+/// deletion touches the expr, its output nodes and their names, which are
+/// cache misses in a large graph; fetching them a few exprs ahead lets the
+/// misses overlap instead of queueing one after the other.
+static void deleteExprs(llvm::ArrayRef<Expr *> exprs, bool forgetInputs = false) {
+  constexpr size_t Ahead = 4; // exprs per stage
+  size_t n = exprs.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 3 * Ahead < n) {
+      // A destructor reads the whole expr (vtable, uses, outputs, TreeDefs).
+      const char *p = reinterpret_cast<const char *>(exprs[i + 3 * Ahead]);
+      for (int l = 0; l < 5; ++l)
+        __builtin_prefetch(p + l * 64);
+    }
+    if (i + 2 * Ahead < n)
+      for (Node *o : exprs[i + 2 * Ahead]->outputs()) {
+        const char *p = reinterpret_cast<const char *>(o);
+        for (int l = 0; l < 3; ++l)
+          __builtin_prefetch(p + l * 64);
+      }
+    if (i + Ahead < n)
+      for (Node *o : exprs[i + Ahead]->outputs())
+        o->prefetchForDelete();
+    if (forgetInputs)
+      exprs[i]->forgetInputsInternal();
+    delete exprs[i];
+  }
+}
+
 InternalGraph::InternalGraph(std::string name, std::string qualname)
     : name_(name), qualname_(qualname), ns_(std::move(name), std::move(qualname)) {}
 
@@ -33,12 +68,16 @@ InternalGraph::~InternalGraph() {
   // LIFO, so the next graph built from them gets its blocks in the order
   // this body had them (ascending when it was built in order), and its walks
   // read memory forwards.
-  for (Expr *e = last_; e;) {
-    Expr *p = e->prev_;
-    e->forgetInputsInternal();
-    delete e;
-    e = p;
+  std::vector<Expr *> body;
+  if (bodyIndexValid_) {
+    body = std::move(bodyIndex_);
+  } else {
+    body.reserve(size_);
+    for (Expr *e = first_; e; e = e->next_)
+      body.push_back(e);
   }
+  std::reverse(body.begin(), body.end());
+  deleteExprs(body, /*forgetInputs=*/true);
   for (auto &e : inputExprs_)
     e->forgetInputsInternal();
 }
@@ -113,6 +152,12 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   e->inBody_ = true;
   e->graph_ = this;
   ++size_;
+  if (bodyIndexValid_) {
+    if (before)
+      dropBodyIndex();
+    else
+      bodyIndex_.push_back(e);
+  }
   if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
     ga->indexInGraph_ = getAttrs_.size();
     getAttrs_.push_back(ga);
@@ -186,6 +231,12 @@ void InternalGraph::unlinkFromBody(Expr *e) {
   e->prev_ = e->next_ = nullptr;
   e->inBody_ = false;
   --size_;
+  if (bodyIndexValid_) {
+    if (!bodyIndex_.empty() && bodyIndex_.back() == e)
+      bodyIndex_.pop_back();
+    else
+      dropBodyIndex();
+  }
   if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
     GetAttr *last = getAttrs_.back();
     last->indexInGraph_ = ga->indexInGraph_;
@@ -552,12 +603,34 @@ static llvm::StringRef getAttrPath(const GetAttr &ga, llvm::StringRef qual) {
           qual.str(), oq.str(), ga.output(0)->str());
 }
 
+/// Calls `f` on each GetAttr of `gas` in order. Reading a GetAttr's path
+/// is a chain of three misses in a large graph (the expr, its output node,
+/// the node's qualname block); fetching each link a few GetAttrs ahead
+/// overlaps them.
+template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, F &&f) {
+  constexpr size_t Ahead = 4; // GetAttrs per stage
+  size_t n = gas.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 3 * Ahead < n)
+      __builtin_prefetch(gas[i + 3 * Ahead]);
+    if (i + 2 * Ahead < n && gas[i + 2 * Ahead]->numOutputs())
+      __builtin_prefetch(gas[i + 2 * Ahead]->output(0));
+    if (i + Ahead < n && gas[i + Ahead]->numOutputs())
+      gas[i + Ahead]->output(0)->sharedQualname().prefetch();
+    f(gas[i]);
+  }
+}
+
 std::vector<GetAttr *> InternalGraph::getAttrsInOrder() const {
   // Keys read once, in the list's order; the sort then stays in the cache.
   std::vector<std::pair<uint64_t, GetAttr *>> keyed;
   keyed.reserve(getAttrs_.size());
-  for (GetAttr *ga : getAttrs_)
-    keyed.emplace_back(ga->order_, ga);
+  constexpr size_t Ahead = 8;
+  for (size_t i = 0; i < getAttrs_.size(); ++i) {
+    if (i + Ahead < getAttrs_.size())
+      __builtin_prefetch(getAttrs_[i + Ahead]);
+    keyed.emplace_back(getAttrs_[i]->order_, getAttrs_[i]);
+  }
   auto byKey = [](const auto &a, const auto &b) { return a.first < b.first; };
   if (!std::is_sorted(keyed.begin(), keyed.end(), byKey))
     std::sort(keyed.begin(), keyed.end(), byKey);
@@ -575,13 +648,13 @@ void InternalGraph::checkGetAttrs() {
   bool selfChecked = false;
   checkedVersion_ = ~uint64_t(0);
   checkedGetAttrs_ = getAttrsInOrder();
-  for (GetAttr *ga : checkedGetAttrs_) {
+  forEachGetAttr(checkedGetAttrs_, [&](GetAttr *ga) {
     // A GetAttr to re-point needs `self` (mergeGetAttrs throws without).
     if (getAttrPath(*ga, qual) != ga->attrName() && !selfChecked) {
       (void)self();
       selfChecked = true;
     }
-  }
+  });
   checkedVersion_ = version_;
 }
 
@@ -623,39 +696,14 @@ bool InternalGraph::mergeGetAttrs() {
     std::vector<GetAttr *> getAttrs = std::move(checkedGetAttrs_);
     checkedGetAttrs_ = {};
     checkedVersion_ = ~uint64_t(0);
-    for (GetAttr *ga : getAttrs)
-      merge(ga);
+    forEachGetAttr(getAttrs, merge);
   } else {
     checkedGetAttrs_ = {};
     checkedVersion_ = ~uint64_t(0);
-    for (GetAttr *ga : getAttrsInOrder())
-      merge(ga);
+    forEachGetAttr(getAttrsInOrder(), merge);
   }
   mergedVersion_ = version_;
   return changed;
-}
-
-/// Lines below an expr that compile's sweep prefetches (see there).
-constexpr int SweepPrefetchLines = 8;
-
-/// Deletes exprs already unlinked from the body and from their inputs.
-/// Each deletion touches the expr, its output nodes and their names, which
-/// are cache misses in a large graph; fetching them a few exprs ahead lets
-/// the misses overlap instead of queueing one after the other.
-static void deleteExprs(llvm::ArrayRef<Expr *> exprs) {
-  constexpr size_t Ahead = 4; // exprs per stage
-  size_t n = exprs.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + 3 * Ahead < n)
-      __builtin_prefetch(exprs[i + 3 * Ahead]);
-    if (i + 2 * Ahead < n)
-      for (Node *o : exprs[i + 2 * Ahead]->outputs())
-        __builtin_prefetch(o);
-    if (i + Ahead < n)
-      for (Node *o : exprs[i + Ahead]->outputs())
-        o->prefetchForDelete();
-    delete exprs[i];
-  }
 }
 
 size_t InternalGraph::compile() {
@@ -666,9 +714,9 @@ size_t InternalGraph::compile() {
   // ordered body every user of an expr comes after it, so when the sweep
   // reaches an expr it knows whether a live expr uses it (its mark bit,
   // set by that user or by a graph output) and every dead user is already
-  // gone. No work list, no hash set: the sweep reads the exprs in memory
-  // order. Mark bits are set only on exprs the sweep has yet to reach and
-  // cleared when it reaches them, so they are false between calls.
+  // gone. No work list, no hash set. Mark bits are set only on exprs the
+  // sweep has yet to reach and cleared when it reaches them, so they are
+  // false between calls.
   auto markProducer = [this](const Node *n, uint64_t before) {
     Expr *p = n->expr();
     if (p && p->inBody_ && p->graph_ == this && p->order_ < before)
@@ -677,14 +725,8 @@ size_t InternalGraph::compile() {
   for (Node *o : outputs_)
     markProducer(o, ~uint64_t(0));
   std::vector<Expr *> dead;
-  for (Expr *e = last_; e;) {
-    Expr *prev = e->prev_;
-    // The pool carves a graph's objects from its slabs in creation order,
-    // so the exprs the sweep reaches next (and their nodes) mostly sit just
-    // below this one: fetch them now, so that the next steps do not each
-    // wait for memory (the walk is a chain of dependent loads otherwise).
-    for (int k = 1; k <= SweepPrefetchLines; ++k)
-      __builtin_prefetch(reinterpret_cast<const char *>(e) - k * 64);
+  /// Visits `e`; true when it stays.
+  auto visit = [&](Expr *e) {
     bool live = e->mark_ || e->disableRemove_;
     if (!live) {
       // Outputs still used: a user comes before its producer (a body that
@@ -702,8 +744,58 @@ size_t InternalGraph::compile() {
       e->dropAllInputs();
       dead.push_back(e);
     }
-    e = prev;
+    return live;
+  };
+  // The sweep is a chain of dependent loads (the expr, the nodes it uses,
+  // their producers), each a cache miss in a large graph. With the body
+  // index the exprs ahead are known: fetch each expr `2 * Ahead` steps
+  // early and what it uses `Ahead` steps early, so the misses overlap.
+  // Without it, fetch the memory just below the current expr, where the
+  // pool put the exprs created before it.
+  std::vector<Expr *> index;
+  bool indexed = bodyIndexValid_;
+  if (indexed)
+    index = std::move(bodyIndex_);
+  dropBodyIndex(); // unlinking below must not maintain it
+  if (indexed) {
+    constexpr size_t Ahead = 8;
+    size_t n = index.size(), kept = n;
+    for (size_t i = n; i-- > 0;) {
+      if (i >= 2 * Ahead) {
+        // The fields the sweep reads span the first ~200 bytes of an expr,
+        // whose blocks are 16-byte aligned: up to four lines.
+        const char *p = reinterpret_cast<const char *>(index[i - 2 * Ahead]);
+        for (int l = 0; l < 4; ++l)
+          __builtin_prefetch(p + l * 64);
+      }
+      if (i >= Ahead) {
+        const Expr *a = index[i - Ahead];
+        for (const Use &u : a->uses_)
+          __builtin_prefetch(u.get());
+        for (const Node *o : a->outputs_) {
+          __builtin_prefetch(o);
+          __builtin_prefetch(reinterpret_cast<const char *>(o) + 64);
+        }
+      }
+      Expr *e = index[i];
+      if (visit(e))
+        index[--kept] = e;
+    }
+    index.erase(index.begin(), index.begin() + ptrdiff_t(kept));
+  } else {
+    for (Expr *e = last_; e;) {
+      Expr *prev = e->prev_;
+      for (int k = 1; k <= SweepPrefetchLines; ++k)
+        __builtin_prefetch(reinterpret_cast<const char *>(e) - k * 64);
+      if (visit(e))
+        index.push_back(e);
+      e = prev;
+    }
+    std::reverse(index.begin(), index.end());
   }
+  // The survivors, in order: the body index from now on.
+  bodyIndex_ = std::move(index);
+  bodyIndexValid_ = true;
   deleteExprs(dead);
   size_t removed = dead.size();
   if (removed)

@@ -1,6 +1,7 @@
 //===- test_graph.cpp - Queries, filters and graph edits -----------------===//
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "Fixtures.h"
 
@@ -137,6 +138,91 @@ TEST_CASE("compile removes dead exprs but keeps disable_remove and its inputs", 
   CHECK(g.compile() == 2);
   CHECK(x->numUsers() == 1);
   checkVerified(*tm);
+}
+
+TEST_CASE("the body index follows every edit, and compile agrees with a naive liveness",
+          "[ir][graph]") {
+  // The graph keeps its body in an array while only appends happened (or
+  // since compile rebuilt it); the verifier compares it with the body list.
+  std::mt19937 rng(11);
+  for (int round = 0; round < 40; ++round) {
+    auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x"}});
+    InternalGraph &g = b.graph();
+    std::vector<Node *> vals = {b.arg(0)};
+    auto addOne = [&] {
+      Node *a = vals[rng() % vals.size()];
+      vals.push_back(rng() % 2 ? b.callFunction("relu", {a})
+                               : b.callMethod(a, "__add__", {vals[rng() % vals.size()]}));
+    };
+    for (int i = 0; i < 30; ++i)
+      addOne();
+    CHECK(g.bodyIndexInternal() != nullptr); // appends keep it
+    for (int step = 0; step < 25; ++step) {
+      switch (rng() % 5) {
+      case 0: { // insert in the middle (inputs defined before the point)
+        std::vector<Expr *> body(g.begin(), g.end());
+        Expr *at = body[rng() % body.size()];
+        g.setInsertionPoint(at);
+        Node *a = g.inputs()[1];
+        vals.push_back(b.callFunction("neg", {a}));
+        g.setInsertionPoint(nullptr);
+        break;
+      }
+      case 1: { // erase an expr nobody uses
+        std::vector<Expr *> unused;
+        for (Expr *e : g)
+          if (!e->output(0)->hasUsers() && e->output(0) != vals.back() &&
+              !llvm::is_contained(g.outputs(), e->output(0)))
+            unused.push_back(e);
+        if (!unused.empty()) {
+          Expr *e = unused[rng() % unused.size()];
+          vals.erase(std::find(vals.begin(), vals.end(), e->output(0)));
+          g.eraseExpr(e);
+        }
+        break;
+      }
+      case 2: // append
+        addOne();
+        break;
+      case 3: { // move an expr that reads only graph inputs to the front
+        for (Expr *e : g) {
+          bool onInputs = true;
+          for (size_t i = 0; i < e->numInputs(); ++i)
+            onInputs &= llvm::isa<Input>(e->input(i)->expr());
+          if (onInputs && e != g.front()) {
+            g.moveBefore(e, g.front());
+            break;
+          }
+        }
+        break;
+      }
+      case 4: { // compile against a naive liveness (everything the output needs)
+        b.setOutputs(vals.back());
+        std::set<const Expr *> live;
+        std::vector<const Node *> work = {vals.back()};
+        while (!work.empty()) {
+          const Node *n = work.back();
+          work.pop_back();
+          const Expr *e = n->expr();
+          if (!e || !e->inBody() || !live.insert(e).second)
+            continue;
+          for (size_t i = 0; i < e->numInputs(); ++i)
+            work.push_back(e->input(i));
+        }
+        size_t before = g.size();
+        CHECK(g.compile() == before - live.size());
+        CHECK(g.bodyIndexInternal() != nullptr);
+        CHECK(std::vector<Expr *>(g.begin(), g.end()) == *g.bodyIndexInternal());
+        vals.erase(std::remove_if(vals.begin() + 1, vals.end(),
+                                  [&](Node *n) { return !live.count(n->expr()); }),
+                   vals.end());
+        break;
+      }
+      }
+      checkVerified(*tm);
+    }
+  }
 }
 
 TEST_CASE("merge getattr: chains become dotted paths, duplicates merge", "[ir][graph]") {

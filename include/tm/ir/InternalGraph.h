@@ -270,6 +270,10 @@ public:
   /// plans compare it to know when to rebuild.
   uint64_t version() const { return version_; }
   void touch() { ++version_; }
+  /// The body index (see bodyIndex_), null when not kept; for the verifier.
+  const std::vector<Expr *> *bodyIndexInternal() const {
+    return bodyIndexValid_ ? &bodyIndex_ : nullptr;
+  }
 
 private:
   friend class iterator;
@@ -279,6 +283,10 @@ private:
   /// Takes `e` out of the body list (no version bump, no ownership change).
   void unlinkFromBody(Expr *e);
   void renumberOrder();
+  void dropBodyIndex() {
+    bodyIndexValid_ = false;
+    bodyIndex_ = {};
+  }
   TracedModule &topModule(const char *what) const;
 
   std::string name_, qualname_;
@@ -289,6 +297,13 @@ private:
   std::vector<std::unique_ptr<Expr>> inputExprs_; ///< owned Input exprs
   Expr *first_ = nullptr, *last_ = nullptr;
   size_t size_ = 0;
+  /// The body in order, while `bodyIndexValid_`: kept by appends (builders,
+  /// clones, parsers append), dropped by any other insertion or removal,
+  /// rebuilt by compile's sweep. Whole-body walks that find it valid read
+  /// exprs from an array and fetch them ahead instead of chasing `prev_`
+  /// one cache miss at a time.
+  std::vector<Expr *> bodyIndex_;
+  bool bodyIndexValid_ = true;
   Expr *insertBefore_ = nullptr;
   uint64_t version_ = 0;
   /// The body's GetAttrs as checkGetAttrs found them, valid while version_
