@@ -351,14 +351,14 @@ void measure(Topology topo, size_t sizeIdx, int reps, Table &table) {
       [](const TracedModule *m) { return m->cloneTraced(); }, noCheck);
 }
 
-/// Runs per measurement at `size`: small sizes are cheap and noisier, so
-/// they get more runs; a 1e6 run takes seconds.
+/// Runs per measurement at `size`; the figure is their minimum. Sizes
+/// compared by a growth factor get the same count below 1e6 (a minimum over
+/// more runs is lower in a noisy machine, which would bias the factor);
+/// a 1e6 run takes seconds, so it gets a third of them.
 int repsFor(size_t size, int reps) {
-  if (size <= Sizes[0])
-    return 3 * reps;
   if (size < Sizes[Size1e6])
-    return reps;
-  return std::max(1, reps / 3);
+    return 3 * reps;
+  return reps;
 }
 
 std::string cell(double v, const char *fmtSpec) {

@@ -92,8 +92,10 @@ double wallNow() {
       .count();
 }
 
-/// Runs per size: the minimum is kept (small sizes are noisier).
-int repsFor(size_t n) { return n <= 10000 ? 5 : n <= 100000 ? 3 : 1; }
+/// Runs per size, of which the minimum is kept: the same count below 1e6
+/// (a minimum over more runs is lower on a noisy machine, which would bias
+/// the growth factor), fewer at 1e6 where a run takes seconds.
+int repsFor(size_t n) { return n < 1000000 ? 7 : 3; }
 
 /// Overhead of running `pass` through a PassManager with default options
 /// on `m`, in us per run (min of 5 rounds of `reps`).

@@ -87,7 +87,7 @@ int main(int argc, char **argv) {
   for (size_t n = 10000; n <= maxSize; n *= 10) {
     auto tm = chain(n);
     std::string text;
-    int reps = n >= 1000000 ? 1 : n >= 100000 ? 3 : 9; // as tm-ir-bench: small sizes vary most
+    int reps = n >= 1000000 ? 3 : 9; // as tm-ir-bench: equal counts below 1e6
     // Results are kept until the timing ends, so no run frees the
     // previous one's text or module inside the timed region.
     std::vector<std::string> texts;
