@@ -610,9 +610,19 @@ static llvm::StringRef getAttrPath(const GetAttr &ga, llvm::StringRef qual) {
 template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, F &&f) {
   constexpr size_t Ahead = 4; // GetAttrs per stage
   size_t n = gas.size();
+  auto fetchExpr = [&](size_t k) {
+    // The kind, the outputs and the attribute name span the whole object.
+    const char *p = reinterpret_cast<const char *>(gas[k]);
+    for (size_t l = 0; l * 64 < sizeof(GetAttr) + 48; ++l)
+      __builtin_prefetch(p + l * 64);
+  };
+  // Most graphs have a few dozen GetAttrs: start the first stage for the
+  // head of the list at once rather than leave it to wait.
+  for (size_t k = 0; k < std::min(n, 3 * Ahead); ++k)
+    fetchExpr(k);
   for (size_t i = 0; i < n; ++i) {
     if (i + 3 * Ahead < n)
-      __builtin_prefetch(gas[i + 3 * Ahead]);
+      fetchExpr(i + 3 * Ahead);
     if (i + 2 * Ahead < n && gas[i + 2 * Ahead]->numOutputs())
       __builtin_prefetch(gas[i + 2 * Ahead]->output(0));
     if (i + Ahead < n && gas[i + Ahead]->numOutputs())
