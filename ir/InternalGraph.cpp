@@ -526,7 +526,28 @@ void InternalGraph::addOutputNode(Node *node) {
 ReplaceReport InternalGraph::replaceNode(
     llvm::ArrayRef<std::pair<Node *, Node *>> repl) {
   ReplaceReport report;
+  // Pairs are independent: fetch the nodes of the pairs ahead, and the
+  // producer and first user of those nearer, so a long list does not wait
+  // for memory pair by pair.
+  constexpr size_t Ahead = 4;
+  auto fetchNodes = [&](size_t k) {
+    __builtin_prefetch(repl[k].first);
+    __builtin_prefetch(repl[k].second);
+  };
+  auto fetchNeighbours = [&](size_t k) {
+    if (Node *o = repl[k].first; o && o->firstUse())
+      __builtin_prefetch(o->firstUse()->user());
+    if (Node *n = repl[k].second; n && n->expr())
+      __builtin_prefetch(n->expr());
+  };
+  for (size_t k = repl.size(); k-- > 0 && k + 2 * Ahead >= repl.size();)
+    fetchNodes(k);
   for (auto it = repl.rbegin(); it != repl.rend(); ++it) {
+    size_t k = size_t(repl.rend() - it) - 1; // index of *it
+    if (k >= 2 * Ahead)
+      fetchNodes(k - 2 * Ahead);
+    if (k >= Ahead)
+      fetchNeighbours(k - Ahead);
     Node *old = it->first, *nw = it->second;
     if (!old || !nw)
       raise("replace_node: null node");
