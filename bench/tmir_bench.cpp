@@ -49,9 +49,11 @@ struct Time {
 
 /// Best of `reps` runs (CPU and wall time, each its own minimum), each
 /// starting with cold caches (see BenchHeap.h).
-template <typename F> static Time best(int reps, F &&f) {
+/// `reset()` runs before each run, untimed (it frees the previous result).
+template <typename F, typename R> static Time best(int reps, F &&f, R &&reset) {
   Time t;
   for (int r = 0; r < reps; ++r) {
+    reset();
     flushCaches();
     auto w0 = std::chrono::steady_clock::now();
     double c0 = cpuNow();
@@ -88,28 +90,27 @@ int main(int argc, char **argv) {
     auto tm = chain(n);
     std::string text;
     int reps = n >= 1000000 ? 3 : 9; // as tm-ir-bench: equal counts below 1e6
-    // Results are kept until the timing ends, so no run frees the
-    // previous one's text or module inside the timed region.
-    std::vector<std::string> texts;
-    texts.reserve(reps);
-    Time tp = best(reps, [&] { texts.push_back(printTmir(*tm)); });
-    text = std::move(texts.back());
-    texts.clear();
+    // Each run's result is freed before the next run, outside the timed
+    // region (no run frees the previous one's text or module inside it,
+    // and the heap holds at most one result at a time).
+    Time tp = best(
+        reps, [&] { text = printTmir(*tm); }, [&] { text = std::string(); });
     tm.reset();
-    std::vector<std::unique_ptr<TracedModule>> parsed;
-    parsed.reserve(reps);
-    Time tq = best(reps, [&] {
-      auto r = parseTmir(text, "bench.tmir");
-      if (r.failed()) {
-        std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
-        std::exit(1);
-      }
-      parsed.push_back(std::move(*r));
-    });
+    std::unique_ptr<TracedModule> parsed;
+    Time tq = best(
+        reps,
+        [&] {
+          auto r = parseTmir(text, "bench.tmir");
+          if (r.failed()) {
+            std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
+            std::exit(1);
+          }
+          parsed = std::move(*r);
+        },
+        [&] { parsed.reset(); });
     double c0 = cpuNow();
-    parsed.pop_back();
+    parsed.reset();
     double freeMs = (cpuNow() - c0) * 1e3;
-    parsed.clear();
     double mb = double(text.size()) / 1e6;
     std::printf("%-8zu %7.1f | %9.1f %7.1f %7.1f | %9.1f %7.1f %7.1f | %8.1f\n", n, mb,
                 tp.cpu * 1e3, mb / tp.cpu, mb / tp.wall, tq.cpu * 1e3, mb / tq.cpu,
