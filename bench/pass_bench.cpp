@@ -143,16 +143,28 @@ int main(int argc, char **argv) {
               repsFor(10000), repsFor(100000), repsFor(1000000));
   std::printf("%-9s %9s %14s %14s %14s %14s\n", "exprs", "total", "flatten ns/e",
               "merge ns/e", "compile ns/e", "snapshot ns/e");
-  std::vector<std::array<double, 4>> rows;
+  std::vector<size_t> sizes;
+  for (size_t n = 10000; n <= maxSize; n *= 10)
+    sizes.push_back(n);
+  std::vector<std::array<double, 4>> rows(sizes.size());
+  std::vector<size_t> totals(sizes.size());
+  for (auto &row : rows)
+    row.fill(1e30);
   double maxWallShare = 0;
   bool ok = true;
-  for (size_t n = 10000; n <= maxSize; n *= 10) {
-    std::array<double, 4> best;
-    best.fill(1e30);
-    size_t total = 0;
-    for (int r = 0; r < repsFor(n); ++r) {
+  // Rounds, each running every size once (the 1e6 runs spread over them),
+  // so the sizes a growth factor compares are sampled in the same minutes
+  // of the shared machine (as tm-ir-bench).
+  int rounds = repsFor(sizes[0]);
+  for (int r = 0; r < rounds; ++r) {
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      size_t n = sizes[s];
+      int every = std::max(1, rounds / repsFor(n));
+      if (r % every != every / 2 || r / every >= repsFor(n))
+        continue;
+      std::array<double, 4> &best = rows[s];
       auto m = makeModule(n);
-      total = totalExprs(*m);
+      totals[s] = totalExprs(*m);
       // What a transactional run copies before a non-atomic pass.
       flushCaches();
       double c0 = cpuNow();
@@ -174,10 +186,14 @@ int main(int argc, char **argv) {
         maxWallShare = std::max(maxWallShare, wall / cpu);
       }
     }
-    std::printf("%-9zu %9zu %14.1f %14.1f %14.1f %14.1f\n", n, total, best[0] / total * 1e9,
-                best[1] / total * 1e9, best[2] / total * 1e9, best[3] / total * 1e9);
+  }
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    const std::array<double, 4> &best = rows[s];
+    size_t total = totals[s];
+    std::printf("%-9zu %9zu %14.1f %14.1f %14.1f %14.1f\n", sizes[s], total,
+                best[0] / total * 1e9, best[1] / total * 1e9, best[2] / total * 1e9,
+                best[3] / total * 1e9);
     ok &= best[1] / total * 1e9 < 50 && best[2] / total * 1e9 < 50;
-    rows.push_back(best);
   }
   for (size_t i = 1; i < rows.size(); ++i) {
     std::printf("growth x10 step %zu:", i);
