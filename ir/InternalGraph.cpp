@@ -23,9 +23,9 @@ std::string ReplaceReport::str() const {
   return out;
 }
 
-/// Lines below an expr that compile's sweep prefetches when the graph has
+/// Bytes below an expr that compile's sweep prefetches when the graph has
 /// no body index (see there).
-constexpr int SweepPrefetchLines = 8;
+constexpr size_t SweepPrefetchBytes = 512;
 
 /// Deletes exprs unlinked from the body, in the given order. They have
 /// dropped their inputs, or with `forgetInputs` (a whole graph being
@@ -37,18 +37,13 @@ static void deleteExprs(llvm::ArrayRef<Expr *> exprs, bool forgetInputs = false)
   constexpr size_t Ahead = 4; // exprs per stage
   size_t n = exprs.size();
   for (size_t i = 0; i < n; ++i) {
-    if (i + 3 * Ahead < n) {
-      // A destructor reads the whole expr (vtable, uses, outputs, TreeDefs).
-      const char *p = reinterpret_cast<const char *>(exprs[i + 3 * Ahead]);
-      for (int l = 0; l < 5; ++l)
-        __builtin_prefetch(p + l * 64);
-    }
+    // A destructor reads the whole expr (vtable, uses, outputs, TreeDefs)
+    // and node.
+    if (i + 3 * Ahead < n)
+      detail::prefetchBytes(exprs[i + 3 * Ahead], 320);
     if (i + 2 * Ahead < n)
-      for (Node *o : exprs[i + 2 * Ahead]->outputs()) {
-        const char *p = reinterpret_cast<const char *>(o);
-        for (int l = 0; l < 3; ++l)
-          __builtin_prefetch(p + l * 64);
-      }
+      for (Node *o : exprs[i + 2 * Ahead]->outputs())
+        detail::prefetchBytes(o, 192);
     if (i + Ahead < n)
       for (Node *o : exprs[i + Ahead]->outputs())
         o->prefetchForDelete();
@@ -632,10 +627,9 @@ template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, 
   constexpr size_t Ahead = 4; // GetAttrs per stage
   size_t n = gas.size();
   auto fetchExpr = [&](size_t k) {
-    // The kind, the outputs and the attribute name span the whole object.
-    const char *p = reinterpret_cast<const char *>(gas[k]);
-    for (size_t l = 0; l * 64 < sizeof(GetAttr) + 48; ++l)
-      __builtin_prefetch(p + l * 64);
+    // The kind, the outputs and the attribute name span the whole object
+    // (plus up to 48 bytes of a line it starts inside).
+    detail::prefetchBytes(gas[k], sizeof(GetAttr) + 48);
   };
   // Most graphs have a few dozen GetAttrs: start the first stage for the
   // head of the list at once rather than leave it to wait.
@@ -792,21 +786,16 @@ size_t InternalGraph::compile() {
     constexpr size_t Ahead = 8;
     size_t n = index.size(), kept = n;
     for (size_t i = n; i-- > 0;) {
-      if (i >= 2 * Ahead) {
-        // The fields the sweep reads span the first ~200 bytes of an expr,
-        // whose blocks are 16-byte aligned: up to four lines.
-        const char *p = reinterpret_cast<const char *>(index[i - 2 * Ahead]);
-        for (int l = 0; l < 4; ++l)
-          __builtin_prefetch(p + l * 64);
-      }
+      // The fields the sweep reads span the first ~200 bytes of an expr,
+      // whose blocks are 16-byte aligned: up to four lines.
+      if (i >= 2 * Ahead)
+        detail::prefetchBytes(index[i - 2 * Ahead], 256);
       if (i >= Ahead) {
         const Expr *a = index[i - Ahead];
         for (const Use &u : a->uses_)
           __builtin_prefetch(u.get());
-        for (const Node *o : a->outputs_) {
-          __builtin_prefetch(o);
-          __builtin_prefetch(reinterpret_cast<const char *>(o) + 64);
-        }
+        for (const Node *o : a->outputs_)
+          detail::prefetchBytes(o, 128);
       }
       Expr *e = index[i];
       if (visit(e))
@@ -816,8 +805,8 @@ size_t InternalGraph::compile() {
   } else {
     for (Expr *e = last_; e;) {
       Expr *prev = e->prev_;
-      for (int k = 1; k <= SweepPrefetchLines; ++k)
-        __builtin_prefetch(reinterpret_cast<const char *>(e) - k * 64);
+      detail::prefetchBytes(reinterpret_cast<const char *>(e) - SweepPrefetchBytes,
+                            SweepPrefetchBytes);
       if (visit(e))
         index.push_back(e);
       e = prev;

@@ -31,6 +31,7 @@
 #include "tm/ir/Filter.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/ir/Node.h"
+#include "tm/ir/Pool.h"
 #include "tm/ir/TreeDef.h"
 
 namespace tmg {
@@ -298,11 +299,8 @@ private:
   /// Starts loading the expr at body position `k` when the body index is
   /// kept (a walk over a large graph is otherwise one miss per expr).
   void prefetchBodyAt(size_t k) const {
-    if (bodyIndexValid_ && k < bodyIndex_.size()) {
-      const char *p = reinterpret_cast<const char *>(bodyIndex_[k]);
-      for (int l = 0; l < 4; ++l)
-        __builtin_prefetch(p + l * 64);
-    }
+    if (bodyIndexValid_ && k < bodyIndex_.size())
+      detail::prefetchBytes(bodyIndex_[k], 256);
   }
   void dropBodyIndex() {
     bodyIndexValid_ = false;
