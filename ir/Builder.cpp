@@ -169,19 +169,92 @@ Node *GraphBuilder::constant(std::unique_ptr<Module> m, llvm::StringRef name) {
   return out;
 }
 
+namespace {
+
+/// Binding positional-only calls, cached. With no keyword arguments, the
+/// argument TreeDef of a call depends only on the schema and the TreeDefs
+/// of the given arguments (a node leaf, a constant, a tuple...): a graph
+/// makes thousands of `add(x, y)` and `relu(x)`, and each would otherwise
+/// bind parameters and build and intern three TreeDefs. A small
+/// direct-mapped per-thread cache, keyed by the schema and the identity of
+/// the given TreeDefs (an entry holds them, so an identity cannot be
+/// reused for another structure while the entry lives).
+struct BindCache {
+  static constexpr size_t MaxArgs = 6, Slots = 128;
+  struct Entry {
+    const OpSchema *schema = nullptr;
+    size_t n = 0;
+    TreeDef given[MaxArgs];
+    TreeDef result;
+  };
+  Entry slots[Slots];
+};
+
+BindCache &bindCache() {
+  static thread_local BindCache cache;
+  return cache;
+}
+
+/// `((given..., defaults...), {keyword-only defaults})`, or the error
+/// Python raises for the call.
+TreeDef bindPositional(const OpSchema &s, llvm::ArrayRef<TreeDef> given) {
+  llvm::ArrayRef<uint32_t> positional = s.positionalParams();
+  std::vector<TreeDef> pos;
+  pos.reserve(std::max(positional.size(), given.size()));
+  for (size_t i = 0; i < positional.size(); ++i) {
+    const OpParam &p = s.params()[positional[i]];
+    if (i < given.size())
+      pos.push_back(given[i]);
+    else if (p.hasDefault)
+      pos.push_back(p.defaultValue);
+    else
+      raise("{}() missing required argument '{}'", s.printName().str(), p.name);
+  }
+  if (given.size() > positional.size()) {
+    if (s.variadicParam() < 0)
+      raise("{}() takes {} positional arguments but {} were given",
+            s.printName().str(), positional.size(), given.size());
+    pos.insert(pos.end(), given.begin() + positional.size(), given.end());
+  }
+  std::vector<std::pair<Scalar, TreeDef>> kw;
+  for (uint32_t k : s.keywordOnlyParams()) {
+    const OpParam &p = s.params()[k];
+    if (!p.hasDefault)
+      raise("{}() missing required keyword argument '{}'", s.printName().str(), p.name);
+    kw.emplace_back(Scalar(p.name), p.defaultValue);
+  }
+  return makeArgDef(std::move(pos), std::move(kw));
+}
+
+} // namespace
+
 TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
                                 std::vector<KwArg> &kwargs, bool isMethod,
                                 std::vector<Node *> &nodes) {
   (void)isMethod;
-  std::vector<const OpParam *> positional, kwOnly;
-  const OpParam *variadic = nullptr;
-  for (const OpParam &p : s.params()) {
-    if (p.variadic)
-      variadic = &p;
-    else if (p.keywordOnly)
-      kwOnly.push_back(&p);
-    else
-      positional.push_back(&p);
+  if (kwargs.empty() && args.size() <= BindCache::MaxArgs) {
+    // Without keywords the nodes flatten in argument order.
+    TreeDef given[BindCache::MaxArgs];
+    const size_t n = args.size();
+    uint64_t h = uint64_t(reinterpret_cast<uintptr_t>(&s)) ^ n;
+    for (size_t i = 0; i < n; ++i) {
+      given[i] = args[i].flatten(nodes);
+      h = (h ^ uint64_t(reinterpret_cast<uintptr_t>(given[i].identity()))) *
+          0x9E3779B97F4A7C15ull;
+    }
+    BindCache::Entry &e = bindCache().slots[(h >> 32) % BindCache::Slots];
+    bool hit = e.schema == &s && e.n == n;
+    for (size_t i = 0; hit && i < n; ++i)
+      hit = e.given[i].identity() == given[i].identity();
+    if (hit)
+      return e.result;
+    TreeDef r = bindPositional(s, llvm::ArrayRef<TreeDef>(given, n));
+    e.schema = &s;
+    e.n = n;
+    for (size_t i = 0; i < n; ++i)
+      e.given[i] = std::move(given[i]);
+    e.result = r;
+    return r;
   }
   auto takeKw = [&](const std::string &name) -> std::optional<Arg> {
     for (auto it = kwargs.begin(); it != kwargs.end(); ++it)
@@ -192,9 +265,10 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
       }
     return std::nullopt;
   };
+  llvm::ArrayRef<uint32_t> positional = s.positionalParams();
   std::vector<TreeDef> pos;
   for (size_t i = 0; i < positional.size(); ++i) {
-    const OpParam &p = *positional[i];
+    const OpParam &p = s.params()[positional[i]];
     if (i < args.size()) {
       for (const auto &kw : kwargs)
         if (kw.first == p.name)
@@ -210,7 +284,7 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
     }
   }
   if (args.size() > positional.size()) {
-    if (!variadic)
+    if (s.variadicParam() < 0)
       raise("{}() takes {} positional arguments but {} were given",
             s.printName().str(), positional.size(), args.size());
     for (size_t i = positional.size(); i < args.size(); ++i)
@@ -218,17 +292,15 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
   }
   std::vector<std::pair<Scalar, TreeDef>> kw;
   // Keyword-only parameters, in sorted key order for the node order.
-  std::vector<const OpParam *> sortedKw = kwOnly;
-  std::stable_sort(sortedKw.begin(), sortedKw.end(),
-                   [](const OpParam *a, const OpParam *b) { return a->name < b->name; });
-  for (const OpParam *p : sortedKw) {
-    if (auto a = takeKw(p->name))
-      kw.emplace_back(Scalar(p->name), a->flatten(nodes));
-    else if (p->hasDefault)
-      kw.emplace_back(Scalar(p->name), p->defaultValue);
+  for (uint32_t k : s.keywordOnlyParams()) {
+    const OpParam &p = s.params()[k];
+    if (auto a = takeKw(p.name))
+      kw.emplace_back(Scalar(p.name), a->flatten(nodes));
+    else if (p.hasDefault)
+      kw.emplace_back(Scalar(p.name), p.defaultValue);
     else
       raise("{}() missing required keyword argument '{}'", s.printName().str(),
-            p->name);
+            p.name);
   }
   if (!kwargs.empty())
     raise("{}() got an unexpected keyword argument '{}'", s.printName().str(),

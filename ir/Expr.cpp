@@ -288,58 +288,59 @@ std::string ArgRef::str() const {
 }
 
 /// Positional tuple and kwargs dict of an expr's arg TreeDef.
-static bool splitArgDef(const std::optional<TreeDef> &d, TreeDef &pos,
-                        TreeDef &kw) {
+/// The (positional, keyword) halves of an argument TreeDef, without copies.
+static bool splitArgDef(const std::optional<TreeDef> &d, const TreeDef *&pos,
+                        const TreeDef *&kw) {
   if (!d || d->kind() != TreeDef::Kind::Tuple || d->numChildren() != 2)
     return false;
-  pos = d->child(0);
-  kw = d->child(1);
+  pos = &d->child(0);
+  kw = &d->child(1);
   return true;
 }
 
 size_t Expr::numArgs() const {
-  TreeDef pos, kw;
+  const TreeDef *pos, *kw;
   if (!splitArgDef(argDef_, pos, kw))
     return numInputs();
-  return pos.numChildren();
+  return pos->numChildren();
 }
 
 ArgRef Expr::arg(size_t i) const {
-  TreeDef pos, kw;
+  const TreeDef *pos, *kw;
   if (!splitArgDef(argDef_, pos, kw)) {
     if (i >= numInputs())
       raise("expr %{}: argument {} out of range", id_, i);
     return ArgRef{this, TreeDef(), i};
   }
-  if (i >= pos.numChildren())
+  if (i >= pos->numChildren())
     raise("expr %{}: argument {} out of range ({} positional arguments)", id_,
-          i, pos.numChildren());
+          i, pos->numChildren());
   size_t leaf = 0;
   for (size_t j = 0; j < i; ++j)
-    leaf += pos.child(j).numLeaves();
-  return ArgRef{this, pos.child(i), leaf};
+    leaf += pos->child(j).numLeaves();
+  return ArgRef{this, pos->child(i), leaf};
 }
 
 std::optional<ArgRef> Expr::kwarg(llvm::StringRef name) const {
-  TreeDef pos, kw;
-  if (!splitArgDef(argDef_, pos, kw))
+  const TreeDef *pos, *kw;
+  if (!splitArgDef(argDef_, pos, kw) || kw->numChildren() == 0)
     return std::nullopt;
-  int64_t k = kw.findKey(Scalar(name.str()));
+  int64_t k = kw->findStringKey(name);
   if (k < 0)
     return std::nullopt;
-  size_t leaf = pos.numLeaves();
+  size_t leaf = pos->numLeaves();
   for (int64_t j = 0; j < k; ++j)
-    leaf += kw.child(j).numLeaves();
-  return ArgRef{this, kw.child(k), leaf};
+    leaf += kw->child(j).numLeaves();
+  return ArgRef{this, kw->child(k), leaf};
 }
 
 std::vector<std::string> Expr::kwargNames() const {
-  TreeDef pos, kw;
+  const TreeDef *pos, *kw;
   std::vector<std::string> out;
   if (!splitArgDef(argDef_, pos, kw))
     return out;
-  for (size_t i = 0; i < kw.numChildren(); ++i)
-    out.push_back(kw.key(i).str());
+  for (size_t i = 0; i < kw->numChildren(); ++i)
+    out.push_back(kw->key(i).str());
   return out;
 }
 
@@ -349,16 +350,34 @@ std::optional<ArgRef> Expr::namedArg(llvm::StringRef name) const {
     s = &cf->func();
   else if (auto *cm = llvm::dyn_cast<CallMethod>(this))
     s = cm->methodSchema();
-  if (auto kw = kwarg(name))
-    return kw;
+  const TreeDef *pos, *kw;
+  if (!splitArgDef(argDef_, pos, kw)) {
+    // No argument TreeDef: the inputs are the positional arguments.
+    int64_t idx = s ? s->paramIndex(name) : -1;
+    if (idx < 0 || s->params()[idx].keywordOnly || s->params()[idx].variadic ||
+        size_t(idx) >= numInputs())
+      return std::nullopt;
+    return ArgRef{this, TreeDef(), size_t(idx)};
+  }
+  // Shape inference asks for arguments by name on every created expr: one
+  // split of the TreeDef, the keyword dict searched only when non-empty.
+  if (kw->numChildren() != 0)
+    if (int64_t k = kw->findStringKey(name); k >= 0) {
+      size_t leaf = pos->numLeaves();
+      for (int64_t j = 0; j < k; ++j)
+        leaf += kw->child(j).numLeaves();
+      return ArgRef{this, kw->child(k), leaf};
+    }
   if (!s)
     return std::nullopt;
   int64_t idx = s->paramIndex(name);
-  if (idx < 0 || s->params()[idx].keywordOnly || s->params()[idx].variadic)
+  if (idx < 0 || s->params()[idx].keywordOnly || s->params()[idx].variadic ||
+      size_t(idx) >= pos->numChildren())
     return std::nullopt;
-  if (size_t(idx) >= numArgs())
-    return std::nullopt;
-  return arg(size_t(idx));
+  size_t leaf = 0;
+  for (int64_t j = 0; j < idx; ++j)
+    leaf += pos->child(j).numLeaves();
+  return ArgRef{this, pos->child(idx), leaf};
 }
 
 //===----------------------------------------------------------------------===//

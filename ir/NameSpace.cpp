@@ -93,29 +93,30 @@ bool getSuffixName(llvm::StringRef prefix, llvm::StringRef name,
   return false;
 }
 
-static std::string sanitize(llvm::StringRef raw) {
+/// The reference's sanitising: `raw` itself when it is already a clean
+/// identifier (no copy), else the cleaned text written into `buf`.
+static llvm::StringRef sanitize(llvm::StringRef raw, llvm::SmallVectorImpl<char> &buf) {
   bool clean = !raw.empty() && !std::isdigit((unsigned char)raw[0]);
   for (char c : raw)
     clean &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
              c == '_';
   if (clean)
-    return raw.str();
-  std::string out;
-  out.reserve(raw.size() + 1);
+    return raw;
+  buf.clear();
   bool inRun = false;
   for (char c : raw) {
     bool ok = std::isalnum((unsigned char)c) || c == '_';
     if (ok) {
-      out += c;
+      buf.push_back(c);
       inRun = false;
     } else if (!inRun) {
-      out += '_';
+      buf.push_back('_');
       inRun = true;
     }
   }
-  if (!out.empty() && std::isdigit((unsigned char)out[0]))
-    out.insert(out.begin(), '_');
-  return out;
+  if (!buf.empty() && std::isdigit((unsigned char)buf[0]))
+    buf.insert(buf.begin(), '_');
+  return llvm::StringRef(buf.data(), buf.size());
 }
 
 namespace {
@@ -199,26 +200,33 @@ void NameSpace::take(llvm::StringRef n) {
 }
 
 std::string NameSpace::createUniqueName(llvm::StringRef raw) {
+  llvm::SmallString<64> out;
+  return createUniqueName(raw, out).str();
+}
+
+llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
+                                            llvm::SmallVectorImpl<char> &out) {
   if (raw.empty())
     raise("cannot create a unique name from an empty name in graph '{}'",
           name_);
-  std::string name = sanitize(raw);
+  llvm::SmallString<64> cleanBuf;
+  llvm::StringRef name = sanitize(raw, cleanBuf);
   if (!isUsed(name) && !isReservedName(name)) {
     take(name);
-    return name;
+    out.assign(name.begin(), name.end());
+    return llvm::StringRef(out.data(), out.size());
   }
   // Split "base_<digits>" as the reference's regex (.*)_(\d+)$ does.
-  llvm::StringRef ref(name);
-  llvm::StringRef base = ref;
+  llvm::StringRef base = name;
   uint64_t num = 0;
-  size_t us = ref.rfind('_');
-  if (us != llvm::StringRef::npos && us + 1 < ref.size()) {
-    llvm::StringRef digits = ref.drop_front(us + 1);
+  size_t us = name.rfind('_');
+  if (us != llvm::StringRef::npos && us + 1 < name.size()) {
+    llvm::StringRef digits = name.drop_front(us + 1);
     bool allDigits = true;
     for (char c : digits)
       allDigits &= bool(std::isdigit((unsigned char)c));
     if (allDigits && !digits.getAsInteger(10, num))
-      base = ref.take_front(us);
+      base = name.take_front(us);
     else
       num = 0;
   }
@@ -227,27 +235,25 @@ std::string NameSpace::createUniqueName(llvm::StringRef raw) {
   uint64_t start = num + 1;
   uint64_t k = start;
   auto it = counted_.find(base);
-  llvm::SmallString<64> buf;
   if (it != counted_.end() && it->second.holes == 0) {
     Counter &c = it->second;
     if (start <= c.next) {
       // base_(next) is free (the invariants: used_ holds no base_k with
       // k <= next, no hole of base, and reserved names end in a letter):
       // taken without a lookup.
-      std::string out = countedName(buf, base, c.next).str();
+      llvm::StringRef r = countedName(out, base, c.next);
       extend(c, base);
-      return out;
+      return r;
     }
   }
   llvm::StringRef cand;
   for (;; ++k) {
-    cand = countedName(buf, base, k);
+    cand = countedName(out, base, k);
     if (!isUsed(cand) && !isReservedName(cand))
       break;
   }
-  std::string out = cand.str();
-  take(out);
-  return out;
+  take(cand);
+  return cand;
 }
 
 void NameSpace::release(llvm::StringRef n) {
@@ -305,57 +311,82 @@ void NameSpace::merge(const NameSpace &other) {
   other.forEachUsedName([&](llvm::StringRef n) { reserve(n); });
 }
 
-static std::string stripUnderscores(llvm::StringRef s) {
-  return s.trim('_').str();
-}
 
 void NameSpace::autoNameOutputs(Expr &e) {
-  std::string name, qualname;
+  // Runs for every created expr: the names are built in stack buffers.
+  llvm::SmallString<64> name, qualname, key, unique;
   bool addSuffix = true;
+  auto keyedQualname = [&](llvm::StringRef prefix, llvm::StringRef what) {
+    key = prefix;
+    key += what;
+    llvm::StringRef k = createUniqueName(key, unique);
+    qualname = qualname_;
+    qualname += ".[";
+    qualname += k;
+    qualname += "]";
+  };
   if (auto *cm = llvm::dyn_cast<CallMethod>(&e)) {
     if (cm->isModuleCall()) {
       Node *callNode = e.input(0);
-      qualname = callNode->qualname().str() + ".[out]";
+      qualname = callNode->qualname();
+      qualname += ".[out]";
       name = callNode->name();
     } else {
-      name = stripUnderscores(cm->method());
-      qualname = qualname_ + ".[" + createUniqueName("method_" + name) + "]";
+      name = cm->method().trim('_');
+      keyedQualname("method_", name);
     }
   } else if (auto *cf = llvm::dyn_cast<CallFunction>(&e)) {
-    name = cf->func().name().str();
-    qualname = qualname_ + ".[" + createUniqueName("func_" + name) + "]";
+    name = cf->func().name();
+    keyedQualname("func_", name);
   } else if (auto *ap = llvm::dyn_cast<Apply>(&e)) {
     name = llvm::StringRef(ap->opdef().name()).lower();
-    qualname = qualname_ + ".[" + createUniqueName("def_" + name) + "]";
+    keyedQualname("def_", name);
   } else if (auto *ga = llvm::dyn_cast<GetAttr>(&e)) {
-    qualname = e.input(0)->qualname().str() + "." + ga->attrName();
-    if (!getSuffixName(qualname_, qualname, name))
+    qualname = e.input(0)->qualname();
+    qualname += ".";
+    qualname += ga->attrName();
+    std::string suffix;
+    if (!getSuffixName(qualname_, qualname, suffix))
       raiseAt(Location::atExpr(e.id()),
               "getattr qualname '{}' is not under graph qualname '{}'",
-              qualname, qualname_);
+              qualname.str().str(), qualname_);
+    name = suffix;
     addSuffix = false;
   } else if (auto *c = llvm::dyn_cast<Constant>(&e)) {
     if (!c->name().empty())
       name = c->name();
     else if (c->isTensor())
       name = "const_tensor";
-    else
-      name = "const_" + llvm::StringRef(c->module()->typeName()).lower();
-    qualname = qualname_ + ".[" + name + "]";
+    else {
+      name = "const_";
+      name += llvm::StringRef(c->module()->typeName()).lower();
+    }
+    qualname = qualname_;
+    qualname += ".[";
+    qualname += name;
+    qualname += "]";
     addSuffix = false;
   } else if (auto *in = llvm::dyn_cast<Input>(&e)) {
     name = in->name();
-    qualname = qualname_ + ".[" + name + "]";
+    qualname = qualname_;
+    qualname += ".[";
+    qualname += name;
+    qualname += "]";
     addSuffix = false;
   }
-  SharedString sharedQual(qualname); // one block for all outputs
+  SharedString sharedQual(qualname.str()); // one block for all outputs
   for (Node *n : e.outputs()) {
-    std::string cur = !n->name().empty() ? n->name().str()
-                      : addSuffix        ? name + "_out"
-                                         : name;
+    llvm::SmallString<64> cur;
+    if (!n->name().empty())
+      cur = n->name();
+    else {
+      cur = name;
+      if (addSuffix)
+        cur += "_out";
+    }
     if (cur.empty())
       cur = "_";
-    n->setNameInternal(createUniqueName(cur));
+    n->setNameInternal(SharedString(createUniqueName(cur, unique)));
     if (n->qualname().empty())
       n->setQualname(sharedQual);
   }

@@ -1,6 +1,7 @@
 //===- OpSchema.cpp - The op schema registry ------------------------------===//
 #include "tm/ir/OpSchema.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <deque>
@@ -235,6 +236,7 @@ OpRegistry::OpRegistry() : impl_(new Impl) {
     s.printName_ = c == OpClass::Function ? std::string(mod) + "." + name
                                           : std::string(name);
     s.params_ = parseParams(splitSpecs(params), name);
+    s.indexParams();
     impl_->schemas.push_back(std::move(s));
     const OpSchema *p = &impl_->schemas.back();
     impl_->byKind.push_back(p);
@@ -308,6 +310,7 @@ const OpSchema &OpRegistry::registerFunction(llvm::StringRef module,
   s.printName_ = printName;
   s.traits_ = traits;
   s.params_ = std::move(ps);
+  s.indexParams();
   impl_->schemas.push_back(std::move(s));
   const OpSchema *p = &impl_->schemas.back();
   impl_->functions[printName] = p;
@@ -337,6 +340,7 @@ const OpSchema &OpRegistry::registerMethod(llvm::StringRef name,
   s.printName_ = name.str();
   s.traits_ = traits;
   s.params_ = std::move(ps);
+  s.indexParams();
   impl_->schemas.push_back(std::move(s));
   const OpSchema *p = &impl_->schemas.back();
   impl_->methods[p->name()] = p;
@@ -349,6 +353,23 @@ std::vector<const OpSchema *> OpRegistry::all() const {
   for (const auto &s : impl_->schemas)
     out.push_back(&s);
   return out;
+}
+
+void OpSchema::indexParams() {
+  positional_.clear();
+  keywordOnly_.clear();
+  variadic_ = -1;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    if (params_[i].variadic)
+      variadic_ = int64_t(i);
+    else if (params_[i].keywordOnly)
+      keywordOnly_.push_back(uint32_t(i));
+    else
+      positional_.push_back(uint32_t(i));
+  }
+  std::stable_sort(keywordOnly_.begin(), keywordOnly_.end(), [&](uint32_t a, uint32_t b) {
+    return params_[a].name < params_[b].name;
+  });
 }
 
 int64_t OpSchema::paramIndex(llvm::StringRef name) const {

@@ -89,22 +89,22 @@ public:
   explicit Rules(const Expr &e) : e_(e) {}
 
   [[noreturn]] void fail(const std::string &msg) const {
-    raiseAt(Location::atExpr(e_.id()), "{}: {}", name_, msg);
+    raiseAt(Location::atExpr(e_.id()), "{}: {}", name_.str(), msg);
   }
 
   Types run() {
     if (auto *cf = llvm::dyn_cast<CallFunction>(&e_)) {
-      name_ = cf->func().printName().str();
+      name_ = cf->func().printName();
       return op(cf->func().kind());
     }
     if (auto *cm = llvm::dyn_cast<CallMethod>(&e_)) {
       if (cm->isModuleCall())
         return moduleCall(*cm);
-      name_ = cm->method().str();
+      name_ = cm->method();
       return op(cm->methodSchema()->kind());
     }
     if (auto *ap = llvm::dyn_cast<Apply>(&e_)) {
-      name_ = ap->opdef().name().str();
+      name_ = ap->opdef().name();
       if (ap->opdef().kind() == OpKind::GetVarShape && e_.numInputs() == 1)
         if (auto *t = llvm::dyn_cast<TensorNode>(e_.input(0)); t && t->shape())
           return one(Shape{int64_t(t->shape()->size())}, DType::Int32);
@@ -175,8 +175,8 @@ private:
 
   Types binary(bool toBool, bool toFloat) const {
     std::optional<Operand> a, b;
-    if (arg("self")) {
-      a = operand(arg("self"));
+    if (auto self = arg("self")) {
+      a = operand(self);
       b = operand(arg("value"));
     } else {
       a = operand(arg("x"));
@@ -984,7 +984,7 @@ private:
     Module *m = mn ? mn->owner() : nullptr;
     if (!m || !m->isBuiltin() || cm.numArgs() < 2)
       return std::nullopt;
-    name_ = m->typeName().str();
+    name_ = m->typeName();
     ArgRef a = cm.arg(1);
     auto x = operand(a);
     auto val = [&](const char *n) { return m->value(n) ? *m->value(n) : TreeDef(); };
@@ -1047,7 +1047,9 @@ private:
   }
 
   const Expr &e_;
-  std::string name_;
+  /// What failures name (the op); refers to a schema or module type, which
+  /// outlive the inference.
+  llvm::StringRef name_;
 };
 
 } // namespace

@@ -204,17 +204,26 @@ bool Scalar::operator<(const Scalar &o) const {
   }
 }
 
+/// Combines hashes in order (asymmetric). TreeDefs are hashed on every
+/// creation, so this is a multiply-xorshift step rather than
+/// llvm::hash_combine (~100 instructions per call).
+static inline size_t mixHash(uint64_t a, uint64_t b) {
+  uint64_t x = (a * 0x9E3779B97F4A7C15ull) ^ b;
+  x *= 0xBF58476D1CE4E5B9ull;
+  return size_t(x ^ (x >> 31));
+}
+
 size_t Scalar::hash() const {
   switch (kind()) {
-  case Kind::Bool: return llvm::hash_combine(1, getBool());
-  case Kind::Int: return llvm::hash_combine(2, getInt());
+  case Kind::Bool: return mixHash(1, getBool());
+  case Kind::Int: return mixHash(2, uint64_t(getInt()));
   case Kind::Float: {
     double d = getFloat();
     uint64_t bits;
     std::memcpy(&bits, &d, 8);
-    return llvm::hash_combine(3, bits);
+    return mixHash(3, bits);
   }
-  case Kind::String: return llvm::hash_combine(4, llvm::hash_value(getString()));
+  case Kind::String: return mixHash(4, llvm::hash_value(getString()));
   default: return size_t(kind()) * 0x9E3779B97F4A7C15ull;
   }
 }
@@ -238,7 +247,7 @@ static std::shared_ptr<const TreeDef::Impl> tensorLeafImpl() {
     auto i = std::make_shared<TreeDef::Impl>();
     i->kind = TreeDef::Kind::Leaf;
     i->numLeaves = 1;
-    i->hash = llvm::hash_combine(0, 0);
+    i->hash = mixHash(0, 0);
     return i;
   }();
   return impl;
@@ -273,14 +282,14 @@ TreeDef TreeDef::leaf(LeafType t) {
   i.kind = Kind::Leaf;
   i.leafType = t;
   i.numLeaves = 1;
-  i.hash = llvm::hash_combine(0, 1);
+  i.hash = mixHash(0, 1);
   return intern(std::move(i));
 }
 
 TreeDef TreeDef::constant(Scalar v) {
   Impl i;
   i.kind = Kind::Const;
-  i.hash = llvm::hash_combine(1, v.hash());
+  i.hash = mixHash(1, v.hash());
   i.value = std::move(v);
   return intern(std::move(i));
 }
@@ -289,12 +298,12 @@ static TreeDef::Impl makeContainer(TreeDef::Kind k, std::vector<TreeDef> childre
                                    std::vector<Scalar> keys) {
   TreeDef::Impl i;
   i.kind = k;
-  size_t h = llvm::hash_combine(10, int(k));
+  size_t h = mixHash(10, uint64_t(k));
   for (size_t c = 0; c < children.size(); ++c) {
     i.numLeaves += children[c].numLeaves();
-    h = llvm::hash_combine(h, children[c].hash());
+    h = mixHash(h, children[c].hash());
     if (!keys.empty())
-      h = llvm::hash_combine(h, keys[c].hash());
+      h = mixHash(h, keys[c].hash());
   }
   i.hash = h;
   i.children = std::move(children);
@@ -362,6 +371,12 @@ const Scalar &TreeDef::key(size_t i) const { return impl_->keys.at(i); }
 int64_t TreeDef::findKey(const Scalar &k) const {
   for (size_t i = 0; i < impl_->keys.size(); ++i)
     if (impl_->keys[i] == k)
+      return int64_t(i);
+  return -1;
+}
+int64_t TreeDef::findStringKey(llvm::StringRef k) const {
+  for (size_t i = 0; i < impl_->keys.size(); ++i)
+    if (impl_->keys[i].isString() && impl_->keys[i].getString() == k)
       return int64_t(i);
   return -1;
 }

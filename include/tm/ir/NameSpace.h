@@ -13,6 +13,7 @@
 
 #include <string>
 
+#include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/StringMap.h>
 #include <llvm/ADT/StringRef.h>
 #include <llvm/ADT/STLFunctionalExtras.h>
@@ -63,6 +64,10 @@ public:
   /// Returns a sanitised, unused, non-reserved name and reserves it. Throws
   /// tmg::Error for an empty name.
   std::string createUniqueName(llvm::StringRef name);
+  /// The same, written into `buf` (no allocation for names of up to its
+  /// inline size); returns the name, valid while `buf` is. `name` must not
+  /// point into `buf`.
+  llvm::StringRef createUniqueName(llvm::StringRef name, llvm::SmallVectorImpl<char> &buf);
   bool isUsed(llvm::StringRef name) const;
   /// Reserves `name` as is (no sanitising). No-op when used.
   void reserve(llvm::StringRef name) {

@@ -78,9 +78,20 @@ public:
   llvm::ArrayRef<OpParam> params() const { return params_; }
   /// Index of parameter `name`, or -1.
   int64_t paramIndex(llvm::StringRef name) const;
+  /// The parameters by role, computed once at registration (argument
+  /// binding runs for every expr a builder creates): the positional ones in
+  /// order, the keyword-only ones sorted by name (the order their nodes are
+  /// flattened in), and the index of `*args` (-1 when there is none).
+  llvm::ArrayRef<uint32_t> positionalParams() const { return positional_; }
+  llvm::ArrayRef<uint32_t> keywordOnlyParams() const { return keywordOnly_; }
+  int64_t variadicParam() const { return variadic_; }
 
 private:
   friend class OpRegistry;
+  /// Fills the role lists from params_.
+  void indexParams();
+  std::vector<uint32_t> positional_, keywordOnly_;
+  int64_t variadic_ = -1;
   OpKind kind_ = OpKind::Custom;
   OpClass class_ = OpClass::Function;
   std::string name_, module_, printName_;

@@ -23,6 +23,7 @@
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/StringRef.h>
+#include <llvm/ADT/StringRef.h>
 
 namespace tmg {
 
@@ -132,6 +133,8 @@ public:
   const Scalar &key(size_t i) const;
   /// Index of the child with key `k`, or -1.
   int64_t findKey(const Scalar &k) const;
+  /// Index of the child whose key is the string `k`, or -1 (no allocation).
+  int64_t findStringKey(llvm::StringRef k) const;
   /// Number of node leaves (constants excluded).
   size_t numLeaves() const;
   /// Leaf types of the node leaves in flattening order.
@@ -140,6 +143,9 @@ public:
   bool operator==(const TreeDef &o) const;
   bool operator!=(const TreeDef &o) const { return !(*this == o); }
   size_t hash() const;
+  /// The shared structure this TreeDef refers to: equal identities mean
+  /// equal TreeDefs (not conversely). For caches keyed by TreeDefs they keep.
+  const void *identity() const { return impl_.get(); }
 
   /// Structure with leaf placeholders: `((Module, Tensor, 1), {})`.
   std::string str() const;
