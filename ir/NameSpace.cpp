@@ -211,6 +211,12 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
           name_);
   llvm::SmallString<64> cleanBuf;
   llvm::StringRef name = sanitize(raw, cleanBuf);
+  HotName &hot = hot_.slot(name);
+  if (hot.c && hot.c->holes == 0 && hot.name == name) {
+    llvm::StringRef r = countedName(out, name, hot.c->next);
+    extend(*hot.c, name);
+    return r;
+  }
   if (!isUsed(name) && !isReservedName(name)) {
     take(name);
     out.assign(name.begin(), name.end());
@@ -241,6 +247,10 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
       // base_(next) is free (the invariants: used_ holds no base_k with
       // k <= next, no hole of base, and reserved names end in a letter):
       // taken without a lookup.
+      if (base.size() == name.size()) { // no counter suffix: cache it
+        hot.name = name;
+        hot.c = &c;
+      }
       llvm::StringRef r = countedName(out, base, c.next);
       extend(c, base);
       return r;
@@ -257,6 +267,7 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
 }
 
 void NameSpace::release(llvm::StringRef n) {
+  hot_.clear();
   llvm::StringRef base;
   uint64_t k = 0;
   bool counted = splitCounted(n, base, k);

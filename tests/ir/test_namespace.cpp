@@ -65,6 +65,34 @@ TEST_CASE("incremental unique names equal the reference's on random streams", "[
   }
 }
 
+TEST_CASE("a copied namespace continues like the original (recent-name cache)",
+          "[ir][namespace]") {
+  // The namespace remembers the counters of recently bumped base names; a
+  // copy must not keep pointers into the original's tables, and more base
+  // names than the cache holds must cycle through it correctly.
+  std::mt19937 rng(11);
+  const char *bases[] = {"add_out", "method_add", "relu_out", "func_relu", "clip_out",
+                         "func_clip", "mul_out", "method_mul", "sub_out", "method_sub",
+                         "x", "x_2"};
+  NameSpace fast("g", "G");
+  NaiveNameSpace naive;
+  for (int i = 0; i < 2000; ++i) {
+    std::string n = bases[rng() % (i < 1000 ? 4 : sizeof(bases) / sizeof(*bases))];
+    REQUIRE(fast.createUniqueName(n) == naive.create(n));
+    if (i % 500 == 499) {
+      auto copy = std::make_unique<NameSpace>(fast);
+      NaiveNameSpace naiveCopy = naive;
+      fast = NameSpace("h", "H"); // the original's tables are gone
+      for (int j = 0; j < 50; ++j) {
+        std::string m = bases[rng() % 4];
+        REQUIRE(copy->createUniqueName(m) == naiveCopy.create(m));
+      }
+      fast = *copy;
+      naive = naiveCopy;
+    }
+  }
+}
+
 TEST_CASE("many equal names cost O(1) each", "[ir][namespace]") {
   NameSpace ns("g", "G");
   std::string last;

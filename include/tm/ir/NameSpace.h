@@ -125,6 +125,40 @@ private:
   NameSet used_;
   llvm::StringMap<Counter, NameArena> counted_;
   NameSet holes_;
+
+  // The base names bumped last ("relu_out", "func_relu"): a name cached
+  // here is in used_, ends in no counter suffix and has the counter `c`
+  // (entries of counted_ are never erased and do not move), so its next
+  // unique name is name_(c->next) without the two hash lookups. release()
+  // clears the cache; copies and moves of a namespace start with it empty.
+  struct HotName {
+    llvm::SmallString<24> name;
+    Counter *c = nullptr;
+  };
+  struct HotNames {
+    static constexpr size_t Size = 8;
+    HotName e[Size];
+    HotNames() = default;
+    HotNames(const HotNames &) {}
+    HotNames &operator=(const HotNames &) {
+      clear();
+      return *this;
+    }
+    void clear() {
+      for (HotName &h : e)
+        h.c = nullptr;
+    }
+    /// The entry of `n`, or the one to replace (round robin): fully
+    /// associative, as a graph cycles through a few base names at a time.
+    HotName &slot(llvm::StringRef n) {
+      for (HotName &h : e)
+        if (h.c && h.name.size() == n.size() && h.name == n)
+          return h;
+      return e[next++ % Size];
+    }
+    size_t next = 0;
+  };
+  HotNames hot_;
 };
 
 } // namespace tmg
