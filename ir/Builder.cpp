@@ -308,15 +308,14 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
   return makeArgDef(std::move(pos), std::move(kw));
 }
 
-void GraphBuilder::addOutputs(Expr &e, size_t n,
-                              const std::vector<OutputType> &types) {
+void GraphBuilder::addOutputs(Expr &e, size_t n, std::vector<OutputType> types) {
   if (!types.empty() && types.size() != n)
     raise("expr %{}: {} output types given for {} outputs", e.id(),
           types.size(), n);
   for (size_t i = 0; i < n; ++i) {
     TensorNode *o = g_->newTensorOutput(e);
     if (!types.empty()) {
-      o->setShape(types[i].shape);
+      o->setShape(std::move(types[i].shape));
       if (types[i].dtype) {
         o->setDType(*types[i].dtype);
         o->setHasDType(true);
@@ -343,7 +342,7 @@ void GraphBuilder::finishCall(Expr &e, size_t n, std::vector<OutputType> types) 
         types = std::move(*inferred);
       }
     }
-    addOutputs(e, n, types);
+    addOutputs(e, n, std::move(types));
   } catch (const Error &) {
     e.dropAllInputs();
     g_->removeExpr(&e).reset();
@@ -551,7 +550,7 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
       }
       subTypes.push_back(t);
     }
-    addOutputs(*e, sub->outputs().size(), subTypes);
+    addOutputs(*e, sub->outputs().size(), std::move(subTypes));
     e->setOutDef(outDef);
   } else {
     raise("module call: '{}' ({}) is neither builtin nor traced",

@@ -115,7 +115,11 @@ public:
 
 private:
   Types one(std::optional<Shape> s, std::optional<DType> t) const {
-    return std::vector<TensorType>{TensorType{std::move(s), t}};
+    // Not an initializer list: that would copy the shape once more.
+    std::vector<TensorType> v;
+    v.reserve(1);
+    v.push_back(TensorType{std::move(s), t});
+    return v;
   }
 
   std::optional<ArgRef> arg(llvm::StringRef name) const { return e_.namedArg(name); }

@@ -179,7 +179,7 @@ private:
   TreeDef normalize(const OpSchema &schema, std::vector<Arg> &args,
                     std::vector<KwArg> &kwargs, bool isMethod,
                     std::vector<Node *> &nodes);
-  void addOutputs(Expr &e, size_t n, const std::vector<OutputType> &types);
+  void addOutputs(Expr &e, size_t n, std::vector<OutputType> types);
   /// Gives `e` `n` outputs typed by `types` or, when empty, by inference;
   /// on a type error, erases `e` (the graph is left as it was) and throws.
   void finishCall(Expr &e, size_t n, std::vector<OutputType> types);
