@@ -352,3 +352,42 @@ TEST_CASE("reset_ids renumbers recursively after edits", "[ir][graph]") {
   checkIds(*tm);
   checkVerified(*tm);
 }
+
+TEST_CASE("argument binding: positional calls (cached per call shape) agree with keyword calls",
+          "[ir][builder]") {
+  // Positional-only calls take a per-thread cache keyed by the schema and
+  // the given arguments' TreeDefs; keyword calls bind from scratch. Both
+  // must give the same argument TreeDef and node order, hits and misses
+  // alike, and the same errors.
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(
+      *tm, {{"x", Shape{2, 3}}, {"y", Shape{2, 3}}, {"z", Shape{1, 2, 6, 6}}, {"w", Shape{3, 2, 1, 1}}});
+  Node *x = b.arg(0), *y = b.arg(1), *z = b.arg(2), *w = b.arg(3);
+  std::mt19937 rng(3);
+  for (int i = 0; i < 300; ++i) {
+    int64_t lo = int64_t(rng() % 3), hi = lo + int64_t(rng() % 3);
+    Node *p = b.callFunction("clip", {x, lo, hi});
+    Node *k = b.callFunction("clip", {x}, {{"upper", hi}, {"lower", lo}});
+    REQUIRE(*p->expr()->argDef() == *k->expr()->argDef());
+    CHECK(p->expr()->str().substr(p->expr()->str().find('=')) ==
+          k->expr()->str().substr(k->expr()->str().find('=')));
+    Node *s1 = b.callFunction("sum", {p, int64_t(i % 2)});
+    Node *s2 = b.callFunction("sum", {p}, {{"axis", int64_t(i % 2)}});
+    REQUIRE(*s1->expr()->argDef() == *s2->expr()->argDef());
+    // Node leaves of two different nodes, in argument order.
+    Node *a = b.callMethod(i % 2 ? x : y, "__add__", {i % 2 ? y : x});
+    REQUIRE(a->expr()->numInputs() == 2);
+    CHECK(a->expr()->input(0) == (i % 2 ? x : y));
+    CHECK(a->expr()->input(1) == (i % 2 ? y : x));
+    // A tuple argument and the defaults after it.
+    Node *c = b.callFunction("conv2d", {z, w, Arg::none(), Arg::ints({1, int64_t(i % 3 + 1)})});
+    Node *c2 = b.callFunction("conv2d", {z, w},
+                              {{"stride", Arg::ints({1, int64_t(i % 3 + 1)})}});
+    REQUIRE(*c->expr()->argDef() == *c2->expr()->argDef());
+    // Errors are raised on hits of the same schema as on misses.
+    CHECK_THROWS_WITH(b.callFunction("relu", {x, y}),
+                      Catch::Contains("takes 1 positional arguments but 2 were given"));
+    CHECK_THROWS_WITH(b.callFunction("conv2d", {z}),
+                      Catch::Contains("missing required argument 'weight'"));
+  }
+}
