@@ -195,33 +195,45 @@ BindCache &bindCache() {
   return cache;
 }
 
-/// `((given..., defaults...), {keyword-only defaults})`, or the error
-/// Python raises for the call.
-TreeDef bindPositional(const OpSchema &s, llvm::ArrayRef<TreeDef> given) {
-  llvm::ArrayRef<uint32_t> positional = s.positionalParams();
+/// Binds a call to the parameters of `s` as Python does, for `n`
+/// positional arguments: `positional(i)` gives the TreeDef of argument i
+/// and `keyword(name)` that of a keyword argument (or nullopt), each
+/// flattening its nodes when called, in parameter order. Returns
+/// `((positional...), {keyword-only...})`, defaults filled in, or raises
+/// the error Python raises for the call.
+template <class Positional, class Keyword>
+TreeDef bindArgs(const OpSchema &s, size_t n, Positional &&positional, Keyword &&keyword) {
+  llvm::ArrayRef<uint32_t> params = s.positionalParams();
   std::vector<TreeDef> pos;
-  pos.reserve(std::max(positional.size(), given.size()));
-  for (size_t i = 0; i < positional.size(); ++i) {
-    const OpParam &p = s.params()[positional[i]];
-    if (i < given.size())
-      pos.push_back(given[i]);
+  pos.reserve(std::max(params.size(), n));
+  for (size_t i = 0; i < params.size(); ++i) {
+    const OpParam &p = s.params()[params[i]];
+    if (i < n)
+      pos.push_back(positional(i));
+    else if (std::optional<TreeDef> a = keyword(p.name))
+      pos.push_back(std::move(*a));
     else if (p.hasDefault)
       pos.push_back(p.defaultValue);
     else
       raise("{}() missing required argument '{}'", s.printName().str(), p.name);
   }
-  if (given.size() > positional.size()) {
+  if (n > params.size()) {
     if (s.variadicParam() < 0)
       raise("{}() takes {} positional arguments but {} were given",
-            s.printName().str(), positional.size(), given.size());
-    pos.insert(pos.end(), given.begin() + positional.size(), given.end());
+            s.printName().str(), params.size(), n);
+    for (size_t i = params.size(); i < n; ++i)
+      pos.push_back(positional(i));
   }
+  // Keyword-only parameters, in sorted key order for the node order.
   std::vector<std::pair<Scalar, TreeDef>> kw;
   for (uint32_t k : s.keywordOnlyParams()) {
     const OpParam &p = s.params()[k];
-    if (!p.hasDefault)
+    if (std::optional<TreeDef> a = keyword(p.name))
+      kw.emplace_back(Scalar(p.name), std::move(*a));
+    else if (p.hasDefault)
+      kw.emplace_back(Scalar(p.name), p.defaultValue);
+    else
       raise("{}() missing required keyword argument '{}'", s.printName().str(), p.name);
-    kw.emplace_back(Scalar(p.name), p.defaultValue);
   }
   return makeArgDef(std::move(pos), std::move(kw));
 }
@@ -248,7 +260,9 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
       hit = e.given[i].identity() == given[i].identity();
     if (hit)
       return e.result;
-    TreeDef r = bindPositional(s, llvm::ArrayRef<TreeDef>(given, n));
+    TreeDef r = bindArgs(
+        s, n, [&](size_t i) { return given[i]; },
+        [](const std::string &) { return std::optional<TreeDef>(); });
     e.schema = &s;
     e.n = n;
     for (size_t i = 0; i < n; ++i)
@@ -256,56 +270,29 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
     e.result = r;
     return r;
   }
-  auto takeKw = [&](const std::string &name) -> std::optional<Arg> {
+  auto positional = [&](size_t i) {
+    if (i < s.positionalParams().size()) {
+      const std::string &name = s.params()[s.positionalParams()[i]].name;
+      for (const auto &kw : kwargs)
+        if (kw.first == name)
+          raise("{}() got multiple values for argument '{}'", s.printName().str(), name);
+    }
+    return args[i].flatten(nodes);
+  };
+  auto keyword = [&](const std::string &name) -> std::optional<TreeDef> {
     for (auto it = kwargs.begin(); it != kwargs.end(); ++it)
       if (it->first == name) {
         Arg a = std::move(it->second);
         kwargs.erase(it);
-        return a;
+        return a.flatten(nodes);
       }
     return std::nullopt;
   };
-  llvm::ArrayRef<uint32_t> positional = s.positionalParams();
-  std::vector<TreeDef> pos;
-  for (size_t i = 0; i < positional.size(); ++i) {
-    const OpParam &p = s.params()[positional[i]];
-    if (i < args.size()) {
-      for (const auto &kw : kwargs)
-        if (kw.first == p.name)
-          raise("{}() got multiple values for argument '{}'",
-                s.printName().str(), p.name);
-      pos.push_back(args[i].flatten(nodes));
-    } else if (auto a = takeKw(p.name)) {
-      pos.push_back(a->flatten(nodes));
-    } else if (p.hasDefault) {
-      pos.push_back(p.defaultValue);
-    } else {
-      raise("{}() missing required argument '{}'", s.printName().str(), p.name);
-    }
-  }
-  if (args.size() > positional.size()) {
-    if (s.variadicParam() < 0)
-      raise("{}() takes {} positional arguments but {} were given",
-            s.printName().str(), positional.size(), args.size());
-    for (size_t i = positional.size(); i < args.size(); ++i)
-      pos.push_back(args[i].flatten(nodes));
-  }
-  std::vector<std::pair<Scalar, TreeDef>> kw;
-  // Keyword-only parameters, in sorted key order for the node order.
-  for (uint32_t k : s.keywordOnlyParams()) {
-    const OpParam &p = s.params()[k];
-    if (auto a = takeKw(p.name))
-      kw.emplace_back(Scalar(p.name), a->flatten(nodes));
-    else if (p.hasDefault)
-      kw.emplace_back(Scalar(p.name), p.defaultValue);
-    else
-      raise("{}() missing required keyword argument '{}'", s.printName().str(),
-            p.name);
-  }
+  TreeDef def = bindArgs(s, args.size(), positional, keyword);
   if (!kwargs.empty())
     raise("{}() got an unexpected keyword argument '{}'", s.printName().str(),
           kwargs.front().first);
-  return makeArgDef(std::move(pos), std::move(kw));
+  return def;
 }
 
 void GraphBuilder::addOutputs(Expr &e, size_t n, std::vector<OutputType> types) {
