@@ -327,14 +327,17 @@ void NameSpace::autoNameOutputs(Expr &e) {
   // Runs for every created expr: the names are built in stack buffers.
   llvm::SmallString<64> name, qualname, key, unique;
   bool addSuffix = true;
+  // "<graph qualname>.[<what>]".
+  auto bracketed = [&](llvm::StringRef what) {
+    qualname = qualname_;
+    qualname += ".[";
+    qualname += what;
+    qualname += "]";
+  };
   auto keyedQualname = [&](llvm::StringRef prefix, llvm::StringRef what) {
     key = prefix;
     key += what;
-    llvm::StringRef k = createUniqueName(key, unique);
-    qualname = qualname_;
-    qualname += ".[";
-    qualname += k;
-    qualname += "]";
+    bracketed(createUniqueName(key, unique));
   };
   if (auto *cm = llvm::dyn_cast<CallMethod>(&e)) {
     if (cm->isModuleCall()) {
@@ -372,17 +375,11 @@ void NameSpace::autoNameOutputs(Expr &e) {
       name = "const_";
       name += llvm::StringRef(c->module()->typeName()).lower();
     }
-    qualname = qualname_;
-    qualname += ".[";
-    qualname += name;
-    qualname += "]";
+    bracketed(name);
     addSuffix = false;
   } else if (auto *in = llvm::dyn_cast<Input>(&e)) {
     name = in->name();
-    qualname = qualname_;
-    qualname += ".[";
-    qualname += name;
-    qualname += "]";
+    bracketed(name);
     addSuffix = false;
   }
   SharedString sharedQual(qualname.str()); // one block for all outputs

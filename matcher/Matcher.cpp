@@ -637,7 +637,7 @@ struct MatchImpl {
           s.node = e->input(lf);
         found = true;
       } else if (kw) {
-        int64_t ki = kw->findKey(Scalar(kwp.name));
+        int64_t ki = kw->findStringKey(kwp.name);
         if (ki >= 0) {
           size_t lf = pos ? pos->numLeaves() : 0;
           for (int64_t j = 0; j < ki; ++j)
