@@ -749,8 +749,9 @@ size_t InternalGraph::compile() {
   };
   for (Node *o : outputs_)
     markProducer(o, ~uint64_t(0));
-  std::vector<Expr *> dead;
-  /// Visits `e`; true when it stays.
+  size_t removed = 0;
+  /// Visits `e`; true when it stays. A dead expr is deleted at once, while
+  /// the sweep has it in the cache (its users are gone: they come after it).
   auto visit = [&](Expr *e) {
     bool live = e->mark_ || e->disableRemove_;
     if (!live) {
@@ -767,7 +768,8 @@ size_t InternalGraph::compile() {
     } else {
       unlinkFromBody(e);
       e->dropAllInputs();
-      dead.push_back(e);
+      delete e;
+      ++removed;
     }
     return live;
   };
@@ -797,6 +799,15 @@ size_t InternalGraph::compile() {
         for (const Node *o : a->outputs_)
           detail::prefetchBytes(o, 128);
       }
+      // The mark of the expr Ahead / 2 steps ahead is final unless one of
+      // its users lies between it and here: when it looks dead, fetch what
+      // deleting it touches (a wrong guess costs one fetch).
+      if (i >= Ahead / 2) {
+        const Expr *a = index[i - Ahead / 2];
+        if (!a->mark_ && !a->disableRemove_)
+          for (const Node *o : a->outputs_)
+            o->prefetchForDelete();
+      }
       Expr *e = index[i];
       if (visit(e))
         index[--kept] = e;
@@ -816,8 +827,6 @@ size_t InternalGraph::compile() {
   // The survivors, in order: the body index from now on.
   bodyIndex_ = std::move(index);
   bodyIndexValid_ = true;
-  deleteExprs(dead);
-  size_t removed = dead.size();
   if (removed)
     touch();
   // Removing dead exprs keeps the getattrs merged (a merged duplicate has
