@@ -156,6 +156,8 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
     ga->indexInGraph_ = getAttrs_.size();
     getAttrs_.push_back(ga);
+    // Appended to the body, it comes after every other GetAttr.
+    getAttrsSorted_ &= before == nullptr;
   }
   touch();
   uint64_t lo = prev ? prev->order_ : 0;
@@ -234,8 +236,11 @@ void InternalGraph::unlinkFromBody(Expr *e) {
   }
   if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
     GetAttr *last = getAttrs_.back();
-    last->indexInGraph_ = ga->indexInGraph_;
-    getAttrs_[ga->indexInGraph_] = last;
+    if (last != ga) {
+      last->indexInGraph_ = ga->indexInGraph_;
+      getAttrs_[ga->indexInGraph_] = last;
+      getAttrsSorted_ = false;
+    }
     getAttrs_.pop_back();
   }
 }
@@ -646,41 +651,60 @@ template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, 
   }
 }
 
-std::vector<GetAttr *> InternalGraph::getAttrsInOrder() const {
+void InternalGraph::sortGetAttrs() {
+  if (getAttrsSorted_)
+    return;
   // Keys read once, in the list's order; the sort then stays in the cache.
   std::vector<std::pair<uint64_t, GetAttr *>> keyed;
   keyed.reserve(getAttrs_.size());
   constexpr size_t Ahead = 8;
   for (size_t i = 0; i < getAttrs_.size(); ++i) {
     if (i + Ahead < getAttrs_.size())
-      __builtin_prefetch(getAttrs_[i + Ahead]);
+      __builtin_prefetch(&getAttrs_[i + Ahead]->order_);
     keyed.emplace_back(getAttrs_[i]->order_, getAttrs_[i]);
   }
   auto byKey = [](const auto &a, const auto &b) { return a.first < b.first; };
-  if (!std::is_sorted(keyed.begin(), keyed.end(), byKey))
-    std::sort(keyed.begin(), keyed.end(), byKey);
-  std::vector<GetAttr *> out;
-  out.reserve(keyed.size());
-  for (const auto &k : keyed)
-    out.push_back(k.second);
-  return out;
+  std::sort(keyed.begin(), keyed.end(), byKey);
+  for (size_t i = 0; i < keyed.size(); ++i) {
+    getAttrs_[i] = keyed[i].second;
+    getAttrs_[i]->indexInGraph_ = i;
+  }
+  getAttrsSorted_ = true;
+}
+
+void InternalGraph::planGetAttrMerge() {
+  planVersion_ = ~uint64_t(0);
+  mergePlan_.clear();
+  sortGetAttrs();
+  llvm::StringMap<Node *> seen;
+  llvm::StringRef qual = qualname_;
+  bool selfChecked = false;
+  forEachGetAttr(getAttrs_, [&](GetAttr *ga) {
+    Node *out = ga->output(0);
+    llvm::StringRef attr = getAttrPath(*ga, qual);
+    auto [it, inserted] = seen.try_emplace(attr, out);
+    if (!inserted) {
+      // A duplicate: its users move to the first GetAttr of the path.
+      if (it->second != out && out->hasUsers())
+        mergePlan_.push_back({ga, out, it->second, {}});
+      return;
+    }
+    if (attr != ga->attrName()) {
+      // Re-pointing at self needs self (throws without).
+      if (!selfChecked) {
+        (void)self();
+        selfChecked = true;
+      }
+      mergePlan_.push_back({ga, out, nullptr, attr});
+    }
+  });
+  planVersion_ = version_;
 }
 
 void InternalGraph::checkGetAttrs() {
-  llvm::StringRef qual = qualname_;
-  if (getAttrs_.empty() || mergedVersion_ == version_)
+  if (getAttrs_.empty() || mergedVersion_ == version_ || planVersion_ == version_)
     return;
-  bool selfChecked = false;
-  checkedVersion_ = ~uint64_t(0);
-  checkedGetAttrs_ = getAttrsInOrder();
-  forEachGetAttr(checkedGetAttrs_, [&](GetAttr *ga) {
-    // A GetAttr to re-point needs `self` (mergeGetAttrs throws without).
-    if (getAttrPath(*ga, qual) != ga->attrName() && !selfChecked) {
-      (void)self();
-      selfChecked = true;
-    }
-  });
-  checkedVersion_ = version_;
+  planGetAttrMerge();
 }
 
 bool InternalGraph::mergeGetAttrs() {
@@ -688,47 +712,41 @@ bool InternalGraph::mergeGetAttrs() {
     mergedVersion_ = version_;
     return false;
   }
-  bool changed = false;
-  llvm::StringMap<Node *> seen;
+  // Plan first (a failure changes nothing), unless checkGetAttrs just did.
+  if (planVersion_ != version_)
+    planGetAttrMerge();
+  std::vector<GetAttrMergeStep> plan = std::move(mergePlan_);
+  mergePlan_ = {};
+  planVersion_ = ~uint64_t(0);
   ModuleNode *selfNode = nullptr;
-  llvm::StringRef qual = qualname_;
-  auto merge = [&](GetAttr *ga) {
-    Node *out = ga->output(0);
-    llvm::StringRef attr = getAttrPath(*ga, qual);
-    auto [it, inserted] = seen.try_emplace(attr, out);
-    if (!inserted) {
-      Node *base = it->second;
-      if (base == out || !out->hasUsers())
-        return;
+  // Moving a use touches the duplicate's output node, its first use (a slot
+  // of the user expr) and the user; fetch them a few steps ahead, each
+  // link one stage after the one it is read from.
+  constexpr size_t Ahead = 4;
+  size_t n = plan.size();
+  for (size_t i = 0; i < n; ++i) {
+    if (i + 3 * Ahead < n)
+      __builtin_prefetch(plan[i + 3 * Ahead].out);
+    if (i + 2 * Ahead < n)
+      if (Use *u = plan[i + 2 * Ahead].out->firstUse())
+        __builtin_prefetch(u);
+    if (i + Ahead < n)
+      if (Use *u = plan[i + Ahead].out->firstUse())
+        __builtin_prefetch(u->user());
+    const GetAttrMergeStep &st = plan[i];
+    if (st.base) {
       // Rewire every use; replaceUse unlinks the use from `out`.
-      while (Use *u = out->firstUse())
-        u->user()->replaceUse(u, base);
-      changed = true;
-      return;
-    }
-    if (attr != ga->attrName()) {
+      while (Use *u = st.out->firstUse())
+        u->user()->replaceUse(u, st.base);
+    } else {
       if (!selfNode)
         selfNode = self();
-      ga->setAttrName(attr.str());
-      ga->setInput(0, selfNode);
-      changed = true;
+      st.ga->setAttrName(st.path.str());
+      st.ga->setInput(0, selfNode);
     }
-  };
-  // The GetAttrs in body order: those checkGetAttrs collected when nothing
-  // was inserted or removed since (a pass checked every graph first), else
-  // the graph's GetAttr list sorted by order key (not a walk of the body).
-  if (checkedVersion_ == version_) {
-    std::vector<GetAttr *> getAttrs = std::move(checkedGetAttrs_);
-    checkedGetAttrs_ = {};
-    checkedVersion_ = ~uint64_t(0);
-    forEachGetAttr(getAttrs, merge);
-  } else {
-    checkedGetAttrs_ = {};
-    checkedVersion_ = ~uint64_t(0);
-    forEachGetAttr(getAttrsInOrder(), merge);
   }
   mergedVersion_ = version_;
-  return changed;
+  return n != 0;
 }
 
 size_t InternalGraph::compile() {

@@ -255,13 +255,14 @@ public:
   /// the graph has no GetAttr or did not change since the last merge.
   bool mergeGetAttrs();
   /// Throws the tmg::Error mergeGetAttrs would throw (a GetAttr whose
-  /// qualname is not under the graph's), without changing anything; one walk
-  /// of the body. Passes call it on every graph before they change any, so
-  /// that they fail atomically. It remembers the GetAttrs it found: a
-  /// mergeGetAttrs (or compile) before the next structural change visits
-  /// only them instead of walking the body again. Free on a graph without
-  /// GetAttrs or unchanged since its last merge. (Not const: it fills that
-  /// cache, so it must not run concurrently with other uses of the graph.)
+  /// qualname is not under the graph's), without changing anything: it
+  /// plans the merge (one walk of the GetAttrs, not of the body). Passes call
+  /// it on every graph before they change any, so that they fail
+  /// atomically. A mergeGetAttrs (or compile) before the next structural
+  /// change applies the plan, touching only the GetAttrs that change. Free
+  /// on a graph without GetAttrs or unchanged since its last merge. (Not
+  /// const: it keeps the plan, so it must not run concurrently with other
+  /// uses of the graph.)
   void checkGetAttrs();
   /// mergeGetAttrs, then removes every expr that no output depends on,
   /// keeping `disable_remove` exprs and their producers. Returns the number
@@ -325,15 +326,32 @@ private:
   bool bodyIndexValid_ = true;
   Expr *insertBefore_ = nullptr;
   uint64_t version_ = 0;
-  /// The body's GetAttrs as checkGetAttrs found them, valid while version_
-  /// equals checkedVersion_ (inserting or removing exprs moves it).
-  std::vector<GetAttr *> checkedGetAttrs_;
-  uint64_t checkedVersion_ = ~uint64_t(0);
-  /// The GetAttr exprs of the body, in no particular order (each knows its
-  /// index): the getattr merge visits them, not the whole body.
+  /// One change of the getattr merge: the users of `out` (the output of a
+  /// duplicate GetAttr) move to `base`, or, when `base` is null, `ga` is
+  /// re-pointed at self with the attribute path `path` (a view of its
+  /// output's qualname).
+  struct GetAttrMergeStep {
+    GetAttr *ga;
+    Node *out;
+    Node *base;
+    llvm::StringRef path;
+  };
+  /// Plans the getattr merge into mergePlan_ (throws, changing nothing, on
+  /// a bad qualname or a missing self).
+  void planGetAttrMerge();
+  /// The plan of the merge, valid while version_ equals planVersion_ (any
+  /// structural change, qualnames included, moves version_).
+  std::vector<GetAttrMergeStep> mergePlan_;
+  uint64_t planVersion_ = ~uint64_t(0);
+  /// The GetAttr exprs of the body (each knows its index): the getattr
+  /// merge visits them, not the whole body. In body order while
+  /// getAttrsSorted_: appending to the body and removing the last GetAttr
+  /// keep it, other insertions and removals clear it.
   std::vector<GetAttr *> getAttrs_;
-  /// getAttrs_ in body order.
-  std::vector<GetAttr *> getAttrsInOrder() const;
+  bool getAttrsSorted_ = true;
+  /// Puts getAttrs_ in body order (reads each GetAttr's order key unless
+  /// it is already).
+  void sortGetAttrs();
   /// version_ when mergeGetAttrs last completed: the merge is idempotent,
   /// so until the graph changes (qualnames and attribute paths included)
   /// there is nothing to check or merge.
