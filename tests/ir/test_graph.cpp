@@ -262,6 +262,68 @@ TEST_CASE("merge getattr: chains become dotted paths, duplicates merge", "[ir][g
                                            Catch::Contains("is not a prefix"));
 }
 
+TEST_CASE("merge getattr: the first GetAttr in body order wins, a failure changes nothing",
+          "[ir][graph]") {
+  auto m = std::make_unique<Module>("Net");
+  m->registerParameter("w", Tensor::zeros({2}));
+  m->registerParameter("v", Tensor::zeros({2}));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  InternalGraph &g = b.graph();
+
+  SECTION("duplicates inserted before the originals") {
+    Node *w1 = b.getAttr(b.self(), "w");
+    Node *s = b.callMethod(b.arg(0), "__add__", {w1});
+    Node *v1 = b.getAttr(b.self(), "v");
+    Node *t = b.callMethod(s, "__mul__", {v1});
+    b.setOutputs(t);
+    // They come first in the body, so the originals' users move to them.
+    g.setInsertionPointAfter(nullptr);
+    Node *w0 = b.getAttr(b.self(), "w");
+    g.setInsertionPointAfter(w1->expr());
+    Node *v0 = b.getAttr(b.self(), "v");
+    g.setInsertionPoint(nullptr);
+    CHECK(g.mergeGetAttrs());
+    CHECK(!w1->hasUsers());
+    CHECK(!v1->hasUsers());
+    CHECK(s->expr()->input(1) == w0);
+    CHECK(t->expr()->input(1) == v0);
+  }
+
+  SECTION("a GetAttr removed from the middle") {
+    // Erasing a GetAttr other than the last one created reorders the
+    // graph's list of GetAttrs; the merge must still follow the body.
+    Node *wa = b.getAttr(b.self(), "w");
+    Node *wb = b.getAttr(b.self(), "w");
+    Node *s = b.callMethod(b.arg(0), "__add__", {wb});
+    Node *wc = b.getAttr(b.self(), "w");
+    Node *t = b.callMethod(s, "__mul__", {wc});
+    b.setOutputs(t);
+    g.eraseExpr(wa->expr());
+    CHECK(g.mergeGetAttrs());
+    CHECK(wb->numUsers() == 2);
+    CHECK(!wc->hasUsers());
+  }
+
+  SECTION("a bad qualname anywhere: the error, and no change at all") {
+    Node *w1 = b.getAttr(b.self(), "w");
+    Node *w2 = b.getAttr(b.self(), "w");
+    Node *r = b.callMethod(w1, "__add__", {w2});
+    Node *bad = b.getAttr(b.self(), "v");
+    b.setOutputs(b.callMethod(r, "__add__", {bad}));
+    bad->setQualname(SharedString("Other.v"));
+    std::string before = g.str();
+    CHECK_THROWS_WITH(g.mergeGetAttrs(), Catch::Contains("is not a prefix"));
+    CHECK(g.str() == before);
+    CHECK(w2->numUsers() == 1);
+    bad->setQualname(SharedString(g.qualname() + ".v"));
+    CHECK(g.mergeGetAttrs());
+    CHECK(w2->numUsers() == 0);
+    CHECK(w1->numUsers() == 2);
+  }
+  checkVerified(*tm);
+}
+
 TEST_CASE("reset_inputs, add_input_node and the signature maps", "[ir][graph]") {
   auto tm = addOneModule();
   InternalGraph &g = tm->graph();
