@@ -253,7 +253,12 @@ SharedString::Rep *SharedString::make(llvm::StringRef s) {
 }
 
 void SharedString::release(Rep *r) noexcept {
-  if (r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
+  // The last reference (most blocks have one: a node's name) needs no
+  // locked decrement: no other thread holds a copy, so none can change the
+  // count. A plain load lets the misses of a loop that destroys many nodes
+  // overlap, where the locked instruction waited for each in turn.
+  if (r->refs.load(std::memory_order_acquire) == 1 ||
+      r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
     detail::poolDeallocate(r, sizeof(Rep) + r->size);
 }
 
