@@ -501,7 +501,7 @@ void GetAttr::printBody(std::string &out, NodeFormat f) const {
 }
 
 llvm::StringRef CallMethod::method() const {
-  return method_ ? method_->name() : llvm::StringRef("__call__");
+  return opSchema() ? opSchema()->name() : llvm::StringRef("__call__");
 }
 
 ModuleNode *CallMethod::moduleNode() const {
@@ -544,7 +544,7 @@ void CallMethod::printBody(std::string &out, NodeFormat f) const {
 
 void CallFunction::printBody(std::string &out, NodeFormat f) const {
   printOutputs(out, f);
-  out += fn_->printName();
+  out += func().printName();
   out += '(';
   printCallArgs(out, f, /*skipFirst=*/false);
   out += ')';
@@ -573,7 +573,7 @@ void Apply::printBody(std::string &out, NodeFormat f) const {
     printNodeRef(out, *output(i), f);
   }
   out += " = ";
-  out += opdef_->name();
+  out += opdef().name();
   out += '(';
   for (size_t i = 0; i < numInputs(); ++i) {
     if (i)

@@ -60,24 +60,16 @@ void FrozenPatternSet::candidates(const Expr *e,
     ++buckets;
     out.append(it->second.begin(), it->second.end());
   };
-  switch (e->kind()) {
-  case Expr::Kind::CallFunction: addBucket(&llvm::cast<CallFunction>(e)->func()); break;
-  case Expr::Kind::Apply: addBucket(&llvm::cast<Apply>(e)->opdef()); break;
-  case Expr::Kind::CallMethod: {
-    auto *cm = llvm::cast<CallMethod>(e);
-    if (!cm->isModuleCall()) {
-      addBucket(cm->methodSchema());
-      break;
-    }
+  if (const OpSchema *op = e->opSchema()) {
+    // A function, tensor method or Apply: its op is the key.
+    addBucket(op);
+  } else if (auto *cm = llvm::dyn_cast<CallMethod>(e)) {
+    // A module call: its type and base types, then any module.
     if (cm->numInputs())
       if (auto *mn = llvm::dyn_cast<ModuleNode>(cm->input(0)))
         for (const ModuleType *t = &mn->moduleType(); t; t = t->base)
           addBucket(t);
     addBucket(anyModuleRootKey());
-    break;
-  }
-  default:
-    break;
   }
   if (buckets > 1) {
     // Several buckets (module base types): merge by benefit, then order.

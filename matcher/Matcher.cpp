@@ -187,16 +187,6 @@ int64_t Pattern::idOf(const PN *n) const {
 
 namespace {
 
-/// The schema of a call expr (nullptr for module calls and non-calls).
-const OpSchema *schemaOf(const Expr *e) {
-  switch (e->kind()) {
-  case Expr::Kind::CallFunction: return &llvm::cast<CallFunction>(e)->func();
-  case Expr::Kind::CallMethod: return llvm::cast<CallMethod>(e)->methodSchema();
-  case Expr::Kind::Apply: return &llvm::cast<Apply>(e)->opdef();
-  default: return nullptr;
-  }
-}
-
 bool scalarEqual(const Scalar &a, const Scalar &b) {
   if (a.isNumber() && b.isNumber())
     return a.toDouble() == b.toDouble();
@@ -500,7 +490,7 @@ struct MatchImpl {
   bool targetMatches(const PN &pn, const Expr *e) {
     switch (pn.target) {
     case PN::OpTarget::Schema:
-      return schemaOf(e) == pn.schema;
+      return e->opSchema() == pn.schema;
     case PN::OpTarget::Module: {
       auto *cm = llvm::dyn_cast<CallMethod>(e);
       if (!cm || !cm->isModuleCall() || cm->numInputs() == 0)
@@ -550,7 +540,7 @@ struct MatchImpl {
           continue;
         bool found = false;
         for (size_t j = skipIn; j < e->numInputs() && !found; ++j)
-          found = schemaOf(e->input(j)->expr()) == a.schema;
+          found = e->input(j)->expr()->opSchema() == a.schema;
         if (!found)
           return false;
       }

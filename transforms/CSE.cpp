@@ -24,22 +24,12 @@ namespace tmg {
 
 namespace {
 
-const OpSchema *schemaOf(const Expr *e) {
-  if (auto *cf = llvm::dyn_cast<CallFunction>(e))
-    return &cf->func();
-  if (auto *cm = llvm::dyn_cast<CallMethod>(e))
-    return cm->methodSchema();
-  if (auto *ap = llvm::dyn_cast<Apply>(e))
-    return &ap->opdef();
-  return nullptr;
-}
-
 bool eligible(const Expr *e) {
   if (!e->inBody() || e->removeDisabled() || e->numOutputs() == 0)
     return false;
   if (auto *c = llvm::dyn_cast<Constant>(e))
     return c->isTensor() && c->tensor().defined();
-  if (const OpSchema *s = schemaOf(e))
+  if (const OpSchema *s = e->opSchema())
     if (s->hasTrait(SideEffect) || s->hasTrait(Inplace) || s->kind() == OpKind::Dropout)
       return false;
   return true;
@@ -49,7 +39,7 @@ bool eligible(const Expr *e) {
 /// sorted by node id.
 llvm::SmallVector<Node *, 4> canonicalInputs(const Expr *e) {
   llvm::SmallVector<Node *, 4> in = e->inputs();
-  const OpSchema *s = schemaOf(e);
+  const OpSchema *s = e->opSchema();
   if (s && s->isCommutative() && in.size() == 2 && in[0]->id() > in[1]->id()) {
     // Both operands must be tensor leaves of the two argument slots.
     size_t base = llvm::isa<CallMethod>(e) ? 0 : 0;
@@ -61,7 +51,7 @@ llvm::SmallVector<Node *, 4> canonicalInputs(const Expr *e) {
 
 size_t hashExpr(const Expr *e, llvm::ArrayRef<Node *> in) {
   llvm::hash_code h = llvm::hash_combine(unsigned(e->kind()), e->numOutputs());
-  if (const OpSchema *s = schemaOf(e))
+  if (const OpSchema *s = e->opSchema())
     h = llvm::hash_combine(h, s);
   if (auto *ga = llvm::dyn_cast<GetAttr>(e))
     h = llvm::hash_combine(h, llvm::StringRef(ga->attrName()));
@@ -83,7 +73,7 @@ bool sameExpr(const Expr *a, llvm::ArrayRef<Node *> ina, const Expr *b,
               llvm::ArrayRef<Node *> inb) {
   if (a->kind() != b->kind() || a->numOutputs() != b->numOutputs() || ina != inb)
     return false;
-  if (schemaOf(a) != schemaOf(b))
+  if (a->opSchema() != b->opSchema())
     return false;
   if (a->argDef() != b->argDef() || a->outDef() != b->outDef())
     return false;

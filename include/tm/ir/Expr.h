@@ -67,6 +67,10 @@ public:
   Expr &operator=(const Expr &) = delete;
 
   Kind kind() const { return kind_; }
+  /// The op a CallFunction calls, a tensor-method CallMethod calls or an
+  /// Apply applies; nullptr for module calls and the other kinds. Kept next
+  /// to the kind: the rewrite driver reads both for every expr it visits.
+  const OpSchema *opSchema() const { return op_; }
   /// "Input", "GetAttr", ...
   llvm::StringRef kindName() const;
   int64_t id() const { return id_; }
@@ -151,7 +155,7 @@ public:
   uint64_t orderKey() const { return order_; }
 
 protected:
-  Expr(Kind k, int64_t id) : kind_(k), id_(id) {}
+  Expr(Kind k, int64_t id, const OpSchema *op = nullptr) : kind_(k), op_(op), id_(id) {}
   /// Text after "= " for call-like exprs; each subclass prints itself.
   virtual void printBody(std::string &out, NodeFormat f) const = 0;
   /// Prints outputs as the reference's `str(out_def.unflatten(outputs))`.
@@ -168,15 +172,17 @@ private:
   bool inBody_ = false;
   /// Scratch mark of graph walks (compile's live set); false between them.
   bool mark_ = false;
-  int64_t id_;
+  // The first cache line holds what walks and the rewrite driver read of
+  // every expr they visit (kind, flags, op, graph, list links, order); the
+  // uses start right after it. The id, read by printers, comes later.
+  const OpSchema *op_;
   InternalGraph *graph_ = nullptr;
-  // List links next to kind and flags: a walk of the body touches one cache
-  // line per expr.
   Expr *prev_ = nullptr;
   Expr *next_ = nullptr;
   uint64_t order_ = 0;
   llvm::SmallVector<Use, 3> uses_;
   llvm::SmallVector<Node *, 1> outputs_; ///< owned
+  int64_t id_;
   std::optional<TreeDef> argDef_;
   std::optional<TreeDef> outDef_;
 };
@@ -219,15 +225,14 @@ public:
   /// Module call.
   explicit CallMethod(int64_t id) : Expr(Kind::CallMethod, id) {}
   /// Tensor method call.
-  CallMethod(int64_t id, const OpSchema &method)
-      : Expr(Kind::CallMethod, id), method_(&method) {}
+  CallMethod(int64_t id, const OpSchema &method) : Expr(Kind::CallMethod, id, &method) {}
   static bool classof(const Expr *e) { return e->kind() == Kind::CallMethod; }
 
   /// "__call__" for module calls, else the tensor method's name.
   llvm::StringRef method() const;
   /// The tensor method schema; nullptr for module calls.
-  const OpSchema *methodSchema() const { return method_; }
-  bool isModuleCall() const { return method_ == nullptr; }
+  const OpSchema *methodSchema() const { return opSchema(); }
+  bool isModuleCall() const { return opSchema() == nullptr; }
   /// The called module's node (input 0) for module calls.
   ModuleNode *moduleNode() const;
   /// The callee's graph for this call's signature when the callee is a
@@ -236,19 +241,17 @@ public:
 
 private:
   void printBody(std::string &out, NodeFormat f) const override;
-  const OpSchema *method_ = nullptr;
 };
 
 /// `out = module.func(args, kwargs)` for a builtin or registered function.
 class CallFunction : public Expr {
 public:
-  CallFunction(int64_t id, const OpSchema &fn) : Expr(Kind::CallFunction, id), fn_(&fn) {}
+  CallFunction(int64_t id, const OpSchema &fn) : Expr(Kind::CallFunction, id, &fn) {}
   static bool classof(const Expr *e) { return e->kind() == Kind::CallFunction; }
-  const OpSchema &func() const { return *fn_; }
+  const OpSchema &func() const { return *opSchema(); }
 
 private:
   void printBody(std::string &out, NodeFormat f) const override;
-  const OpSchema *fn_;
 };
 
 /// A constant Tensor or builtin Module that is not an attribute.
@@ -275,15 +278,14 @@ private:
 class Apply : public Expr {
 public:
   Apply(int64_t id, const OpSchema &opdef, TreeDef attrs)
-      : Expr(Kind::Apply, id), opdef_(&opdef), attrs_(std::move(attrs)) {}
+      : Expr(Kind::Apply, id, &opdef), attrs_(std::move(attrs)) {}
   static bool classof(const Expr *e) { return e->kind() == Kind::Apply; }
-  const OpSchema &opdef() const { return *opdef_; }
+  const OpSchema &opdef() const { return *opSchema(); }
   /// Op-def attributes (a dict TreeDef of constants).
   const TreeDef &attrs() const { return attrs_; }
 
 private:
   void printBody(std::string &out, NodeFormat f) const override;
-  const OpSchema *opdef_;
   TreeDef attrs_;
 };
 
