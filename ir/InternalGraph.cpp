@@ -632,9 +632,10 @@ template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, 
   constexpr size_t Ahead = 4; // GetAttrs per stage
   size_t n = gas.size();
   auto fetchExpr = [&](size_t k) {
-    // The kind, the outputs and the attribute name span the whole object
-    // (plus up to 48 bytes of a line it starts inside).
-    detail::prefetchBytes(gas[k], sizeof(GetAttr) + 48);
+    // The merge reads the output list and the attribute path: two or
+    // three of the object's five lines.
+    gas[k]->prefetchOutputs();
+    gas[k]->prefetchAttrName();
   };
   // Most graphs have a few dozen GetAttrs: start the first stage for the
   // head of the list at once rather than leave it to wait.
@@ -643,8 +644,9 @@ template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, 
   for (size_t i = 0; i < n; ++i) {
     if (i + 3 * Ahead < n)
       fetchExpr(i + 3 * Ahead);
+    // The node's qualname and use count (its first two lines).
     if (i + 2 * Ahead < n && gas[i + 2 * Ahead]->numOutputs())
-      __builtin_prefetch(gas[i + 2 * Ahead]->output(0));
+      detail::prefetchBytes(gas[i + 2 * Ahead]->output(0), 72);
     if (i + Ahead < n && gas[i + Ahead]->numOutputs())
       gas[i + Ahead]->output(0)->sharedQualname().prefetch();
     f(gas[i]);
@@ -725,8 +727,8 @@ bool InternalGraph::mergeGetAttrs() {
   constexpr size_t Ahead = 4;
   size_t n = plan.size();
   for (size_t i = 0; i < n; ++i) {
-    if (i + 3 * Ahead < n)
-      __builtin_prefetch(plan[i + 3 * Ahead].out);
+    if (i + 3 * Ahead < n) // its use list: the first two lines
+      detail::prefetchBytes(plan[i + 3 * Ahead].out, 72);
     if (i + 2 * Ahead < n)
       if (Use *u = plan[i + 2 * Ahead].out->firstUse())
         __builtin_prefetch(u);

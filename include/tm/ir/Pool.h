@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 namespace tmg::detail {
 
@@ -30,9 +31,11 @@ namespace tmg::detail {
 /// need not be valid). The pool lays a graph's objects out in creation
 /// order, so walks over large graphs fetch the objects they reach next.
 inline void prefetchBytes(const void *p, size_t bytes) {
-  const char *c = static_cast<const char *>(p);
-  for (size_t off = 0; off < bytes; off += 64)
-    __builtin_prefetch(c + off);
+  // Every line the range touches, also the last one of a range that
+  // straddles a line boundary.
+  uintptr_t end = uintptr_t(p) + bytes;
+  for (uintptr_t a = uintptr_t(p) & ~uintptr_t(63); a < end; a += 64)
+    __builtin_prefetch(reinterpret_cast<const void *>(a));
 }
 
 /// A block of at least `size` bytes, aligned to 16.
