@@ -40,10 +40,10 @@ static void deleteExprs(llvm::ArrayRef<Expr *> exprs, bool forgetInputs = false)
     // A destructor reads the whole expr (vtable, uses, outputs, TreeDefs)
     // and node.
     if (i + 3 * Ahead < n)
-      detail::prefetchBytes(exprs[i + 3 * Ahead], 320);
+      detail::prefetchBytes(exprs[i + 3 * Ahead], sizeof(CallFunction));
     if (i + 2 * Ahead < n)
       for (Node *o : exprs[i + 2 * Ahead]->outputs())
-        detail::prefetchBytes(o, 192);
+        detail::prefetchBytes(o, sizeof(TensorNode));
     if (i + Ahead < n)
       for (Node *o : exprs[i + Ahead]->outputs())
         o->prefetchForDelete();
@@ -807,26 +807,37 @@ size_t InternalGraph::compile() {
   if (indexed) {
     constexpr size_t Ahead = 8;
     size_t n = index.size(), kept = n;
+    // The sweep reads an expr's fields up to its outputs (those before the
+    // id: three or four lines); its nodes' producer and use count (their
+    // first 72 bytes); the producers' first line.
+    auto sweptBytes = [](const Expr *e) {
+      return size_t(reinterpret_cast<const char *>(&e->id_) -
+                    reinterpret_cast<const char *>(e));
+    };
     for (size_t i = n; i-- > 0;) {
-      // The fields the sweep reads span the first ~200 bytes of an expr,
-      // whose blocks are 16-byte aligned: up to four lines.
       if (i >= 2 * Ahead)
-        detail::prefetchBytes(index[i - 2 * Ahead], 256);
+        detail::prefetchBytes(index[i - 2 * Ahead], sweptBytes(index[i - 2 * Ahead]));
       if (i >= Ahead) {
         const Expr *a = index[i - Ahead];
         for (const Use &u : a->uses_)
-          __builtin_prefetch(u.get());
+          detail::prefetchBytes(u.get(), 72);
         for (const Node *o : a->outputs_)
-          detail::prefetchBytes(o, 128);
+          detail::prefetchBytes(o, 72);
       }
       // The mark of the expr Ahead / 2 steps ahead is final unless one of
       // its users lies between it and here: when it looks dead, fetch what
-      // deleting it touches (a wrong guess costs one fetch).
+      // deleting it touches besides (the rest of the expr, its nodes' names;
+      // a wrong guess costs those fetches).
       if (i >= Ahead / 2) {
         const Expr *a = index[i - Ahead / 2];
-        if (!a->mark_ && !a->disableRemove_)
+        for (const Use &u : a->uses_)
+          if (const Expr *p = u.get()->expr())
+            __builtin_prefetch(p);
+        if (!a->mark_ && !a->disableRemove_) {
+          detail::prefetchBytes(&a->id_, sizeof(CallFunction) - sweptBytes(a));
           for (const Node *o : a->outputs_)
             o->prefetchForDelete();
+        }
       }
       Expr *e = index[i];
       if (visit(e))
