@@ -757,6 +757,11 @@ struct MatchImpl {
 };
 
 void Match::reset(const Pattern &p) {
+  // Every binding is recorded on the trail, and a failed match undoes its
+  // own: the slots are clean except for those the trail of the last
+  // successful (or interrupted) match lists. Undoing them is cheaper than
+  // clearing every slot of every attempt, most of which fail early.
+  undo(0);
   size_t n = p.size();
   if (nodes_.size() < n) {
     nodes_.resize(n);
@@ -764,11 +769,6 @@ void Match::reset(const Pattern &p) {
     lits_.resize(n);
     edges_.resize(n);
   }
-  std::fill_n(nodes_.begin(), n, nullptr);
-  std::fill_n(exprs_.begin(), n, nullptr);
-  std::fill_n(lits_.begin(), n, nullptr);
-  std::fill_n(edges_.begin(), n, 0);
-  trail_.clear();
 }
 
 void Match::undo(size_t mark) {
