@@ -232,16 +232,6 @@ size_t Scalar::hash() const {
 // TreeDef
 //===----------------------------------------------------------------------===//
 
-struct TreeDef::Impl {
-  Kind kind = Kind::Leaf;
-  LeafType leafType = LeafType::Tensor;
-  Scalar value;
-  std::vector<TreeDef> children;
-  std::vector<Scalar> keys;
-  size_t numLeaves = 0;
-  size_t hash = 0;
-};
-
 static std::shared_ptr<const TreeDef::Impl> tensorLeafImpl() {
   static auto impl = [] {
     auto i = std::make_shared<TreeDef::Impl>();
@@ -358,16 +348,11 @@ TreeDef TreeDef::tupleOfLeaves(size_t n) {
   return tuple(std::vector<TreeDef>(n, TreeDef()));
 }
 
-TreeDef::Kind TreeDef::kind() const { return impl_->kind; }
-TreeDef::LeafType TreeDef::leafType() const { return impl_->leafType; }
 const Scalar &TreeDef::value() const {
   if (!isConst())
     raise("TreeDef {} is not a constant", str());
   return impl_->value;
 }
-size_t TreeDef::numChildren() const { return impl_->children.size(); }
-const TreeDef &TreeDef::child(size_t i) const { return impl_->children.at(i); }
-const Scalar &TreeDef::key(size_t i) const { return impl_->keys.at(i); }
 int64_t TreeDef::findKey(const Scalar &k) const {
   for (size_t i = 0; i < impl_->keys.size(); ++i)
     if (impl_->keys[i] == k)
@@ -380,8 +365,6 @@ int64_t TreeDef::findStringKey(llvm::StringRef k) const {
       return int64_t(i);
   return -1;
 }
-size_t TreeDef::numLeaves() const { return impl_->numLeaves; }
-size_t TreeDef::hash() const { return impl_->hash; }
 
 void TreeDef::collectLeafTypes(std::vector<LeafType> &out) const {
   if (isLeaf()) {

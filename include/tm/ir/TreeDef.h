@@ -23,7 +23,6 @@
 #include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/StringRef.h>
-#include <llvm/ADT/StringRef.h>
 
 namespace tmg {
 
@@ -167,7 +166,8 @@ public:
   /// `(a, b)` -> `(a, b, extra)`. Throws when this is not a tuple.
   TreeDef appended(TreeDef extra) const;
 
-  /// Implementation detail (shared immutable structure).
+  /// Implementation detail (shared immutable structure; defined below so
+  /// the accessors inline).
   struct Impl;
   static TreeDef fromImplInternal(std::shared_ptr<const Impl> impl) {
     return TreeDef(std::move(impl));
@@ -177,6 +177,26 @@ private:
   explicit TreeDef(std::shared_ptr<const Impl> impl) : impl_(std::move(impl)) {}
   std::shared_ptr<const Impl> impl_;
 };
+
+struct TreeDef::Impl {
+  Kind kind = Kind::Leaf;
+  LeafType leafType = LeafType::Tensor;
+  Scalar value;
+  std::vector<TreeDef> children;
+  std::vector<Scalar> keys;
+  size_t numLeaves = 0;
+  size_t hash = 0;
+};
+
+// The accessors the matcher, shape inference and argument lookups call for
+// every expr they look at: inline.
+inline TreeDef::Kind TreeDef::kind() const { return impl_->kind; }
+inline TreeDef::LeafType TreeDef::leafType() const { return impl_->leafType; }
+inline size_t TreeDef::numChildren() const { return impl_->children.size(); }
+inline const TreeDef &TreeDef::child(size_t i) const { return impl_->children.at(i); }
+inline const Scalar &TreeDef::key(size_t i) const { return impl_->keys.at(i); }
+inline size_t TreeDef::numLeaves() const { return impl_->numLeaves; }
+inline size_t TreeDef::hash() const { return impl_->hash; }
 
 /// The arg TreeDef of a call `((self, *args), kwargs)` or `(args, kwargs)`:
 /// a tuple of a positional tuple and a dict.
