@@ -831,8 +831,8 @@ size_t InternalGraph::compile() {
       if (i >= Ahead / 2) {
         const Expr *a = index[i - Ahead / 2];
         for (const Use &u : a->uses_)
-          if (const Expr *p = u.get()->expr())
-            __builtin_prefetch(p);
+          if (const Node *un = u.get())
+            __builtin_prefetch(un->expr());
         if (!a->mark_ && !a->disableRemove_) {
           detail::prefetchBytes(&a->id_, sizeof(CallFunction) - sweptBytes(a));
           for (const Node *o : a->outputs_)
