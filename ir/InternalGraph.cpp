@@ -27,13 +27,12 @@ std::string ReplaceReport::str() const {
 /// no body index (see there).
 constexpr size_t SweepPrefetchBytes = 512;
 
-/// Deletes exprs unlinked from the body, in the given order. They have
-/// dropped their inputs, or with `forgetInputs` (a whole graph being
-/// destroyed, whose nodes may be gone already) forget them unread. Each
+/// Deletes the exprs of a graph being destroyed, in the given order; each
+/// forgets its input uses unread (their nodes may be gone already). Each
 /// deletion touches the expr, its output nodes and their names, which are
 /// cache misses in a large graph; fetching them a few exprs ahead lets the
 /// misses overlap instead of queueing one after the other.
-static void deleteExprs(llvm::ArrayRef<Expr *> exprs, bool forgetInputs = false) {
+static void deleteGraphExprs(llvm::ArrayRef<Expr *> exprs) {
   constexpr size_t Ahead = 4; // exprs per stage
   size_t n = exprs.size();
   for (size_t i = 0; i < n; ++i) {
@@ -47,8 +46,7 @@ static void deleteExprs(llvm::ArrayRef<Expr *> exprs, bool forgetInputs = false)
     if (i + Ahead < n)
       for (Node *o : exprs[i + Ahead]->outputs())
         o->prefetchForDelete();
-    if (forgetInputs)
-      exprs[i]->forgetInputsInternal();
+    exprs[i]->forgetInputsInternal();
     delete exprs[i];
   }
 }
@@ -72,7 +70,7 @@ InternalGraph::~InternalGraph() {
       body.push_back(e);
   }
   std::reverse(body.begin(), body.end());
-  deleteExprs(body, /*forgetInputs=*/true);
+  deleteGraphExprs(body);
   for (auto &e : inputExprs_)
     e->forgetInputsInternal();
 }

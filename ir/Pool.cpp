@@ -84,13 +84,13 @@ struct Cache {
   FreeBlock *free[NumClasses];
   FreeBlock *tail[NumClasses]; ///< last block of free[k] when non-empty
   char *cur, *end;
-  bool registered, dead;
+  bool dead; ///< the shared cache of exited threads (deadCache)
 };
 
 /// The cache of every thread whose own cache was flushed at its exit:
 /// empty and never written, so the fast paths fall through to the global
 /// reserve (allocateDead, the `dead` branch of poolDeallocate).
-Cache deadCache = {{}, {}, nullptr, nullptr, false, true};
+Cache deadCache = {{}, {}, nullptr, nullptr, true};
 
 /// The thread's cache. A pointer in the initial-exec TLS model: every
 /// allocation and free reads it, and the default (general-dynamic) model
@@ -135,7 +135,6 @@ thread_local Flusher tlFlusher;
 [[gnu::noinline]] Cache &newCache() {
   tlFlusher.touch(); // registers the thread-exit flush
   auto *c = new Cache{};
-  c->registered = true;
   tlCache = c;
   return *c;
 }
@@ -195,7 +194,8 @@ void *poolAllocate(size_t size) {
     return b;
   }
   size_t bytes = classBytes(cls);
-  if (c.registered && c.end - c.cur >= ptrdiff_t(bytes) &&
+  // (The dead cache has no slab: it always takes the slow path.)
+  if (c.end - c.cur >= ptrdiff_t(bytes) &&
       !global().hasFree[cls].load(std::memory_order_relaxed)) {
     void *p = c.cur;
     c.cur += bytes;
