@@ -92,13 +92,14 @@ struct Cache {
 /// reserve (allocateDead, the `dead` branch of poolDeallocate).
 Cache deadCache = {{}, {}, nullptr, nullptr, true};
 
-/// The thread's cache. A pointer in the initial-exec TLS model: every
-/// allocation and free reads it, and the default (general-dynamic) model
-/// of a shared library reads it through a __tls_get_addr call (5% of
-/// compile's time). Eight bytes of static TLS, which even a dlopen()ed
-/// copy of the library finds in glibc's surplus; the cache itself (1 KiB)
-/// is allocated on the thread's first use.
-[[gnu::tls_model("initial-exec")]] thread_local Cache *tlCache = nullptr;
+/// The thread's cache, allocated on the thread's first use. Every
+/// allocation and free reads this pointer: the build uses TLS descriptors
+/// (-mtls-dialect=gnu2, see meson.build) where the compiler has them, so
+/// that the read is a few instructions, not a __tls_get_addr call (5% of
+/// compile's time with the default dialect). Not the initial-exec model:
+/// it would make all of the library's thread-local data static TLS, and a
+/// dlopen() of the library (from Python, say) fails for want of it.
+thread_local Cache *tlCache = nullptr;
 
 /// Hands the thread's blocks and slab remainder to the global reserve when
 /// the thread exits.
