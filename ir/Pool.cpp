@@ -84,13 +84,13 @@ struct Cache {
   FreeBlock *free[NumClasses];
   FreeBlock *tail[NumClasses]; ///< last block of free[k] when non-empty
   char *cur, *end;
-  bool dead; ///< the shared cache of exited threads (deadCache)
 };
 
 /// The cache of every thread whose own cache was flushed at its exit:
 /// empty and never written, so the fast paths fall through to the global
-/// reserve (allocateDead, the `dead` branch of poolDeallocate).
-Cache deadCache = {{}, {}, nullptr, nullptr, true};
+/// reserve (allocateDead, the isDead branch of poolDeallocate).
+Cache deadCache = {{}, {}, nullptr, nullptr};
+bool isDead(const Cache &c) { return &c == &deadCache; }
 
 /// The thread's cache, allocated on the thread's first use. Every
 /// allocation and free reads this pointer: the build uses TLS descriptors
@@ -106,8 +106,7 @@ thread_local Cache *tlCache = nullptr;
 struct Flusher {
   void touch() {}
   ~Flusher() {
-    if (!tlCache || tlCache == &deadCache)
-      return;
+    // Registered by newCache, so the thread has a live cache.
     Cache &c = *tlCache;
     Global &g = global();
     std::lock_guard lock(g.mu);
@@ -158,7 +157,7 @@ void *allocateDead(size_t cls) {
 }
 
 [[gnu::noinline]] void *allocateSlow(Cache &c, size_t cls) {
-  if (c.dead)
+  if (isDead(c))
     return allocateDead(cls);
   Global &g = global();
   size_t bytes = classBytes(cls);
@@ -215,7 +214,7 @@ void poolDeallocate(void *p, size_t size) noexcept {
   size_t cls = classOf(size);
   Cache &c = cache();
   auto *b = static_cast<FreeBlock *>(p);
-  if (c.dead) {
+  if (isDead(c)) {
     Global &g = global();
     std::lock_guard lock(g.mu);
     if (!g.free[cls])
