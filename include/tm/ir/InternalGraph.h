@@ -298,10 +298,11 @@ private:
   void unlinkFromBody(Expr *e);
   void renumberOrder();
   /// Starts loading the expr at body position `k` when the body index is
-  /// kept (a walk over a large graph is otherwise one miss per expr).
+  /// kept (a walk over a large graph is otherwise one miss per expr): the
+  /// lines of one call expr, the common kind.
   void prefetchBodyAt(size_t k) const {
     if (bodyIndexValid_ && k < bodyIndex_.size())
-      detail::prefetchBytes(bodyIndex_[k], 256);
+      detail::prefetchBytes(bodyIndex_[k], sizeof(CallFunction));
   }
   void dropBodyIndex() {
     bodyIndexValid_ = false;
