@@ -83,7 +83,8 @@ void Node::linkUse(Use *u) {
   else
     firstUse_ = u;
   lastUse_ = u;
-  ++numUses_;
+  if (numUses_++ == 0 && expr_)
+    expr_->noteOutputUsed();
 }
 
 void Node::unlinkUse(Use *u) {
@@ -97,7 +98,8 @@ void Node::unlinkUse(Use *u) {
     lastUse_ = u->prev_;
   u->prev_ = u->next_ = nullptr;
   u->node_ = nullptr;
-  --numUses_;
+  if (--numUses_ == 0 && expr_)
+    expr_->noteOutputUnused();
 }
 
 ModuleNode::ModuleNode(Expr *e, int64_t id)
@@ -234,12 +236,15 @@ Node *Expr::addOutput(std::unique_ptr<Node> n) {
     graph_->touch();
   n->setExprInternal(this);
   outputs_.push_back(n.release());
+  if (outputs_.back()->hasUsers())
+    noteOutputUsed();
   return outputs_.back();
 }
 
 std::unique_ptr<Node> Expr::releaseOutput(size_t i) {
   Node *n = outputs_[i];
   outputs_.erase(outputs_.begin() + i);
+  noteOutputUnused();
   return std::unique_ptr<Node>(n);
 }
 
@@ -247,7 +252,28 @@ std::unique_ptr<Node> Expr::swapOutput(size_t i, std::unique_ptr<Node> n) {
   std::unique_ptr<Node> old(outputs_[i]);
   n->setExprInternal(this);
   outputs_[i] = n.release();
+  if (outputs_[i]->hasUsers())
+    noteOutputUsed();
+  else
+    noteOutputUnused();
   return old;
+}
+
+bool Expr::outputsUnused() const {
+  for (const Node *n : outputs_)
+    if (n->hasUsers())
+      return false;
+  return true;
+}
+
+void Expr::noteOutputUsed() {
+  if (unusedIndex_ != NoUnusedIndex)
+    graph_->removeUnused(this);
+}
+
+void Expr::noteOutputUnused() {
+  if (inBody_ && unusedIndex_ == NoUnusedIndex && outputsUnused())
+    graph_->addUnused(this);
 }
 
 void Expr::setArgs(TreeDef argDef, llvm::ArrayRef<Node *> nodes) {

@@ -23,10 +23,6 @@ std::string ReplaceReport::str() const {
   return out;
 }
 
-/// Bytes below an expr that compile's sweep prefetches when the graph has
-/// no body index (see there).
-constexpr size_t SweepPrefetchBytes = 512;
-
 /// Deletes the exprs of a graph being destroyed, in the given order; each
 /// forgets its input uses unread (their nodes may be gone already). Each
 /// deletion touches the expr, its output nodes and their names, which are
@@ -145,6 +141,8 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   e->inBody_ = true;
   e->graph_ = this;
   ++size_;
+  if (e->outputsUnused())
+    addUnused(e);
   if (bodyIndexValid_) {
     if (before)
       dropBodyIndex();
@@ -226,6 +224,8 @@ void InternalGraph::unlinkFromBody(Expr *e) {
   e->prev_ = e->next_ = nullptr;
   e->inBody_ = false;
   --size_;
+  if (e->unusedIndex_ != Expr::NoUnusedIndex)
+    removeUnused(e);
   if (bodyIndexValid_) {
     if (!bodyIndex_.empty() && bodyIndex_.back() == e)
       bodyIndex_.pop_back();
@@ -749,113 +749,82 @@ bool InternalGraph::mergeGetAttrs() {
   return n != 0;
 }
 
+void InternalGraph::addUnused(Expr *e) {
+  e->unusedIndex_ = uint32_t(unused_.size());
+  unused_.push_back(e);
+}
+
+void InternalGraph::removeUnused(Expr *e) {
+  uint32_t i = e->unusedIndex_;
+  Expr *last = unused_.back();
+  unused_[i] = last;
+  last->unusedIndex_ = i;
+  unused_.pop_back();
+  e->unusedIndex_ = Expr::NoUnusedIndex;
+}
+
+void InternalGraph::rebuildBodyIndex() {
+  if (bodyIndexValid_)
+    return;
+  bodyIndex_.clear();
+  bodyIndex_.reserve(size_);
+  for (Expr *e = first_; e; e = e->next_)
+    bodyIndex_.push_back(e);
+  bodyIndexValid_ = true;
+}
+
 size_t InternalGraph::compile() {
   mergeGetAttrs();
-  // Live: everything the outputs depend on, plus disable_remove exprs and
-  // what they depend on (the reference drops the latter, leaving dangling
-  // inputs). One sweep from the back, in body order: in a topologically
-  // ordered body every user of an expr comes after it, so when the sweep
-  // reaches an expr it knows whether a live expr uses it (its mark bit,
-  // set by that user or by a graph output) and every dead user is already
-  // gone. No work list, no hash set. Mark bits are set only on exprs the
-  // sweep has yet to reach and cleared when it reaches them, so they are
-  // false between calls.
-  auto markProducer = [this](const Node *n, uint64_t before) {
-    Expr *p = n->expr();
-    if (p && p->inBody_ && p->graph_ == this && p->order_ < before)
-      p->mark_ = true;
-  };
+  // An expr is dead when no graph output depends on it, nor a
+  // disable_remove expr (the reference drops the latter's producers,
+  // leaving dangling inputs; we keep them). In a graph without cycles the
+  // dead exprs are exactly what repeatedly deleting unused exprs removes:
+  // a dead expr's users are all dead, so some dead expr has no users, and
+  // deleting it leaves the rest dead. unused_ lists the exprs without
+  // users at every moment (the use-list edits keep it), so compile starts
+  // from it and never reads a live expr that has users: its cost is the
+  // exprs it deletes plus the unused ones it keeps (producers of graph
+  // outputs, disable_remove exprs). A deletion that takes a producer's
+  // last use appends the producer to the list, which is consumed from the
+  // back, so the cascade follows at once, while the producer's node is
+  // in the cache.
   for (Node *o : outputs_)
-    markProducer(o, ~uint64_t(0));
+    if (Expr *p = o->expr(); p && p->inBody_ && p->graph_ == this)
+      p->mark_ = true;
+  llvm::SmallVector<Expr *, 8> kept;
   size_t removed = 0;
-  /// Visits `e`; true when it stays. A dead expr is deleted at once, while
-  /// the sweep has it in the cache (its users are gone: they come after it).
-  auto visit = [&](Expr *e) {
-    bool live = e->mark_ || e->disableRemove_;
-    if (!live) {
-      // Outputs still used: a user comes before its producer (a body that
-      // is not in topological order, which the verifier reports). Keep the
-      // expr, conservatively, rather than leave a dangling use.
-      for (Node *n : e->outputs_)
-        live |= n->hasUsers();
-    }
-    if (live) {
-      e->mark_ = false;
-      for (const Use &u : e->uses_)
-        markProducer(u.get(), e->order_);
-    } else {
-      unlinkFromBody(e);
-      e->dropAllInputs();
-      delete e;
-      ++removed;
-    }
-    return live;
-  };
-  // The sweep is a chain of dependent loads (the expr, the nodes it uses,
-  // their producers), each a cache miss in a large graph. With the body
-  // index the exprs ahead are known: fetch each expr `2 * Ahead` steps
-  // early and what it uses `Ahead` steps early, so the misses overlap.
-  // Without it, fetch the memory just below the current expr, where the
-  // pool put the exprs created before it.
-  std::vector<Expr *> index;
-  bool indexed = bodyIndexValid_;
-  if (indexed)
-    index = std::move(bodyIndex_);
-  dropBodyIndex(); // unlinking below must not maintain it
-  if (indexed) {
-    constexpr size_t Ahead = 8;
-    size_t n = index.size(), kept = n;
-    // The sweep reads an expr's fields up to its outputs (those before the
-    // id: three or four lines); its nodes' producer and use count (their
-    // first 72 bytes); the producers' first line.
-    auto sweptBytes = [](const Expr *e) {
-      return size_t(reinterpret_cast<const char *>(&e->id_) -
-                    reinterpret_cast<const char *>(e));
-    };
-    for (size_t i = n; i-- > 0;) {
-      if (i >= 2 * Ahead)
-        detail::prefetchBytes(index[i - 2 * Ahead], sweptBytes(index[i - 2 * Ahead]));
-      if (i >= Ahead) {
-        const Expr *a = index[i - Ahead];
-        for (const Use &u : a->uses_)
-          detail::prefetchBytes(u.get(), 72);
-        for (const Node *o : a->outputs_)
-          detail::prefetchBytes(o, 72);
+  // Deleting an expr reads all of it and its output nodes; the next few
+  // entries (those deletions will not reorder) are fetched ahead.
+  constexpr size_t Ahead = 4;
+  while (!unused_.empty()) {
+    size_t n = unused_.size();
+    if (n > Ahead) {
+      const Expr *a = unused_[n - 1 - Ahead];
+      detail::prefetchBytes(a, sizeof(CallFunction));
+      if (n > 2 * Ahead)
+        __builtin_prefetch(unused_[n - 1 - 2 * Ahead]);
+      for (const Node *o : unused_[n - 1 - Ahead / 2]->outputs_) {
+        detail::prefetchBytes(o, sizeof(TensorNode));
+        o->prefetchForDelete();
       }
-      // The mark of the expr Ahead / 2 steps ahead is final unless one of
-      // its users lies between it and here: when it looks dead, fetch what
-      // deleting it touches besides (the rest of the expr, its nodes' names;
-      // a wrong guess costs those fetches).
-      if (i >= Ahead / 2) {
-        const Expr *a = index[i - Ahead / 2];
-        for (const Use &u : a->uses_)
-          if (const Node *un = u.get())
-            __builtin_prefetch(un->expr());
-        if (!a->mark_ && !a->disableRemove_) {
-          detail::prefetchBytes(&a->id_, sizeof(CallFunction) - sweptBytes(a));
-          for (const Node *o : a->outputs_)
-            o->prefetchForDelete();
-        }
-      }
-      Expr *e = index[i];
-      if (visit(e))
-        index[--kept] = e;
     }
-    index.erase(index.begin(), index.begin() + ptrdiff_t(kept));
-  } else {
-    for (Expr *e = last_; e;) {
-      Expr *prev = e->prev_;
-      detail::prefetchBytes(reinterpret_cast<const char *>(e) - SweepPrefetchBytes,
-                            SweepPrefetchBytes);
-      if (visit(e))
-        index.push_back(e);
-      e = prev;
+    Expr *e = unused_.back();
+    if (e->mark_ || e->disableRemove_) {
+      unused_.pop_back();
+      e->unusedIndex_ = Expr::NoUnusedIndex;
+      kept.push_back(e);
+      continue;
     }
-    std::reverse(index.begin(), index.end());
+    unlinkFromBody(e); // takes it off unused_
+    e->dropAllInputs(); // may append producers to unused_
+    delete e;
+    ++removed;
   }
-  // The survivors, in order: the body index from now on.
-  bodyIndex_ = std::move(index);
-  bodyIndexValid_ = true;
+  for (Expr *e : kept)
+    addUnused(e);
+  for (Node *o : outputs_)
+    if (Expr *p = o->expr(); p && p->inBody_ && p->graph_ == this)
+      p->mark_ = false;
   if (removed)
     touch();
   // Removing dead exprs keeps the getattrs merged (a merged duplicate has

@@ -483,6 +483,10 @@ static void inlineAllCalls(TracedModule &root, InternalGraph &top) {
   for (Expr *e : calls)
     inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
   top.compile();
+  // Inlining inserted in the middle of the body, which drops the index
+  // that whole-body walks prefetch through; the walk here is one more over
+  // a graph the inlining has just built.
+  top.rebuildBodyIndex();
 }
 
 std::unique_ptr<TracedModule> TracedModule::flatten() const {

@@ -111,6 +111,20 @@ struct GraphVerifier {
         if (ga->numInputs() != 1 || !llvm::isa<ModuleNode>(ga->input(0)))
           error(e, "getattr must take one ModuleNode");
     }
+    // The list of unused exprs (compile's work list) holds exactly the
+    // body exprs none of whose outputs has a use.
+    {
+      llvm::DenseSet<const Expr *> listed;
+      for (const Expr *x : g.unusedExprs()) {
+        if (!listed.insert(x).second)
+          error(x, "internal: expr listed twice as unused");
+        else if (x->graph() != &g || !x->inBody() || !x->outputsUnused())
+          error(x, "internal: expr listed as unused but it is used or not in the body");
+      }
+      for (const Expr *e : g)
+        if (e->outputsUnused() && !listed.count(e))
+          error(e, "internal: expr has no users but is missing from the unused list");
+    }
     // Users mirror inputs exactly.
     auto checkUsers = [&](const Node *n) {
       size_t expected = useCount.lookup(n);

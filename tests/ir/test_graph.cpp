@@ -143,7 +143,8 @@ TEST_CASE("compile removes dead exprs but keeps disable_remove and its inputs", 
 TEST_CASE("the body index follows every edit, and compile agrees with a naive liveness",
           "[ir][graph]") {
   // The graph keeps its body in an array while only appends happened (or
-  // since compile rebuilt it); the verifier compares it with the body list.
+  // since rebuildBodyIndex); the verifier compares it with the body list,
+  // and its list of unused exprs (compile's work list) with the use counts.
   std::mt19937 rng(11);
   for (int round = 0; round < 40; ++round) {
     auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
@@ -159,7 +160,7 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
       addOne();
     CHECK(g.bodyIndexInternal() != nullptr); // appends keep it
     for (int step = 0; step < 25; ++step) {
-      switch (rng() % 5) {
+      switch (rng() % 7) {
       case 0: { // insert in the middle (inputs defined before the point)
         std::vector<Expr *> body(g.begin(), g.end());
         Expr *at = body[rng() % body.size()];
@@ -201,6 +202,9 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
         b.setOutputs(vals.back());
         std::set<const Expr *> live;
         std::vector<const Node *> work = {vals.back()};
+        for (const Expr *e : g)
+          if (e->removeDisabled()) // kept, with what it uses
+            work.push_back(e->output(0));
         while (!work.empty()) {
           const Node *n = work.back();
           work.pop_back();
@@ -215,12 +219,42 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
           liveNodes.insert(e->outputs().begin(), e->outputs().end());
         size_t before = g.size();
         CHECK(g.compile() == before - live.size());
-        CHECK(g.bodyIndexInternal() != nullptr);
+        // compile deletes only what was unused and what became so: every
+        // expr left without users is a producer of the output.
+        for (const Expr *e : g.unusedExprs())
+          CHECK((e == vals.back()->expr() || e->removeDisabled()));
+        // compile keeps the body index when it deleted only from the end;
+        // rebuilding brings it back otherwise.
+        if (const std::vector<Expr *> *ix = g.bodyIndexInternal())
+          CHECK(std::vector<Expr *>(g.begin(), g.end()) == *ix);
+        g.rebuildBodyIndex();
+        REQUIRE(g.bodyIndexInternal() != nullptr);
         CHECK(std::vector<Expr *>(g.begin(), g.end()) == *g.bodyIndexInternal());
         // Dead nodes are freed now: compare pointers only.
         vals.erase(std::remove_if(vals.begin(), vals.end(),
                                   [&](Node *n) { return !liveNodes.count(n); }),
                    vals.end());
+        break;
+      }
+      case 5: { // rewire one input to an earlier value (uses come and go)
+        std::vector<Expr *> body(g.begin(), g.end());
+        Expr *e = body[rng() % body.size()];
+        std::vector<Node *> before = {g.inputs()[1]};
+        for (Expr *x : body) {
+          if (x == e)
+            break;
+          before.push_back(x->output(0));
+        }
+        e->setInput(e->numInputs() - 1, before[rng() % before.size()]);
+        break;
+      }
+      case 6: { // toggle disable_remove
+        std::vector<Expr *> body(g.begin(), g.end());
+        Expr *e = body[rng() % body.size()];
+        if (e->removeDisabled())
+          e->enableRemove();
+        else
+          e->disableRemove();
         break;
       }
       }

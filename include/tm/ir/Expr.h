@@ -158,6 +158,9 @@ public:
   void setIdInternal(int64_t id) { id_ = id; }
   void setGraphInternal(InternalGraph *g) { graph_ = g; }
   uint64_t orderKey() const { return order_; }
+  /// True when none of the outputs has a use (no outputs included).
+  bool outputsUnused() const;
+  static constexpr uint32_t NoUnusedIndex = ~uint32_t(0);
 
 protected:
   Expr(Kind k, int64_t id, const OpSchema *op = nullptr) : kind_(k), op_(op), id_(id) {}
@@ -170,13 +173,23 @@ protected:
 
 private:
   friend class InternalGraph;
+  friend class Node;
   void relocateUses(Use *oldBegin, Use *oldEnd);
+  /// Keeps the graph's unused list after an output's use count changed
+  /// to or from zero, or the outputs changed.
+  void noteOutputUsed();
+  void noteOutputUnused();
 
   Kind kind_;
   bool disableRemove_ = false;
   bool inBody_ = false;
-  /// Scratch mark of graph walks (compile's live set); false between them.
+  /// Scratch mark of graph walks (compile's kept set); false between them.
   bool mark_ = false;
+  /// Position in the graph's list of unused exprs (InternalGraph::unused_)
+  /// while this expr is in the body and none of its outputs has a use;
+  /// NoUnusedIndex otherwise. Kept by the use-list edits (Node::linkUse,
+  /// Node::unlinkUse) and by body insertion and removal.
+  uint32_t unusedIndex_ = NoUnusedIndex;
   // The first cache line holds what walks and the rewrite driver read of
   // every expr they visit (kind, flags, op, graph, list links, order); the
   // uses start right after it. The id, read by printers, comes later.

@@ -266,8 +266,18 @@ public:
   void checkGetAttrs();
   /// mergeGetAttrs, then removes every expr that no output depends on,
   /// keeping `disable_remove` exprs and their producers. Returns the number
-  /// of exprs removed. O(graph).
+  /// of exprs removed. Linear in what it removes, not in the graph: the
+  /// graph keeps the list of its exprs whose outputs have no use (the only
+  /// ones that can be dead: a dead expr's users are all dead), and compile
+  /// deletes from it, adding producers as their last use goes.
   size_t compile();
+  /// The body exprs none of whose outputs has a use, in no particular
+  /// order (compile's work list; for tests and the verifier).
+  llvm::ArrayRef<Expr *> unusedExprs() const { return unused_; }
+  /// Re-creates the body index (see bodyIndex_) when an insertion or a
+  /// removal in the middle of the body dropped it: one walk. Whole-graph
+  /// transforms that rebuild a body out of order (flatten) call it.
+  void rebuildBodyIndex();
   /// Renumbers ids of this graph (recursively) in the reference's order and
   /// stores the next free ids on the root module.
   void resetIds();
@@ -308,6 +318,11 @@ private:
     bodyIndexValid_ = false;
     bodyIndex_ = {};
   }
+  friend class Expr;
+  /// Adds `e` (in the body, outputs unused, not listed) to unused_.
+  void addUnused(Expr *e);
+  /// Removes `e` from unused_ (O(1): the last entry takes its place).
+  void removeUnused(Expr *e);
   TracedModule &topModule(const char *what) const;
 
   std::string name_, qualname_;
@@ -319,12 +334,16 @@ private:
   Expr *first_ = nullptr, *last_ = nullptr;
   size_t size_ = 0;
   /// The body in order, while `bodyIndexValid_`: kept by appends (builders,
-  /// clones, parsers append), dropped by any other insertion or removal,
-  /// rebuilt by compile's sweep. Whole-body walks that find it valid read
+  /// clones, parsers append) and by removals from the end, dropped by any
+  /// other insertion or removal, re-created by rebuildBodyIndex. Whole-body walks that find it valid read
   /// exprs from an array and fetch them ahead instead of chasing `prev_`
   /// one cache miss at a time.
   std::vector<Expr *> bodyIndex_;
   bool bodyIndexValid_ = true;
+  /// Every body expr none of whose outputs has a use (each knows its
+  /// position, Expr::unusedIndex_). Kept by every use-list edit, insertion
+  /// and removal, so compile never walks the live body.
+  std::vector<Expr *> unused_;
   Expr *insertBefore_ = nullptr;
   uint64_t version_ = 0;
   /// One change of the getattr merge: the users of `out` (the output of a
