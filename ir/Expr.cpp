@@ -1,6 +1,8 @@
 //===- Expr.cpp - Nodes, uses and exprs -----------------------------------===//
 #include "tm/ir/Expr.h"
 
+#include <limits>
+
 #include <algorithm>
 
 #include "tm/ir/Diagnostic.h"
@@ -84,7 +86,7 @@ void Node::linkUse(Use *u) {
     firstUse_ = u;
   lastUse_ = u;
   if (numUses_++ == 0 && expr_)
-    expr_->noteOutputUsed();
+    expr_->noteOutputUses(true);
 }
 
 void Node::unlinkUse(Use *u) {
@@ -99,7 +101,7 @@ void Node::unlinkUse(Use *u) {
   u->prev_ = u->next_ = nullptr;
   u->node_ = nullptr;
   if (--numUses_ == 0 && expr_)
-    expr_->noteOutputUnused();
+    expr_->noteOutputUses(false);
 }
 
 ModuleNode::ModuleNode(Expr *e, int64_t id)
@@ -232,19 +234,24 @@ void Expr::setInputs(llvm::ArrayRef<Node *> nodes) {
 }
 
 Node *Expr::addOutput(std::unique_ptr<Node> n) {
+  if (outputs_.size() >= std::numeric_limits<uint16_t>::max())
+    raise("expr %{}: more than {} outputs", id_, std::numeric_limits<uint16_t>::max() - 1);
   if (graph_)
     graph_->touch();
   n->setExprInternal(this);
   outputs_.push_back(n.release());
   if (outputs_.back()->hasUsers())
-    noteOutputUsed();
+    noteOutputUses(true);
   return outputs_.back();
 }
 
 std::unique_ptr<Node> Expr::releaseOutput(size_t i) {
   Node *n = outputs_[i];
   outputs_.erase(outputs_.begin() + i);
-  noteOutputUnused();
+  // Unowned until re-homed: its use-list edits must not count here.
+  n->setExprInternal(nullptr);
+  if (n->hasUsers())
+    noteOutputUses(false);
   return std::unique_ptr<Node>(n);
 }
 
@@ -252,29 +259,18 @@ std::unique_ptr<Node> Expr::swapOutput(size_t i, std::unique_ptr<Node> n) {
   std::unique_ptr<Node> old(outputs_[i]);
   n->setExprInternal(this);
   outputs_[i] = n.release();
+  old->setExprInternal(nullptr);
+  // Gain before loss: the count must not pass through zero needlessly.
   if (outputs_[i]->hasUsers())
-    noteOutputUsed();
-  else
-    noteOutputUnused();
+    noteOutputUses(true);
+  if (old->hasUsers())
+    noteOutputUses(false);
   return old;
 }
 
-bool Expr::outputsUnused() const {
-  for (const Node *n : outputs_)
-    if (n->hasUsers())
-      return false;
-  return true;
-}
+void Expr::removeFromUnusedList() { graph_->removeUnused(this); }
 
-void Expr::noteOutputUsed() {
-  if (unusedIndex_ != NoUnusedIndex)
-    graph_->removeUnused(this);
-}
-
-void Expr::noteOutputUnused() {
-  if (inBody_ && unusedIndex_ == NoUnusedIndex && outputsUnused())
-    graph_->addUnused(this);
-}
+void Expr::addToUnusedList() { graph_->addUnused(this); }
 
 void Expr::setArgs(TreeDef argDef, llvm::ArrayRef<Node *> nodes) {
   if (argDef.numLeaves() != nodes.size())

@@ -114,16 +114,22 @@ struct GraphVerifier {
     // The list of unused exprs (compile's work list) holds exactly the
     // body exprs none of whose outputs has a use.
     {
+      auto noUsers = [](const Expr *x) {
+        return llvm::none_of(x->outputs(), [](const Node *o) { return o->hasUsers(); });
+      };
       llvm::DenseSet<const Expr *> listed;
       for (const Expr *x : g.unusedExprs()) {
         if (!listed.insert(x).second)
           error(x, "internal: expr listed twice as unused");
-        else if (x->graph() != &g || !x->inBody() || !x->outputsUnused())
+        else if (x->graph() != &g || !x->inBody() || !noUsers(x))
           error(x, "internal: expr listed as unused but it is used or not in the body");
       }
-      for (const Expr *e : g)
-        if (e->outputsUnused() && !listed.count(e))
+      for (const Expr *e : g) {
+        if (e->outputsUnused() != noUsers(e))
+          error(e, "internal: the expr's count of used outputs is wrong");
+        if (noUsers(e) && !listed.count(e))
           error(e, "internal: expr has no users but is missing from the unused list");
+      }
     }
     // Users mirror inputs exactly.
     auto checkUsers = [&](const Node *n) {

@@ -158,8 +158,8 @@ public:
   void setIdInternal(int64_t id) { id_ = id; }
   void setGraphInternal(InternalGraph *g) { graph_ = g; }
   uint64_t orderKey() const { return order_; }
-  /// True when none of the outputs has a use (no outputs included).
-  bool outputsUnused() const;
+  /// True when none of the outputs has a use (no outputs included). O(1).
+  bool outputsUnused() const { return usedOutputs_ == 0; }
   static constexpr uint32_t NoUnusedIndex = ~uint32_t(0);
 
 protected:
@@ -175,20 +175,31 @@ private:
   friend class InternalGraph;
   friend class Node;
   void relocateUses(Use *oldBegin, Use *oldEnd);
-  /// Keeps the graph's unused list after an output's use count changed
-  /// to or from zero, or the outputs changed.
-  void noteOutputUsed();
-  void noteOutputUnused();
+  /// Counts an output's use count going from zero to one (`gained`) or
+  /// back, keeping the graph's unused list.
+  void noteOutputUses(bool gained) {
+    if (gained) {
+      if (usedOutputs_++ == 0 && unusedIndex_ != NoUnusedIndex)
+        removeFromUnusedList();
+    } else if (--usedOutputs_ == 0 && inBody_) {
+      addToUnusedList();
+    }
+  }
+  void removeFromUnusedList();
+  void addToUnusedList();
 
   Kind kind_;
-  bool disableRemove_ = false;
-  bool inBody_ = false;
+  bool disableRemove_ : 1 = false;
+  bool inBody_ : 1 = false;
   /// Scratch mark of graph walks (compile's kept set); false between them.
-  bool mark_ = false;
+  bool mark_ : 1 = false;
+  /// How many outputs have a use (Node::linkUse and unlinkUse count the
+  /// changes to and from zero), so that a use-list edit learns whether the
+  /// producer became unused from this line alone.
+  uint16_t usedOutputs_ = 0;
   /// Position in the graph's list of unused exprs (InternalGraph::unused_)
   /// while this expr is in the body and none of its outputs has a use;
-  /// NoUnusedIndex otherwise. Kept by the use-list edits (Node::linkUse,
-  /// Node::unlinkUse) and by body insertion and removal.
+  /// NoUnusedIndex otherwise.
   uint32_t unusedIndex_ = NoUnusedIndex;
   // The first cache line holds what walks and the rewrite driver read of
   // every expr they visit (kind, flags, op, graph, list links, order); the
