@@ -816,8 +816,7 @@ size_t InternalGraph::compile() {
       continue;
     }
     unlinkFromBody(e); // takes it off unused_
-    e->dropAllInputs(); // may append producers to unused_
-    delete e;
+    delete e;          // dropping its inputs may append producers to unused_
     ++removed;
   }
   for (Expr *e : kept)

@@ -56,7 +56,6 @@ struct Global {
   std::mutex mu;
   FreeBlock *free[NumClasses] = {};
   FreeBlock *tail[NumClasses] = {}; ///< last block of free[k] when non-empty
-  std::atomic<bool> hasFree[NumClasses] = {};
   std::vector<std::pair<char *, char *>> remainders;
   std::vector<void *> slabs;
 
@@ -72,6 +71,11 @@ struct Global {
     return {s, s + SlabBytes};
   }
 };
+
+/// Whether the global reserve holds blocks of a class (read without the
+/// lock by every bump allocation; outside Global so that reading it needs
+/// no initialisation guard).
+std::atomic<bool> globalHasFree[NumClasses] = {};
 
 Global &global() {
   // Never destroyed: blocks may be freed during static destruction.
@@ -119,7 +123,7 @@ struct Flusher {
       if (!g.free[k])
         g.tail[k] = c.tail[k];
       g.free[k] = head;
-      g.hasFree[k].store(true, std::memory_order_relaxed);
+      globalHasFree[k].store(true, std::memory_order_relaxed);
       c.free[k] = nullptr;
     }
     if (c.end - c.cur >= ptrdiff_t(MaxPooled))
@@ -161,13 +165,13 @@ void *allocateDead(size_t cls) {
     return allocateDead(cls);
   Global &g = global();
   size_t bytes = classBytes(cls);
-  if (g.hasFree[cls].load(std::memory_order_relaxed)) {
+  if (globalHasFree[cls].load(std::memory_order_relaxed)) {
     std::lock_guard lock(g.mu);
     if (FreeBlock *b = g.free[cls]) {
       c.free[cls] = b->next;
       c.tail[cls] = g.tail[cls];
       g.free[cls] = nullptr;
-      g.hasFree[cls].store(false, std::memory_order_relaxed);
+      globalHasFree[cls].store(false, std::memory_order_relaxed);
       return b;
     }
   }
@@ -184,27 +188,39 @@ void *allocateDead(size_t cls) {
 
 } // namespace
 
-void *poolAllocate(size_t size) {
+/// Allocations the thread's free list and slab cannot serve: large ones,
+/// a thread's first, a new slab, blocks from the global reserve.
+[[gnu::noinline]] static void *allocateOther(size_t size) {
   if (size > MaxPooled)
     return ::operator new(size);
-  size_t cls = classOf(size);
-  Cache &c = cache();
-  if (FreeBlock *b = c.free[cls]) {
-    c.free[cls] = b->next;
-    return b;
-  }
-  size_t bytes = classBytes(cls);
-  // (The dead cache has no slab: it always takes the slow path.)
-  if (c.end - c.cur >= ptrdiff_t(bytes) &&
-      !global().hasFree[cls].load(std::memory_order_relaxed)) {
-    void *p = c.cur;
-    c.cur += bytes;
-    return p;
-  }
-  return allocateSlow(c, cls);
+  return allocateSlow(cache(), classOf(size));
 }
 
-void poolDeallocate(void *p, size_t size) noexcept {
+void *poolAllocate(size_t size) {
+  // The common paths make no call, so they need no stack frame (see
+  // poolDeallocate). The dead cache has no slab and no free blocks: it
+  // always takes allocateOther.
+  Cache *c = tlCache;
+  if (size <= MaxPooled && c) [[likely]] {
+    size_t cls = classOf(size);
+    if (FreeBlock *b = c->free[cls]) {
+      c->free[cls] = b->next;
+      return b;
+    }
+    size_t bytes = classBytes(cls);
+    if (c->end - c->cur >= ptrdiff_t(bytes) &&
+        !globalHasFree[cls].load(std::memory_order_relaxed)) {
+      void *p = c->cur;
+      c->cur += bytes;
+      return p;
+    }
+  }
+  return allocateOther(size);
+}
+
+/// Frees that the thread's cache cannot take: null, large, before the
+/// thread's first allocation, or after its exit.
+[[gnu::noinline]] static void deallocateSlow(void *p, size_t size) noexcept {
   if (!p)
     return;
   if (size > MaxPooled) {
@@ -221,13 +237,31 @@ void poolDeallocate(void *p, size_t size) noexcept {
       g.tail[cls] = b;
     b->next = g.free[cls];
     g.free[cls] = b;
-    g.hasFree[cls].store(true, std::memory_order_relaxed);
+    globalHasFree[cls].store(true, std::memory_order_relaxed);
     return;
   }
   if (!c.free[cls])
     c.tail[cls] = b;
   b->next = c.free[cls];
   c.free[cls] = b;
+}
+
+void poolDeallocate(void *p, size_t size) noexcept {
+  // The fast path makes no call (the TLS descriptor call preserves every
+  // register), so it needs no stack frame: IR teardown and compile free
+  // four blocks per expr.
+  Cache *c = tlCache;
+  if (p && size <= MaxPooled && c && !isDead(*c)) [[likely]] {
+    size_t cls = classOf(size);
+    auto *b = static_cast<FreeBlock *>(p);
+    FreeBlock *head = c->free[cls];
+    if (!head)
+      c->tail[cls] = b;
+    b->next = head;
+    c->free[cls] = b;
+    return;
+  }
+  deallocateSlow(p, size);
 }
 
 #endif
