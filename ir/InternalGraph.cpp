@@ -724,15 +724,25 @@ bool InternalGraph::mergeGetAttrs() {
   // link one stage after the one it is read from.
   constexpr size_t Ahead = 4;
   size_t n = plan.size();
-  for (size_t i = 0; i < n; ++i) {
-    if (i + 3 * Ahead < n) // its use list: the first two lines
+  // Each duplicate that loses its uses joins the unused list: one growth.
+  unused_.reserve(unused_.size() + n);
+  // The loop starts 3 * Ahead steps early so that the first steps are
+  // fetched too (most graphs of a hierarchy have only a few duplicates).
+  auto in = [n](ptrdiff_t k) { return k >= 0 && size_t(k) < n; };
+  for (ptrdiff_t i = -ptrdiff_t(3 * Ahead); i < ptrdiff_t(n); ++i) {
+    if (in(i + 3 * Ahead)) { // its use list: the first two lines
       detail::prefetchBytes(plan[i + 3 * Ahead].out, 72);
-    if (i + 2 * Ahead < n)
+      // The duplicate's first line: losing its last use lists it unused.
+      __builtin_prefetch(plan[i + 3 * Ahead].ga);
+    }
+    if (in(i + 2 * Ahead))
       if (Use *u = plan[i + 2 * Ahead].out->firstUse())
         __builtin_prefetch(u);
-    if (i + Ahead < n)
+    if (in(i + Ahead))
       if (Use *u = plan[i + Ahead].out->firstUse())
         __builtin_prefetch(u->user());
+    if (i < 0)
+      continue;
     const GetAttrMergeStep &st = plan[i];
     if (st.base) {
       // Rewire every use; replaceUse unlinks the use from `out`.
