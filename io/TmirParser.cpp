@@ -632,8 +632,7 @@ private:
       tn->setShape(t.shape);
       n = std::move(tn);
     }
-    n->setNameInternal(std::move(name));
-    n->setQualname(std::move(qual));
+    n->setNamesInternal(name, qual);
     return n;
   }
 

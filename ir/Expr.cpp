@@ -32,8 +32,8 @@ Node::~Node() = default;
 
 InternalGraph *Node::graph() const { return expr_ ? expr_->graph() : nullptr; }
 
-void Node::setQualname(SharedString q) {
-  qualname_ = std::move(q);
+void Node::setQualname(llvm::StringRef q) {
+  setNamesInternal(name(), q);
   if (InternalGraph *g = graph())
     g->touch();
 }
@@ -47,16 +47,16 @@ void GetAttr::setAttrName(std::string a) {
 void Node::setName(llvm::StringRef newName) {
   InternalGraph *g = graph();
   if (!g)
-    raise("node '{}' is not in a graph; it cannot be renamed", name_);
+    raise("node '{}' is not in a graph; it cannot be renamed", name());
   if (g->ns().isUsed(newName))
     raise("The name({}) is already in use. Please try a different one again.",
           newName.str());
-  name_ = g->ns().createUniqueName(newName);
+  setNameInternal(g->ns().createUniqueName(newName));
 }
 
 std::string Node::str(NodeFormat f) const {
   if (f.withId || f.withGraph) {
-    std::string n = name_.str();
+    std::string n = name().str();
     if (f.withGraph) {
       InternalGraph *g = graph();
       n = (g ? g->name() : std::string()) + "_" + n;
@@ -65,7 +65,7 @@ std::string Node::str(NodeFormat f) const {
       n = "%" + std::to_string(id_) + "_" + n;
     return n;
   }
-  return name_.empty() ? "%" + std::to_string(id_) : name_.str();
+  return nameSize_ == 0 ? "%" + std::to_string(id_) : name().str();
 }
 
 std::vector<Expr *> Node::userList() const {

@@ -41,7 +41,7 @@ static void deleteGraphExprs(llvm::ArrayRef<Expr *> exprs) {
         detail::prefetchBytes(o, sizeof(TensorNode));
     if (i + Ahead < n)
       for (Node *o : exprs[i + Ahead]->outputs())
-        o->prefetchForDelete();
+        o->prefetchNames();
     exprs[i]->forgetInputsInternal();
     delete exprs[i];
   }
@@ -292,9 +292,8 @@ TensorNode *InternalGraph::addTensorInput(llvm::StringRef name,
   auto in = std::make_unique<Input>(nextExprId(), name.str());
   in->setGraphInternal(this);
   TensorNode *n = newTensorOutput(*in);
-  n->setNameInternal(ns_.createUniqueName(name));
-  n->setQualname(qualname.empty() ? qualname_ + ".[" + n->name().str() + "]"
-                                  : std::move(qualname));
+  std::string unique = ns_.createUniqueName(name);
+  n->setNamesInternal(unique, qualname.empty() ? qualname_ + ".[" + unique + "]" : qualname);
   n->setShape(std::move(shape));
   n->setDType(dtype);
   n->setHasDType(true);
@@ -309,8 +308,7 @@ ModuleNode *InternalGraph::addModuleInput(llvm::StringRef name,
   auto in = std::make_unique<Input>(nextExprId(), name.str());
   in->setGraphInternal(this);
   ModuleNode *n = newModuleOutput(*in);
-  n->setNameInternal(ns_.createUniqueName(name));
-  n->setQualname(qualname.empty() ? qualname_ : std::move(qualname));
+  n->setNamesInternal(ns_.createUniqueName(name), qualname.empty() ? qualname_ : qualname);
   inputs_.push_back(n);
   inputExprs_.push_back(std::move(in));
   touch();
@@ -646,7 +644,7 @@ template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, 
     if (i + 2 * Ahead < n && gas[i + 2 * Ahead]->numOutputs())
       detail::prefetchBytes(gas[i + 2 * Ahead]->output(0), 72);
     if (i + Ahead < n && gas[i + Ahead]->numOutputs())
-      gas[i + Ahead]->output(0)->sharedQualname().prefetch();
+      gas[i + Ahead]->output(0)->prefetchNames();
     f(gas[i]);
   }
 }
@@ -815,7 +813,7 @@ size_t InternalGraph::compile() {
         __builtin_prefetch(unused_[n - 1 - 2 * Ahead]);
       for (const Node *o : unused_[n - 1 - Ahead / 2]->outputs_) {
         detail::prefetchBytes(o, sizeof(TensorNode));
-        o->prefetchForDelete();
+        o->prefetchNames();
       }
     }
     Expr *e = unused_.back();

@@ -382,7 +382,6 @@ void NameSpace::autoNameOutputs(Expr &e) {
     bracketed(name);
     addSuffix = false;
   }
-  SharedString sharedQual(qualname.str()); // one block for all outputs
   for (Node *n : e.outputs()) {
     llvm::SmallString<64> cur;
     if (!n->name().empty())
@@ -394,9 +393,9 @@ void NameSpace::autoNameOutputs(Expr &e) {
     }
     if (cur.empty())
       cur = "_";
-    n->setNameInternal(SharedString(createUniqueName(cur, unique)));
-    if (n->qualname().empty())
-      n->setQualname(sharedQual);
+    // One block for both names (an explicit qualname stays).
+    llvm::StringRef qual = n->qualname().empty() ? llvm::StringRef(qualname) : n->qualname();
+    n->setNamesInternal(createUniqueName(cur, unique), qual);
   }
 }
 

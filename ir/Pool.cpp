@@ -274,15 +274,17 @@ void poolDeallocate(void *p, size_t size) noexcept {
 
 namespace tmg {
 
-SharedString::Rep *SharedString::make(llvm::StringRef s) {
-  if (s.empty())
+SharedString::Rep *SharedString::make(llvm::StringRef s, llvm::StringRef tail) {
+  size_t size = s.size() + tail.size();
+  if (size == 0)
     return nullptr;
-  if (s.size() > UINT32_MAX)
+  if (size > UINT32_MAX)
     throw std::length_error("tmg::SharedString: string longer than 4 GiB");
-  auto *r = static_cast<Rep *>(detail::poolAllocate(sizeof(Rep) + s.size()));
+  auto *r = static_cast<Rep *>(detail::poolAllocate(sizeof(Rep) + size));
   r->refs.store(1, std::memory_order_relaxed);
-  r->size = uint32_t(s.size());
+  r->size = uint32_t(size);
   std::memcpy(chars(r), s.data(), s.size());
+  std::memcpy(chars(r) + s.size(), tail.data(), tail.size());
   return r;
 }
 

@@ -210,8 +210,7 @@ std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id) {
     mn->setOwner(m->owner());
     c = std::move(mn);
   }
-  c->setNameInternal(n.sharedName());
-  c->setQualname(n.sharedQualname());
+  c->copyNamesFrom(n);
   return c;
 }
 
@@ -402,7 +401,7 @@ public:
       }
       adopt[so] = k;
       if (llvm::isa<TensorNode>(co))
-        co->setQualname(so->sharedQualname());
+        co->setQualname(so->qualname());
     }
     for (Expr *e : sub) {
       auto ne = cloneExprShallow(*e, root_.nextExprId());

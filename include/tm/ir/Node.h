@@ -73,11 +73,13 @@ public:
   InternalGraph *graph() const;
 
   int64_t id() const { return id_; }
-  llvm::StringRef name() const { return name_; }
-  llvm::StringRef qualname() const { return qualname_; }
-  /// The name and qualname as shared strings (copies share the block).
-  const SharedString &sharedName() const { return name_; }
-  const SharedString &sharedQualname() const { return qualname_; }
+  llvm::StringRef name() const { return names_.ref().take_front(nameSize_); }
+  llvm::StringRef qualname() const { return names_.ref().drop_front(nameSize_); }
+  /// Gives this node the name and qualname of `o` (sharing its block).
+  void copyNamesFrom(const Node &o) {
+    names_ = o.names_;
+    nameSize_ = o.nameSize_;
+  }
   /// Renames with the reference's checks: the name must not be in use in the
   /// graph's namespace (tmg::Error otherwise); it is then sanitised and
   /// registered.
@@ -125,17 +127,19 @@ public:
 
   // Internal (used by graph code).
   void setIdInternal(int64_t id) { id_ = id; }
-  void setNameInternal(SharedString n) { name_ = std::move(n); }
+  void setNameInternal(llvm::StringRef n) { setNamesInternal(n, qualname()); }
   /// Sets the qualname (a structural change of the node's graph: the getattr
   /// merge reads it).
-  void setQualname(SharedString q);
-  void setExprInternal(Expr *e) { expr_ = e; }
-  /// Starts loading what deleting this node touches: its strings (the
-  /// node itself is fetched with its expr or just before).
-  void prefetchForDelete() const {
-    name_.prefetch();
-    qualname_.prefetch();
+  void setQualname(llvm::StringRef q);
+  /// Sets both (builders and readers: one block).
+  void setNamesInternal(llvm::StringRef name, llvm::StringRef qualname) {
+    names_ = SharedString(name, qualname);
+    nameSize_ = uint32_t(name.size());
   }
+  void setExprInternal(Expr *e) { expr_ = e; }
+  /// Starts loading what deleting this node touches besides the node: its
+  /// names' block (also what reading the qualname needs).
+  void prefetchNames() const { names_.prefetch(); }
 
 protected:
   Node(Kind k, Expr *e, int64_t id) : kind_(k), expr_(e), id_(id) {}
@@ -146,10 +150,13 @@ private:
   void unlinkUse(Use *u);
 
   Kind kind_;
+  /// The name is the first nameSize_ characters of names_, the qualname
+  /// the rest: one pool block per node for both (they are created, copied
+  /// and destroyed together), its size kept in the padding after kind_.
+  uint32_t nameSize_ = 0;
   Expr *expr_;
   int64_t id_;
-  SharedString name_;
-  SharedString qualname_;
+  SharedString names_;
   Use *firstUse_ = nullptr;
   Use *lastUse_ = nullptr;
   size_t numUses_ = 0;

@@ -32,6 +32,9 @@ public:
   SharedString(llvm::StringRef s) : rep_(make(s)) {}
   SharedString(const std::string &s) : rep_(make(s)) {}
   SharedString(const char *s) : rep_(make(s)) {}
+  /// The concatenation of `a` and `b` (one block; nodes keep their name
+  /// and qualname this way).
+  SharedString(llvm::StringRef a, llvm::StringRef b) : rep_(make(a, b)) {}
   SharedString(const SharedString &o) noexcept : rep_(o.rep_) {
     if (rep_)
       rep_->refs.fetch_add(1, std::memory_order_relaxed);
@@ -76,7 +79,7 @@ private:
     uint32_t size;
   };
   static char *chars(Rep *r) { return reinterpret_cast<char *>(r + 1); }
-  static Rep *make(llvm::StringRef s);
+  static Rep *make(llvm::StringRef s, llvm::StringRef tail = {});
   static void release(Rep *r) noexcept;
   Rep *rep_ = nullptr;
 };
