@@ -77,6 +77,8 @@ std::vector<Expr *> Node::userList() const {
 }
 
 void Node::linkUse(Use *u) {
+  if (numUses_ == UINT32_MAX)
+    raise("node '{}' has too many uses", name());
   u->node_ = this;
   u->prev_ = lastUse_;
   u->next_ = nullptr;
@@ -85,7 +87,7 @@ void Node::linkUse(Use *u) {
   else
     firstUse_ = u;
   lastUse_ = u;
-  if (numUses_++ == 0 && expr_)
+  if (numUses_++ == 0 && outputRefs_ == 0 && expr_)
     expr_->noteOutputUses(true);
 }
 
@@ -100,7 +102,17 @@ void Node::unlinkUse(Use *u) {
     lastUse_ = u->prev_;
   u->prev_ = u->next_ = nullptr;
   u->node_ = nullptr;
-  if (--numUses_ == 0 && expr_)
+  if (--numUses_ == 0 && outputRefs_ == 0 && expr_)
+    expr_->noteOutputUses(false);
+}
+
+void Node::retainAsOutput() {
+  if (outputRefs_++ == 0 && numUses_ == 0 && expr_)
+    expr_->noteOutputUses(true);
+}
+
+void Node::releaseAsOutput() {
+  if (--outputRefs_ == 0 && numUses_ == 0 && expr_)
     expr_->noteOutputUses(false);
 }
 
@@ -240,7 +252,7 @@ Node *Expr::addOutput(std::unique_ptr<Node> n) {
     graph_->touch();
   n->setExprInternal(this);
   outputs_.push_back(n.release());
-  if (outputs_.back()->hasUsers())
+  if (outputs_.back()->isNeeded())
     noteOutputUses(true);
   return outputs_.back();
 }
@@ -250,7 +262,7 @@ std::unique_ptr<Node> Expr::releaseOutput(size_t i) {
   outputs_.erase(outputs_.begin() + i);
   // Unowned until re-homed: its use-list edits must not count here.
   n->setExprInternal(nullptr);
-  if (n->hasUsers())
+  if (n->isNeeded())
     noteOutputUses(false);
   return std::unique_ptr<Node>(n);
 }
@@ -261,9 +273,9 @@ std::unique_ptr<Node> Expr::swapOutput(size_t i, std::unique_ptr<Node> n) {
   outputs_[i] = n.release();
   old->setExprInternal(nullptr);
   // Gain before loss: the count must not pass through zero needlessly.
-  if (outputs_[i]->hasUsers())
+  if (outputs_[i]->isNeeded())
     noteOutputUses(true);
-  if (old->hasUsers())
+  if (old->isNeeded())
     noteOutputUses(false);
   return old;
 }

@@ -498,7 +498,7 @@ void InternalGraph::resetOutputs(TreeDef outDef, llvm::ArrayRef<Node *> nodes) {
       raise("reset_outputs: node '{}' is not in graph '{}'",
             n ? n->str() : "null", name_);
   const auto *sig = m.signatureOf(*this);
-  outputs_.assign(nodes.begin(), nodes.end());
+  setOutputList(std::vector<Node *>(nodes.begin(), nodes.end()));
   touch();
   m.setOutDef(sig->argDef, std::move(outDef));
 }
@@ -510,6 +510,7 @@ void InternalGraph::addOutputNode(Node *node) {
           node ? node->str() : "null", name_);
   const auto *sig = m.signatureOf(*this);
   TreeDef newDef = TreeDef::tuple({sig->outDef, TreeDef()});
+  node->retainAsOutput();
   outputs_.push_back(node);
   touch();
   m.setOutDef(sig->argDef, std::move(newDef));
@@ -557,8 +558,11 @@ ReplaceReport InternalGraph::replaceNode(
     if (old == nw)
       continue;
     for (Node *&o : outputs_)
-      if (o == old)
+      if (o == old) {
+        nw->retainAsOutput();
+        old->releaseAsOutput();
         o = nw;
+      }
     touch();
     Expr *def = nw->expr();
     bool defIsInput = !def->inBody();
@@ -757,6 +761,15 @@ bool InternalGraph::mergeGetAttrs() {
   return n != 0;
 }
 
+void InternalGraph::setOutputList(std::vector<Node *> outs) {
+  // New first: a node in both lists never looks unneeded on the way.
+  for (Node *n : outs)
+    n->retainAsOutput();
+  for (Node *n : outputs_)
+    n->releaseAsOutput();
+  outputs_ = std::move(outs);
+}
+
 void InternalGraph::addUnused(Expr *e) {
   e->unusedIndex_ = uint32_t(unused_.size());
   unused_.push_back(e);
@@ -788,17 +801,15 @@ size_t InternalGraph::compile() {
   // leaving dangling inputs; we keep them). In a graph without cycles the
   // dead exprs are exactly what repeatedly deleting unused exprs removes:
   // a dead expr's users are all dead, so some dead expr has no users, and
-  // deleting it leaves the rest dead. unused_ lists the exprs without
-  // users at every moment (the use-list edits keep it), so compile starts
-  // from it and never reads a live expr that has users: its cost is the
-  // exprs it deletes plus the unused ones it keeps (producers of graph
-  // outputs, disable_remove exprs). A deletion that takes a producer's
-  // last use appends the producer to the list, which is consumed from the
-  // back, so the cascade follows at once, while the producer's node is
-  // in the cache.
-  for (Node *o : outputs_)
-    if (Expr *p = o->expr(); p && p->inBody_ && p->graph_ == this)
-      p->mark_ = true;
+  // deleting it leaves the rest dead. unused_ lists the exprs none of
+  // whose outputs is used by an expr or is a graph output, at every moment
+  // (the use-list and output-list edits keep it), so compile starts from
+  // it and never reads a live expr: its cost is the exprs it deletes plus
+  // the unused disable_remove exprs it keeps, and on a graph with nothing
+  // to delete it returns at once. A deletion that takes a producer's last
+  // use appends the producer to the list, which is consumed from the back,
+  // so the cascade follows at once, while the producer's node is in the
+  // cache.
   llvm::SmallVector<Expr *, 8> kept;
   size_t removed = 0;
   // Deleting an expr reads all of it and its output nodes; the next few
@@ -817,7 +828,7 @@ size_t InternalGraph::compile() {
       }
     }
     Expr *e = unused_.back();
-    if (e->mark_ || e->disableRemove_) {
+    if (e->disableRemove_) {
       unused_.pop_back();
       e->unusedIndex_ = Expr::NoUnusedIndex;
       kept.push_back(e);
@@ -829,9 +840,6 @@ size_t InternalGraph::compile() {
   }
   for (Expr *e : kept)
     addUnused(e);
-  for (Node *o : outputs_)
-    if (Expr *p = o->expr(); p && p->inBody_ && p->graph_ == this)
-      p->mark_ = false;
   if (removed)
     touch();
   // Removing dead exprs keeps the getattrs merged (a merged duplicate has

@@ -290,13 +290,16 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
     cloneOutputs(*e, *c);
     dst.insertExpr(std::move(c), nullptr);
   }
+  std::vector<Node *> outs = dst.outputs_;
+  outs.reserve(outs.size() + src.outputs_.size());
   for (Node *n : src.outputs_) {
     auto it = map.find(n);
     if (it == map.end())
       raise("clone: output '{}' is not defined in graph '{}'", n->str(),
             src.name());
-    dst.outputs_.push_back(it->second);
+    outs.push_back(it->second);
   }
+  dst.setOutputList(std::move(outs));
   dst.ns_ = src.ns_;
   dst.name_ = src.name_;
   dst.qualname_ = src.qualname_;

@@ -112,10 +112,21 @@ struct GraphVerifier {
           error(e, "getattr must take one ModuleNode");
     }
     // The list of unused exprs (compile's work list) holds exactly the
-    // body exprs none of whose outputs has a use.
+    // body exprs none of whose outputs is used or a graph output; the
+    // nodes count their places in the output list.
     {
-      auto noUsers = [](const Expr *x) {
-        return llvm::none_of(x->outputs(), [](const Node *o) { return o->hasUsers(); });
+      llvm::DenseMap<const Node *, size_t> outputRefs;
+      for (const Node *o : g.outputs())
+        ++outputRefs[o];
+      for (const auto &[o, refs] : outputRefs)
+        if (o->graphOutputRefs() != refs)
+          error(o->expr(), "internal: output '" + o->str() + "' counts " +
+                               std::to_string(o->graphOutputRefs()) +
+                               " places in the output list, not " + std::to_string(refs));
+      auto noUsers = [&](const Expr *x) {
+        return llvm::none_of(x->outputs(), [&](const Node *o) {
+          return o->hasUsers() || outputRefs.count(o);
+        });
       };
       llvm::DenseSet<const Expr *> listed;
       for (const Expr *x : g.unusedExprs()) {

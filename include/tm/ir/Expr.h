@@ -158,7 +158,8 @@ public:
   void setIdInternal(int64_t id) { id_ = id; }
   void setGraphInternal(InternalGraph *g) { graph_ = g; }
   uint64_t orderKey() const { return order_; }
-  /// True when none of the outputs has a use (no outputs included). O(1).
+  /// True when no output is needed (Node::isNeeded; no outputs included).
+  /// O(1).
   bool outputsUnused() const { return usedOutputs_ == 0; }
   static constexpr uint32_t NoUnusedIndex = ~uint32_t(0);
 
@@ -175,8 +176,8 @@ private:
   friend class InternalGraph;
   friend class Node;
   void relocateUses(Use *oldBegin, Use *oldEnd);
-  /// Counts an output's use count going from zero to one (`gained`) or
-  /// back, keeping the graph's unused list.
+  /// Counts an output becoming needed (`gained`) or unneeded, keeping the
+  /// graph's unused list.
   void noteOutputUses(bool gained) {
     if (gained) {
       if (usedOutputs_++ == 0 && unusedIndex_ != NoUnusedIndex)
@@ -193,12 +194,13 @@ private:
   bool inBody_ : 1 = false;
   /// Scratch mark of graph walks (compile's kept set); false between them.
   bool mark_ : 1 = false;
-  /// How many outputs have a use (Node::linkUse and unlinkUse count the
-  /// changes to and from zero), so that a use-list edit learns whether the
-  /// producer became unused from this line alone.
+  /// How many outputs are needed (used by an expr or a graph output; the
+  /// node's use-list and output-list edits count the changes to and from
+  /// zero), so that an edit learns whether the producer became unused from
+  /// this line alone.
   uint16_t usedOutputs_ = 0;
   /// Position in the graph's list of unused exprs (InternalGraph::unused_)
-  /// while this expr is in the body and none of its outputs has a use;
+  /// while this expr is in the body and no output is needed;
   /// NoUnusedIndex otherwise.
   uint32_t unusedIndex_ = NoUnusedIndex;
   // The first cache line holds what walks and the rewrite driver read of

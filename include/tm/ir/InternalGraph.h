@@ -231,7 +231,7 @@ public:
   void addOutputNode(Node *node);
   /// Sets outputs without touching the module's out TreeDef (builders).
   void setOutputsInternal(std::vector<Node *> outs) {
-    outputs_ = std::move(outs);
+    setOutputList(std::move(outs));
     touch();
   }
   void setInputsInternal(std::vector<Node *> ins) {
@@ -271,8 +271,9 @@ public:
   /// ones that can be dead: a dead expr's users are all dead), and compile
   /// deletes from it, adding producers as their last use goes.
   size_t compile();
-  /// The body exprs none of whose outputs has a use, in no particular
-  /// order (compile's work list; for tests and the verifier).
+  /// The body exprs no output of which is needed (used by an expr or a
+  /// graph output), in no particular order (compile's work list; for tests
+  /// and the verifier).
   llvm::ArrayRef<Expr *> unusedExprs() const { return unused_; }
   /// Re-creates the body index (see bodyIndex_) when an insertion or a
   /// removal in the middle of the body dropped it: one walk. Whole-graph
@@ -319,6 +320,9 @@ private:
     bodyIndex_ = {};
   }
   friend class Expr;
+  /// Replaces outputs_, keeping the nodes' output counts (a graph output
+  /// keeps its producer out of the unused list).
+  void setOutputList(std::vector<Node *> outs);
   /// Adds `e` (in the body, outputs unused, not listed) to unused_.
   void addUnused(Expr *e);
   /// Removes `e` from unused_ (O(1): the last entry takes its place).

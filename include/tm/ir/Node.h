@@ -123,6 +123,10 @@ public:
   std::vector<Expr *> userList() const;
   size_t numUsers() const { return numUses_; }
   bool hasUsers() const { return numUses_ != 0; }
+  /// How many times the node is listed among its graph's outputs.
+  size_t graphOutputRefs() const { return outputRefs_; }
+  /// Used by an expr or a graph output: what keeps its producer alive.
+  bool isNeeded() const { return numUses_ != 0 || outputRefs_ != 0; }
   Use *firstUse() const { return firstUse_; }
 
   // Internal (used by graph code).
@@ -146,8 +150,12 @@ protected:
 
 private:
   friend class Expr;
+  friend class InternalGraph;
   void linkUse(Use *u);
   void unlinkUse(Use *u);
+  /// A graph's output list took or dropped this node.
+  void retainAsOutput();
+  void releaseAsOutput();
 
   Kind kind_;
   /// The name is the first nameSize_ characters of names_, the qualname
@@ -159,7 +167,8 @@ private:
   SharedString names_;
   Use *firstUse_ = nullptr;
   Use *lastUse_ = nullptr;
-  size_t numUses_ = 0;
+  uint32_t numUses_ = 0;
+  uint32_t outputRefs_ = 0; ///< see graphOutputRefs (kept by InternalGraph)
 };
 
 class TensorNode : public Node {
