@@ -1,9 +1,8 @@
 //===- Expr.cpp - Nodes, uses and exprs -----------------------------------===//
 #include "tm/ir/Expr.h"
 
-#include <limits>
-
 #include <algorithm>
+#include <limits>
 
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/InternalGraph.h"
@@ -88,7 +87,7 @@ void Node::linkUse(Use *u) {
     firstUse_ = u;
   lastUse_ = u;
   if (numUses_++ == 0 && outputRefs_ == 0 && expr_)
-    expr_->noteOutputUses(true);
+    expr_->noteOutputNeeded(true);
 }
 
 void Node::unlinkUse(Use *u) {
@@ -103,17 +102,17 @@ void Node::unlinkUse(Use *u) {
   u->prev_ = u->next_ = nullptr;
   u->node_ = nullptr;
   if (--numUses_ == 0 && outputRefs_ == 0 && expr_)
-    expr_->noteOutputUses(false);
+    expr_->noteOutputNeeded(false);
 }
 
 void Node::retainAsOutput() {
   if (outputRefs_++ == 0 && numUses_ == 0 && expr_)
-    expr_->noteOutputUses(true);
+    expr_->noteOutputNeeded(true);
 }
 
 void Node::releaseAsOutput() {
   if (--outputRefs_ == 0 && numUses_ == 0 && expr_)
-    expr_->noteOutputUses(false);
+    expr_->noteOutputNeeded(false);
 }
 
 ModuleNode::ModuleNode(Expr *e, int64_t id)
@@ -253,7 +252,7 @@ Node *Expr::addOutput(std::unique_ptr<Node> n) {
   n->setExprInternal(this);
   outputs_.push_back(n.release());
   if (outputs_.back()->isNeeded())
-    noteOutputUses(true);
+    noteOutputNeeded(true);
   return outputs_.back();
 }
 
@@ -263,7 +262,7 @@ std::unique_ptr<Node> Expr::releaseOutput(size_t i) {
   // Unowned until re-homed: its use-list edits must not count here.
   n->setExprInternal(nullptr);
   if (n->isNeeded())
-    noteOutputUses(false);
+    noteOutputNeeded(false);
   return std::unique_ptr<Node>(n);
 }
 
@@ -274,9 +273,9 @@ std::unique_ptr<Node> Expr::swapOutput(size_t i, std::unique_ptr<Node> n) {
   old->setExprInternal(nullptr);
   // Gain before loss: the count must not pass through zero needlessly.
   if (outputs_[i]->isNeeded())
-    noteOutputUses(true);
+    noteOutputNeeded(true);
   if (old->isNeeded())
-    noteOutputUses(false);
+    noteOutputNeeded(false);
   return old;
 }
 

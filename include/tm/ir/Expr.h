@@ -178,7 +178,7 @@ private:
   void relocateUses(Use *oldBegin, Use *oldEnd);
   /// Counts an output becoming needed (`gained`) or unneeded, keeping the
   /// graph's unused list.
-  void noteOutputUses(bool gained) {
+  void noteOutputNeeded(bool gained) {
     if (gained) {
       if (usedOutputs_++ == 0 && unusedIndex_ != NoUnusedIndex)
         removeFromUnusedList();

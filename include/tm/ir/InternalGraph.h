@@ -267,9 +267,10 @@ public:
   /// mergeGetAttrs, then removes every expr that no output depends on,
   /// keeping `disable_remove` exprs and their producers. Returns the number
   /// of exprs removed. Linear in what it removes, not in the graph: the
-  /// graph keeps the list of its exprs whose outputs have no use (the only
-  /// ones that can be dead: a dead expr's users are all dead), and compile
-  /// deletes from it, adding producers as their last use goes.
+  /// graph keeps the list of its exprs no output of which is needed
+  /// (unusedExprs(); in a graph without cycles a dead expr's users are all
+  /// dead, so there is one there whenever there is a dead expr), and
+  /// compile deletes from it, adding producers as their last use goes.
   size_t compile();
   /// The body exprs no output of which is needed (used by an expr or a
   /// graph output), in no particular order (compile's work list; for tests
@@ -339,14 +340,15 @@ private:
   size_t size_ = 0;
   /// The body in order, while `bodyIndexValid_`: kept by appends (builders,
   /// clones, parsers append) and by removals from the end, dropped by any
-  /// other insertion or removal, re-created by rebuildBodyIndex. Whole-body walks that find it valid read
-  /// exprs from an array and fetch them ahead instead of chasing `prev_`
-  /// one cache miss at a time.
+  /// other insertion or removal, re-created by rebuildBodyIndex. Whole-body
+  /// walks that find it valid read exprs from an array and fetch them ahead
+  /// instead of chasing `prev_` one cache miss at a time.
   std::vector<Expr *> bodyIndex_;
   bool bodyIndexValid_ = true;
-  /// Every body expr none of whose outputs has a use (each knows its
-  /// position, Expr::unusedIndex_). Kept by every use-list edit, insertion
-  /// and removal, so compile never walks the live body.
+  /// Every body expr no output of which is needed (used by an expr or a
+  /// graph output); each knows its position, Expr::unusedIndex_. Kept by
+  /// every use-list and output-list edit, insertion and removal, so compile
+  /// never walks the live body.
   std::vector<Expr *> unused_;
   Expr *insertBefore_ = nullptr;
   uint64_t version_ = 0;
