@@ -283,8 +283,11 @@ SharedString::Rep *SharedString::make(llvm::StringRef s, llvm::StringRef tail) {
   auto *r = static_cast<Rep *>(detail::poolAllocate(sizeof(Rep) + size));
   r->refs.store(1, std::memory_order_relaxed);
   r->size = uint32_t(size);
-  std::memcpy(chars(r), s.data(), s.size());
-  std::memcpy(chars(r) + s.size(), tail.data(), tail.size());
+  // (An empty StringRef may hold a null pointer, which memcpy must not get.)
+  if (!s.empty())
+    std::memcpy(chars(r), s.data(), s.size());
+  if (!tail.empty())
+    std::memcpy(chars(r) + s.size(), tail.data(), tail.size());
   return r;
 }
 

@@ -192,8 +192,6 @@ private:
   Kind kind_;
   bool disableRemove_ : 1 = false;
   bool inBody_ : 1 = false;
-  /// Scratch mark of graph walks (compile's kept set); false between them.
-  bool mark_ : 1 = false;
   /// How many outputs are needed (used by an expr or a graph output; the
   /// node's use-list and output-list edits count the changes to and from
   /// zero), so that an edit learns whether the producer became unused from
