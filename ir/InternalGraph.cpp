@@ -141,7 +141,7 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   e->inBody_ = true;
   e->graph_ = this;
   ++size_;
-  if (e->usedOutputs_ == 0)
+  if (e->outputsUnused())
     addUnused(e);
   if (bodyIndexValid_) {
     if (before)

@@ -123,7 +123,7 @@ struct GraphVerifier {
           error(o->expr(), "internal: output '" + o->str() + "' counts " +
                                std::to_string(o->graphOutputRefs()) +
                                " places in the output list, not " + std::to_string(refs));
-      auto noUsers = [&](const Expr *x) {
+      auto unneeded = [&](const Expr *x) {
         return llvm::none_of(x->outputs(), [&](const Node *o) {
           return o->hasUsers() || outputRefs.count(o);
         });
@@ -132,13 +132,13 @@ struct GraphVerifier {
       for (const Expr *x : g.unusedExprs()) {
         if (!listed.insert(x).second)
           error(x, "internal: expr listed twice as unused");
-        else if (x->graph() != &g || !x->inBody() || !noUsers(x))
+        else if (x->graph() != &g || !x->inBody() || !unneeded(x))
           error(x, "internal: expr listed as unused but it is used or not in the body");
       }
       for (const Expr *e : g) {
-        if (e->outputsUnused() != noUsers(e))
+        if (e->outputsUnused() != unneeded(e))
           error(e, "internal: the expr's count of used outputs is wrong");
-        if (noUsers(e) && !listed.count(e))
+        if (unneeded(e) && !listed.count(e))
           error(e, "internal: expr has no users but is missing from the unused list");
       }
     }
