@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <fcntl.h>
 #include <unistd.h>
 #include <vector>
 #ifdef __GLIBC__
@@ -69,4 +71,19 @@ inline void flushCaches() {
   for (int pass = 0; pass < 2; ++pass)
     for (size_t i = 0; i < buf.size(); i += 64)
       p[i] = char(p[i] + 1);
+}
+
+/// Profiling of the timed region alone: with TM_PERF_CTL=FIFO in the
+/// environment, writes `enable` / `disable` to that fifo, the control fifo
+/// of `perf record -D -1 --control=fifo:FIFO[,ACK]` (the ack is not read).
+inline void perfToggle(bool on) {
+  static int fd = [] {
+    const char *path = std::getenv("TM_PERF_CTL");
+    return path ? ::open(path, O_WRONLY) : -1;
+  }();
+  if (fd < 0)
+    return;
+  const char *msg = on ? "enable\n" : "disable\n";
+  ssize_t w = ::write(fd, msg, on ? 7 : 8);
+  (void)w;
 }

@@ -244,10 +244,7 @@ struct Worklist : RewriteListener {
 /// next few exprs will read. (Entries ahead of i are in the graph or kept
 /// allocated by the rewriter, see Worklist.)
 inline void prefetchAhead(const std::vector<Expr *> &cur, size_t i) {
-  auto lines = [](const void *p, size_t bytes) {
-    for (size_t o = 0; o < bytes; o += 64)
-      __builtin_prefetch(static_cast<const char *>(p) + o);
-  };
+  auto lines = [](const void *p, size_t bytes) { detail::prefetchBytes(p, bytes); };
   if (i + 8 < cur.size())
     if (const Expr *e = cur[i + 8])
       lines(e, sizeof(CallFunction));

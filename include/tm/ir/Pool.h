@@ -34,8 +34,13 @@ inline void prefetchBytes(const void *p, size_t bytes) {
   // Every line the range touches, also the last one of a range that
   // straddles a line boundary.
   uintptr_t end = uintptr_t(p) + bytes;
-  for (uintptr_t a = uintptr_t(p) & ~uintptr_t(63); a < end; a += 64)
+  for (uintptr_t a = uintptr_t(p) & ~uintptr_t(63); a < end; a += 64) {
     __builtin_prefetch(reinterpret_cast<const void *>(a));
+    // A loop of prefetches alone has no side effect for GCC, which deletes
+    // it unless it fully unrolls it first (which needs a constant trip
+    // count, and the alignment of `p` is not one): this empty asm keeps it.
+    asm volatile("" : : "r"(a));
+  }
 }
 
 /// A block of at least `size` bytes, aligned to 16.
