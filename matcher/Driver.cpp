@@ -5,8 +5,6 @@
 #include <chrono>
 #include <map>
 
-#include <llvm/ADT/DenseSet.h>
-
 namespace tmg {
 
 RewritePattern::~RewritePattern() = default;
@@ -122,95 +120,61 @@ namespace {
 /// has still to visit (they see the edit when their turn comes, as with
 /// MLIR's single worklist).
 ///
+/// Membership is kept in two scratch flags of the exprs (Expr::scratchFlag),
+/// not in maps: on a large graph a map lookup is a cache miss, the expr's
+/// first line is usually cached already. InRound: in `cur` and not visited
+/// yet (set on every expr of `cur` when the round starts, which also makes
+/// the flags of an earlier algorithm irrelevant); Queued: in `next`.
+///
 /// Entries of `cur` and `next` are raw pointers, and rewrites erase exprs:
-/// an erased expr the round has still to visit is kept allocated by the
-/// rewriter until the round ends (so `inBody()` tells it is gone and its
-/// address is not reused); an erased expr queued in `next` is nulled there
-/// through its index. The other erased exprs are destroyed at once.
+/// the rewriter keeps an erased expr allocated while either flag is set
+/// (out of the body, `inBody()` false) until the round ends, so that the
+/// round skips it and the next one drops it, and its address is not
+/// reused meanwhile. Other erased exprs are destroyed at once.
 struct Worklist : RewriteListener {
+  enum : unsigned { InRound = 0, Queued = 1 };
   std::vector<Expr *> cur, next;
-  /// Queued for the next round, with index + 1 in `next`.
-  llvm::DenseMap<Expr *, uint32_t> inNext;
-  /// Rounds after the first: the round's exprs, with index + 1 in `cur`.
-  llvm::DenseMap<Expr *, uint32_t> inCur;
   InternalGraph *g = nullptr;
-  bool firstRound = true;
-  /// Index in `cur` of the expr being rewritten.
-  size_t pos = 0;
-  /// First round (`cur` is the body in order, and every expr of the body
-  /// not in `cur` was created this round, hence queued): the first expr
-  /// after `pos` still in the graph. The round has yet to visit it and the
-  /// exprs of `cur` after it. nullptr: nothing left.
-  Expr *frontier = nullptr;
 
-  /// True when the current round will still visit `e` (for an expr that
-  /// is or was in the graph when the rewrite began).
-  bool pending(const Expr *e) const {
-    if (firstRound)
-      return frontier && (e == frontier || frontier->isBefore(e));
-    auto it = inCur.find(const_cast<Expr *>(e));
-    return it != inCur.end() && it->second > pos + 1;
-  }
-  /// A filter over `inNext` (one bit per hash of a queued expr): most
-  /// erased exprs were never queued, and the filter says so without a
-  /// lookup in the large map (a cache miss on a large graph).
-  std::vector<uint64_t> queuedBits;
-  uint64_t bitMask = 0;
-
-  void initFilter(size_t exprs) {
-    size_t bits = 1 << 12;
-    while (bits < exprs * 8 && bits < (size_t(1) << 26))
-      bits <<= 1;
-    queuedBits.assign(bits / 64, 0);
-    bitMask = bits - 1;
-  }
-  uint64_t bitOf(const Expr *e) const {
-    return ((uintptr_t(e) >> 4) * 0x9E3779B97F4A7C15ull >> 20) & bitMask;
-  }
+  /// True when the current round will still visit `e`.
+  static bool pending(const Expr *e) { return e->scratchFlag(InRound); }
+  static bool keep(const Expr *e) { return e->scratchFlag(InRound) || e->scratchFlag(Queued); }
   void queue(Expr *e) {
-    if (inNext.try_emplace(e, uint32_t(next.size() + 1)).second) {
+    if (!e->scratchFlag(Queued)) {
+      e->setScratchFlag(Queued, true);
       next.push_back(e);
-      uint64_t b = bitOf(e);
-      queuedBits[b >> 6] |= uint64_t(1) << (b & 63);
     }
-  }
-  bool maybeQueued(const Expr *e) const {
-    uint64_t b = bitOf(e);
-    return queuedBits[b >> 6] >> (b & 63) & 1;
   }
   void push(Expr *e) {
     if (e && e->inBody() && e->graph() == g && !pending(e))
       queue(e);
   }
-  /// Sets `frontier` for the expr at `pos` (first round).
-  void setFrontier() {
-    frontier = nullptr;
-    if (!firstRound)
-      return;
-    for (size_t j = pos + 1; j < cur.size(); ++j)
-      if (cur[j]->inBody()) {
-        frontier = cur[j];
-        break;
-      }
+  /// The first round: the whole body.
+  void firstRound() {
+    cur.clear();
+    cur.reserve(g->size());
+    for (Expr *e : g->body()) {
+      e->setScratchFlag(InRound, true);
+      e->setScratchFlag(Queued, false);
+      cur.push_back(e);
+    }
   }
-  /// Makes the queued exprs the next round.
+  /// Makes the queued exprs the next round (dropping those erased since).
   void nextRound() {
-    cur.swap(next);
-    next.clear();
-    inCur.swap(inNext);
-    inNext.clear();
-    for (Expr *&e : cur)
-      if (e && !e->inBody()) {
-        inCur.erase(e);
-        e = nullptr;
+    cur.clear();
+    for (Expr *e : next)
+      if (e->inBody()) {
+        e->setScratchFlag(InRound, true);
+        e->setScratchFlag(Queued, false);
+        cur.push_back(e);
       }
-    firstRound = false;
-    frontier = nullptr;
-    std::fill(queuedBits.begin(), queuedBits.end(), 0);
+    next.clear();
   }
 
   void notifyInserted(Expr *e) override {
-    if (e->graph() == g)
+    // (An expr inserted and erased by the same rewrite is out of the body
+    // by now, and destroyed at the end of the commit.)
+    if (e->inBody() && e->graph() == g)
       queue(e);
   }
   void notifyInputsChanged(Expr *user) override { push(user); }
@@ -223,18 +187,6 @@ struct Worklist : RewriteListener {
     if (n->numUsers() == 1)
       push(*n->users().begin());
   }
-  void notifyErased(Expr *e, llvm::ArrayRef<Node *>) override {
-    // (An entry of `e` in `inCur` may stay: if `e` is destroyed, it was
-    // visited already, and a new expr at its address is rightly not
-    // pending.)
-    if (!maybeQueued(e))
-      return;
-    auto it = inNext.find(e);
-    if (it != inNext.end()) {
-      next[it->second - 1] = nullptr;
-      inNext.erase(it);
-    }
-  }
 };
 
 /// The exprs a round visits are far apart in memory, and matching one
@@ -246,8 +198,7 @@ struct Worklist : RewriteListener {
 inline void prefetchAhead(const std::vector<Expr *> &cur, size_t i) {
   auto lines = [](const void *p, size_t bytes) { detail::prefetchBytes(p, bytes); };
   if (i + 8 < cur.size())
-    if (const Expr *e = cur[i + 8])
-      lines(e, sizeof(CallFunction));
+    lines(cur[i + 8], sizeof(CallFunction));
   if (i + 4 < cur.size())
     if (const Expr *e = cur[i + 4])
       for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
@@ -268,14 +219,10 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   wl.g = &g;
   Rewriter rw(g);
   rw.addListener(&wl);
-  rw.setKeepErased([&wl](const Expr *e) { return wl.pending(e); });
+  rw.setKeepErased(&Worklist::keep);
   Match m;
   m.setExplain(bool(config.onMatchFailure));
-  wl.cur.reserve(g.size());
-  for (Expr *e : g.body())
-    wl.cur.push_back(e);
-  wl.inNext.reserve(wl.cur.size() / 2);
-  wl.initFilter(wl.cur.size());
+  wl.firstRound();
   std::vector<int64_t> total(patterns.size(), 0), round(patterns.size(), 0),
       prevRound(patterns.size(), 0), prevRound2(patterns.size(), 0);
   llvm::SmallVector<const RewritePattern *, 8> cands;
@@ -299,8 +246,9 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
     roundRewrites = 0;
     for (size_t i = 0, n = wl.cur.size(); i < n; ++i) {
       Expr *e = wl.cur[i];
-      if (!e || !e->inBody())
+      if (!e->inBody())
         continue;
+      e->setScratchFlag(Worklist::InRound, false);
       // The clock is read every 64 visits or rewrites.
       if (timed && ++sinceClock >= 64) {
         sinceClock = 0;
@@ -329,8 +277,6 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           break;
         }
         rw.setInsertionPoint(e);
-        wl.pos = i;
-        wl.setFrontier();
         rw.begin();
         bool ok = false;
         try {
@@ -348,7 +294,6 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
         }
         // Listeners see `e` erased (if it is) during the commit.
         bool rootErased = !e->inBody();
-        wl.setFrontier();
         rw.commit();
         ++result.rewrites;
         ++roundRewrites;

@@ -152,30 +152,62 @@ void Rewriter::journalCreated(Expr *prevBefore, size_t sizeBefore) {
     flush(start);
 }
 
-void Rewriter::build(const std::function<void(GraphBuilder &)> &f) {
-  if (before_ && (!before_->inBody() || before_->graph() != g_))
-    raise("rewriter: the insertion point is not in graph '{}'", g_->name());
-  Expr *saved = g_->insertionPoint();
-  Expr *prevBefore = before_ ? before_->prevInGraph() : g_->back();
-  size_t sizeBefore = g_->size();
-  g_->setInsertionPoint(before_);
-  try {
-    f(b_);
-  } catch (...) {
-    // Exprs made before the failure are journaled, so a rollback removes
-    // them.
-    journalCreated(prevBefore, sizeBefore);
-    g_->setInsertionPoint(saved);
-    throw;
+/// Creation at the insertion point: sets the graph's insertion point for
+/// the builder and journals what it created, also when it throws (a
+/// rollback then removes it).
+struct Rewriter::BuildScope {
+  Rewriter &rw;
+  Expr *saved, *prevBefore;
+  size_t sizeBefore;
+  bool done = false;
+
+  explicit BuildScope(Rewriter &r) : rw(r) {
+    InternalGraph &g = *rw.g_;
+    if (rw.before_ && (!rw.before_->inBody() || rw.before_->graph() != &g))
+      raise("rewriter: the insertion point is not in graph '{}'", g.name());
+    saved = g.insertionPoint();
+    prevBefore = rw.before_ ? rw.before_->prevInGraph() : g.back();
+    sizeBefore = g.size();
+    g.setInsertionPoint(rw.before_);
   }
-  journalCreated(prevBefore, sizeBefore);
-  g_->setInsertionPoint(saved);
+  /// The builder returned `made`, an expr it created (or nullptr).
+  void finish(Expr *made) {
+    done = true;
+    rw.g_->setInsertionPoint(saved);
+    if (made && rw.g_->size() == sizeBefore + 1 && made->inBody() &&
+        made->prevInGraph() == prevBefore && made->nextInGraph() == rw.before_) {
+      // The common case, one expr made (the one the builder returned, in
+      // the gap at the insertion point): no walk to find it.
+      size_t start = rw.journal_.size();
+      Entry e{Entry::Insert};
+      e.expr = made;
+      rw.record(std::move(e));
+      if (!rw.open_)
+        rw.flush(start);
+      return;
+    }
+    rw.journalCreated(prevBefore, sizeBefore);
+  }
+  ~BuildScope() {
+    if (!done) {
+      // The builder threw: exprs made before the failure are journaled.
+      rw.journalCreated(prevBefore, sizeBefore);
+      rw.g_->setInsertionPoint(saved);
+    }
+  }
+};
+
+void Rewriter::build(const std::function<void(GraphBuilder &)> &f) {
+  BuildScope scope(*this);
+  f(b_);
+  scope.finish(nullptr);
 }
 
 Node *Rewriter::callFunction(const OpSchema &fn, std::vector<Arg> args,
                              std::vector<KwArg> kwargs) {
-  Node *out = nullptr;
-  build([&](GraphBuilder &b) { out = b.callFunction(fn, std::move(args), std::move(kwargs)); });
+  BuildScope scope(*this);
+  Node *out = b_.callFunction(fn, std::move(args), std::move(kwargs));
+  scope.finish(out->expr());
   return out;
 }
 Node *Rewriter::callFunction(llvm::StringRef fn, std::vector<Arg> args,
@@ -184,28 +216,28 @@ Node *Rewriter::callFunction(llvm::StringRef fn, std::vector<Arg> args,
 }
 Node *Rewriter::callMethod(Node *self, llvm::StringRef method, std::vector<Arg> args,
                            std::vector<KwArg> kwargs) {
-  Node *out = nullptr;
-  build([&](GraphBuilder &b) {
-    out = b.callMethod(self, method, std::move(args), std::move(kwargs));
-  });
+  BuildScope scope(*this);
+  Node *out = b_.callMethod(self, method, std::move(args), std::move(kwargs));
+  scope.finish(out->expr());
   return out;
 }
 Node *Rewriter::constant(Tensor t, llvm::StringRef name) {
-  Node *out = nullptr;
-  build([&](GraphBuilder &b) { out = b.constant(std::move(t), name); });
+  BuildScope scope(*this);
+  Node *out = b_.constant(std::move(t), name);
+  scope.finish(out->expr());
   return out;
 }
 Node *Rewriter::getAttr(Node *base, llvm::StringRef attr) {
-  Node *out = nullptr;
-  build([&](GraphBuilder &b) { out = b.getAttr(base, attr); });
+  BuildScope scope(*this);
+  Node *out = b_.getAttr(base, attr);
+  scope.finish(out->expr());
   return out;
 }
 
 bool Rewriter::isGraphOutput(const Node *n) const {
-  for (Node *o : g_->outputs())
-    if (o == n)
-      return true;
-  return false;
+  // Nodes count their places in their graph's output list: O(1), where a
+  // scan of the list made every erasure O(outputs).
+  return n->graph() == g_ && n->graphOutputRefs() != 0;
 }
 
 LogicalResult Rewriter::replaceAllUsesWith(Node *old, Node *nw) {
@@ -307,6 +339,10 @@ void Rewriter::eraseExpr(Expr *e) {
   en.keep = keep_ && keep_(e);
   auto ins = e->inputs();
   en.nodes.assign(ins.begin(), ins.end());
+  // The outputs' names are released when the expr is destroyed, at the
+  // commit: their blocks start loading now.
+  for (Node *n : e->outputs())
+    n->prefetchNames();
   e->dropAllInputs();
   en.owned = g_->removeExpr(e);
   record(std::move(en));
@@ -320,8 +356,8 @@ bool Rewriter::isDead(const Expr *e) const {
   if (auto *cm = llvm::dyn_cast<CallMethod>(e))
     if (cm->methodSchema() && cm->methodSchema()->hasTrait(SideEffect))
       return false;
-  for (Node *n : e->outputs())
-    if (n->hasUsers() || isGraphOutput(n))
+  for (Node *n : e->outputs()) // (nodes of g_: counted in its outputs)
+    if (n->isNeeded())
       return false;
   return true;
 }

@@ -115,6 +115,32 @@ TEST_CASE("get_dep_exprs matches the reference's order on random DAGs", "[ir][gr
   }
 }
 
+TEST_CASE("scratch flags start clear, are independent and leave the rest alone",
+          "[ir][graph]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x"}});
+  Node *y = b.callFunction("neg", {b.arg(0)});
+  b.setOutputs(y);
+  Expr *e = y->expr();
+  CHECK(!e->scratchFlag(0));
+  CHECK(!e->scratchFlag(1));
+  e->setScratchFlag(1, true);
+  CHECK(!e->scratchFlag(0));
+  CHECK(e->scratchFlag(1));
+  e->setScratchFlag(0, true);
+  e->disableRemove();
+  e->setScratchFlag(1, false);
+  CHECK(e->scratchFlag(0));
+  CHECK(!e->scratchFlag(1));
+  // The flags share a byte with the removal and body bits.
+  CHECK(e->removeDisabled());
+  CHECK(e->inBody());
+  e->setScratchFlag(0, false);
+  CHECK(e->removeDisabled());
+  CHECK(e->inBody());
+  checkVerified(*tm);
+}
+
 TEST_CASE("compile removes dead exprs but keeps disable_remove and its inputs", "[ir][graph]") {
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x"}});

@@ -142,6 +142,19 @@ public:
   /// exprs come before every body expr. O(1).
   bool isBefore(const Expr *o) const;
 
+  // -- Scratch bits for the algorithm running on the graph --------------------------
+  /// Two flags an algorithm may keep on the exprs it works on, as GCC's
+  /// pass-local flags on statements: a flag in the expr's first line costs
+  /// no side-table lookup (a cache miss per query on a large graph). What
+  /// they hold when an algorithm starts is unspecified (an earlier one may
+  /// have left them set): it sets the flag of every expr it will test
+  /// first. A new expr starts with both clear. One algorithm at a time per
+  /// graph; the greedy rewrite driver keeps its worklist membership there.
+  bool scratchFlag(unsigned i) const { return scratch_ >> i & 1; }
+  void setScratchFlag(unsigned i, bool on) {
+    scratch_ = uint8_t((scratch_ & ~(1u << i)) | (unsigned(on) << i));
+  }
+
   /// The reference's `__repr__`: "%5:\tlinear_out = linear(add_out, )".
   std::string str(NodeFormat f = {}) const;
   /// Appends str(f) to `out` (printers reuse one buffer).
@@ -192,6 +205,7 @@ private:
   Kind kind_;
   bool disableRemove_ : 1 = false;
   bool inBody_ : 1 = false;
+  uint8_t scratch_ : 2 = 0;
   /// How many outputs are needed (used by an expr or a graph output; the
   /// node's use-list and output-list edits count the changes to and from
   /// zero), so that an edit learns whether the producer became unused from

@@ -148,6 +148,7 @@ private:
     Expr *next = nullptr;
     bool keep = false;
   };
+  struct BuildScope;
   void record(Entry e);
   void journalCreated(Expr *prevBefore, size_t sizeBefore);
   void flush(size_t from);
