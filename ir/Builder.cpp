@@ -245,12 +245,13 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
                                 std::vector<Node *> &nodes) {
   (void)isMethod;
   if (kwargs.empty() && args.size() <= BindCache::MaxArgs) {
-    // Without keywords the nodes flatten in argument order.
-    TreeDef given[BindCache::MaxArgs];
+    // Without keywords the nodes flatten in argument order. (Only the n
+    // TreeDefs given are constructed: each one costs reference counting.)
+    llvm::SmallVector<TreeDef, BindCache::MaxArgs> given;
     const size_t n = args.size();
     uint64_t h = uint64_t(reinterpret_cast<uintptr_t>(&s)) ^ n;
     for (size_t i = 0; i < n; ++i) {
-      given[i] = args[i].flatten(nodes);
+      given.push_back(args[i].flatten(nodes));
       h = (h ^ uint64_t(reinterpret_cast<uintptr_t>(given[i].identity()))) *
           0x9E3779B97F4A7C15ull;
     }

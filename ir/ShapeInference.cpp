@@ -124,19 +124,22 @@ private:
 
   std::optional<ArgRef> arg(llvm::StringRef name) const { return e_.namedArg(name); }
 
+  static std::optional<Operand> operand(const Node *n) {
+    auto *t = llvm::dyn_cast<TensorNode>(n);
+    if (!t)
+      return std::nullopt;
+    Operand o;
+    o.shape = t->shape();
+    if (t->hasDType())
+      o.dtype = t->dtype();
+    return o;
+  }
+
   std::optional<Operand> operand(const std::optional<ArgRef> &a) const {
     if (!a)
       return std::nullopt;
-    if (Node *n = a->node()) {
-      auto *t = llvm::dyn_cast<TensorNode>(n);
-      if (!t)
-        return std::nullopt;
-      Operand o;
-      o.shape = t->shape();
-      if (t->hasDType())
-        o.dtype = t->dtype();
-      return o;
-    }
+    if (Node *n = a->node())
+      return operand(n);
     if (!a->def.isConst())
       return std::nullopt;
     const Scalar &s = a->def.value();
@@ -156,6 +159,17 @@ private:
 
   /// The receiver or first tensor argument.
   std::optional<Operand> first() const {
+    // The common case, asked for every created elementwise expr: the first
+    // positional argument is a node and no keyword is given, so it is
+    // input 0 (the receiver of a method is its first positional argument
+    // too), without binding names or copying TreeDefs.
+    if (const auto &ad = e_.argDef(); ad && ad->kind() == TreeDef::Kind::Tuple &&
+                                      ad->numChildren() == 2 && e_.numInputs() != 0) {
+      const TreeDef &pos = ad->child(0), &kw = ad->child(1);
+      if (kw.numChildren() == 0 && pos.numChildren() != 0 && pos.child(0).isLeaf() &&
+          !llvm::isa<ModuleNode>(e_.input(0)))
+        return operand(e_.input(0));
+    }
     if (auto a = arg("self"))
       return operand(a);
     if (e_.numArgs() == 0)
