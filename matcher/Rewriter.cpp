@@ -64,7 +64,13 @@ LogicalResult Rewriter::transact(const std::function<LogicalResult()> &f, Diagno
   return failure();
 }
 
-void Rewriter::record(Entry e) { journal_.push_back(std::move(e)); }
+Rewriter::Entry &Rewriter::record(Entry::Kind kind) {
+  // Filled in place: an entry is a few lines (its node list inline), and
+  // a rewrite records several.
+  Entry &e = journal_.emplace_back();
+  e.kind = kind;
+  return e;
+}
 
 void Rewriter::flush(size_t from) {
   for (size_t i = from; i < journal_.size(); ++i) {
@@ -144,9 +150,7 @@ void Rewriter::journalCreated(Expr *prevBefore, size_t sizeBefore) {
   }
   size_t start = journal_.size();
   for (auto it = made.rbegin(); it != made.rend(); ++it) {
-    Entry e{Entry::Insert};
-    e.expr = *it;
-    record(std::move(e));
+    record(Entry::Insert).expr = *it;
   }
   if (!open_)
     flush(start);
@@ -179,9 +183,7 @@ struct Rewriter::BuildScope {
       // The common case, one expr made (the one the builder returned, in
       // the gap at the insertion point): no walk to find it.
       size_t start = rw.journal_.size();
-      Entry e{Entry::Insert};
-      e.expr = made;
-      rw.record(std::move(e));
+      rw.record(Entry::Insert).expr = made;
       if (!rw.open_)
         rw.flush(start);
       return;
@@ -270,23 +272,21 @@ LogicalResult Rewriter::replaceAllUsesWith(Node *old, Node *nw) {
   }
   size_t start = journal_.size();
   if (isGraphOutput(old)) {
-    Entry e{Entry::Outputs};
-    e.nodes.assign(g_->outputs().begin(), g_->outputs().end());
-    std::vector<Node *> outs(e.nodes.begin(), e.nodes.end());
+    std::vector<Node *> outs(g_->outputs().begin(), g_->outputs().end());
     for (Node *&o : outs)
       if (o == old)
         o = nw;
+    Entry &e = record(Entry::Outputs);
+    e.nodes.assign(g_->outputs().begin(), g_->outputs().end());
     g_->setOutputsInternal(std::move(outs));
-    record(std::move(e));
   }
   for (Use *u : uses) {
     Expr *user = u->user();
-    Entry e{Entry::Rewire};
+    Entry &e = record(Entry::Rewire);
     e.expr = user;
     e.index = user->useIndex(u);
     e.node = old;
     user->replaceUse(u, nw);
-    record(std::move(e));
   }
   if (!open_)
     flush(start);
@@ -308,12 +308,12 @@ void Rewriter::setInput(Expr *user, size_t i, Node *n) {
   if (i >= user->numInputs())
     raise("rewriter: expr %{} has no input {}", user->id(), i);
   size_t start = journal_.size();
-  Entry e{Entry::Rewire};
+  Node *was = user->input(i);
+  user->setInput(i, n);
+  Entry &e = record(Entry::Rewire);
   e.expr = user;
   e.index = i;
-  e.node = user->input(i);
-  user->setInput(i, n);
-  record(std::move(e));
+  e.node = was;
   if (!open_)
     flush(start);
 }
@@ -333,19 +333,19 @@ void Rewriter::eraseExpr(Expr *e) {
   if (before_ == e)
     before_ = e->nextInGraph();
   size_t start = journal_.size();
-  Entry en{Entry::Erase};
-  en.expr = e;
-  en.next = e->nextInGraph();
-  en.keep = keep_ && keep_(e);
-  auto ins = e->inputs();
-  en.nodes.assign(ins.begin(), ins.end());
+  bool keep = keep_ && keep_(e);
   // The outputs' names are released when the expr is destroyed, at the
   // commit: their blocks start loading now.
   for (Node *n : e->outputs())
     n->prefetchNames();
+  Entry &en = record(Entry::Erase);
+  en.expr = e;
+  en.next = e->nextInGraph();
+  en.keep = keep;
+  auto ins = e->inputs();
+  en.nodes.assign(ins.begin(), ins.end());
   e->dropAllInputs();
   en.owned = g_->removeExpr(e);
-  record(std::move(en));
   if (!open_)
     flush(start);
 }

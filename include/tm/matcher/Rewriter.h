@@ -139,7 +139,7 @@ public:
 private:
   struct Entry {
     enum Kind : uint8_t { Insert, Rewire, Outputs, Erase };
-    Kind kind;
+    Kind kind = Insert;
     Expr *expr = nullptr;
     size_t index = 0;
     Node *node = nullptr;
@@ -149,7 +149,8 @@ private:
     bool keep = false;
   };
   struct BuildScope;
-  void record(Entry e);
+  /// Appends a journal entry of `kind` to fill.
+  Entry &record(Entry::Kind kind);
   void journalCreated(Expr *prevBefore, size_t sizeBefore);
   void flush(size_t from);
   void undoEntry(Entry &e);
