@@ -55,8 +55,10 @@ PatternSet twentyPatterns() {
     return [name](const Match &m, Rewriter &rw) { return replaceWith(m, rw, m.node(name)); };
   };
   auto unary = [](const char *fnName, const char *cap) {
-    return [fnName, cap](const Match &m, Rewriter &rw) {
-      return replaceWith(m, rw, rw.callFunction(fnName, {m.node(cap)}));
+    // The op is resolved once, when the pattern is made.
+    const OpSchema *op = &functionOp(fnName);
+    return [op, cap](const Match &m, Rewriter &rw) {
+      return replaceWith(m, rw, rw.callFunction(*op, {m.node(cap)}));
     };
   };
   Pat x = var("x");

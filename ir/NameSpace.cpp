@@ -95,11 +95,21 @@ bool getSuffixName(llvm::StringRef prefix, llvm::StringRef name,
 
 /// The reference's sanitising: `raw` itself when it is already a clean
 /// identifier (no copy), else the cleaned text written into `buf`.
+/// Identifier characters ([A-Za-z0-9_]), by byte.
+static constexpr struct IdentChars {
+  bool ok[256] = {};
+  constexpr IdentChars() {
+    for (int c = 0; c < 256; ++c)
+      ok[c] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_';
+  }
+} identChars;
+
 static llvm::StringRef sanitize(llvm::StringRef raw, llvm::SmallVectorImpl<char> &buf) {
+  // Every created name passes here: one table lookup per byte.
   bool clean = !raw.empty() && !std::isdigit((unsigned char)raw[0]);
   for (char c : raw)
-    clean &= (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-             c == '_';
+    clean &= identChars.ok[(unsigned char)c];
   if (clean)
     return raw;
   buf.clear();
