@@ -204,7 +204,12 @@ void *poolAllocate(size_t size) {
   if (size <= MaxPooled && c) [[likely]] {
     size_t cls = classOf(size);
     if (FreeBlock *b = c->free[cls]) {
-      c->free[cls] = b->next;
+      // Freed blocks are cold: reading the link of the next one would make
+      // a run of allocations a chain of dependent cache misses. It starts
+      // loading now (for writing: its new object is built there).
+      FreeBlock *next = b->next;
+      c->free[cls] = next;
+      __builtin_prefetch(next, 1);
       return b;
     }
     size_t bytes = classBytes(cls);
