@@ -848,13 +848,69 @@ size_t InternalGraph::compile() {
   return removed;
 }
 
+/// Sorts (key, value) pairs by key, stably, in linear time: LSD radix sort
+/// on 11-bit digits, as many passes as the largest key needs (two for keys
+/// below 2^22). Keys must be >= 0.
+static void radixSortByKey(std::vector<std::pair<int64_t, Node *>> &v) {
+  uint64_t maxKey = 0;
+  for (const auto &p : v)
+    maxKey |= uint64_t(p.first);
+  constexpr unsigned Bits = 11;
+  constexpr size_t Buckets = size_t(1) << Bits;
+  std::vector<std::pair<int64_t, Node *>> tmp(v.size());
+  std::vector<size_t> count(Buckets);
+  for (unsigned shift = 0; shift < 64 && (maxKey >> shift) != 0; shift += Bits) {
+    std::fill(count.begin(), count.end(), 0);
+    for (const auto &p : v)
+      ++count[(uint64_t(p.first) >> shift) & (Buckets - 1)];
+    size_t sum = 0;
+    for (size_t &c : count) {
+      size_t n = c;
+      c = sum;
+      sum += n;
+    }
+    for (const auto &p : v)
+      tmp[count[(uint64_t(p.first) >> shift) & (Buckets - 1)]++] = p;
+    v.swap(tmp);
+  }
+}
+
 void InternalGraph::resetIds() {
   std::vector<Expr *> ex = exprs(true).asList();
   // Shared sub-graphs are visited once by exprs(); ids follow that order.
   int64_t eid = 0;
   for (Expr *e : ex)
     e->setIdInternal(eid++);
-  std::vector<Node *> ns = nodes(true).asList();
+  // Nodes are numbered in the order of their old ids, as the reference's
+  // nodes() sorts them. In a graph each node has one producer, which
+  // exprs() lists (inputs included) exactly once: the outputs of the listed
+  // exprs are every node once, with no set to find duplicates, and
+  // non-negative ids sort by radix in linear time (nodes() hashes every
+  // node and sorts by comparison, which the renumbering after a flatten
+  // of a large module felt). Should ids repeat or be negative, the order
+  // of equal ids is nodes()'s walk order: nodes() decides.
+  std::vector<std::pair<int64_t, Node *>> keyed;
+  keyed.reserve(ex.size() + ex.size() / 4);
+  bool negative = false;
+  for (Expr *e : ex)
+    for (Node *n : e->outputs()) {
+      keyed.emplace_back(n->id(), n);
+      negative |= n->id() < 0;
+    }
+  bool unique = !negative;
+  if (unique) {
+    radixSortByKey(keyed);
+    for (size_t i = 1; i < keyed.size() && unique; ++i)
+      unique = keyed[i - 1].first != keyed[i].first;
+  }
+  std::vector<Node *> ns;
+  if (unique) {
+    ns.reserve(keyed.size());
+    for (const auto &[id, n] : keyed)
+      ns.push_back(n);
+  } else {
+    ns = nodes(true).asList();
+  }
   int64_t nid = 0;
   for (Node *n : ns)
     n->setIdInternal(nid++);

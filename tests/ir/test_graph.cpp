@@ -470,9 +470,60 @@ TEST_CASE("reset_ids renumbers recursively after edits", "[ir][graph]") {
     g.compile();
   }
   CHECK(tm->graph().getFunctionByType(&op(OpKind::Neg)).asCount() == 2);
+  // Nodes take the order of their old ids (nodes() sorts by id).
+  std::vector<Node *> byOldId = tm->graph().nodes(true).asList();
   tm->graph().resetIds();
   checkIds(*tm);
+  for (size_t i = 0; i < byOldId.size(); ++i)
+    CHECK(byOldId[i]->id() == int64_t(i));
   checkVerified(*tm);
+}
+
+TEST_CASE("reset_ids orders nodes by old id: sparse, large, repeated and negative ids",
+          "[ir][graph]") {
+  // A chain with side branches; node ids are then scrambled.
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x"}, {"y"}});
+  Node *v = b.arg(0);
+  for (int i = 0; i < 300; ++i)
+    v = b.callMethod(i % 3 ? b.callFunction("relu", {v}) : v, "__add__", {b.arg(1)});
+  b.finish(v);
+  std::vector<Node *> all = tm->graph().nodes(true).asList();
+  std::mt19937_64 rng(11);
+  auto scramble = [&](int64_t scale) {
+    std::vector<int64_t> ids(all.size());
+    for (size_t i = 0; i < ids.size(); ++i)
+      ids[i] = int64_t(i) * scale + int64_t(rng() % uint64_t(scale));
+    std::shuffle(ids.begin(), ids.end(), rng);
+    for (size_t i = 0; i < all.size(); ++i)
+      all[i]->setIdInternal(ids[i]);
+  };
+  auto expectOrder = [&] {
+    std::vector<Node *> want = tm->graph().nodes(true).asList();
+    tm->graph().resetIds();
+    for (size_t i = 0; i < want.size(); ++i)
+      CHECK(want[i]->id() == int64_t(i));
+    checkIds(*tm);
+  };
+  SECTION("ids below 2^11 (one radix pass)") {
+    scramble(1);
+    expectOrder();
+  }
+  SECTION("ids up to ~2^50 (five passes)") {
+    scramble(int64_t(1) << 40);
+    expectOrder();
+  }
+  SECTION("repeated ids keep nodes()'s walk order") {
+    scramble(7);
+    all[5]->setIdInternal(all[200]->id());
+    all[17]->setIdInternal(all[3]->id());
+    expectOrder();
+  }
+  SECTION("a negative id") {
+    scramble(3);
+    all[42]->setIdInternal(-5);
+    expectOrder();
+  }
 }
 
 TEST_CASE("argument binding: positional calls (cached per call shape) agree with keyword calls",
