@@ -261,6 +261,31 @@ struct Slot {
   } while (0)
 
 /// The matching algorithm, over a Match's buffers.
+/// A necessary condition of op pattern `c` matching at `e`, from the input
+/// count and the inputs' producers alone (no argument TreeDef read, no
+/// binding): true when `c` cannot match there. The op itself is not
+/// compared (the caller did, or the full match does).
+static bool quickReject(const Pattern &p, const Pattern::CNode &c, const Expr *e) {
+  const PN &pn = *c.p;
+  size_t skipIn = pn.target != PN::OpTarget::Schema ? 1 : 0;
+  if (e->numInputs() < skipIn)
+    return true;
+  size_t tensors = e->numInputs() - skipIn;
+  if (c.nodeOnlyArgs > tensors || (pn.allArgs && c.maxCover >= 0 && tensors > size_t(c.maxCover)))
+    return true;
+  for (uint16_t k = 0; k < c.numArgs; ++k) {
+    const PN &a = *p.cnode(p.child(c.firstChild + k)).p;
+    if (a.kind != PN::Kind::Op || a.target != PN::OpTarget::Schema)
+      continue;
+    bool found = false;
+    for (size_t j = skipIn; j < e->numInputs() && !found; ++j)
+      found = e->input(j)->expr()->opSchema() == a.schema;
+    if (!found)
+      return true;
+  }
+  return false;
+}
+
 struct MatchImpl {
   Match &m;
   const Pattern &p;
@@ -529,22 +554,8 @@ struct MatchImpl {
     // Quick rejection from the input count and the inputs' producers, before
     // the argument TreeDefs are read (in explain mode the full path below
     // gives the detailed reason).
-    if (!m.explain_) {
-      size_t skipIn = isModuleCall ? 1 : 0;
-      size_t tensors = e->numInputs() - skipIn;
-      if (c.nodeOnlyArgs > tensors || (pn.allArgs && c.maxCover >= 0 && tensors > size_t(c.maxCover)))
-        return false;
-      for (uint16_t k = 0; k < c.numArgs; ++k) {
-        const PN &a = *p.cnode(p.child(c.firstChild + k)).p;
-        if (a.kind != PN::Kind::Op || a.target != PN::OpTarget::Schema)
-          continue;
-        bool found = false;
-        for (size_t j = skipIn; j < e->numInputs() && !found; ++j)
-          found = e->input(j)->expr()->opSchema() == a.schema;
-        if (!found)
-          return false;
-      }
-    }
+    if (!m.explain_ && quickReject(p, c, e))
+      return false;
     size_t mark = m.trail_.size();
     // The argument slots.
     const TreeDef *pos = nullptr, *kw = nullptr;
@@ -792,6 +803,15 @@ bool Match::match(const Pattern &p, Expr *root) {
     why_.clear();
   if (!root || p.numRoots() == 0)
     return false;
+  // Most attempts fail on the root's op or inputs' producers: told before
+  // the match state is set up (the explain mode takes the full path for
+  // its reason).
+  if (!explain_) {
+    const Pattern::CNode &c = p.cnode(p.root(0));
+    if (c.p->kind == PN::Kind::Op && c.p->target == PN::OpTarget::Schema &&
+        (root->opSchema() != c.p->schema || quickReject(p, c, root)))
+      return false;
+  }
   reset(p);
   MatchImpl impl{*this, p};
   if (!impl.run(root)) {
