@@ -81,6 +81,20 @@ void FrozenPatternSet::candidates(const Expr *e,
   }
 }
 
+llvm::ArrayRef<const RewritePattern *>
+FrozenPatternSet::candidatesOf(const Expr *e,
+                               llvm::SmallVectorImpl<const RewritePattern *> &scratch) const {
+  if (const OpSchema *op = e->opSchema()) {
+    auto it = byRoot_.find(op);
+    if (it == byRoot_.end())
+      return {};
+    return it->second;
+  }
+  scratch.clear();
+  candidates(e, scratch);
+  return scratch;
+}
+
 std::string GreedyResult::str() const {
   if (grewTooLarge) {
     std::string firing;
@@ -259,9 +273,7 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
         }
       }
       prefetchAhead(wl.cur, i);
-      cands.clear();
-      patterns.candidates(e, cands);
-      for (const RewritePattern *p : cands) {
+      for (const RewritePattern *p : patterns.candidatesOf(e, cands)) {
         if (!m.match(p->pattern(), e)) {
           if (config.onMatchFailure)
             config.onMatchFailure(*p, m.explanation());

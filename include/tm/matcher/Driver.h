@@ -97,6 +97,11 @@ public:
   size_t indexOf(const RewritePattern *p) const { return order_.lookup(p); }
   /// Candidate patterns for `e`, best first (appended to `out`).
   void candidates(const Expr *e, llvm::SmallVectorImpl<const RewritePattern *> &out) const;
+  /// The candidates of `e` without a copy when one bucket holds them all
+  /// (a function, method or Apply: its op's patterns); otherwise they are
+  /// gathered in `scratch` (cleared first), which is returned.
+  llvm::ArrayRef<const RewritePattern *>
+  candidatesOf(const Expr *e, llvm::SmallVectorImpl<const RewritePattern *> &scratch) const;
 
 private:
   std::vector<std::unique_ptr<RewritePattern>> all_;
