@@ -296,7 +296,7 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
   return def;
 }
 
-void GraphBuilder::addOutputs(Expr &e, size_t n, std::vector<OutputType> types) {
+void GraphBuilder::addOutputs(Expr &e, size_t n, llvm::MutableArrayRef<OutputType> types) {
   if (!types.empty() && types.size() != n)
     raise("expr %{}: {} output types given for {} outputs", e.id(),
           types.size(), n);
@@ -319,7 +319,7 @@ void GraphBuilder::addOutputs(Expr &e, size_t n, std::vector<OutputType> types) 
 void GraphBuilder::finishCall(Expr &e, size_t n, std::vector<OutputType> types) {
   try {
     if (types.empty()) {
-      if (auto inferred = inferTypes(e)) {
+      if (std::optional<TensorTypes> inferred = inferTypes(e)) {
         if (inferred->size() != n)
           raiseAt(Location::atExpr(e.id()),
                   "{} produces {} outputs but {} were requested",
@@ -327,10 +327,11 @@ void GraphBuilder::finishCall(Expr &e, size_t n, std::vector<OutputType> types) 
                       ? llvm::cast<CallFunction>(e).func().printName().str()
                       : std::string(e.kindName()),
                   inferred->size(), n);
-        types = std::move(*inferred);
+        addOutputs(e, n, *inferred);
+        return;
       }
     }
-    addOutputs(e, n, std::move(types));
+    addOutputs(e, n, types);
   } catch (const Error &) {
     e.dropAllInputs();
     g_->removeExpr(&e).reset();
@@ -538,7 +539,7 @@ GraphBuilder::callModuleN(Node *mod, std::vector<Arg> args,
       }
       subTypes.push_back(t);
     }
-    addOutputs(*e, sub->outputs().size(), std::move(subTypes));
+    addOutputs(*e, sub->outputs().size(), subTypes);
     e->setOutDef(outDef);
   } else {
     raise("module call: '{}' ({}) is neither builtin nor traced",

@@ -25,7 +25,7 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
 
 namespace {
 
-using Types = std::optional<std::vector<TensorType>>;
+using Types = std::optional<TensorTypes>;
 
 /// A tensor operand, or a Python scalar (weakly typed, shape ()).
 struct Operand {
@@ -116,8 +116,7 @@ public:
 private:
   Types one(std::optional<Shape> s, std::optional<DType> t) const {
     // Not an initializer list: that would copy the shape once more.
-    std::vector<TensorType> v;
-    v.reserve(1);
+    TensorTypes v;
     v.push_back(TensorType{std::move(s), t});
     return v;
   }
@@ -691,7 +690,7 @@ private:
       } else {
         return std::nullopt;
       }
-      std::vector<TensorType> out;
+      TensorTypes out;
       for (int64_t s : sizes) {
         Shape o = xs;
         o[axis] = s;
@@ -1072,7 +1071,7 @@ private:
 
 } // namespace
 
-std::optional<std::vector<TensorType>> inferTypes(const Expr &e) {
+std::optional<TensorTypes> inferTypes(const Expr &e) {
   return Rules(e).run();
 }
 

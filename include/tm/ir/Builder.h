@@ -179,7 +179,9 @@ private:
   TreeDef normalize(const OpSchema &schema, std::vector<Arg> &args,
                     std::vector<KwArg> &kwargs, bool isMethod,
                     std::vector<Node *> &nodes);
-  void addOutputs(Expr &e, size_t n, std::vector<OutputType> types);
+  /// Adds `n` tensor outputs to `e`, typed by `types` (moved from) when
+  /// given.
+  void addOutputs(Expr &e, size_t n, llvm::MutableArrayRef<OutputType> types);
   /// Gives `e` `n` outputs typed by `types` or, when empty, by inference;
   /// on a type error, erases `e` (the graph is left as it was) and throws.
   void finishCall(Expr &e, size_t n, std::vector<OutputType> types);

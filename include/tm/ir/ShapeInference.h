@@ -12,6 +12,8 @@
 #include <optional>
 #include <vector>
 
+#include <llvm/ADT/SmallVector.h>
+
 #include "tm/ir/Tensor.h"
 
 namespace tmg {
@@ -24,6 +26,10 @@ struct TensorType {
   std::optional<DType> dtype = DType::Float32;
 };
 
+/// Output types, inline for the common single output (inference runs for
+/// every created expr).
+using TensorTypes = llvm::SmallVector<TensorType, 1>;
+
 /// NumPy broadcasting of two shapes; nullopt when they do not broadcast.
 std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
                                      llvm::ArrayRef<int64_t> b);
@@ -32,6 +38,6 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
 /// an input type it needs is unknown or the op has no rule. Throws
 /// tmg::Error naming the expr, op and shapes when the known types do not fit
 /// (e.g. a conv whose input channels do not match its weight).
-std::optional<std::vector<TensorType>> inferTypes(const Expr &e);
+std::optional<TensorTypes> inferTypes(const Expr &e);
 
 } // namespace tmg
