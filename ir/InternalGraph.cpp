@@ -929,11 +929,14 @@ std::string InternalGraph::str(NodeFormat f) const {
     out += inputs_[i]->str(f);
   }
   out += ") {\n\t";
+  // Printed into one buffer, sized for typical lines (~60 bytes): no
+  // temporary string per expr, and few regrowths of a large graph's text.
+  out.reserve(out.size() + size_ * 64 + 64);
   bool first = true;
   for (Expr *e : *this) {
     if (!first)
       out += "\n\t";
-    out += e->str(f);
+    e->print(out, f);
     first = false;
   }
   out += "\n\treturn ";
