@@ -330,6 +330,10 @@ void Rewriter::eraseExpr(Expr *e) {
       raiseAt(Location::atExpr(e->id()), "cannot erase expr: its output '{}' is a graph output",
               n->str());
   }
+  eraseValid(e);
+}
+
+void Rewriter::eraseValid(Expr *e) {
   if (before_ == e)
     before_ = e->nextInGraph();
   size_t start = journal_.size();
@@ -373,7 +377,7 @@ size_t Rewriter::eraseIfDead(Expr *e) {
     for (size_t i = 0; i < x->numInputs(); ++i)
       if (Expr *p = x->input(i)->expr(); p->inBody() && !llvm::is_contained(producers, p))
         producers.push_back(p);
-    eraseExpr(x);
+    eraseValid(x); // (isDead checked what eraseExpr would)
     ++n;
     stack.append(producers.begin(), producers.end());
   }

@@ -152,6 +152,8 @@ private:
   /// Appends a journal entry of `kind` to fill.
   Entry &record(Entry::Kind kind);
   void journalCreated(Expr *prevBefore, size_t sizeBefore);
+  /// eraseExpr once its checks passed.
+  void eraseValid(Expr *e);
   void flush(size_t from);
   void undoEntry(Entry &e);
   bool isGraphOutput(const Node *n) const;
