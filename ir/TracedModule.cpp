@@ -384,6 +384,7 @@ public:
               "flatten: call has {} outputs but graph '{}' returns {}",
               call->numOutputs(), sub.name(), sub.outputs().size());
     std::string prefix = call->input(0)->name().str();
+    llvm::SmallString<64> nameBuf, uniqueBuf;
     llvm::DenseMap<const Node *, Node *> vmap;
     for (size_t i = 0; i < sub.inputs().size(); ++i)
       vmap[sub.input(i)] = call->input(i);
@@ -428,7 +429,11 @@ public:
           n = raw->addOutput(std::move(owned));
         } else {
           auto c = cloneNodeShallow(*o, root_.nextNodeId());
-          c->setNameInternal(top_.ns().createUniqueName(prefix + "_" + o->name().str()));
+          // "<call>_<name>", built and made unique in stack buffers.
+          nameBuf.assign(prefix.begin(), prefix.end());
+          nameBuf.push_back('_');
+          nameBuf.append(o->name().begin(), o->name().end());
+          c->setNameInternal(top_.ns().createUniqueName(nameBuf, uniqueBuf));
           n = raw->addOutput(std::move(c));
         }
         vmap[o] = n;
