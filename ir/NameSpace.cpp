@@ -227,8 +227,35 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
     extend(*hot.c, name);
     return r;
   }
-  if (!isUsed(name) && !isReservedName(name)) {
-    take(name);
+  // Takes `n` when it is free (isUsed + take, with one counter lookup and
+  // at most one set operation: by the invariants, b_k is free when k is
+  // the counter's next, taken when below it unless a hole, and in used_
+  // when above it). A counter made for a base here is one take() would
+  // make.
+  auto tryTake = [&](llvm::StringRef n) {
+    llvm::StringRef b;
+    uint64_t k;
+    if (!splitCounted(n, b, k))
+      return !isReservedName(n) && used_.insert(n).second;
+    // (Reserved names end in a letter: a counted name is never one.)
+    Counter &c = counted_.try_emplace(b).first->second;
+    if (k < c.next) {
+      if (c.holes && holes_.erase(n)) {
+        --c.holes;
+        return true;
+      }
+      return false;
+    }
+    if (k == c.next) {
+      extend(c, b);
+      return true;
+    }
+    if (!used_.insert(n).second)
+      return false;
+    ++c.above;
+    return true;
+  };
+  if (tryTake(name)) {
     out.assign(name.begin(), name.end());
     return llvm::StringRef(out.data(), out.size());
   }
@@ -269,11 +296,9 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
   llvm::StringRef cand;
   for (;; ++k) {
     cand = countedName(out, base, k);
-    if (!isUsed(cand) && !isReservedName(cand))
-      break;
+    if (tryTake(cand))
+      return cand;
   }
-  take(cand);
-  return cand;
 }
 
 void NameSpace::release(llvm::StringRef n) {
