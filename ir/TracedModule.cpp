@@ -386,6 +386,8 @@ public:
     std::string prefix = call->input(0)->name().str();
     llvm::SmallString<64> nameBuf, uniqueBuf;
     llvm::DenseMap<const Node *, Node *> vmap;
+    // Every input and (about) one output per expr: sized once, not grown.
+    vmap.reserve(sub.inputs().size() + sub.size() + sub.size() / 4);
     for (size_t i = 0; i < sub.inputs().size(); ++i)
       vmap[sub.input(i)] = call->input(i);
     // Sub-graph outputs: pass-through inputs are rewired now; the others
