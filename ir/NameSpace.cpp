@@ -190,23 +190,30 @@ void NameSpace::extend(Counter &c, llvm::StringRef base) {
   }
 }
 
-void NameSpace::take(llvm::StringRef n) {
+bool NameSpace::take(llvm::StringRef n) {
+  // By the invariants, b_k is free when k is the counter's next, taken when
+  // below it unless a hole (a released name), and in used_ when above it.
+  // A counter made for a base here is made only for a free name.
   llvm::StringRef base;
   uint64_t k;
-  if (splitCounted(n, base, k)) {
-    Counter &c = counted_.try_emplace(base).first->second;
-    if (k < c.next) { // a released name taken again
-      if (holes_.erase(n))
-        --c.holes;
-      return;
+  if (!splitCounted(n, base, k))
+    return used_.insert(n).second;
+  Counter &c = counted_.try_emplace(base).first->second;
+  if (k < c.next) {
+    if (c.holes && holes_.erase(n)) {
+      --c.holes;
+      return true;
     }
-    if (k == c.next) {
-      extend(c, base);
-      return;
-    }
-    ++c.above;
+    return false;
   }
-  used_.insert(n);
+  if (k == c.next) {
+    extend(c, base);
+    return true;
+  }
+  if (!used_.insert(n).second)
+    return false;
+  ++c.above;
+  return true;
 }
 
 std::string NameSpace::createUniqueName(llvm::StringRef raw) {
@@ -227,33 +234,10 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
     extend(*hot.c, name);
     return r;
   }
-  // Takes `n` when it is free (isUsed + take, with one counter lookup and
-  // at most one set operation: by the invariants, b_k is free when k is
-  // the counter's next, taken when below it unless a hole, and in used_
-  // when above it). A counter made for a base here is one take() would
-  // make.
+  // (No reserved name ends in a digit, so counted names skip the table.)
   auto tryTake = [&](llvm::StringRef n) {
-    llvm::StringRef b;
-    uint64_t k;
-    if (!splitCounted(n, b, k))
-      return !isReservedName(n) && used_.insert(n).second;
-    // (Reserved names end in a letter: a counted name is never one.)
-    Counter &c = counted_.try_emplace(b).first->second;
-    if (k < c.next) {
-      if (c.holes && holes_.erase(n)) {
-        --c.holes;
-        return true;
-      }
-      return false;
-    }
-    if (k == c.next) {
-      extend(c, b);
-      return true;
-    }
-    if (!used_.insert(n).second)
-      return false;
-    ++c.above;
-    return true;
+    bool digitLast = !n.empty() && n.back() >= '0' && n.back() <= '9';
+    return (digitLast || !isReservedName(n)) && take(n);
   };
   if (tryTake(name)) {
     out.assign(name.begin(), name.end());

@@ -70,10 +70,7 @@ public:
   llvm::StringRef createUniqueName(llvm::StringRef name, llvm::SmallVectorImpl<char> &buf);
   bool isUsed(llvm::StringRef name) const;
   /// Reserves `name` as is (no sanitising). No-op when used.
-  void reserve(llvm::StringRef name) {
-    if (!isUsed(name))
-      take(name);
-  }
+  void reserve(llvm::StringRef name) { take(name); }
   /// Frees `name` again (an edit that created it was rolled back): later
   /// createUniqueName calls may hand it out. No-op when unused.
   void release(llvm::StringRef name);
@@ -96,8 +93,10 @@ public:
 
 private:
   std::string name_, qualname_;
-  /// Marks the unused `name` as used.
-  void take(llvm::StringRef name);
+  /// Marks `name` as used when it is free (reserved names aside); false
+  /// when it was used already. One counter lookup and at most one set
+  /// operation (see the invariants below).
+  bool take(llvm::StringRef name);
 
   // A graph takes two names per expr: its output's ("relu_out_41") and the
   // qualname key ("func_relu_41"). Nearly all of them are a base and the
