@@ -174,20 +174,11 @@ struct Rewriter::BuildScope {
     sizeBefore = g.size();
     g.setInsertionPoint(rw.before_);
   }
-  /// The builder returned `made`, an expr it created (or nullptr).
-  void finish(Expr *made) {
+  /// The builder returned. (journalCreated finds what it made by walking
+  /// back from the insertion point: one step for the usual one expr.)
+  void finish() {
     done = true;
     rw.g_->setInsertionPoint(saved);
-    if (made && rw.g_->size() == sizeBefore + 1 && made->inBody() &&
-        made->prevInGraph() == prevBefore && made->nextInGraph() == rw.before_) {
-      // The common case, one expr made (the one the builder returned, in
-      // the gap at the insertion point): no walk to find it.
-      size_t start = rw.journal_.size();
-      rw.record(Entry::Insert).expr = made;
-      if (!rw.open_)
-        rw.flush(start);
-      return;
-    }
     rw.journalCreated(prevBefore, sizeBefore);
   }
   ~BuildScope() {
@@ -202,14 +193,14 @@ struct Rewriter::BuildScope {
 void Rewriter::build(const std::function<void(GraphBuilder &)> &f) {
   BuildScope scope(*this);
   f(b_);
-  scope.finish(nullptr);
+  scope.finish();
 }
 
 Node *Rewriter::callFunction(const OpSchema &fn, std::vector<Arg> args,
                              std::vector<KwArg> kwargs) {
   BuildScope scope(*this);
   Node *out = b_.callFunction(fn, std::move(args), std::move(kwargs));
-  scope.finish(out->expr());
+  scope.finish();
   return out;
 }
 Node *Rewriter::callFunction(llvm::StringRef fn, std::vector<Arg> args,
@@ -220,19 +211,19 @@ Node *Rewriter::callMethod(Node *self, llvm::StringRef method, std::vector<Arg> 
                            std::vector<KwArg> kwargs) {
   BuildScope scope(*this);
   Node *out = b_.callMethod(self, method, std::move(args), std::move(kwargs));
-  scope.finish(out->expr());
+  scope.finish();
   return out;
 }
 Node *Rewriter::constant(Tensor t, llvm::StringRef name) {
   BuildScope scope(*this);
   Node *out = b_.constant(std::move(t), name);
-  scope.finish(out->expr());
+  scope.finish();
   return out;
 }
 Node *Rewriter::getAttr(Node *base, llvm::StringRef attr) {
   BuildScope scope(*this);
   Node *out = b_.getAttr(base, attr);
-  scope.finish(out->expr());
+  scope.finish();
   return out;
 }
 
