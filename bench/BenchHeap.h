@@ -75,15 +75,25 @@ inline void flushCaches() {
 
 /// Profiling of the timed region alone: with TM_PERF_CTL=FIFO in the
 /// environment, writes `enable` / `disable` to that fifo, the control fifo
-/// of `perf record -D -1 --control=fifo:FIFO[,ACK]` (the ack is not read).
+/// of `perf record -D -1 --control=fifo:FIFO[,ACK]`; with TM_PERF_ACK=ACK
+/// as well it waits for perf's acknowledgement, so that the profile starts
+/// and stops with the region (perf reads the fifo asynchronously: without
+/// the ack, work after a 1 ms region lands in the profile).
 inline void perfToggle(bool on) {
   static int fd = [] {
     const char *path = std::getenv("TM_PERF_CTL");
     return path ? ::open(path, O_WRONLY) : -1;
+  }();
+  static int ack = [] {
+    const char *path = std::getenv("TM_PERF_ACK");
+    return fd >= 0 && path ? ::open(path, O_RDONLY) : -1;
   }();
   if (fd < 0)
     return;
   const char *msg = on ? "enable\n" : "disable\n";
   ssize_t w = ::write(fd, msg, on ? 7 : 8);
   (void)w;
+  char buf[8];
+  if (ack >= 0)
+    w = ::read(ack, buf, sizeof buf);
 }

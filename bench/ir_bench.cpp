@@ -12,11 +12,13 @@
 // reserveHeap in BenchHeap.h) so that page faults and TLB misses of the
 // machine do not masquerade as non-linear algorithms.
 //
-//   tm-ir-bench [--max-size N] [--reps R]
+//   tm-ir-bench [--max-size N] [--reps R] [--only TEXT]
 //
 // --max-size (default 1000000) drops the larger sizes for a quick run;
 // --reps R (default 3) sets the runs per size: 3R at 1e4, R at 1e5 and
-// max(1, R/3) at 1e6, which keeps a default run within ~2 minutes.
+// max(1, R/3) at 1e6, which keeps a default run within ~2 minutes;
+// --only times just the operations whose name contains TEXT (for
+// profiling: with TM_PERF_CTL, see BenchHeap.h, perf records only them).
 //
 // Exits with 1 when a target is missed, 2 on bad usage or a broken fixture.
 //
@@ -249,11 +251,13 @@ Timing bestOf(int reps, Setup setup, Op op, Check check) {
   for (int r = 0; r < reps; ++r) {
     auto input = setup();
     flushCaches();
+    perfToggle(true);
     double c0 = threadCpuMs();
     auto t0 = Clock::now();
     auto result = op(input);
     auto t1 = Clock::now();
     double ms = threadCpuMs() - c0;
+    perfToggle(false);
     check(input, result);
     double wallMs = std::chrono::duration<double, std::milli>(t1 - t0).count();
     if (!(ms >= best.ms)) // also replaces the initial NaN
@@ -283,6 +287,9 @@ constexpr const char *OperationNames[NumOperations] = {
     "cloneTraced",
 };
 
+/// Operations whose name contains this are timed (all when empty).
+llvm::StringRef OnlyOps;
+
 /// Below this CPU share a timing is marked as disturbed by other load.
 constexpr double MinCpuShare = 0.9;
 
@@ -296,6 +303,8 @@ void measure(Topology topo, size_t sizeIdx, int reps, Table &table) {
   size_t n = Sizes[sizeIdx];
   auto noCheck = [](auto &, auto &) {};
   auto record = [&](Operation op, auto setup, auto run, auto check) {
+    if (!llvm::StringRef(OperationNames[op]).contains(OnlyOps))
+      return;
     Timing t = bestOf(reps, setup, run, check);
     Timing &cell = table[op][sizeIdx];
     if (!(t.ms >= cell.ms)) // also replaces the initial NaN
@@ -413,7 +422,8 @@ size_t parseCount(llvm::StringRef flag, const char *value) {
 } // namespace
 
 int main(int argc, char **argv) {
-  const char *usage = "usage: tm-ir-bench [--max-size N] [--reps R]";
+  const char *usage =
+      "usage: tm-ir-bench [--max-size N] [--reps R] [--only TEXT]";
   size_t maxSize = Sizes[Size1e6];
   int reps = 3;
   for (int i = 1; i < argc; ++i) {
@@ -423,6 +433,8 @@ int main(int argc, char **argv) {
       maxSize = parseCount(a, value);
     else if (a == "--reps")
       reps = int(parseCount(a, value));
+    else if (a == "--only" && value)
+      OnlyOps = value;
     else
       fail(fmt::format("unknown argument '{}'\n{}", a.str(), usage));
   }

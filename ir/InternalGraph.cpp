@@ -24,24 +24,10 @@ std::string ReplaceReport::str() const {
 }
 
 /// Deletes the exprs of a graph being destroyed, in the given order; each
-/// forgets its input uses unread (their nodes may be gone already). Each
-/// deletion touches the expr, its output nodes and their names, which are
-/// cache misses in a large graph; fetching them a few exprs ahead lets the
-/// misses overlap instead of queueing one after the other.
+/// forgets its input uses unread (their nodes may be gone already).
 static void deleteGraphExprs(llvm::ArrayRef<Expr *> exprs) {
-  constexpr size_t Ahead = 4; // exprs per stage
-  size_t n = exprs.size();
-  for (size_t i = 0; i < n; ++i) {
-    // A destructor reads the whole expr (vtable, uses, outputs, TreeDefs)
-    // and node.
-    if (i + 3 * Ahead < n)
-      detail::prefetchBytes(exprs[i + 3 * Ahead], sizeof(CallFunction));
-    if (i + 2 * Ahead < n)
-      for (Node *o : exprs[i + 2 * Ahead]->outputs())
-        detail::prefetchBytes(o, sizeof(TensorNode));
-    if (i + Ahead < n)
-      for (Node *o : exprs[i + Ahead]->outputs())
-        o->prefetchNames();
+  for (size_t i = 0; i < exprs.size(); ++i) {
+    detail::prefetchExprWalk(exprs, i);
     exprs[i]->forgetInputsInternal();
     delete exprs[i];
   }

@@ -350,16 +350,28 @@ void Module::cloneAttrsInto(Module &dst) const {
     case ModuleAttr::Kind::Buffer: dst.registerBuffer(a.name, a.tensor); break;
     case ModuleAttr::Kind::Value: dst.setValue(a.name, a.value); break;
     case ModuleAttr::Kind::Submodule:
-      dst.registerModule(a.name, a.module->clone());
+      dst.registerModule(a.name, a.module->cloneTree());
       break;
     }
   }
 }
 
 std::unique_ptr<Module> Module::clone() const {
+  auto m = cloneTree();
+  m->fixClonedRefs();
+  return m;
+}
+
+std::unique_ptr<Module> Module::cloneTree() const {
   auto m = std::make_unique<Module>(typeName_);
   cloneAttrsInto(*m);
   return m;
+}
+
+void Module::fixClonedRefs() {
+  for (const auto &a : attrs_)
+    if (a.kind == ModuleAttr::Kind::Submodule)
+      a.module->fixClonedRefs();
 }
 
 //===----------------------------------------------------------------------===//
@@ -369,7 +381,7 @@ std::unique_ptr<Module> Module::clone() const {
 BuiltinModule::BuiltinModule(const ModuleType &type)
     : Module(Kind::Builtin, type, type.name) {}
 
-std::unique_ptr<Module> BuiltinModule::clone() const {
+std::unique_ptr<Module> BuiltinModule::cloneTree() const {
   std::unique_ptr<Module> m;
   if (type().factory)
     m = type().factory();

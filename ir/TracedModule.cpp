@@ -184,11 +184,19 @@ void TracedModule::updateRefsImpl(InternalGraph *parentGraph,
       }
     }
   }
-  // Traced submodules never called still get their owners fixed.
-  for (const auto &a : attrs())
-    if (a.kind == ModuleAttr::Kind::Submodule)
+  // Traced submodules never called still get their owners fixed, also
+  // those below plain submodules.
+  auto visitSubmodules = [&](const Module &m, auto &self) -> void {
+    for (const auto &a : m.attrs()) {
+      if (a.kind != ModuleAttr::Kind::Submodule)
+        continue;
       if (auto *t = llvm::dyn_cast<TracedModule>(a.module.get()))
         t->updateRefsImpl(nullptr, visited);
+      else
+        self(*a.module, self);
+    }
+  };
+  visitSubmodules(*this, visitSubmodules);
 }
 
 //===----------------------------------------------------------------------===//
@@ -277,7 +285,7 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
   }
   for (Node *n : src.inputs_)
     dst.inputs_.push_back(map.lookup(n));
-  for (Expr *e : src) {
+  detail::forEachCopied(src, map, [&](Expr *e) {
     auto c = cloneExprShallow(*e, e->id());
     for (size_t i = 0; i < e->numInputs(); ++i) {
       auto it = map.find(e->input(i));
@@ -289,7 +297,7 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
     }
     cloneOutputs(*e, *c);
     dst.insertExpr(std::move(c), nullptr);
-  }
+  });
   std::vector<Node *> outs = dst.outputs_;
   outs.reserve(outs.size() + src.outputs_.size());
   for (Node *n : src.outputs_) {
@@ -320,11 +328,11 @@ std::unique_ptr<TracedModule> TracedModule::cloneImpl() const {
 
 std::unique_ptr<TracedModule> TracedModule::cloneTraced() const {
   auto c = cloneImpl();
-  c->updateRefs();
+  c->fixClonedRefs();
   return c;
 }
 
-std::unique_ptr<Module> TracedModule::clone() const { return cloneTraced(); }
+void TracedModule::fixClonedRefs() { updateRefs(); }
 
 void TracedModule::restoreFrom(TracedModule &snapshot) {
   if (&snapshot == this)
@@ -409,7 +417,7 @@ public:
       if (llvm::isa<TensorNode>(co))
         co->setQualname(so->qualname());
     }
-    for (Expr *e : sub) {
+    detail::forEachCopied(sub, vmap, [&](Expr *e) {
       auto ne = cloneExprShallow(*e, root_.nextExprId());
       for (size_t i = 0; i < e->numInputs(); ++i) {
         Node *m = vmap.lookup(e->input(i));
@@ -448,7 +456,7 @@ public:
         for (size_t j = 0; j < e->numOutputs(); ++j)
           vmap[e->output(j)] = res[j];
       }
-    }
+    });
     llvm::SmallVector<Node *, 2> result;
     for (Node *so : sub.outputs())
       result.push_back(vmap.lookup(so));
@@ -499,10 +507,13 @@ static void inlineAllCalls(TracedModule &root, InternalGraph &top) {
 }
 
 std::unique_ptr<TracedModule> TracedModule::flatten() const {
-  auto nm = cloneTraced();
+  // The copy's module nodes still name this module tree until
+  // fixClonedRefs: the calls are inlined from the original sub-graphs
+  // (read only, equal to the copies), and the refs are fixed once, after.
+  auto nm = cloneImpl();
   InternalGraph &top = nm->graph();
   inlineAllCalls(*nm, top);
-  nm->updateRefs();
+  nm->fixClonedRefs();
   top.resetIds();
   return nm;
 }

@@ -3,6 +3,8 @@
 #include <random>
 #include <set>
 
+#include <llvm/ADT/DenseSet.h>
+
 #include "Fixtures.h"
 
 using namespace tmg;
@@ -450,6 +452,67 @@ TEST_CASE("clone is deep and structurally equal", "[ir][graph]") {
   CHECK(c->graph().size() == 0);
   CHECK(tm->graph().size() == 6);
   checkVerified(*tm);
+}
+
+/// Every module node of every graph of the traced modules in `root`'s tree
+/// names a module of that tree (not of the tree it was cloned from).
+static void checkOwnersWithin(Module &root) {
+  llvm::DenseSet<const Module *> tree;
+  std::vector<TracedModule *> traced;
+  root.namedModules([&](const std::string &, Module &m) {
+    tree.insert(&m);
+    if (auto *t = llvm::dyn_cast<TracedModule>(&m))
+      traced.push_back(t);
+  });
+  REQUIRE(!traced.empty());
+  size_t checked = 0;
+  for (TracedModule *t : traced)
+    for (const auto &sig : t->signatures()) {
+      for (Node *in : sig.graph->inputs())
+        if (auto *mn = llvm::dyn_cast<ModuleNode>(in)) {
+          CHECK(tree.contains(mn->owner()));
+          ++checked;
+        }
+      for (Expr *e : *sig.graph)
+        for (Node *o : e->outputs())
+          if (auto *mn = llvm::dyn_cast<ModuleNode>(o)) {
+            CHECK(tree.contains(mn->owner()));
+            ++checked;
+          }
+    }
+  CHECK(checked > 0);
+}
+
+TEST_CASE("clone points module nodes into the copy at every depth",
+          "[ir][graph]") {
+  // Traced below plain below traced: the inner graphs are reached by no
+  // call of the top graph.
+  auto top = tracedMyModule();
+  auto holder = std::make_unique<Module>("Holder");
+  holder->registerModule("inner", tracedMyModule());
+  top->registerModule("holder", std::move(holder));
+  checkOwnersWithin(*top);
+  auto c = top->cloneTraced();
+  checkOwnersWithin(*c);
+  auto *inner = llvm::cast<TracedModule>(c->resolveModule("holder.inner"));
+  CHECK(inner->graph().self()->owner() == inner);
+  CHECK(inner->graph().str() == llvm::cast<TracedModule>(
+                                    top->resolveModule("holder.inner"))
+                                    ->graph()
+                                    .str());
+  checkVerified(*c);
+  // A plain module at the top, cloned through Module::clone.
+  auto plain = std::make_unique<Module>("Plain");
+  plain->registerModule("net", tracedMyModule());
+  std::unique_ptr<Module> pc = plain->clone();
+  checkOwnersWithin(*pc);
+  auto *net = llvm::cast<TracedModule>(pc->resolveModule("net"));
+  CHECK(net->graph().self()->owner() == net);
+  // flatten() inlines from the original sub-graphs and fixes the refs of
+  // its copy once, at the end.
+  auto flat = top->flatten();
+  checkOwnersWithin(*flat);
+  checkVerified(*flat);
 }
 
 TEST_CASE("reset_ids renumbers recursively after edits", "[ir][graph]") {

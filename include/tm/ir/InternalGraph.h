@@ -38,6 +38,44 @@ namespace tmg {
 
 class TracedModule;
 class InternalGraph;
+
+namespace detail {
+/// Software pipeline of a walk over `exprs` that reads each expr, its
+/// output nodes and their names (destroying or cloning a graph). In a large
+/// graph each of the three is a cache miss, and a miss on a name block
+/// stalls everything after it (its count is changed by an atomic, a full
+/// barrier on x86); call this at step `i`: it starts loading the expr
+/// 3*Ahead steps on, the nodes of the one 2*Ahead on (whose expr arrived
+/// by now) and the names of those Ahead on, so the misses overlap.
+constexpr size_t ExprWalkAhead = 4;
+inline void prefetchExprWalk(llvm::ArrayRef<Expr *> exprs, size_t i) {
+  constexpr size_t Ahead = ExprWalkAhead;
+  size_t n = exprs.size();
+  if (i + 3 * Ahead < n)
+    prefetchBytes(exprs[i + 3 * Ahead], sizeof(CallFunction));
+  if (i + 2 * Ahead < n)
+    for (const Node *o : exprs[i + 2 * Ahead]->outputs())
+      prefetchBytes(o, sizeof(TensorNode));
+  if (i + Ahead < n)
+    for (const Node *o : exprs[i + Ahead]->outputs())
+      o->prefetchNames();
+}
+
+/// Starts loading the bucket where `map` starts looking for `key` (DenseMap
+/// probes from hash & (buckets - 1)), so that a lookup or insert a few
+/// steps later hits the cache; a walk that maps the nodes of a large graph
+/// otherwise misses on nearly every access (the keys are hashed apart).
+template <typename K, typename V>
+void prefetchLookup(const llvm::DenseMap<K, V> &map, const K &key) {
+  using Bucket = typename llvm::DenseMap<K, V>::value_type;
+  size_t numBuckets = map.getMemorySize() / sizeof(Bucket);
+  if (numBuckets == 0)
+    return;
+  size_t b = llvm::DenseMapInfo<K>::getHashValue(key) & (numBuckets - 1);
+  __builtin_prefetch(
+      static_cast<const Bucket *>(map.getPointerIntoBucketsArray()) + b);
+}
+} // namespace detail
 void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
                     llvm::DenseMap<const Node *, Node *> *nodeMap);
 /// A copy of `e` without inputs or outputs (same kind, payload, TreeDefs,
@@ -383,5 +421,37 @@ private:
   /// there is nothing to check or merge.
   uint64_t mergedVersion_ = ~uint64_t(0);
 };
+
+namespace detail {
+/// Calls `copy(e)` for each body expr `e` of `g` in order, for walks that
+/// copy a body through `map` (source node -> its copy: clone, inlining),
+/// fetching ahead what copying reads: the exprs, their output nodes and
+/// names (prefetchExprWalk), and the map entries of their inputs and
+/// outputs. Without the body index it is a plain walk.
+template <typename F>
+void forEachCopied(const InternalGraph &g,
+                   const llvm::DenseMap<const Node *, Node *> &map, F copy) {
+  llvm::ArrayRef<Expr *> index;
+  if (const auto *bi = g.bodyIndexInternal())
+    index = *bi;
+  size_t pos = 0;
+  for (Expr *e : g) {
+    if (!index.empty()) {
+      prefetchExprWalk(index, pos);
+      // The entries of the expr whose names were asked for last step: its
+      // expr and nodes arrived by now.
+      if (pos + ExprWalkAhead < index.size()) {
+        const Expr *a = index[pos + ExprWalkAhead];
+        for (size_t i = 0; i < a->numInputs(); ++i)
+          prefetchLookup<const Node *>(map, a->input(i));
+        for (const Node *o : a->outputs())
+          prefetchLookup(map, o);
+      }
+      ++pos;
+    }
+    copy(e);
+  }
+}
+} // namespace detail
 
 } // namespace tmg

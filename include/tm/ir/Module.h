@@ -161,10 +161,18 @@ public:
 
   /// Deep copy of the module tree. Tensor storage is shared (tensors are
   /// values); everything else is copied.
-  virtual std::unique_ptr<Module> clone() const;
+  std::unique_ptr<Module> clone() const;
 
 protected:
   Module(Kind k, const ModuleType &type, std::string typeName);
+  /// The copy clone() makes before fixClonedRefs: the module nodes of its
+  /// traced graphs still name the original modules.
+  virtual std::unique_ptr<Module> cloneTree() const;
+  /// Points the module nodes of every traced graph in this (cloned) tree
+  /// at this tree's modules. Done once for the whole tree: fixing each
+  /// traced module as it was copied walked a graph once per traced
+  /// ancestor too (TracedModule::updateRefs covers its traced submodules).
+  virtual void fixClonedRefs();
   /// Copies attributes (cloning submodules) into `dst`.
   void cloneAttrsInto(Module &dst) const;
   /// Replaces this module's name and attributes by `src`'s, moving them
@@ -196,7 +204,9 @@ class BuiltinModule : public Module {
 public:
   explicit BuiltinModule(const ModuleType &type);
   static bool classof(const Module *m) { return m->kind() == Kind::Builtin; }
-  std::unique_ptr<Module> clone() const override;
+
+protected:
+  std::unique_ptr<Module> cloneTree() const override;
 };
 
 /// Declares a builtin module class with a static ModuleType and isa support.

@@ -81,7 +81,8 @@ public:
 
   /// Recomputes derived references (the reference's `_update_ref`): each
   /// graph's owner and parent graph, ModuleNode owners of `self`, GetAttr
-  /// and Constant module nodes, recursively into called sub-graphs.
+  /// and Constant module nodes, recursively into called sub-graphs and
+  /// every traced module of the tree (also below plain submodules).
   /// O(total graph size).
   void updateRefs();
 
@@ -96,7 +97,7 @@ public:
   /// Returns false (and changes nothing) when no call was inlinable.
   bool flattenInPlace();
 
-  std::unique_ptr<Module> clone() const override;
+  /// clone() as a TracedModule.
   std::unique_ptr<TracedModule> cloneTraced() const;
   /// Makes this module what `snapshot` (a cloneTraced() of it, typically)
   /// is, in place: attributes, submodules, graphs and id counters move over
@@ -107,6 +108,10 @@ public:
 
   /// Prints every graph of the hierarchy, top first.
   std::string str() const;
+
+protected:
+  std::unique_ptr<Module> cloneTree() const override { return cloneImpl(); }
+  void fixClonedRefs() override;
 
 private:
   std::unique_ptr<TracedModule> cloneImpl() const;
