@@ -203,7 +203,8 @@ void TracedModule::updateRefsImpl(InternalGraph *parentGraph,
 // Cloning
 //===----------------------------------------------------------------------===//
 
-std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id) {
+/// A copy of `n` without names.
+static std::unique_ptr<Node> cloneNodeUnnamed(const Node &n, int64_t id) {
   std::unique_ptr<Node> c;
   if (auto *t = llvm::dyn_cast<TensorNode>(&n)) {
     auto tn = std::make_unique<TensorNode>(nullptr, id);
@@ -218,7 +219,19 @@ std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id) {
     mn->setOwner(m->owner());
     c = std::move(mn);
   }
+  return c;
+}
+
+std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id) {
+  auto c = cloneNodeUnnamed(n, id);
   c->copyNamesFrom(n);
+  return c;
+}
+
+std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id,
+                                       llvm::StringRef name) {
+  auto c = cloneNodeUnnamed(n, id);
+  c->setNamesInternal(name, n.qualname());
   return c;
 }
 
@@ -438,13 +451,13 @@ public:
               it->second, cloneNodeShallow(*call->output(it->second), -1));
           n = raw->addOutput(std::move(owned));
         } else {
-          auto c = cloneNodeShallow(*o, root_.nextNodeId());
           // "<call>_<name>", built and made unique in stack buffers.
           nameBuf.assign(prefix.begin(), prefix.end());
           nameBuf.push_back('_');
           nameBuf.append(o->name().begin(), o->name().end());
-          c->setNameInternal(top_.ns().createUniqueName(nameBuf, uniqueBuf));
-          n = raw->addOutput(std::move(c));
+          n = raw->addOutput(cloneNodeShallow(
+              *o, root_.nextNodeId(),
+              top_.ns().createUniqueName(nameBuf, uniqueBuf)));
         }
         vmap[o] = n;
       }

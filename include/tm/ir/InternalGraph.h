@@ -83,6 +83,11 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
 std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id);
 /// A copy of node `n` (kind, name, qualname, type) with id `id`, no uses.
 std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id);
+/// The same named `name` (with `n`'s qualname): one new name block, where
+/// a copy renamed later shared `n`'s block and released it again (two
+/// atomic updates of a line that is a cache miss in a large graph).
+std::unique_ptr<Node> cloneNodeShallow(const Node &n, int64_t id,
+                                       llvm::StringRef name);
 
 /// Result of `replaceNode`: uses that were deliberately not rewired.
 struct ReplaceReport {
