@@ -17,7 +17,10 @@
 // CPU time (the machine is shared), the minimum over several runs, each on
 // a freshly built module, each pass starting with cold caches.
 //
-//   tm-pass-bench [--max-size N]
+//   tm-pass-bench [--max-size N] [--profile PASS]
+//
+// --profile PASS toggles perf around that pass's runs alone (TM_PERF_CTL,
+// see BenchHeap.h).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -124,11 +127,15 @@ template <typename P> Pipeline single() {
 
 int main(int argc, char **argv) {
   size_t maxSize = 1000000;
+  std::string profiled;
   for (int i = 1; i < argc; ++i) {
     if (std::string(argv[i]) == "--max-size" && i + 1 < argc)
       maxSize = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::string(argv[i]) == "--profile" && i + 1 < argc)
+      profiled = argv[++i];
     else {
-      std::fprintf(stderr, "usage: tm-pass-bench [--max-size N]\n");
+      std::fprintf(stderr,
+                   "usage: tm-pass-bench [--max-size N] [--profile PASS]\n");
       return 2;
     }
   }
@@ -175,6 +182,9 @@ int main(int argc, char **argv) {
         auto pipe = Pipeline::parse(passes[p], PassRegistry::global());
         PassManager pm(std::move(*pipe), {});
         flushCaches(); // every size starts cold (see BenchHeap.h)
+        bool profile = profiled == passes[p];
+        if (profile)
+          perfToggle(true);
         double w0 = wallNow(), t0 = cpuNow();
         Diagnostic d;
         if (failed(pm.run(*m, &d))) {
@@ -182,6 +192,8 @@ int main(int argc, char **argv) {
           return 1;
         }
         double cpu = cpuNow() - t0, wall = wallNow() - w0;
+        if (profile)
+          perfToggle(false);
         best[p] = std::min(best[p], cpu);
         maxWallShare = std::max(maxWallShare, wall / cpu);
       }

@@ -798,21 +798,14 @@ size_t InternalGraph::compile() {
   // cache.
   llvm::SmallVector<Expr *, 8> kept;
   size_t removed = 0;
-  // Deleting an expr reads all of it and its output nodes; the next few
-  // entries (those deletions will not reorder) are fetched ahead.
-  constexpr size_t Ahead = 4;
+  // Deleting an expr reads all of it, its output nodes and their names: the
+  // entries below the top of the stack (deletions do not reorder them) are
+  // fetched ahead.
   while (!unused_.empty()) {
     size_t n = unused_.size();
-    if (n > Ahead) {
-      const Expr *a = unused_[n - 1 - Ahead];
-      detail::prefetchBytes(a, sizeof(CallFunction));
-      if (n > 2 * Ahead)
-        __builtin_prefetch(unused_[n - 1 - 2 * Ahead]);
-      for (const Node *o : unused_[n - 1 - Ahead / 2]->outputs_) {
-        detail::prefetchBytes(o, sizeof(TensorNode));
-        o->prefetchNames();
-      }
-    }
+    detail::prefetchExprPipeline([&](size_t k) -> const Expr * {
+      return k < n ? unused_[n - 1 - k] : nullptr;
+    });
     Expr *e = unused_.back();
     if (e->disableRemove_) {
       unused_.pop_back();

@@ -47,18 +47,24 @@ namespace detail {
 /// barrier on x86); call this at step `i`: it starts loading the expr
 /// 3*Ahead steps on, the nodes of the one 2*Ahead on (whose expr arrived
 /// by now) and the names of those Ahead on, so the misses overlap.
+/// `at(k)` is the expr the walk reaches k steps on, or null.
 constexpr size_t ExprWalkAhead = 4;
-inline void prefetchExprWalk(llvm::ArrayRef<Expr *> exprs, size_t i) {
+template <typename At> void prefetchExprPipeline(At at) {
   constexpr size_t Ahead = ExprWalkAhead;
-  size_t n = exprs.size();
-  if (i + 3 * Ahead < n)
-    prefetchBytes(exprs[i + 3 * Ahead], sizeof(CallFunction));
-  if (i + 2 * Ahead < n)
-    for (const Node *o : exprs[i + 2 * Ahead]->outputs())
+  if (const Expr *e = at(3 * Ahead))
+    prefetchBytes(e, sizeof(CallFunction));
+  if (const Expr *e = at(2 * Ahead))
+    for (const Node *o : e->outputs())
       prefetchBytes(o, sizeof(TensorNode));
-  if (i + Ahead < n)
-    for (const Node *o : exprs[i + Ahead]->outputs())
+  if (const Expr *e = at(Ahead))
+    for (const Node *o : e->outputs())
       o->prefetchNames();
+}
+/// The pipeline of a walk over `exprs` in order, at step `i`.
+inline void prefetchExprWalk(llvm::ArrayRef<Expr *> exprs, size_t i) {
+  prefetchExprPipeline([&](size_t k) -> const Expr * {
+    return i + k < exprs.size() ? exprs[i + k] : nullptr;
+  });
 }
 
 /// Starts loading the bucket where `map` starts looking for `key` (DenseMap
