@@ -855,11 +855,64 @@ static void radixSortByKey(std::vector<std::pair<int64_t, Node *>> &v) {
 }
 
 void InternalGraph::resetIds() {
-  std::vector<Expr *> ex = exprs(true).asList();
-  // Shared sub-graphs are visited once by exprs(); ids follow that order.
+  // One walk in exprs(true)'s order (inputs, then the body, each callee
+  // graph after its first call; shared sub-graphs once) numbers the exprs
+  // and reads the old ids of their output nodes. When an edit dropped this
+  // graph's body index (flatten's inlining does), the walk re-creates it:
+  // it reads the body in order anyway.
   int64_t eid = 0;
-  for (Expr *e : ex)
+  bool negative = false;
+  std::vector<std::pair<int64_t, Node *>> keyed;
+  keyed.reserve(size_ + size_ / 4 + inputs_.size());
+  llvm::DenseSet<const InternalGraph *> visited;
+  visited.insert(this);
+  std::vector<Expr *> index; // this graph's body, when re-created
+  bool rebuild = !bodyIndexValid_;
+  if (rebuild)
+    index.reserve(size_);
+  auto number = [&](Expr *e) {
     e->setIdInternal(eid++);
+    for (Node *n : e->outputs()) {
+      keyed.emplace_back(n->id(), n);
+      negative |= n->id() < 0;
+    }
+  };
+  auto walk = [&](const InternalGraph *g, auto &self) -> void {
+    for (Node *in : g->inputs())
+      number(in->expr());
+    auto visit = [&](Expr *e) {
+      number(e);
+      if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+        if (InternalGraph *sub = cm->calleeGraph())
+          if (visited.insert(sub).second)
+            self(sub, self);
+    };
+    if (g->bodyIndexValid_) {
+      // Through the index: the exprs two steps of Ahead on, the output
+      // nodes (whose ids are read) of those one step on.
+      constexpr size_t Ahead = detail::ExprWalkAhead;
+      llvm::ArrayRef<Expr *> body = g->bodyIndex_;
+      for (size_t i = 0; i < body.size(); ++i) {
+        if (i + 2 * Ahead < body.size())
+          detail::prefetchBytes(body[i + 2 * Ahead], sizeof(CallFunction));
+        if (i + Ahead < body.size())
+          for (const Node *o : body[i + Ahead]->outputs())
+            __builtin_prefetch(o);
+        visit(body[i]);
+      }
+      return;
+    }
+    for (Expr *e : *g) {
+      if (g == this)
+        index.push_back(e);
+      visit(e);
+    }
+  };
+  walk(this, walk);
+  if (rebuild) {
+    bodyIndex_ = std::move(index);
+    bodyIndexValid_ = true;
+  }
   // Nodes are numbered in the order of their old ids, as the reference's
   // nodes() sorts them. In a graph each node has one producer, which
   // exprs() lists (inputs included) exactly once: the outputs of the listed
@@ -868,14 +921,6 @@ void InternalGraph::resetIds() {
   // node and sorts by comparison, which the renumbering after a flatten
   // of a large module felt). Should ids repeat or be negative, the order
   // of equal ids is nodes()'s walk order: nodes() decides.
-  std::vector<std::pair<int64_t, Node *>> keyed;
-  keyed.reserve(ex.size() + ex.size() / 4);
-  bool negative = false;
-  for (Expr *e : ex)
-    for (Node *n : e->outputs()) {
-      keyed.emplace_back(n->id(), n);
-      negative |= n->id() < 0;
-    }
   bool unique = !negative;
   if (unique) {
     radixSortByKey(keyed);

@@ -377,7 +377,10 @@ namespace {
 /// Inlines calls of traced submodules into one top graph.
 class Inliner {
 public:
-  Inliner(TracedModule &root, InternalGraph &top) : root_(root), top_(top) {}
+  /// With `prune` false every expr is copied (the plain algorithm, for
+  /// tests; see deadExprs()).
+  Inliner(TracedModule &root, InternalGraph &top, bool prune)
+      : root_(root), top_(top), prune_(prune) {}
 
   /// The callee graph when `e` is a call to inline: a module call whose
   /// module node comes from a GetAttr and whose owner is a TracedModule
@@ -430,7 +433,22 @@ public:
       if (llvm::isa<TensorNode>(co))
         co->setQualname(so->qualname());
     }
+    llvm::ArrayRef<const Expr *> dead = deadExprs(sub);
+    size_t nextDead = 0;
     detail::forEachCopied(sub, vmap, [&](Expr *e) {
+      if (nextDead < dead.size() && dead[nextDead] == e) {
+        ++nextDead;
+        // Dead in every inlined copy: compile would delete it. Its output
+        // names are taken all the same, so that the names of what stays
+        // are the ones a full inlining gives.
+        for (Node *o : e->outputs()) {
+          nameBuf.assign(prefix.begin(), prefix.end());
+          nameBuf.push_back('_');
+          nameBuf.append(o->name().begin(), o->name().end());
+          top_.ns().createUniqueName(nameBuf, uniqueBuf);
+        }
+        return;
+      }
       auto ne = cloneExprShallow(*e, root_.nextExprId());
       for (size_t i = 0; i < e->numInputs(); ++i) {
         Node *m = vmap.lookup(e->input(i));
@@ -479,6 +497,67 @@ public:
   }
 
 private:
+  /// The body exprs of `sub` that no inlined copy needs, in body order:
+  /// those no graph output and no disable_remove expr depends on, GetAttrs
+  /// and module calls aside. They are dead wherever `sub` is inlined
+  /// (compile, which flatten ends with, would delete each copy), so they
+  /// are not copied: creating and then deleting them was most of
+  /// flattening a graph with dead code. GetAttrs stay because the getattr
+  /// merge keeps the first GetAttr of a path even when unused, and module
+  /// calls because inlining one names the nodes of its callee. Nothing else
+  /// of a copy depends on its dead exprs: ids are renumbered after flatten,
+  /// use lists keep their order, and the dead nodes' names are taken all
+  /// the same.
+  ///
+  /// Found from the graph's unused list (a dead expr's users are all dead,
+  /// so the dead exprs are what repeatedly taking unused ones gives, as in
+  /// compile), counting down the uses of each producer met: the cost is
+  /// the dead exprs and their producers, nothing for a graph without dead
+  /// code. Computed once per graph.
+  llvm::ArrayRef<const Expr *> deadExprs(const InternalGraph &sub) {
+    auto [it, inserted] = dead_.try_emplace(&sub);
+    std::vector<const Expr *> &dead = it->second;
+    if (!inserted || !prune_)
+      return dead;
+    auto kept = [](const Expr *e) {
+      if (e->removeDisabled() || llvm::isa<GetAttr>(e))
+        return true;
+      auto *cm = llvm::dyn_cast<CallMethod>(e);
+      return cm && cm->isModuleCall();
+    };
+    std::vector<const Expr *> work;
+    for (const Expr *e : sub.unusedExprs())
+      if (!kept(e))
+        work.push_back(e);
+    // Uses of a producer's outputs not yet known to be dead; a graph
+    // output never goes.
+    constexpr uint32_t Forever = ~uint32_t(0);
+    llvm::DenseMap<const Expr *, uint32_t> pending;
+    while (!work.empty()) {
+      const Expr *e = work.back();
+      work.pop_back();
+      dead.push_back(e);
+      for (size_t i = 0; i < e->numInputs(); ++i) {
+        const Expr *p = e->input(i)->expr();
+        if (!p->inBody() || kept(p))
+          continue;
+        auto [pit, first] = pending.try_emplace(p, 0);
+        uint32_t &left = pit->second;
+        if (first)
+          for (const Node *o : p->outputs())
+            left = o->graphOutputRefs() || left == Forever
+                       ? Forever
+                       : left + uint32_t(o->numUsers());
+        if (left != Forever && --left == 0)
+          work.push_back(p);
+      }
+    }
+    std::sort(dead.begin(), dead.end(), [](const Expr *a, const Expr *b) {
+      return a->orderKey() < b->orderKey();
+    });
+    return dead;
+  }
+
   /// Moves every use of `from` (and graph outputs) to `to`.
   void redirect(Node *from, Node *to) {
     std::vector<Use *> uses;
@@ -499,13 +578,16 @@ private:
 
   TracedModule &root_;
   InternalGraph &top_;
+  bool prune_;
+  llvm::DenseMap<const InternalGraph *, std::vector<const Expr *>> dead_;
 };
 } // namespace
 
 /// Inlines every call of `top` (a graph of `root`) to a traced sub-module,
 /// nested calls included, then removes what became dead.
-static void inlineAllCalls(TracedModule &root, InternalGraph &top) {
-  Inliner inl(root, top);
+static void inlineAllCalls(TracedModule &root, InternalGraph &top,
+                           bool prune = true) {
+  Inliner inl(root, top, prune);
   std::vector<Expr *> calls;
   for (Expr *e : top)
     if (Inliner::inlinable(e))
@@ -513,22 +595,29 @@ static void inlineAllCalls(TracedModule &root, InternalGraph &top) {
   for (Expr *e : calls)
     inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
   top.compile();
-  // Inlining inserted in the middle of the body, which drops the index
-  // that whole-body walks prefetch through; the walk here is one more over
-  // a graph the inlining has just built.
-  top.rebuildBodyIndex();
 }
 
-std::unique_ptr<TracedModule> TracedModule::flatten() const {
+std::unique_ptr<TracedModule> TracedModule::flattenImpl(bool prune) const {
   // The copy's module nodes still name this module tree until
   // fixClonedRefs: the calls are inlined from the original sub-graphs
   // (read only, equal to the copies), and the refs are fixed once, after.
   auto nm = cloneImpl();
   InternalGraph &top = nm->graph();
-  inlineAllCalls(*nm, top);
+  inlineAllCalls(*nm, top, prune);
+  // Inlining inserted in the middle of the body, which drops the index
+  // that whole-body walks prefetch through: the refs walk gets it back.
+  top.rebuildBodyIndex();
   nm->fixClonedRefs();
   top.resetIds();
   return nm;
+}
+
+std::unique_ptr<TracedModule> TracedModule::flatten() const {
+  return flattenImpl(true);
+}
+
+std::unique_ptr<TracedModule> TracedModule::flattenCopyingDeadExprsForTesting() const {
+  return flattenImpl(false);
 }
 
 bool TracedModule::flattenInPlace() {
@@ -553,8 +642,12 @@ bool TracedModule::flattenInPlace() {
     throw;
   }
   sigs_.front().graph = std::move(fresh);
-  updateRefs();
+  // Renumbering walks the body in order, which re-creates the body index
+  // that inlining in the middle of it dropped, before the refs walk. (The
+  // module nodes of the flat graph are the tree's already: renumbering
+  // may follow calls before the refs are fixed.)
   graph().resetIds();
+  updateRefs();
   return true;
 }
 

@@ -1,6 +1,8 @@
 //===- test_flatten.cpp - TracedModule::flatten --------------------------===//
 #include "Fixtures.h"
 
+#include <random>
+
 using namespace tmg;
 using namespace fixtures;
 
@@ -174,4 +176,144 @@ TEST_CASE("a module called with two constants has two graphs, both inlined", "[i
                                "\treturn mod_1_out\n"
                                "}");
   checkVerified(*flat);
+}
+
+namespace {
+/// Random hierarchies with dead code for the differential test below.
+/// Leaf modules hold a parameter and a builtin ReLU; mid modules hold
+/// leaves; the top holds both. Attribute names collide once prefixed
+/// ("a" + "_relu_out" vs "a_relu" + "_out"), so the names that dead nodes
+/// take decide the names of live ones.
+struct RandomHierarchy {
+  std::mt19937 rng;
+  explicit RandomHierarchy(unsigned seed) : rng(seed) {}
+
+  size_t pick(size_t n) { return std::uniform_int_distribution<size_t>(0, n - 1)(rng); }
+  bool chance(int percent) { return int(pick(100)) < percent; }
+
+  static constexpr const char *Names[] = {"a", "a_relu", "b", "b_1", "neg", "c"};
+
+  std::unique_ptr<Module> leaf() {
+    auto m = std::make_unique<Module>("Leaf");
+    m->registerParameter("w", Tensor::zeros({4}));
+    m->addModule<ReLU>("act");
+    return m;
+  }
+  std::unique_ptr<Module> mid() {
+    auto m = std::make_unique<Module>("Mid");
+    m->registerParameter("w", Tensor::zeros({4}));
+    for (size_t i = 0, n = 1 + pick(2); i < n; ++i)
+      m->registerModule(Names[i], leaf());
+    return m;
+  }
+
+  /// A body over `self`'s attributes: ops on a pool of values, some dead,
+  /// some kept by disable_remove, duplicate GetAttrs, calls of traced
+  /// submodules whose outputs are partly ignored, two outputs (one may be
+  /// an input: a pass-through).
+  void body(GraphBuilder &b, Module &self) {
+    std::vector<Node *> pool;
+    for (size_t i = 0; i + 1 < b.graph().inputs().size(); ++i)
+      pool.push_back(b.arg(i));
+    auto any = [&] { return pool[pick(pool.size())]; };
+    for (size_t step = 0, n = 4 + pick(10); step < n; ++step) {
+      Node *v = nullptr;
+      switch (pick(6)) {
+      case 0:
+        v = b.callFunction("relu", {any()});
+        break;
+      case 1:
+        v = b.callFunction("neg", {any()});
+        break;
+      case 2:
+        v = b.callMethod(any(), "__add__", {any()});
+        break;
+      case 3:
+        v = b.callMethod(any(), "__mul__", {b.getAttr(b.self(), "w")});
+        break;
+      case 4:
+        if (self.module("act"))
+          v = b.callModule(b.getAttr(b.self(), "act"), {any()});
+        else
+          v = b.callFunction("sigmoid", {any()});
+        break;
+      default: {
+        std::vector<std::string> subs;
+        for (const auto &a : self.attrs())
+          if (a.kind == ModuleAttr::Kind::Submodule && !a.module->isBuiltin())
+            subs.push_back(a.name);
+        if (subs.empty()) {
+          v = b.callFunction("abs", {any()});
+          break;
+        }
+        std::string s = subs[pick(subs.size())];
+        Module &callee = *self.module(s);
+        auto outs = b.callModuleN(
+            b.getAttr(b.self(), s), {any()}, {},
+            [&](GraphBuilder &sb) { body(sb, callee); }, {"x"}, 2);
+        v = outs[pick(2)];
+      }
+      }
+      if (chance(10))
+        v->expr()->disableRemove();
+      pool.push_back(v);
+    }
+    b.setOutputs(Arg::tuple({any(), any()}));
+  }
+
+  std::unique_ptr<TracedModule> make() {
+    auto top = std::make_unique<Module>("Net");
+    top->registerParameter("w", Tensor::zeros({4}));
+    for (size_t i = 0, n = 2 + pick(3); i < n; ++i)
+      top->registerModule(Names[i], chance(50) ? mid() : leaf());
+    auto tm = TracedModule::fromModule(std::move(top));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}});
+    body(b, *tm);
+    tm->updateRefs();
+    return tm;
+  }
+};
+
+/// Every node's users by expr id, in use-list order, per graph position.
+std::vector<std::vector<int64_t>> userLists(const InternalGraph &g) {
+  std::vector<std::vector<int64_t>> out;
+  for (Node *n : g.nodes(false)) {
+    out.emplace_back();
+    for (Expr *u : n->users())
+      out.back().push_back(u->id());
+  }
+  return out;
+}
+
+std::vector<std::string> usedNames(const NameSpace &ns) {
+  std::vector<std::string> out;
+  ns.forEachUsedName([&](llvm::StringRef n) { out.push_back(n.str()); });
+  std::sort(out.begin(), out.end());
+  return out;
+}
+} // namespace
+
+TEST_CASE("flatten skips dead exprs and agrees with copying them all",
+          "[ir][flatten]") {
+  for (unsigned seed = 0; seed < 200; ++seed) {
+    INFO("seed " << seed);
+    auto tm = RandomHierarchy(seed).make();
+    auto flat = tm->flatten();
+    auto plain = tm->flattenCopyingDeadExprsForTesting();
+    REQUIRE(flat->graph().str(NodeFormat{true, false}) ==
+            plain->graph().str(NodeFormat{true, false}));
+    CHECK(flat->graph().str() == plain->graph().str());
+    CHECK(flat->totalIds() == plain->totalIds());
+    CHECK(usedNames(flat->graph().ns()) == usedNames(plain->graph().ns()));
+    CHECK(userLists(flat->graph()) == userLists(plain->graph()));
+    bool inlines = false; // flattenInPlace changes nothing otherwise
+    for (Expr *e : tm->graph())
+      if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+        inlines |= cm->calleeGraph() != nullptr;
+    if (inlines)
+      checkInPlaceAsFlatten(*tm);
+    checkVerified(*flat);
+    checkExprUsers(*flat);
+    checkIds(*flat);
+  }
 }

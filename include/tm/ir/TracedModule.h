@@ -93,6 +93,10 @@ public:
   /// top namespace; then compile() (GetAttr chains become dotted paths,
   /// dead exprs go) and resetIds(). The module tree is kept.
   std::unique_ptr<TracedModule> flatten() const;
+  /// flatten() by the plain algorithm: every expr of every inlined graph
+  /// is copied and compile() deletes the dead copies (flatten() does not
+  /// copy them). For tests that check the two agree.
+  std::unique_ptr<TracedModule> flattenCopyingDeadExprsForTesting() const;
   /// flatten() applied to this module: its graphs become the flat ones.
   /// Returns false (and changes nothing) when no call was inlinable.
   bool flattenInPlace();
@@ -115,6 +119,7 @@ protected:
 
 private:
   std::unique_ptr<TracedModule> cloneImpl() const;
+  std::unique_ptr<TracedModule> flattenImpl(bool prune) const;
   void updateRefsImpl(InternalGraph *parentGraph,
                       llvm::DenseSet<const TracedModule *> &visited);
 
