@@ -198,7 +198,13 @@ bool NameSpace::take(llvm::StringRef n) {
   uint64_t k;
   if (!splitCounted(n, base, k))
     return used_.insert(n).second;
-  Counter &c = counted_.try_emplace(base).first->second;
+  HotName &hot = hot_.slot(base);
+  if (!hot.c || hot.name != base) {
+    hot.name = base;
+    hot.c = &counted_.try_emplace(base).first->second;
+    hot.inUsed = false;
+  }
+  Counter &c = *hot.c;
   if (k < c.next) {
     if (c.holes && holes_.erase(n)) {
       --c.holes;
@@ -229,7 +235,7 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
   llvm::SmallString<64> cleanBuf;
   llvm::StringRef name = sanitize(raw, cleanBuf);
   HotName &hot = hot_.slot(name);
-  if (hot.c && hot.c->holes == 0 && hot.name == name) {
+  if (hot.c && hot.inUsed && hot.c->holes == 0 && hot.name == name) {
     llvm::StringRef r = countedName(out, name, hot.c->next);
     extend(*hot.c, name);
     return r;
@@ -271,6 +277,7 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
       if (base.size() == name.size()) { // no counter suffix: cache it
         hot.name = name;
         hot.c = &c;
+        hot.inUsed = true;
       }
       llvm::StringRef r = countedName(out, base, c.next);
       extend(c, base);

@@ -125,14 +125,18 @@ private:
   llvm::StringMap<Counter, NameArena> counted_;
   NameSet holes_;
 
-  // The base names bumped last ("relu_out", "func_relu"): a name cached
-  // here is in used_, ends in no counter suffix and has the counter `c`
-  // (entries of counted_ are never erased and do not move), so its next
-  // unique name is name_(c->next) without the two hash lookups. release()
-  // clears the cache; copies and moves of a namespace start with it empty.
+  // The base names used last ("relu_out", "func_relu", "b3_relu_out"),
+  // each with its counter `c` (entries of counted_ are never erased and do
+  // not move): take() finds the counter of "b3_relu_out_7" here without a
+  // hash lookup (flatten names every inlined node so, and at 10^6 nodes
+  // the lookup missed the caches). An entry `inUsed` also says its name is
+  // in used_ and ends in no counter suffix, so the next unique name from
+  // it is name_(c->next) without the two lookups. release() clears the
+  // cache; copies and moves of a namespace start with it empty.
   struct HotName {
     llvm::SmallString<24> name;
     Counter *c = nullptr;
+    bool inUsed = false;
   };
   struct HotNames {
     static constexpr size_t Size = 8;
