@@ -17,10 +17,11 @@
 // CPU time (the machine is shared), the minimum over several runs, each on
 // a freshly built module, each pass starting with cold caches.
 //
-//   tm-pass-bench [--max-size N] [--profile PASS]
+//   tm-pass-bench [--max-size N] [--profile PASS] [--aged-heap]
 //
 // --profile PASS toggles perf around that pass's runs alone (TM_PERF_CTL,
-// see BenchHeap.h).
+// see BenchHeap.h); --aged-heap builds each module on the heap as the
+// earlier runs left it (resetHeapOrder in BenchHeap.h).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -133,9 +134,11 @@ int main(int argc, char **argv) {
       maxSize = std::strtoull(argv[++i], nullptr, 10);
     else if (std::string(argv[i]) == "--profile" && i + 1 < argc)
       profiled = argv[++i];
+    else if (std::string(argv[i]) == "--aged-heap")
+      AgedHeap = true;
     else {
       std::fprintf(stderr,
-                   "usage: tm-pass-bench [--max-size N] [--profile PASS]\n");
+                   "usage: tm-pass-bench [--max-size N] [--profile PASS] [--aged-heap]\n");
       return 2;
     }
   }
@@ -170,6 +173,7 @@ int main(int argc, char **argv) {
       if (r % every != every / 2 || r / every >= repsFor(n))
         continue;
       std::array<double, 4> &best = rows[s];
+      resetHeapOrder();
       auto m = makeModule(n);
       totals[s] = totalExprs(*m);
       // What a transactional run copies before a non-atomic pass.

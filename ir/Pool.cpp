@@ -2,7 +2,9 @@
 #include "tm/ir/Pool.h"
 #include "tm/ir/SharedString.h"
 
+#include <algorithm>
 #include <atomic>
+#include <functional>
 #include <cstdint>
 #include <cstring>
 #include <mutex>
@@ -33,6 +35,8 @@ void poolDeallocate(void *p, size_t) noexcept {
   // Unsized: clang declares sized deallocation only with -fsized-deallocation.
   ::operator delete(p);
 }
+void poolSortFreeLists() {}
+bool poolEnabled() { return false; }
 
 #else
 
@@ -267,6 +271,38 @@ void poolDeallocate(void *p, size_t size) noexcept {
     return;
   }
   deallocateSlow(p, size);
+}
+
+namespace {
+/// Relinks the list at `head` in ascending address order; `tail` gets its
+/// last block.
+void sortFreeList(FreeBlock *&head, FreeBlock *&tail, std::vector<FreeBlock *> &buf) {
+  if (!head)
+    return;
+  buf.clear();
+  for (FreeBlock *b = head; b; b = b->next)
+    buf.push_back(b);
+  std::sort(buf.begin(), buf.end(), std::less<FreeBlock *>());
+  for (size_t i = 0; i + 1 < buf.size(); ++i)
+    buf[i]->next = buf[i + 1];
+  buf.back()->next = nullptr;
+  head = buf.front();
+  tail = buf.back();
+}
+} // namespace
+
+bool poolEnabled() { return true; }
+
+void poolSortFreeLists() {
+  std::vector<FreeBlock *> buf;
+  Cache *c = tlCache;
+  if (c && !isDead(*c))
+    for (size_t k = 0; k < NumClasses; ++k)
+      sortFreeList(c->free[k], c->tail[k], buf);
+  Global &g = global();
+  std::lock_guard lock(g.mu);
+  for (size_t k = 0; k < NumClasses; ++k)
+    sortFreeList(g.free[k], g.tail[k], buf);
 }
 
 #endif
