@@ -4,9 +4,9 @@
 
 #include <algorithm>
 #include <atomic>
-#include <functional>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <stdexcept>

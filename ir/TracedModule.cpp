@@ -513,7 +513,9 @@ private:
   /// so the dead exprs are what repeatedly taking unused ones gives, as in
   /// compile), counting down the uses of each producer met: the cost is
   /// the dead exprs and their producers, nothing for a graph without dead
-  /// code. Computed once per graph.
+  /// code. Computed once per graph. (The array stays valid while nested
+  /// inlinings add entries: a growing map moves the vectors, whose
+  /// buffers stay where they are.)
   llvm::ArrayRef<const Expr *> deadExprs(const InternalGraph &sub) {
     auto [it, inserted] = dead_.try_emplace(&sub);
     std::vector<const Expr *> &dead = it->second;
