@@ -55,8 +55,8 @@ void poolDeallocate(void *p, size_t size) noexcept;
 /// come from all over the heap, and a graph built then is walked 2-3x
 /// slower than one built in a fresh process (a 10^6-expr print: 66 against
 /// 187 ms). Worth calling between jobs after large graphs were freed;
-/// benchmarks call it before building each input, so that every run
-/// starts from the same heap state. O(n log n) in the free blocks, which
+/// tm-ir-bench and tm-pass-bench call it before building each input, so
+/// that every run starts from the same heap state. O(n log n) in the free blocks, which
 /// it reads and relinks; a no-op without the pool (sanitizer builds).
 void poolSortFreeLists();
 /// False in builds where the pool forwards to ::operator new (sanitizers,
