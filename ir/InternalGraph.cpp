@@ -316,20 +316,42 @@ Node *InternalGraph::adoptInputInternal(std::unique_ptr<Expr> input) {
 // Queries
 //===----------------------------------------------------------------------===//
 
-static void collectExprs(const InternalGraph *g, bool recursive,
-                         std::vector<Expr *> &out,
-                         llvm::DenseSet<const InternalGraph *> &visited) {
+/// Calls `f(graph, expr)` for every expr of `g` in exprs()'s order: its
+/// inputs, then its body, each callee graph (when `recursive`) right after
+/// its first call; `visited` holds the graphs walked already. Through the
+/// body index the exprs ahead are fetched, with their output nodes when
+/// `WithOutputs` (for walks that read them).
+template <bool WithOutputs = false, typename F>
+static void walkExprs(const InternalGraph *g, bool recursive,
+                      llvm::DenseSet<const InternalGraph *> &visited, F &&f) {
   for (Node *in : g->inputs())
-    out.push_back(in->expr());
-  for (Expr *e : *g) {
-    out.push_back(e);
+    f(g, in->expr());
+  auto visit = [&](Expr *e) {
+    f(g, e);
     if (!recursive)
-      continue;
+      return;
     if (auto *cm = llvm::dyn_cast<CallMethod>(e))
       if (InternalGraph *sub = cm->calleeGraph())
         if (visited.insert(sub).second)
-          collectExprs(sub, recursive, out, visited);
+          walkExprs<WithOutputs>(sub, recursive, visited, f);
+  };
+  const std::vector<Expr *> *index = g->bodyIndexInternal();
+  if (WithOutputs && index) {
+    // The exprs two steps of Ahead on, the output nodes of those one on.
+    constexpr size_t Ahead = detail::ExprWalkAhead;
+    llvm::ArrayRef<Expr *> body = *index;
+    for (size_t i = 0; i < body.size(); ++i) {
+      if (i + 2 * Ahead < body.size())
+        detail::prefetchBytes(body[i + 2 * Ahead], sizeof(CallFunction));
+      if (i + Ahead < body.size())
+        for (const Node *o : body[i + Ahead]->outputs())
+          __builtin_prefetch(o);
+      visit(body[i]);
+    }
+    return;
   }
+  for (Expr *e : *g) // (fetches the exprs ahead through the index)
+    visit(e);
 }
 
 ExprFilter InternalGraph::exprs(bool recursive) const {
@@ -337,7 +359,8 @@ ExprFilter InternalGraph::exprs(bool recursive) const {
   out.reserve(size_ + inputs_.size());
   llvm::DenseSet<const InternalGraph *> visited;
   visited.insert(this);
-  collectExprs(this, recursive, out, visited);
+  walkExprs(this, recursive, visited,
+            [&](const InternalGraph *, Expr *e) { out.push_back(e); });
   return ExprFilter(std::move(out));
 }
 
@@ -870,45 +893,15 @@ void InternalGraph::resetIds() {
   bool rebuild = !bodyIndexValid_;
   if (rebuild)
     index.reserve(size_);
-  auto number = [&](Expr *e) {
+  walkExprs<true>(this, true, visited, [&](const InternalGraph *g, Expr *e) {
     e->setIdInternal(eid++);
     for (Node *n : e->outputs()) {
       keyed.emplace_back(n->id(), n);
       negative |= n->id() < 0;
     }
-  };
-  auto walk = [&](const InternalGraph *g, auto &self) -> void {
-    for (Node *in : g->inputs())
-      number(in->expr());
-    auto visit = [&](Expr *e) {
-      number(e);
-      if (auto *cm = llvm::dyn_cast<CallMethod>(e))
-        if (InternalGraph *sub = cm->calleeGraph())
-          if (visited.insert(sub).second)
-            self(sub, self);
-    };
-    if (g->bodyIndexValid_) {
-      // Through the index: the exprs two steps of Ahead on, the output
-      // nodes (whose ids are read) of those one step on.
-      constexpr size_t Ahead = detail::ExprWalkAhead;
-      llvm::ArrayRef<Expr *> body = g->bodyIndex_;
-      for (size_t i = 0; i < body.size(); ++i) {
-        if (i + 2 * Ahead < body.size())
-          detail::prefetchBytes(body[i + 2 * Ahead], sizeof(CallFunction));
-        if (i + Ahead < body.size())
-          for (const Node *o : body[i + Ahead]->outputs())
-            __builtin_prefetch(o);
-        visit(body[i]);
-      }
-      return;
-    }
-    for (Expr *e : *g) {
-      if (g == this)
-        index.push_back(e);
-      visit(e);
-    }
-  };
-  walk(this, walk);
+    if (rebuild && g == this && e->inBody())
+      index.push_back(e);
+  });
   if (rebuild) {
     bodyIndex_ = std::move(index);
     bodyIndexValid_ = true;

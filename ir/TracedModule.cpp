@@ -408,7 +408,15 @@ public:
               "flatten: call has {} outputs but graph '{}' returns {}",
               call->numOutputs(), sub.name(), sub.outputs().size());
     std::string prefix = call->input(0)->name().str();
+    // "<call>_<name>" of an inlined node, built and made unique in stack
+    // buffers; valid until the next call.
     llvm::SmallString<64> nameBuf, uniqueBuf;
+    auto inlinedName = [&](const Node *o) {
+      nameBuf.assign(prefix.begin(), prefix.end());
+      nameBuf.push_back('_');
+      nameBuf.append(o->name().begin(), o->name().end());
+      return top_.ns().createUniqueName(nameBuf, uniqueBuf);
+    };
     llvm::DenseMap<const Node *, Node *> vmap;
     // Every input and (about) one output per expr: sized once, not grown.
     vmap.reserve(sub.inputs().size() + sub.size() + sub.size() / 4);
@@ -441,12 +449,8 @@ public:
         // Dead in every inlined copy: compile would delete it. Its output
         // names are taken all the same, so that the names of what stays
         // are the ones a full inlining gives.
-        for (Node *o : e->outputs()) {
-          nameBuf.assign(prefix.begin(), prefix.end());
-          nameBuf.push_back('_');
-          nameBuf.append(o->name().begin(), o->name().end());
-          top_.ns().createUniqueName(nameBuf, uniqueBuf);
-        }
+        for (Node *o : e->outputs())
+          inlinedName(o);
         return;
       }
       auto ne = cloneExprShallow(*e, root_.nextExprId());
@@ -469,13 +473,7 @@ public:
               it->second, cloneNodeShallow(*call->output(it->second), -1));
           n = raw->addOutput(std::move(owned));
         } else {
-          // "<call>_<name>", built and made unique in stack buffers.
-          nameBuf.assign(prefix.begin(), prefix.end());
-          nameBuf.push_back('_');
-          nameBuf.append(o->name().begin(), o->name().end());
-          n = raw->addOutput(cloneNodeShallow(
-              *o, root_.nextNodeId(),
-              top_.ns().createUniqueName(nameBuf, uniqueBuf)));
+          n = raw->addOutput(cloneNodeShallow(*o, root_.nextNodeId(), inlinedName(o)));
         }
         vmap[o] = n;
       }
