@@ -337,16 +337,9 @@ static void walkExprs(const InternalGraph *g, bool recursive,
   };
   const std::vector<Expr *> *index = g->bodyIndexInternal();
   if (WithOutputs && index) {
-    // The exprs two steps of Ahead on, the output nodes of those one on.
-    constexpr size_t Ahead = detail::ExprWalkAhead;
-    llvm::ArrayRef<Expr *> body = *index;
-    for (size_t i = 0; i < body.size(); ++i) {
-      if (i + 2 * Ahead < body.size())
-        detail::prefetchBytes(body[i + 2 * Ahead], sizeof(CallFunction));
-      if (i + Ahead < body.size())
-        for (const Node *o : body[i + Ahead]->outputs())
-          __builtin_prefetch(o);
-      visit(body[i]);
+    for (size_t i = 0; i < index->size(); ++i) {
+      detail::prefetchExprWalk</*Names=*/false>(*index, i);
+      visit((*index)[i]);
     }
     return;
   }

@@ -47,22 +47,25 @@ namespace detail {
 /// barrier on x86); call this at step `i`: it starts loading the expr
 /// 3*Ahead steps on, the nodes of the one 2*Ahead on (whose expr arrived
 /// by now) and the names of those Ahead on, so the misses overlap.
-/// `at(k)` is the expr the walk reaches k steps on, or null.
+/// `at(k)` is the expr the walk reaches k steps on, or null. Walks that do
+/// not read names (renumbering) leave out the last stage: `Names` false.
 constexpr size_t ExprWalkAhead = 4;
-template <typename At> void prefetchExprPipeline(At at) {
+template <bool Names = true, typename At> void prefetchExprPipeline(At at) {
   constexpr size_t Ahead = ExprWalkAhead;
   if (const Expr *e = at(3 * Ahead))
     prefetchBytes(e, sizeof(CallFunction));
   if (const Expr *e = at(2 * Ahead))
     for (const Node *o : e->outputs())
       prefetchBytes(o, sizeof(TensorNode));
-  if (const Expr *e = at(Ahead))
-    for (const Node *o : e->outputs())
-      o->prefetchNames();
+  if constexpr (Names)
+    if (const Expr *e = at(Ahead))
+      for (const Node *o : e->outputs())
+        o->prefetchNames();
 }
 /// The pipeline of a walk over `exprs` in order, at step `i`.
+template <bool Names = true>
 inline void prefetchExprWalk(llvm::ArrayRef<Expr *> exprs, size_t i) {
-  prefetchExprPipeline([&](size_t k) -> const Expr * {
+  prefetchExprPipeline<Names>([&](size_t k) -> const Expr * {
     return i + k < exprs.size() ? exprs[i + k] : nullptr;
   });
 }

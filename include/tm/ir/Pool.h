@@ -56,8 +56,9 @@ void poolDeallocate(void *p, size_t size) noexcept;
 /// slower than one built in a fresh process (a 10^6-expr print: 66 against
 /// 187 ms). Worth calling between jobs after large graphs were freed;
 /// tm-ir-bench and tm-pass-bench call it before building each input, so
-/// that every run starts from the same heap state. O(n log n) in the free blocks, which
-/// it reads and relinks; a no-op without the pool (sanitizer builds).
+/// that every run starts from the same heap state. O(n log n) in the free
+/// blocks, which it reads and relinks; a no-op without the pool
+/// (sanitizer builds).
 void poolSortFreeLists();
 /// False in builds where the pool forwards to ::operator new (sanitizers,
 /// TM_IR_NO_POOL).
