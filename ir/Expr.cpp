@@ -90,6 +90,25 @@ void Node::linkUse(Use *u) {
     expr_->noteOutputNeeded(true);
 }
 
+void Node::reorderUsesInternal(llvm::ArrayRef<Use *> order) {
+  if (order.size() != numUses_)
+    raise("node '{}': a reordering lists {} of its {} uses", name(), order.size(), numUses_);
+  Use *prev = nullptr;
+  for (Use *u : order) {
+    if (u->node_ != this)
+      raise("node '{}': a reordering lists a use of another node", name());
+    u->prev_ = prev;
+    if (prev)
+      prev->next_ = u;
+    else
+      firstUse_ = u;
+    prev = u;
+  }
+  if (prev)
+    prev->next_ = nullptr;
+  lastUse_ = prev;
+}
+
 void Node::unlinkUse(Use *u) {
   if (u->prev_)
     u->prev_->next_ = u->next_;
@@ -257,6 +276,8 @@ Node *Expr::addOutput(std::unique_ptr<Node> n) {
 }
 
 std::unique_ptr<Node> Expr::releaseOutput(size_t i) {
+  if (graph_)
+    graph_->touch();
   Node *n = outputs_[i];
   outputs_.erase(outputs_.begin() + i);
   // Unowned until re-homed: its use-list edits must not count here.
@@ -267,6 +288,8 @@ std::unique_ptr<Node> Expr::releaseOutput(size_t i) {
 }
 
 std::unique_ptr<Node> Expr::swapOutput(size_t i, std::unique_ptr<Node> n) {
+  if (graph_)
+    graph_->touch();
   std::unique_ptr<Node> old(outputs_[i]);
   n->setExprInternal(this);
   outputs_[i] = n.release();

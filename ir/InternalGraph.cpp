@@ -616,14 +616,18 @@ ReplaceReport InternalGraph::replaceNode(
 /// ("" when the qualname is `qual` itself). Throws tmg::Error naming the
 /// expr when the qualname is not under `qual`.
 static llvm::StringRef getAttrPath(const GetAttr &ga, llvm::StringRef qual) {
-  llvm::StringRef oq = ga.output(0)->qualname();
+  return detail::attrPathOf(ga.output(0)->qualname(), qual, ga.id(), *ga.output(0));
+}
+
+llvm::StringRef detail::attrPathOf(llvm::StringRef oq, llvm::StringRef qual, int64_t exprId,
+                                   const Node &out) {
   if (oq == qual)
     return "";
   if (oq.size() > qual.size() + 1 && oq.startswith(qual) && oq[qual.size()] == '.')
     return oq.drop_front(qual.size() + 1);
-  raiseAt(Location::atExpr(ga.id()),
+  raiseAt(Location::atExpr(exprId),
           "\"{}\" is not a prefix of \"{}\": the qualname of '{}' is wrong",
-          qual.str(), oq.str(), ga.output(0)->str());
+          qual.str(), oq.str(), out.str());
 }
 
 /// Calls `f` on each GetAttr of `gas` in order. Reading a GetAttr's path
@@ -786,6 +790,25 @@ void InternalGraph::removeUnused(Expr *e) {
   e->unusedIndex_ = Expr::NoUnusedIndex;
 }
 
+llvm::ArrayRef<Expr *> InternalGraph::moduleRefExprs() {
+  if (refExprsVersion_ == version_)
+    return refExprs_;
+  refExprs_.clear();
+  for (Expr *e : *this) {
+    bool ref;
+    if (llvm::isa<GetAttr>(e) || llvm::isa<Constant>(e))
+      ref = e->numOutputs() && llvm::isa<ModuleNode>(e->output(0));
+    else if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+      ref = cm->moduleNode() != nullptr;
+    else
+      ref = false;
+    if (ref)
+      refExprs_.push_back(e);
+  }
+  refExprsVersion_ = version_;
+  return refExprs_;
+}
+
 void InternalGraph::rebuildBodyIndex() {
   if (bodyIndexValid_)
     return;
@@ -798,6 +821,11 @@ void InternalGraph::rebuildBodyIndex() {
 
 size_t InternalGraph::compile() {
   mergeGetAttrs();
+  return removeDeadExprs();
+}
+
+size_t InternalGraph::removeDeadExprs() {
+  bool merged = mergedVersion_ == version_;
   // An expr is dead when no graph output depends on it, nor a
   // disable_remove expr (the reference drops the latter's producers,
   // leaving dangling inputs; we keep them). In a graph without cycles the
@@ -822,6 +850,15 @@ size_t InternalGraph::compile() {
     detail::prefetchExprPipeline([&](size_t k) -> const Expr * {
       return k < n ? unused_[n - 1 - k] : nullptr;
     });
+    // Unlinking writes the body neighbours of the expr (which arrived by
+    // now): fetched one stage ahead too.
+    if (n > detail::ExprWalkAhead) {
+      const Expr *a = unused_[n - 1 - detail::ExprWalkAhead];
+      if (a->prev_)
+        __builtin_prefetch(&a->prev_->next_, 1);
+      if (a->next_)
+        __builtin_prefetch(&a->next_->prev_, 1);
+    }
     Expr *e = unused_.back();
     if (e->disableRemove_) {
       unused_.pop_back();
@@ -839,7 +876,8 @@ size_t InternalGraph::compile() {
     touch();
   // Removing dead exprs keeps the getattrs merged (a merged duplicate has
   // no users; the GetAttr it defers to is live when they had some).
-  mergedVersion_ = version_;
+  if (merged)
+    mergedVersion_ = version_;
   return removed;
 }
 

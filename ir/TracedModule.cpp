@@ -160,7 +160,7 @@ void TracedModule::updateRefsImpl(InternalGraph *parentGraph,
     if (!g.inputs().empty())
       if (auto *self = llvm::dyn_cast<ModuleNode>(g.input(0)))
         self->setOwner(this);
-    for (Expr *e : g) {
+    for (Expr *e : g.moduleRefExprs()) {
       if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
         if (auto *out = llvm::dyn_cast<ModuleNode>(ga->output(0))) {
           auto *base = llvm::dyn_cast<ModuleNode>(ga->input(0));
@@ -276,10 +276,26 @@ std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id) {
   return c;
 }
 
-void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
-                    llvm::DenseMap<const Node *, Node *> *nodeMapOut) {
+void cloneGraphInputsInto(const InternalGraph &src, InternalGraph &dst,
+                          llvm::DenseMap<const Node *, Node *> &map) {
   if (!dst.empty() || !dst.inputs_.empty())
     raise("cloneGraphInto: destination graph '{}' is not empty", dst.name());
+  for (const auto &in : src.inputExprs_) {
+    auto c = cloneExprShallow(*in, in->id());
+    c->setGraphInternal(&dst);
+    for (Node *o : in->outputs())
+      map[o] = c->addOutput(cloneNodeShallow(*o, o->id()));
+    dst.inputExprs_.push_back(std::move(c));
+  }
+  for (Node *n : src.inputs_)
+    dst.inputs_.push_back(map.lookup(n));
+  dst.ns_ = src.ns_;
+  dst.name_ = src.name_;
+  dst.qualname_ = src.qualname_;
+}
+
+void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
+                    llvm::DenseMap<const Node *, Node *> *nodeMapOut) {
   llvm::DenseMap<const Node *, Node *> local;
   auto &map = nodeMapOut ? *nodeMapOut : local;
   // One entry per node; sized up front so the map never rehashes.
@@ -290,14 +306,7 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
       map[o] = n;
     }
   };
-  for (const auto &in : src.inputExprs_) {
-    auto c = cloneExprShallow(*in, in->id());
-    c->setGraphInternal(&dst);
-    cloneOutputs(*in, *c);
-    dst.inputExprs_.push_back(std::move(c));
-  }
-  for (Node *n : src.inputs_)
-    dst.inputs_.push_back(map.lookup(n));
+  cloneGraphInputsInto(src, dst, map);
   detail::forEachCopied(src, map, [&](Expr *e) {
     auto c = cloneExprShallow(*e, e->id());
     for (size_t i = 0; i < e->numInputs(); ++i) {
@@ -321,9 +330,6 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
     outs.push_back(it->second);
   }
   dst.setOutputList(std::move(outs));
-  dst.ns_ = src.ns_;
-  dst.name_ = src.name_;
-  dst.qualname_ = src.qualname_;
 }
 
 std::unique_ptr<TracedModule> TracedModule::cloneImpl() const {
@@ -367,288 +373,6 @@ void TracedModule::restoreFrom(TracedModule &snapshot) {
       if (auto *mn = llvm::dyn_cast<ModuleNode>(n); mn && mn->owner() == &snapshot)
         mn->setOwner(this);
   updateRefs();
-}
-
-//===----------------------------------------------------------------------===//
-// Flatten
-//===----------------------------------------------------------------------===//
-
-namespace {
-/// Inlines calls of traced submodules into one top graph.
-class Inliner {
-public:
-  /// With `prune` false every expr is copied (the plain algorithm, for
-  /// tests; see deadExprs()).
-  Inliner(TracedModule &root, InternalGraph &top, bool prune)
-      : root_(root), top_(top), prune_(prune) {}
-
-  /// The callee graph when `e` is a call to inline: a module call whose
-  /// module node comes from a GetAttr and whose owner is a TracedModule
-  /// with a graph for the call's signature.
-  static InternalGraph *inlinable(Expr *e) {
-    auto *cm = llvm::dyn_cast<CallMethod>(e);
-    if (!cm || !cm->isModuleCall())
-      return nullptr;
-    ModuleNode *mn = cm->moduleNode();
-    if (!mn || !llvm::isa<GetAttr>(mn->expr()))
-      return nullptr;
-    return cm->calleeGraph();
-  }
-
-  /// Returns, per output of `call`, the node now carrying its value (a
-  /// nested inlining may replace a node the caller mapped to: the caller
-  /// re-maps with this).
-  llvm::SmallVector<Node *, 2> inlineCall(CallMethod *call, InternalGraph &sub) {
-    if (sub.inputs().size() != call->numInputs())
-      raiseAt(Location::atExpr(call->id()),
-              "flatten: call passes {} values but graph '{}' takes {}",
-              call->numInputs(), sub.name(), sub.inputs().size());
-    if (sub.outputs().size() != call->numOutputs())
-      raiseAt(Location::atExpr(call->id()),
-              "flatten: call has {} outputs but graph '{}' returns {}",
-              call->numOutputs(), sub.name(), sub.outputs().size());
-    std::string prefix = call->input(0)->name().str();
-    // "<call>_<name>" of an inlined node, built and made unique in stack
-    // buffers; valid until the next call.
-    llvm::SmallString<64> nameBuf, uniqueBuf;
-    auto inlinedName = [&](const Node *o) {
-      nameBuf.assign(prefix.begin(), prefix.end());
-      nameBuf.push_back('_');
-      nameBuf.append(o->name().begin(), o->name().end());
-      return top_.ns().createUniqueName(nameBuf, uniqueBuf);
-    };
-    llvm::DenseMap<const Node *, Node *> vmap;
-    // Every input and (about) one output per expr: sized once, not grown.
-    vmap.reserve(sub.inputs().size() + sub.size() + sub.size() / 4);
-    for (size_t i = 0; i < sub.inputs().size(); ++i)
-      vmap[sub.input(i)] = call->input(i);
-    // Sub-graph outputs: pass-through inputs are rewired now; the others
-    // become the call's output nodes, adopted by their new producers.
-    llvm::DenseMap<const Node *, size_t> adopt;
-    for (size_t k = 0; k < sub.outputs().size(); ++k) {
-      Node *so = sub.output(k);
-      Node *co = call->output(k);
-      Node *target = nullptr;
-      if (!so->expr()->inBody())
-        target = vmap.lookup(so);
-      else if (adopt.count(so))
-        target = call->output(adopt[so]);
-      if (target) {
-        redirect(co, target);
-        continue;
-      }
-      adopt[so] = k;
-      if (llvm::isa<TensorNode>(co))
-        co->setQualname(so->qualname());
-    }
-    llvm::ArrayRef<const Expr *> dead = deadExprs(sub);
-    size_t nextDead = 0;
-    detail::forEachCopied(sub, vmap, [&](Expr *e) {
-      if (nextDead < dead.size() && dead[nextDead] == e) {
-        ++nextDead;
-        // Dead in every inlined copy: compile would delete it. Its output
-        // names are taken all the same, so that the names of what stays
-        // are the ones a full inlining gives.
-        for (Node *o : e->outputs())
-          inlinedName(o);
-        return;
-      }
-      auto ne = cloneExprShallow(*e, root_.nextExprId());
-      for (size_t i = 0; i < e->numInputs(); ++i) {
-        Node *m = vmap.lookup(e->input(i));
-        if (!m)
-          raiseAt(Location::atExpr(e->id()),
-                  "flatten: input '{}' is not defined in graph '{}'",
-                  e->input(i)->str(), sub.name());
-        ne->addInput(m);
-      }
-      Expr *raw = ne.get();
-      for (Node *o : e->outputs()) {
-        auto it = adopt.find(o);
-        Node *n;
-        if (it != adopt.end()) {
-          // Move the call's output node to its new producer; the call keeps
-          // an unused placeholder until it is erased.
-          std::unique_ptr<Node> owned = call->swapOutput(
-              it->second, cloneNodeShallow(*call->output(it->second), -1));
-          n = raw->addOutput(std::move(owned));
-        } else {
-          n = raw->addOutput(cloneNodeShallow(*o, root_.nextNodeId(), inlinedName(o)));
-        }
-        vmap[o] = n;
-      }
-      top_.insertExpr(std::move(ne), call);
-      if (InternalGraph *inner = inlinable(raw)) {
-        // `raw` goes away; its outputs may be replaced (pass-through
-        // outputs of the nested graph): map e's outputs to the survivors.
-        auto res = inlineCall(llvm::cast<CallMethod>(raw), *inner);
-        for (size_t j = 0; j < e->numOutputs(); ++j)
-          vmap[e->output(j)] = res[j];
-      }
-    });
-    llvm::SmallVector<Node *, 2> result;
-    for (Node *so : sub.outputs())
-      result.push_back(vmap.lookup(so));
-    call->dropAllInputs();
-    top_.removeExpr(call).reset();
-    return result;
-  }
-
-private:
-  /// The body exprs of `sub` that no inlined copy needs, in body order:
-  /// those no graph output and no disable_remove expr depends on, GetAttrs
-  /// and module calls aside. They are dead wherever `sub` is inlined
-  /// (compile, which flatten ends with, would delete each copy), so they
-  /// are not copied: creating and then deleting them was most of
-  /// flattening a graph with dead code. GetAttrs stay because the getattr
-  /// merge keeps the first GetAttr of a path even when unused, and module
-  /// calls because inlining one names the nodes of its callee. Nothing else
-  /// of a copy depends on its dead exprs: ids are renumbered after flatten,
-  /// use lists keep their order, and the dead nodes' names are taken all
-  /// the same.
-  ///
-  /// Found from the graph's unused list (a dead expr's users are all dead,
-  /// so the dead exprs are what repeatedly taking unused ones gives, as in
-  /// compile), counting down the uses of each producer met: the cost is
-  /// the dead exprs and their producers, nothing for a graph without dead
-  /// code. Computed once per graph. (The array stays valid while nested
-  /// inlinings add entries: a growing map moves the vectors, whose
-  /// buffers stay where they are.)
-  llvm::ArrayRef<const Expr *> deadExprs(const InternalGraph &sub) {
-    auto [it, inserted] = dead_.try_emplace(&sub);
-    std::vector<const Expr *> &dead = it->second;
-    if (!inserted || !prune_)
-      return dead;
-    auto kept = [](const Expr *e) {
-      if (e->removeDisabled() || llvm::isa<GetAttr>(e))
-        return true;
-      auto *cm = llvm::dyn_cast<CallMethod>(e);
-      return cm && cm->isModuleCall();
-    };
-    std::vector<const Expr *> work;
-    for (const Expr *e : sub.unusedExprs())
-      if (!kept(e))
-        work.push_back(e);
-    // Uses of a producer's outputs not yet known to be dead; a graph
-    // output never goes.
-    constexpr uint32_t Forever = ~uint32_t(0);
-    llvm::DenseMap<const Expr *, uint32_t> pending;
-    while (!work.empty()) {
-      const Expr *e = work.back();
-      work.pop_back();
-      dead.push_back(e);
-      for (size_t i = 0; i < e->numInputs(); ++i) {
-        const Expr *p = e->input(i)->expr();
-        if (!p->inBody() || kept(p))
-          continue;
-        auto [pit, first] = pending.try_emplace(p, 0);
-        uint32_t &left = pit->second;
-        if (first)
-          for (const Node *o : p->outputs())
-            left = o->graphOutputRefs() || left == Forever
-                       ? Forever
-                       : left + uint32_t(o->numUsers());
-        if (left != Forever && --left == 0)
-          work.push_back(p);
-      }
-    }
-    std::sort(dead.begin(), dead.end(), [](const Expr *a, const Expr *b) {
-      return a->orderKey() < b->orderKey();
-    });
-    return dead;
-  }
-
-  /// Moves every use of `from` (and graph outputs) to `to`.
-  void redirect(Node *from, Node *to) {
-    std::vector<Use *> uses;
-    for (Use *u = from->firstUse(); u; u = u->nextUse())
-      uses.push_back(u);
-    for (Use *u : uses)
-      u->user()->replaceUse(u, to);
-    std::vector<Node *> outs(top_.outputs().begin(), top_.outputs().end());
-    bool changed = false;
-    for (Node *&o : outs)
-      if (o == from) {
-        o = to;
-        changed = true;
-      }
-    if (changed)
-      top_.setOutputsInternal(std::move(outs));
-  }
-
-  TracedModule &root_;
-  InternalGraph &top_;
-  bool prune_;
-  llvm::DenseMap<const InternalGraph *, std::vector<const Expr *>> dead_;
-};
-} // namespace
-
-/// Inlines every call of `top` (a graph of `root`) to a traced sub-module,
-/// nested calls included, then removes what became dead.
-static void inlineAllCalls(TracedModule &root, InternalGraph &top,
-                           bool prune = true) {
-  Inliner inl(root, top, prune);
-  std::vector<Expr *> calls;
-  for (Expr *e : top)
-    if (Inliner::inlinable(e))
-      calls.push_back(e);
-  for (Expr *e : calls)
-    inl.inlineCall(llvm::cast<CallMethod>(e), *Inliner::inlinable(e));
-  top.compile();
-}
-
-std::unique_ptr<TracedModule> TracedModule::flattenImpl(bool prune) const {
-  // The copy's module nodes still name this module tree until
-  // fixClonedRefs: the calls are inlined from the original sub-graphs
-  // (read only, equal to the copies), and the refs are fixed once, after.
-  auto nm = cloneImpl();
-  InternalGraph &top = nm->graph();
-  inlineAllCalls(*nm, top, prune);
-  // Inlining inserted in the middle of the body, which drops the index
-  // that whole-body walks prefetch through: the refs walk gets it back.
-  top.rebuildBodyIndex();
-  nm->fixClonedRefs();
-  top.resetIds();
-  return nm;
-}
-
-std::unique_ptr<TracedModule> TracedModule::flatten() const {
-  return flattenImpl(true);
-}
-
-std::unique_ptr<TracedModule> TracedModule::flattenCopyingDeadExprsForTesting() const {
-  return flattenImpl(false);
-}
-
-bool TracedModule::flattenInPlace() {
-  bool any = false;
-  InternalGraph &old = graph();
-  for (Expr *e : old)
-    any |= Inliner::inlinable(e) != nullptr;
-  if (!any)
-    return false;
-  // Inline into a copy of the top graph only: the sub-modules' graphs are
-  // read, never changed, so unlike flatten() nothing else is copied (that
-  // was a clone of the whole hierarchy, most of it destroyed again). A
-  // failure part-way leaves the module as it was.
-  auto fresh = std::make_unique<InternalGraph>(old.name(), old.qualname());
-  fresh->setOwnerInternal(this);
-  auto ids = totalIds();
-  try {
-    cloneGraphInto(old, *fresh, nullptr);
-    inlineAllCalls(*this, *fresh);
-  } catch (...) {
-    setTotalIds(ids.first, ids.second);
-    throw;
-  }
-  sigs_.front().graph = std::move(fresh);
-  // Renumbering walks the body in order, which re-creates the body index
-  // that inlining in the middle of it dropped, before the refs walk. (The
-  // module nodes of the flat graph are the tree's already: renumbering
-  // may follow calls before the refs are fixed.)
-  graph().resetIds();
-  updateRefs();
-  return true;
 }
 
 std::string TracedModule::str() const {

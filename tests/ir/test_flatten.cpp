@@ -218,7 +218,7 @@ struct RandomHierarchy {
     auto any = [&] { return pool[pick(pool.size())]; };
     for (size_t step = 0, n = 4 + pick(10); step < n; ++step) {
       Node *v = nullptr;
-      switch (pick(6)) {
+      switch (pick(8)) {
       case 0:
         v = b.callFunction("relu", {any()});
         break;
@@ -237,6 +237,25 @@ struct RandomHierarchy {
         else
           v = b.callFunction("sigmoid", {any()});
         break;
+      case 5:
+        // A parameter read once and used anywhere later (also as an
+        // output): duplicate GetAttrs whose users interleave.
+        v = b.getAttr(b.self(), "w");
+        break;
+      case 6: {
+        // A submodule's parameter read from here: the same path as the
+        // GetAttrs of the submodule's inlined graph.
+        std::vector<std::string> subs;
+        for (const auto &a : self.attrs())
+          if (a.kind == ModuleAttr::Kind::Submodule && !a.module->isBuiltin())
+            subs.push_back(a.name);
+        if (subs.empty()) {
+          v = b.callFunction("exp", {any()});
+          break;
+        }
+        v = b.getAttr(b.getAttr(b.self(), subs[pick(subs.size())]), "w");
+        break;
+      }
       default: {
         std::vector<std::string> subs;
         for (const auto &a : self.attrs())
@@ -262,6 +281,7 @@ struct RandomHierarchy {
   }
 
   std::unique_ptr<TracedModule> make() {
+    // (Every module has a parameter "w": case 5 reads it.)
     auto top = std::make_unique<Module>("Net");
     top->registerParameter("w", Tensor::zeros({4}));
     for (size_t i = 0, n = 2 + pick(3); i < n; ++i)
@@ -295,6 +315,7 @@ std::vector<std::string> usedNames(const NameSpace &ns) {
 
 TEST_CASE("flatten skips dead exprs and agrees with copying them all",
           "[ir][flatten]") {
+  uint64_t fallbacks = TracedModule::flattenFallbacksForTesting();
   for (unsigned seed = 0; seed < 200; ++seed) {
     INFO("seed " << seed);
     auto tm = RandomHierarchy(seed).make();
@@ -316,4 +337,81 @@ TEST_CASE("flatten skips dead exprs and agrees with copying them all",
     checkExprUsers(*flat);
     checkIds(*flat);
   }
+  // The one case the one-walk builder leaves to the plain algorithm (see
+  // the next test) is rare: none of these hierarchies has it.
+  CHECK(TracedModule::flattenFallbacksForTesting() == fallbacks);
+}
+
+namespace {
+/// Net(w, sub: Sub(w)); the top graph reads `w` twice and calls `sub`,
+/// which returns its input (a pass-through) and reads its own `w`.
+std::unique_ptr<TracedModule> twoReadsOfW(bool returnThroughSub) {
+  auto top = std::make_unique<Module>("Net");
+  top->registerParameter("w", Tensor::zeros({4}));
+  auto sub = std::make_unique<Module>("Sub");
+  sub->registerParameter("w", Tensor::zeros({4}));
+  top->registerModule("sub", std::move(sub));
+  auto tm = TracedModule::fromModule(std::move(top));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}});
+  Node *w1 = b.getAttr(b.self(), "w");
+  Node *w2 = b.getAttr(b.self(), "w");
+  Node *y = b.callMethod(b.arg(0), "__mul__", {w2});
+  Node *z = b.callModule(
+      b.getAttr(b.self(), "sub"), {w2}, {},
+      [](GraphBuilder &sb) {
+        (void)sb.callFunction("neg", {sb.getAttr(sb.self(), "w")});
+        sb.setOutputs(sb.arg(0));
+      },
+      {"x"});
+  y = b.callMethod(y, "__add__", {w1});
+  b.setOutputs(Arg::tuple({y, returnThroughSub ? z : w2}));
+  tm->updateRefs();
+  return tm;
+}
+
+void checkAgainstPlain(const TracedModule &tm) {
+  auto flat = tm.flatten();
+  auto plain = tm.flattenCopyingDeadExprsForTesting();
+  CHECK(flat->graph().str(NodeFormat{true, false}) == plain->graph().str(NodeFormat{true, false}));
+  CHECK(flat->totalIds() == plain->totalIds());
+  CHECK(userLists(flat->graph()) == userLists(plain->graph()));
+  checkInPlaceAsFlatten(tm);
+  checkVerified(*flat);
+}
+} // namespace
+
+TEST_CASE("flatten keeps a duplicate GetAttr that is a graph output", "[ir][flatten]") {
+  // The second read of `w` is returned: the getattr merge moves its users
+  // to the first read but the graph output keeps it. The one-walk builder
+  // copies it (no fallback).
+  auto tm = twoReadsOfW(false);
+  uint64_t before = TracedModule::flattenFallbacksForTesting();
+  checkAgainstPlain(*tm);
+  CHECK(TracedModule::flattenFallbacksForTesting() == before);
+  auto flat = tm->flatten();
+  CHECK(flat->graph().str() == "Net.Graph (self, x) {\n"
+                               "\t%2:\tw = getattr(self, \"w\") -> (Tensor)\n"
+                               "\t%3:\tw_1 = getattr(self, \"w\") -> (Tensor)\n"
+                               "\t%4:\tmul_out = x.__mul__(w, )\n"
+                               "\t%5:\tadd_out = mul_out.__add__(w, )\n"
+                               "\treturn add_out, w_1\n"
+                               "}");
+}
+
+TEST_CASE("flatten of a duplicate GetAttr returned through a pass-through", "[ir][flatten]") {
+  // The second read of `w` is not copied by the one-walk builder (its
+  // users merge into the first) until the inlined pass-through makes it
+  // the graph output: the plain algorithm builds this one.
+  auto tm = twoReadsOfW(true);
+  uint64_t before = TracedModule::flattenFallbacksForTesting();
+  checkAgainstPlain(*tm);
+  CHECK(TracedModule::flattenFallbacksForTesting() > before);
+  auto flat = tm->flatten();
+  CHECK(flat->graph().str() == "Net.Graph (self, x) {\n"
+                               "\t%2:\tw = getattr(self, \"w\") -> (Tensor)\n"
+                               "\t%3:\tw_1 = getattr(self, \"w\") -> (Tensor)\n"
+                               "\t%4:\tmul_out = x.__mul__(w, )\n"
+                               "\t%5:\tadd_out = mul_out.__add__(w, )\n"
+                               "\treturn add_out, w_1\n"
+                               "}");
 }

@@ -87,6 +87,11 @@ void prefetchLookup(const llvm::DenseMap<K, V> &map, const K &key) {
 } // namespace detail
 void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
                     llvm::DenseMap<const Node *, Node *> *nodeMap);
+/// The first part of cloneGraphInto: copies `src`'s inputs (Input exprs
+/// with their ids), namespace, name and qualname into the empty `dst`,
+/// mapping each input node in `map`. For builders of a new body (flatten).
+void cloneGraphInputsInto(const InternalGraph &src, InternalGraph &dst,
+                          llvm::DenseMap<const Node *, Node *> &map);
 /// A copy of `e` without inputs or outputs (same kind, payload, TreeDefs,
 /// `disable_remove`), with id `id`.
 std::unique_ptr<Expr> cloneExprShallow(const Expr &e, int64_t id);
@@ -324,6 +329,9 @@ public:
   /// dead, so there is one there whenever there is a dead expr), and
   /// compile deletes from it, adding producers as their last use goes.
   size_t compile();
+  /// compile() without the getattr merge: removes the dead exprs only
+  /// (flatten, which merges GetAttrs as it copies them).
+  size_t removeDeadExprs();
   /// The body exprs no output of which is needed (used by an expr or a
   /// graph output), in no particular order (compile's work list; for tests
   /// and the verifier).
@@ -332,6 +340,11 @@ public:
   /// removal in the middle of the body dropped it: one walk. Whole-graph
   /// transforms that rebuild a body out of order (flatten) call it.
   void rebuildBodyIndex();
+  /// The body exprs whose module references TracedModule::updateRefs
+  /// derives, in body order: GetAttrs and Constants with a module output,
+  /// and module calls. Kept until the graph changes (version()), so that
+  /// refreshing the refs of a hierarchy walks only the graphs that changed.
+  llvm::ArrayRef<Expr *> moduleRefExprs();
   /// Renumbers ids of this graph (recursively) in the reference's order and
   /// stores the next free ids on the root module.
   void resetIds();
@@ -357,6 +370,8 @@ private:
   friend class iterator;
   friend void cloneGraphInto(const InternalGraph &, InternalGraph &,
                              llvm::DenseMap<const Node *, Node *> *);
+  friend void cloneGraphInputsInto(const InternalGraph &, InternalGraph &,
+                                   llvm::DenseMap<const Node *, Node *> &);
   void linkBefore(Expr *e, Expr *before);
   /// Takes `e` out of the body list (no version bump, no ownership change).
   void unlinkFromBody(Expr *e);
@@ -434,9 +449,20 @@ private:
   /// so until the graph changes (qualnames and attribute paths included)
   /// there is nothing to check or merge.
   uint64_t mergedVersion_ = ~uint64_t(0);
+  /// moduleRefExprs() as of version refExprsVersion_.
+  std::vector<Expr *> refExprs_;
+  uint64_t refExprsVersion_ = ~uint64_t(0);
 };
 
 namespace detail {
+/// The attribute path of a GetAttr (expr `exprId`, output `out`) whose
+/// output has qualname `oq`, in a graph with qualname `qual`: `oq` after
+/// "<qual>." ("" when equal). Throws tmg::Error naming the expr when `oq`
+/// is not under `qual`. (The getattr merge's key; flatten merges as it
+/// copies.)
+llvm::StringRef attrPathOf(llvm::StringRef oq, llvm::StringRef qual, int64_t exprId,
+                           const Node &out);
+
 /// Calls `copy(e)` for each body expr `e` of `g` in order, for walks that
 /// copy a body through `map` (source node -> its copy: clone, inlining),
 /// fetching ahead what copying reads: the exprs, their output nodes and

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include <llvm/ADT/StringRef.h>
+#include <llvm/ADT/ArrayRef.h>
 #include <llvm/ADT/iterator_range.h>
 #include <llvm/Support/Casting.h>
 
@@ -128,6 +129,11 @@ public:
   /// Used by an expr or a graph output: what keeps its producer alive.
   bool isNeeded() const { return numUses_ != 0 || outputRefs_ != 0; }
   Use *firstUse() const { return firstUse_; }
+  Use *lastUse() const { return lastUse_; }
+  /// Relinks the use list in the order of `order`, which must hold every
+  /// use of this node once (whole-graph builders that create uses out of
+  /// the order they define: flatten). O(uses).
+  void reorderUsesInternal(llvm::ArrayRef<Use *> order);
 
   // Internal (used by graph code).
   void setIdInternal(int64_t id) { id_ = id; }

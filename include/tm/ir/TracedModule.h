@@ -83,7 +83,9 @@ public:
   /// graph's owner and parent graph, ModuleNode owners of `self`, GetAttr
   /// and Constant module nodes, recursively into called sub-graphs and
   /// every traced module of the tree (also below plain submodules).
-  /// O(total graph size).
+  /// Linear in the graphs changed since their refs were last derived (the
+  /// others' module-reference exprs are cached, see
+  /// InternalGraph::moduleRefExprs) plus the module tree.
   void updateRefs();
 
   /// A copy whose top graph calls no traced submodule: every call of a
@@ -97,6 +99,11 @@ public:
   /// is copied and compile() deletes the dead copies (flatten() does not
   /// copy them). For tests that check the two agree.
   std::unique_ptr<TracedModule> flattenCopyingDeadExprsForTesting() const;
+  /// How many times (in this process) flatten() or flattenInPlace() built
+  /// the flat graph by the plain algorithm because its one-walk builder
+  /// does not build it (a duplicate GetAttr that stays a graph output
+  /// through a pass-through). For tests.
+  static uint64_t flattenFallbacksForTesting();
   /// flatten() applied to this module: its graphs become the flat ones.
   /// Returns false (and changes nothing) when no call was inlinable.
   bool flattenInPlace();
@@ -119,7 +126,10 @@ protected:
 
 private:
   std::unique_ptr<TracedModule> cloneImpl() const;
-  std::unique_ptr<TracedModule> flattenImpl(bool prune) const;
+  /// Replaces the top graph by its flat version (see flatten()), built by
+  /// the plain algorithm when `plain`; then refs and ids. Throws, changing
+  /// nothing, on a malformed graph.
+  void replaceTopWithFlat(bool plain);
   void updateRefsImpl(InternalGraph *parentGraph,
                       llvm::DenseSet<const TracedModule *> &visited);
 

@@ -1,0 +1,787 @@
+//===- Flatten.cpp - TracedModule::flatten --------------------------------===//
+//
+// The reference's `TracedModule.flatten`: every call of a traced submodule
+// reached through a GetAttr is inlined into the top graph (recursively),
+// inlined nodes are renamed "<module node>_<name>", then compile() (the
+// getattr merge, dead exprs removed) and the ids are renumbered.
+//
+// Two implementations of one semantics:
+//
+// - The plain algorithm (PlainInliner): copy the top graph, then inline each
+//   call by inserting a copy of its sub-graph before it, then compile. It
+//   is the reference's algorithm, kept as the oracle that the differential
+//   test compares the fast one against, and as the fallback for the one
+//   case the fast one does not build (see FlatBuilder::run).
+//
+// - FlatBuilder, what flatten() runs: one walk that appends the flat body
+//   to a new graph in its final order, inlining calls as it meets them. It
+//   does at once what the plain algorithm does in later walks over the
+//   whole flat graph, which at 10^5 exprs and more no longer fits in the
+//   caches: it does not copy exprs dead in their sub-graph, nor duplicate
+//   GetAttrs (it merges them as it copies), nor the calls themselves; and
+//   appending keeps the body index and the GetAttr list valid. The result
+//   is the plain algorithm's, use-list order included (see UseKey).
+//
+//===----------------------------------------------------------------------===//
+#include <atomic>
+#include <deque>
+
+#include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/SmallString.h>
+#include <llvm/ADT/StringMap.h>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/TracedModule.h"
+
+namespace tmg {
+
+namespace {
+
+/// The callee graph of module call `cm` whose module node has owner
+/// `owner`: its graph for the call's signature when `owner` is traced.
+InternalGraph *calleeOf(const CallMethod &cm, Module *owner) {
+  if (!owner || !cm.argDef())
+    return nullptr;
+  auto *t = llvm::dyn_cast<TracedModule>(owner);
+  return t ? t->graphFor(*cm.argDef()) : nullptr;
+}
+
+void checkCallArity(const CallMethod &call, const InternalGraph &sub) {
+  if (sub.inputs().size() != call.numInputs())
+    raiseAt(Location::atExpr(call.id()),
+            "flatten: call passes {} values but graph '{}' takes {}",
+            call.numInputs(), sub.name(), sub.inputs().size());
+  if (sub.outputs().size() != call.numOutputs())
+    raiseAt(Location::atExpr(call.id()),
+            "flatten: call has {} outputs but graph '{}' returns {}",
+            call.numOutputs(), sub.name(), sub.outputs().size());
+}
+
+//===----------------------------------------------------------------------===//
+// The plain algorithm
+//===----------------------------------------------------------------------===//
+
+/// Inlines calls of traced submodules into one top graph, in place: each
+/// call's sub-graph is copied before the call, every expr of it.
+class PlainInliner {
+public:
+  PlainInliner(TracedModule &root, InternalGraph &top) : root_(root), top_(top) {}
+
+  /// The callee graph when `e` is a call to inline: a module call whose
+  /// module node comes from a GetAttr and whose owner is a TracedModule
+  /// with a graph for the call's signature.
+  static InternalGraph *inlinable(Expr *e) {
+    auto *cm = llvm::dyn_cast<CallMethod>(e);
+    if (!cm || !cm->isModuleCall())
+      return nullptr;
+    ModuleNode *mn = cm->moduleNode();
+    if (!mn || !llvm::isa<GetAttr>(mn->expr()))
+      return nullptr;
+    return calleeOf(*cm, mn->owner());
+  }
+
+  /// Inlines every call of the top graph, nested calls included, then
+  /// removes what became dead.
+  void run() {
+    std::vector<Expr *> calls;
+    for (Expr *e : top_)
+      if (inlinable(e))
+        calls.push_back(e);
+    for (Expr *e : calls)
+      inlineCall(llvm::cast<CallMethod>(e), *inlinable(e));
+    top_.compile();
+  }
+
+private:
+  /// Returns, per output of `call`, the node now carrying its value (a
+  /// nested inlining may replace a node the caller mapped to: the caller
+  /// re-maps with this).
+  llvm::SmallVector<Node *, 2> inlineCall(CallMethod *call, InternalGraph &sub) {
+    checkCallArity(*call, sub);
+    std::string prefix = call->input(0)->name().str();
+    llvm::SmallString<64> nameBuf, uniqueBuf;
+    auto inlinedName = [&](const Node *o) {
+      nameBuf.assign(prefix.begin(), prefix.end());
+      nameBuf.push_back('_');
+      nameBuf.append(o->name().begin(), o->name().end());
+      return top_.ns().createUniqueName(nameBuf, uniqueBuf);
+    };
+    llvm::DenseMap<const Node *, Node *> vmap;
+    for (size_t i = 0; i < sub.inputs().size(); ++i)
+      vmap[sub.input(i)] = call->input(i);
+    // Sub-graph outputs: pass-through inputs are rewired now; the others
+    // become the call's output nodes, adopted by their new producers.
+    llvm::DenseMap<const Node *, size_t> adopt;
+    for (size_t k = 0; k < sub.outputs().size(); ++k) {
+      Node *so = sub.output(k);
+      Node *co = call->output(k);
+      Node *target = nullptr;
+      if (!so->expr()->inBody())
+        target = vmap.lookup(so);
+      else if (adopt.count(so))
+        target = call->output(adopt[so]);
+      if (target) {
+        redirect(co, target);
+        continue;
+      }
+      adopt[so] = k;
+      if (llvm::isa<TensorNode>(co))
+        co->setQualname(so->qualname());
+    }
+    for (Expr *e : sub) {
+      auto ne = cloneExprShallow(*e, root_.nextExprId());
+      for (size_t i = 0; i < e->numInputs(); ++i) {
+        Node *m = vmap.lookup(e->input(i));
+        if (!m)
+          raiseAt(Location::atExpr(e->id()),
+                  "flatten: input '{}' is not defined in graph '{}'",
+                  e->input(i)->str(), sub.name());
+        ne->addInput(m);
+      }
+      Expr *raw = ne.get();
+      for (Node *o : e->outputs()) {
+        auto it = adopt.find(o);
+        Node *n;
+        if (it != adopt.end()) {
+          // Move the call's output node to its new producer; the call keeps
+          // an unused placeholder until it is erased.
+          std::unique_ptr<Node> owned = call->swapOutput(
+              it->second, cloneNodeShallow(*call->output(it->second), -1));
+          n = raw->addOutput(std::move(owned));
+        } else {
+          n = raw->addOutput(cloneNodeShallow(*o, root_.nextNodeId(), inlinedName(o)));
+        }
+        vmap[o] = n;
+      }
+      top_.insertExpr(std::move(ne), call);
+      if (InternalGraph *inner = inlinable(raw)) {
+        auto res = inlineCall(llvm::cast<CallMethod>(raw), *inner);
+        for (size_t j = 0; j < e->numOutputs(); ++j)
+          vmap[e->output(j)] = res[j];
+      }
+    }
+    llvm::SmallVector<Node *, 2> result;
+    for (Node *so : sub.outputs())
+      result.push_back(vmap.lookup(so));
+    call->dropAllInputs();
+    top_.removeExpr(call).reset();
+    return result;
+  }
+
+  /// Moves every use of `from` (and graph outputs) to `to`.
+  void redirect(Node *from, Node *to) {
+    std::vector<Use *> uses;
+    for (Use *u = from->firstUse(); u; u = u->nextUse())
+      uses.push_back(u);
+    for (Use *u : uses)
+      u->user()->replaceUse(u, to);
+    std::vector<Node *> outs(top_.outputs().begin(), top_.outputs().end());
+    bool changed = false;
+    for (Node *&o : outs)
+      if (o == from) {
+        o = to;
+        changed = true;
+      }
+    if (changed)
+      top_.setOutputsInternal(std::move(outs));
+  }
+
+  TracedModule &root_;
+  InternalGraph &top_;
+};
+
+//===----------------------------------------------------------------------===//
+// The one-walk builder
+//===----------------------------------------------------------------------===//
+
+/// Where a use sits in the plain algorithm's use list of its node, which
+/// the builder, creating every use in body order, must reproduce. The
+/// plain algorithm copies the top graph first, so a node's uses by
+/// top-level exprs come before those by inlined ones; inlining a call
+/// whose output is a pass-through input moves the users of the output
+/// (top-level ones) to the input at that moment; the getattr merge then
+/// appends the users of each duplicate GetAttr of a path, in body order,
+/// to the first's, and moves the re-pointed GetAttrs' uses of self to the
+/// end. Hence the key: `k`, the position of the GetAttr the use came
+/// through among those of its path (0 for other nodes), then `seq`: 0 for
+/// a top-level user, 2*id+2 for an inlined one (inlined exprs are numbered
+/// in creation order), 2*s+1 for a top-level user moved by a redirect when
+/// expr id s was next (after the inlined exprs created before it, before
+/// those created after), SelfLast+n for the n-th re-pointed GetAttr.
+/// Sorting a use list stably by key gives the plain algorithm's order.
+struct UseKey {
+  uint32_t k = 0;
+  uint64_t seq = 0;
+  bool operator<(const UseKey &o) const { return k != o.k ? k < o.k : seq < o.seq; }
+};
+constexpr uint64_t SelfLast = uint64_t(1) << 62;
+
+/// Builds the flat version of a top graph into a new graph.
+class FlatBuilder {
+public:
+  FlatBuilder(TracedModule &root, InternalGraph &out)
+      : root_(root), out_(out), firstNewId_(root.totalIds().second) {}
+
+  /// Builds the flat copy of `top` (read only, as every sub-graph) into the
+  /// empty graph `out`, compiled. Returns false, with `out` unusable, in
+  /// the one case the plain algorithm has to build: a duplicate GetAttr
+  /// (not copied, its users merged into the first of its path) whose node
+  /// the plain algorithm leaves as a graph output, through a pass-through.
+  bool run(const InternalGraph &top) {
+    Frame f;
+    f.g = &top;
+    f.top = true;
+    llvm::DenseMap<const Node *, Node *> inputs;
+    cloneGraphInputsInto(top, out_, inputs);
+    f.map.reserve(top.inputs().size() + top.size() + top.size() / 4);
+    for (auto &[from, to] : inputs)
+      f.map[from] = to;
+    for (Node *o : top.outputs())
+      topOutputs_.insert(o);
+    // Re-pointed GetAttrs move to the end of self's use list.
+    if (!out_.inputs().empty() && llvm::isa<ModuleNode>(out_.input(0))) {
+      selfRef_ = tracked(out_.input(0));
+      f.map[top.input(0)] = selfRef_;
+    }
+    emitBody(f);
+    std::vector<Node *> outs;
+    outs.reserve(top.outputs().size());
+    for (Node *o : top.outputs()) {
+      Node *v = f.map.lookup(o);
+      if (!v)
+        raise("clone: output '{}' is not defined in graph '{}'", o->str(), top.name());
+      if (isRef(v)) {
+        v = asRef(v)->own;
+        if (!v)
+          return false;
+      }
+      outs.push_back(v);
+    }
+    out_.setOutputsInternal(std::move(outs));
+    // Ids tell top-level copies from inlined ones (UseKey); with ids at
+    // or above the id counter (counters set by hand) they cannot.
+    if (idsOverlap_)
+      return false;
+    restoreUseOrder();
+    // The GetAttrs are merged already: what compile has left to do.
+    out_.removeDeadExprs();
+    return true;
+  }
+
+private:
+  /// Node-map values are nodes or, with the low bit set, Refs.
+  struct Ref {
+    /// What users use: the first GetAttr of the path, or the node a
+    /// pass-through output was redirected to.
+    Node *node;
+    /// The node the plain algorithm has here: `node`, or for a duplicate
+    /// GetAttr its own output; null when the duplicate was not copied.
+    Node *own;
+    uint32_t track;
+    uint32_t k = 0;
+    /// For top-level users: the id that was next when the plain algorithm
+    /// moved them here (-1: not moved).
+    int64_t redirect = -1;
+    /// For a duplicate not copied: what its module node would have been
+    /// (a call through it is inlined with this prefix and owner).
+    bool isModule = false;
+    Module *owner = nullptr;
+    std::string name;
+  };
+  static bool isRef(Node *v) { return reinterpret_cast<uintptr_t>(v) & 1; }
+  static Ref *asRef(Node *v) {
+    return reinterpret_cast<Ref *>(reinterpret_cast<uintptr_t>(v) & ~uintptr_t(1));
+  }
+  static Node *tag(Ref &r) {
+    return reinterpret_cast<Node *>(reinterpret_cast<uintptr_t>(&r) | 1);
+  }
+  /// The node users of `v` use.
+  static Node *nodeOf(Node *v) { return isRef(v) ? asRef(v)->node : v; }
+
+  /// A use made through a Ref, in creation order per node.
+  struct Note {
+    Expr *user;
+    uint32_t idx;
+    UseKey key;
+  };
+  /// The uses a node got through Refs; `dirty` when some use was created
+  /// with a smaller key than the use before it.
+  struct Track {
+    Node *node;
+    std::vector<Note> notes;
+    bool dirty = false;
+  };
+
+  struct Frame {
+    const InternalGraph *g = nullptr;
+    bool top = false;
+    std::string prefix;
+    llvm::DenseMap<const Node *, Node *> map;
+    /// Sub-graph outputs -> the call output node their producer takes.
+    llvm::DenseMap<const Node *, std::unique_ptr<Node>> adopt;
+  };
+
+  uint32_t trackOf(Node *n) {
+    auto [it, inserted] = trackIndex_.try_emplace(n, uint32_t(tracks_.size()));
+    if (inserted)
+      tracks_.push_back(Track{n, {}, false});
+    return it->second;
+  }
+  Node *newRef(Ref r) {
+    refs_.push_back(std::move(r));
+    return tag(refs_.back());
+  }
+  /// `v` as a Ref (a tracked node: its later uses are noted).
+  Node *tracked(Node *v) {
+    if (isRef(v))
+      return v;
+    return newRef(Ref{v, v, trackOf(v)});
+  }
+  /// `v` with its top-level users moved at `seq`.
+  Node *redirected(Node *v, int64_t seq) {
+    Ref r = isRef(v) ? *asRef(v) : Ref{v, v, trackOf(v)};
+    r.redirect = seq;
+    return newRef(std::move(r));
+  }
+
+  void noteTopId(const Frame &f, const Expr &e) {
+    if (f.top && e.id() >= firstNewId_)
+      idsOverlap_ = true;
+  }
+
+  UseKey defaultKey(const Expr *user) const {
+    return user->id() < firstNewId_ ? UseKey{} : UseKey{0, 2 * uint64_t(user->id()) + 2};
+  }
+
+  /// Adds input `v` to `user` (a top-level expr when `top`), noting the
+  /// key of a use made through a Ref (`key` when given).
+  void addUse(Expr *user, Node *v, bool top, const UseKey *key = nullptr) {
+    if (!isRef(v)) {
+      user->addInput(v);
+      return;
+    }
+    const Ref &r = *asRef(v);
+    UseKey kk;
+    if (key)
+      kk = *key;
+    else if (!top)
+      kk = UseKey{r.k, 2 * uint64_t(user->id()) + 2};
+    else
+      kk = UseKey{r.k, r.redirect >= 0 ? 2 * uint64_t(r.redirect) + 1 : 0};
+    Track &t = tracks_[r.track];
+    if (Use *prev = r.node->lastUse()) {
+      Expr *pu = prev->user();
+      bool noted = !t.notes.empty() && t.notes.back().user == pu &&
+                   t.notes.back().idx == pu->useIndex(prev);
+      if (kk < (noted ? t.notes.back().key : defaultKey(pu)))
+        t.dirty = true;
+    }
+    t.notes.push_back({user, uint32_t(user->numInputs()), kk});
+    user->addInput(r.node);
+  }
+
+  /// Puts the use lists that got out of the plain algorithm's order back
+  /// in it (see UseKey): only the nodes whose uses were created out of
+  /// key order.
+  void restoreUseOrder() {
+    std::vector<std::pair<UseKey, Use *>> keyed;
+    std::vector<Use *> order;
+    for (Track &t : tracks_) {
+      if (!t.dirty)
+        continue;
+      keyed.clear();
+      size_t next = 0;
+      for (Use *u = t.node->firstUse(); u; u = u->nextUse()) {
+        Expr *user = u->user();
+        uint32_t idx = uint32_t(user->useIndex(u));
+        if (next < t.notes.size() && t.notes[next].user == user && t.notes[next].idx == idx)
+          keyed.push_back({t.notes[next++].key, u});
+        else
+          keyed.push_back({defaultKey(user), u});
+      }
+      std::stable_sort(keyed.begin(), keyed.end(),
+                       [](const auto &a, const auto &b) { return a.first < b.first; });
+      order.clear();
+      for (auto &p : keyed)
+        order.push_back(p.second);
+      t.node->reorderUsesInternal(order);
+    }
+  }
+
+  /// "<prefix>_<name>" made unique in the flat namespace; valid until the
+  /// next call.
+  llvm::StringRef inlinedName(const Frame &f, const Node *o) {
+    nameBuf_.assign(f.prefix.begin(), f.prefix.end());
+    nameBuf_.push_back('_');
+    nameBuf_.append(o->name().begin(), o->name().end());
+    return out_.ns().createUniqueName(nameBuf_, uniqueBuf_);
+  }
+
+  Node *lookup(const Frame &f, const Expr &e, size_t i) {
+    Node *v = f.map.lookup(e.input(i));
+    if (!v)
+      raiseAt(Location::atExpr(e.id()), "flatten: input '{}' is not defined in graph '{}'",
+              e.input(i)->str(), f.g->name());
+    return v;
+  }
+
+  /// The output node a copy of `o` gets: the call output node it adopts,
+  /// or a new node (top level: `o`'s id and name; inlined: a new id and
+  /// the prefixed name).
+  std::unique_ptr<Node> outputFor(Frame &f, const Node *o) {
+    auto it = f.adopt.find(o);
+    if (it != f.adopt.end() && it->second)
+      return std::move(it->second);
+    if (f.top)
+      return cloneNodeShallow(*o, o->id());
+    return cloneNodeShallow(*o, root_.nextNodeId(), inlinedName(f, o));
+  }
+
+  /// Copies `e` with mapped inputs and appends it; its outputs map to
+  /// their copies.
+  Expr *emitCopy(Frame &f, const Expr &e) {
+    noteTopId(f, e);
+    auto ne = cloneExprShallow(e, f.top ? e.id() : root_.nextExprId());
+    Expr *raw = ne.get();
+    for (size_t i = 0; i < e.numInputs(); ++i)
+      addUse(raw, lookup(f, e, i), f.top);
+    for (Node *o : e.outputs())
+      f.map[o] = raw->addOutput(outputFor(f, o));
+    out_.insertExpr(std::move(ne), nullptr);
+    return raw;
+  }
+
+  void emitBody(Frame &f) {
+    llvm::ArrayRef<const Expr *> dead;
+    if (!f.top)
+      dead = deadExprs(*f.g);
+    size_t nextDead = 0;
+    detail::forEachCopied(*f.g, f.map, [&](Expr *e) {
+      if (nextDead < dead.size() && dead[nextDead] == e) {
+        ++nextDead;
+        // Dead in every inlined copy: compile would delete it. Its output
+        // names are taken all the same, so that the names of what stays
+        // are the ones a full inlining gives.
+        for (Node *o : e->outputs())
+          inlinedName(f, o);
+        return;
+      }
+      if (auto *cm = llvm::dyn_cast<CallMethod>(e); cm && cm->isModuleCall() && e->numInputs()) {
+        Node *mv = lookup(f, *e, 0);
+        if (InternalGraph *callee = inlinableCallee(*cm, mv)) {
+          inlineCall(f, *cm, mv, *callee);
+          return;
+        }
+      }
+      if (auto *ga = llvm::dyn_cast<GetAttr>(e); ga && ga->numOutputs() == 1 && ga->numInputs() == 1) {
+        emitGetAttr(f, *ga);
+        return;
+      }
+      emitCopy(f, *e);
+    });
+  }
+
+  /// The graph to inline for module call `cm` whose module value is `mv`:
+  /// as the plain algorithm decides on its copy, whose module node is the
+  /// one plain has at `mv`.
+  static InternalGraph *inlinableCallee(const CallMethod &cm, Node *mv) {
+    if (isRef(mv) && !asRef(mv)->own) {
+      const Ref &r = *asRef(mv); // a duplicate GetAttr not copied
+      return r.isModule ? calleeOf(cm, r.owner) : nullptr;
+    }
+    Node *n = isRef(mv) ? asRef(mv)->own : mv;
+    auto *mn = llvm::dyn_cast<ModuleNode>(n);
+    if (!mn || !mn->expr() || !llvm::isa<GetAttr>(mn->expr()))
+      return nullptr;
+    return calleeOf(cm, mn->owner());
+  }
+
+  /// A GetAttr, merged as it is copied (the getattr merge of compile): the
+  /// first of its path is copied, re-pointed at self with the path as its
+  /// name when they differ; a later one is not copied (unless
+  /// disable_remove or a graph output keeps it): its users use the first.
+  void emitGetAttr(Frame &f, const GetAttr &ga) {
+    const Node *o = ga.output(0);
+    auto ad = f.adopt.find(o);
+    const Node *outNode = ad != f.adopt.end() && ad->second ? ad->second.get() : o;
+    llvm::StringRef path = detail::attrPathOf(outNode->qualname(), out_.qualname(), ga.id(), *outNode);
+    auto [git, first] = paths_.try_emplace(path, Group{});
+    Group &grp = git->second;
+    if (first) {
+      bool repoint = path != ga.attrName();
+      if (repoint && !selfRef_)
+        (void)out_.self(); // throws: no self to point at
+      noteTopId(f, ga);
+      auto ne = cloneExprShallow(ga, f.top ? ga.id() : root_.nextExprId());
+      auto *raw = llvm::cast<GetAttr>(ne.get());
+      Node *in = lookup(f, ga, 0);
+      if (repoint) {
+        raw->setAttrName(path.str());
+        UseKey key{0, SelfLast + repointed_++};
+        addUse(raw, selfRef_, f.top, &key);
+      } else {
+        addUse(raw, in, f.top);
+      }
+      Node *n = raw->addOutput(outputFor(f, o));
+      out_.insertExpr(std::move(ne), nullptr);
+      grp.base = n;
+      grp.track = trackOf(n);
+      f.map[o] = newRef(Ref{n, n, grp.track});
+      return;
+    }
+    uint32_t k = ++grp.count;
+    bool outputBound = f.top ? topOutputs_.count(o) != 0
+                             : outNode != o && boundToOutput_.count(outNode) != 0;
+    if (ga.removeDisabled() || outputBound) {
+      // Kept by the plain algorithm (a disable_remove expr, or a graph
+      // output), with its users moved to the first.
+      Expr *raw = emitCopy(f, ga);
+      f.map[o] = newRef(Ref{grp.base, raw->output(0), grp.track, k});
+      return;
+    }
+    (void)lookup(f, ga, 0);
+    Ref r{grp.base, nullptr, grp.track, k};
+    std::unique_ptr<Node> own = outputFor(f, o); // takes the name the copy had
+    if (auto *mn = llvm::dyn_cast<ModuleNode>(own.get())) {
+      r.isModule = true;
+      r.owner = mn->owner();
+      r.name = mn->name().str();
+    }
+    f.map[o] = newRef(std::move(r));
+    discarded_.push_back(std::move(own));
+  }
+
+  /// Inlines the call `cm` of graph `f.g`, whose module value is `mv`, of
+  /// `callee`: its body is emitted with the call's inputs for its inputs;
+  /// the call's outputs map to what the callee returns.
+  void inlineCall(Frame &f, const CallMethod &cm, Node *mv, const InternalGraph &callee) {
+    checkCallArity(cm, callee);
+    // The call's output nodes, as the plain algorithm's copy of the call
+    // has them (ids and names taken now, in its order).
+    size_t nOut = cm.numOutputs();
+    std::vector<std::unique_ptr<Node>> pre(nOut);
+    for (size_t j = 0; j < nOut; ++j) {
+      const Node *o = cm.output(j);
+      pre[j] = outputFor(f, o);
+      if (f.top ? topOutputs_.count(o) != 0 : boundToOutput_.count(pre[j].get()) != 0)
+        boundToOutput_.insert(pre[j].get());
+    }
+    Frame c;
+    c.g = &callee;
+    if (isRef(mv) && !asRef(mv)->own)
+      c.prefix = asRef(mv)->name;
+    else
+      c.prefix = (isRef(mv) ? asRef(mv)->own : mv)->name().str();
+    c.map.reserve(callee.inputs().size() + callee.size() + callee.size() / 4);
+    for (size_t i = 0; i < callee.inputs().size(); ++i) {
+      Node *v = lookup(f, cm, i);
+      if (f.top) {
+        // Top-level users of the value after the call must stay before the
+        // inlined ones: its later uses are noted.
+        v = tracked(v);
+        f.map[cm.input(i)] = v;
+      }
+      c.map[callee.input(i)] = v;
+    }
+    int64_t seq = root_.totalIds().second;
+    std::vector<int> sameAs(nOut, -1);
+    for (size_t k = 0; k < nOut; ++k) {
+      Node *so = callee.output(k);
+      if (!so->expr()->inBody())
+        continue; // a pass-through input
+      auto [it, inserted] = c.adopt.try_emplace(so);
+      if (!inserted) {
+        // Returned twice: the plain algorithm moves this output's users to
+        // the first's node.
+        for (size_t j = 0; j < k; ++j)
+          if (callee.output(j) == so)
+            sameAs[k] = int(j);
+        continue;
+      }
+      if (llvm::isa<TensorNode>(pre[k].get()))
+        pre[k]->setQualname(so->qualname());
+      it->second = std::move(pre[k]);
+    }
+    emitBody(c);
+    for (auto &p : pre)
+      if (p)
+        discarded_.push_back(std::move(p));
+    for (size_t k = 0; k < nOut; ++k) {
+      Node *so = callee.output(k);
+      Node *v;
+      if (!so->expr()->inBody()) {
+        v = redirected(c.map.lookup(so), seq);
+      } else if (sameAs[k] >= 0) {
+        v = redirected(c.map.lookup(callee.output(sameAs[k])), seq);
+      } else {
+        v = c.map.lookup(so);
+        if (f.top)
+          v = tracked(v);
+      }
+      f.map[cm.output(k)] = v;
+    }
+  }
+
+  /// The body exprs of `sub` that no inlined copy needs, in body order:
+  /// those no graph output and no disable_remove expr depends on, GetAttrs
+  /// and module calls aside. They are dead wherever `sub` is inlined
+  /// (compile, which flatten ends with, would delete each copy), so they
+  /// are not copied. GetAttrs stay because the getattr merge keeps the
+  /// first GetAttr of a path even when unused, and module calls because
+  /// inlining one names the nodes of its callee. Nothing else of a copy
+  /// depends on its dead exprs: ids are renumbered after flatten, use
+  /// lists keep their order, and the dead nodes' names are taken all the
+  /// same.
+  ///
+  /// Found from the graph's unused list (a dead expr's users are all dead,
+  /// so the dead exprs are what repeatedly taking unused ones gives, as in
+  /// compile), counting down the uses of each producer met: the cost is
+  /// the dead exprs and their producers, nothing for a graph without dead
+  /// code. Computed once per graph. (The array stays valid while nested
+  /// inlinings add entries: a growing map moves the vectors, whose
+  /// buffers stay where they are.)
+  llvm::ArrayRef<const Expr *> deadExprs(const InternalGraph &sub) {
+    auto [it, inserted] = dead_.try_emplace(&sub);
+    std::vector<const Expr *> &dead = it->second;
+    if (!inserted)
+      return dead;
+    auto kept = [](const Expr *e) {
+      if (e->removeDisabled() || llvm::isa<GetAttr>(e))
+        return true;
+      auto *cm = llvm::dyn_cast<CallMethod>(e);
+      return cm && cm->isModuleCall();
+    };
+    std::vector<const Expr *> work;
+    for (const Expr *e : sub.unusedExprs())
+      if (!kept(e))
+        work.push_back(e);
+    // Uses of a producer's outputs not yet known to be dead; a graph
+    // output never goes.
+    constexpr uint32_t Forever = ~uint32_t(0);
+    llvm::DenseMap<const Expr *, uint32_t> pending;
+    while (!work.empty()) {
+      const Expr *e = work.back();
+      work.pop_back();
+      dead.push_back(e);
+      for (size_t i = 0; i < e->numInputs(); ++i) {
+        const Expr *p = e->input(i)->expr();
+        if (!p->inBody() || kept(p))
+          continue;
+        auto [pit, first] = pending.try_emplace(p, 0);
+        uint32_t &left = pit->second;
+        if (first)
+          for (const Node *o : p->outputs())
+            left = o->graphOutputRefs() || left == Forever
+                       ? Forever
+                       : left + uint32_t(o->numUsers());
+        if (left != Forever && --left == 0)
+          work.push_back(p);
+      }
+    }
+    std::sort(dead.begin(), dead.end(), [](const Expr *a, const Expr *b) {
+      return a->orderKey() < b->orderKey();
+    });
+    return dead;
+  }
+
+  /// The GetAttrs of one attribute path met so far.
+  struct Group {
+    Node *base = nullptr;
+    uint32_t track = 0;
+    uint32_t count = 0;
+  };
+
+  TracedModule &root_;
+  InternalGraph &out_;
+  /// Ids from here on are of inlined exprs (top-level copies keep theirs).
+  int64_t firstNewId_;
+  bool idsOverlap_ = false;
+  /// Call output nodes no copy adopted (their names and ids are taken),
+  /// kept to the end so that boundToOutput_ never sees their address
+  /// again.
+  std::vector<std::unique_ptr<Node>> discarded_;
+  Node *selfRef_ = nullptr;
+  uint64_t repointed_ = 0;
+  std::deque<Ref> refs_;
+  std::vector<Track> tracks_;
+  llvm::DenseMap<Node *, uint32_t> trackIndex_;
+  llvm::StringMap<Group> paths_;
+  /// The top graph's outputs, and the call output nodes that are (through
+  /// adoption) one of them.
+  llvm::DenseSet<const Node *> topOutputs_;
+  llvm::DenseSet<const Node *> boundToOutput_;
+  llvm::DenseMap<const InternalGraph *, std::vector<const Expr *>> dead_;
+  llvm::SmallString<64> nameBuf_, uniqueBuf_;
+};
+
+} // namespace
+
+static std::atomic<uint64_t> plainFallbacks{0};
+
+uint64_t TracedModule::flattenFallbacksForTesting() { return plainFallbacks.load(); }
+
+void TracedModule::replaceTopWithFlat(bool plain) {
+  InternalGraph &old = graph();
+  auto ids = totalIds();
+  auto freshGraph = [&] {
+    auto g = std::make_unique<InternalGraph>(old.name(), old.qualname());
+    g->setOwnerInternal(this);
+    return g;
+  };
+  // Built beside the old graph, which is only read: a failure part-way
+  // leaves the module as it was.
+  std::unique_ptr<InternalGraph> fresh;
+  try {
+    if (!plain) {
+      fresh = freshGraph();
+      if (!FlatBuilder(*this, *fresh).run(old)) {
+        ++plainFallbacks;
+        fresh.reset();
+        setTotalIds(ids.first, ids.second);
+      }
+    }
+    if (!fresh) {
+      fresh = freshGraph();
+      cloneGraphInto(old, *fresh, nullptr);
+      PlainInliner(*this, *fresh).run();
+    }
+  } catch (...) {
+    setTotalIds(ids.first, ids.second);
+    throw;
+  }
+  sigs_.front().graph = std::move(fresh);
+  // Refs before ids: renumbering follows the calls left, through their
+  // module nodes' owners (in a copy made by flatten() they still name the
+  // original tree until this).
+  updateRefs();
+  graph().resetIds();
+}
+
+std::unique_ptr<TracedModule> TracedModule::flatten() const {
+  // The copy's module nodes name this module tree until the refs are
+  // fixed: the calls are inlined from the original sub-graphs (read only,
+  // equal to the copies).
+  auto nm = cloneImpl();
+  nm->replaceTopWithFlat(false);
+  return nm;
+}
+
+std::unique_ptr<TracedModule> TracedModule::flattenCopyingDeadExprsForTesting() const {
+  auto nm = cloneImpl();
+  nm->replaceTopWithFlat(true);
+  return nm;
+}
+
+bool TracedModule::flattenInPlace() {
+  bool any = false;
+  for (Expr *e : graph())
+    any |= PlainInliner::inlinable(e) != nullptr;
+  if (!any)
+    return false;
+  // Only the top graph is replaced: the sub-modules' graphs are read,
+  // never changed.
+  replaceTopWithFlat(false);
+  return true;
+}
+
+} // namespace tmg
