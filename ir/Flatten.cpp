@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 #include <atomic>
 #include <deque>
+#include <type_traits>
 
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallString.h>
@@ -212,7 +213,12 @@ private:
 struct UseKey {
   uint32_t k = 0;
   uint64_t seq = 0;
-  bool operator<(const UseKey &o) const { return k != o.k ? k < o.k : seq < o.seq; }
+  /// Among top-level users: their order keys (set when re-sorting: they
+  /// are created in body order, except pending GetAttrs linked at the end).
+  uint64_t pos = 0;
+  bool operator<(const UseKey &o) const {
+    return k != o.k ? k < o.k : seq != o.seq ? seq < o.seq : pos < o.pos;
+  }
 };
 constexpr uint64_t SelfLast = uint64_t(1) << 62;
 
@@ -258,6 +264,7 @@ public:
       outs.push_back(v);
     }
     out_.setOutputsInternal(std::move(outs));
+    linkPending();
     // Ids tell top-level copies from inlined ones (UseKey); with ids at
     // or above the id counter (counters set by hand) they cannot.
     if (idsOverlap_)
@@ -282,12 +289,13 @@ private:
     /// For top-level users: the id that was next when the plain algorithm
     /// moved them here (-1: not moved).
     int64_t redirect = -1;
-    /// For a duplicate not copied: what its module node would have been
-    /// (a call through it is inlined with this prefix and owner).
-    bool isModule = false;
-    Module *owner = nullptr;
-    std::string name;
+    /// For a duplicate not copied whose node would have been a module
+    /// node: its index in moduleDups_ (a call through it is inlined with
+    /// that owner and name as prefix); NoModule otherwise.
+    uint32_t module = NoModule;
   };
+  static constexpr uint32_t NoModule = ~uint32_t(0);
+  static_assert(std::is_trivially_destructible_v<Ref>, "refs_ is freed in blocks");
   static bool isRef(Node *v) { return reinterpret_cast<uintptr_t>(v) & 1; }
   static Ref *asRef(Node *v) {
     return reinterpret_cast<Ref *>(reinterpret_cast<uintptr_t>(v) & ~uintptr_t(1));
@@ -303,6 +311,7 @@ private:
     Expr *user;
     uint32_t idx;
     UseKey key;
+    bool top;
   };
   /// The uses a node got through Refs; `dirty` when some use was created
   /// with a smaller key than the use before it.
@@ -376,7 +385,7 @@ private:
       if (kk < (noted ? t.notes.back().key : defaultKey(pu)))
         t.dirty = true;
     }
-    t.notes.push_back({user, uint32_t(user->numInputs()), kk});
+    t.notes.push_back({user, uint32_t(user->numInputs()), kk, top});
     user->addInput(r.node);
   }
 
@@ -394,10 +403,18 @@ private:
       for (Use *u = t.node->firstUse(); u; u = u->nextUse()) {
         Expr *user = u->user();
         uint32_t idx = uint32_t(user->useIndex(u));
-        if (next < t.notes.size() && t.notes[next].user == user && t.notes[next].idx == idx)
-          keyed.push_back({t.notes[next++].key, u});
-        else
-          keyed.push_back({defaultKey(user), u});
+        UseKey key;
+        bool top;
+        if (next < t.notes.size() && t.notes[next].user == user && t.notes[next].idx == idx) {
+          key = t.notes[next].key;
+          top = t.notes[next++].top;
+        } else {
+          key = defaultKey(user);
+          top = user->id() < firstNewId_;
+        }
+        if (top)
+          key.pos = user->orderKey();
+        keyed.push_back({key, u});
       }
       std::stable_sort(keyed.begin(), keyed.end(),
                        [](const auto &a, const auto &b) { return a.first < b.first; });
@@ -481,13 +498,48 @@ private:
     });
   }
 
+  /// True when `ga` (of the top graph, the first of its path) has a module
+  /// output used only as the module of calls that are inlined, and is
+  /// neither disable_remove nor a graph output.
+  bool onlyInlinedUsers(const GetAttr &ga) const {
+    auto *o = llvm::dyn_cast<ModuleNode>(ga.output(0));
+    if (!o || ga.removeDisabled() || topOutputs_.count(o) || !o->hasUsers())
+      return false;
+    for (Use *u = o->firstUse(); u; u = u->nextUse()) {
+      auto *cm = llvm::dyn_cast<CallMethod>(u->user());
+      if (!cm || !cm->isModuleCall() || cm->useIndex(u) != 0 || !calleeOf(*cm, o->owner()))
+        return false;
+      for (size_t i = 1; i < cm->numInputs(); ++i)
+        if (cm->input(i) == o)
+          return false;
+    }
+    return true;
+  }
+
+  /// Links the pending GetAttrs that something uses after all, each where
+  /// it was met (after its anchor); the others are dropped with the
+  /// builder. Their input uses are created now, out of order: the nodes
+  /// they use are re-sorted (restoreUseOrder places top-level users by
+  /// body position).
+  void linkPending() {
+    for (auto it = pending_.rbegin(); it != pending_.rend(); ++it) {
+      Pending &p = *it;
+      if (!p.e->output(0)->isNeeded())
+        continue;
+      Expr *raw = p.e.get();
+      addUse(raw, p.in, true, p.repoint ? &p.selfKey : nullptr);
+      tracks_[asRef(p.in)->track].dirty = true;
+      out_.insertExpr(std::move(p.e), p.anchor ? p.anchor->nextInGraph() : out_.front());
+    }
+  }
+
   /// The graph to inline for module call `cm` whose module value is `mv`:
   /// as the plain algorithm decides on its copy, whose module node is the
   /// one plain has at `mv`.
-  static InternalGraph *inlinableCallee(const CallMethod &cm, Node *mv) {
+  InternalGraph *inlinableCallee(const CallMethod &cm, Node *mv) {
     if (isRef(mv) && !asRef(mv)->own) {
       const Ref &r = *asRef(mv); // a duplicate GetAttr not copied
-      return r.isModule ? calleeOf(cm, r.owner) : nullptr;
+      return r.module != NoModule ? calleeOf(cm, moduleDups_[r.module].first) : nullptr;
     }
     Node *n = isRef(mv) ? asRef(mv)->own : mv;
     auto *mn = llvm::dyn_cast<ModuleNode>(n);
@@ -515,15 +567,26 @@ private:
       auto ne = cloneExprShallow(ga, f.top ? ga.id() : root_.nextExprId());
       auto *raw = llvm::cast<GetAttr>(ne.get());
       Node *in = lookup(f, ga, 0);
+      UseKey selfKey;
       if (repoint) {
         raw->setAttrName(path.str());
-        UseKey key{0, SelfLast + repointed_++};
-        addUse(raw, selfRef_, f.top, &key);
-      } else {
-        addUse(raw, in, f.top);
+        selfKey = UseKey{0, SelfLast + repointed_++};
       }
       Node *n = raw->addOutput(outputFor(f, o));
-      out_.insertExpr(std::move(ne), nullptr);
+      if (f.top && onlyInlinedUsers(ga)) {
+        // Its module node goes with the calls it feeds, which are
+        // inlined; the copy would be dead, for compile to delete (a
+        // deletion in the middle of the body, which also drops the body
+        // index): linked at the end only if something uses it after all.
+        pending_.push_back({std::move(ne), repoint ? selfRef_ : tracked(in), repoint, selfKey,
+                            out_.back()});
+      } else {
+        if (repoint)
+          addUse(raw, selfRef_, f.top, &selfKey);
+        else
+          addUse(raw, in, f.top);
+        out_.insertExpr(std::move(ne), nullptr);
+      }
       grp.base = n;
       grp.track = trackOf(n);
       f.map[o] = newRef(Ref{n, n, grp.track});
@@ -541,14 +604,22 @@ private:
     }
     (void)lookup(f, ga, 0);
     Ref r{grp.base, nullptr, grp.track, k};
-    std::unique_ptr<Node> own = outputFor(f, o); // takes the name the copy had
-    if (auto *mn = llvm::dyn_cast<ModuleNode>(own.get())) {
-      r.isModule = true;
-      r.owner = mn->owner();
-      r.name = mn->name().str();
+    // The name the copy's node had is taken all the same (its id is not:
+    // ids are renumbered in order).
+    llvm::StringRef name;
+    const Node *own = o;
+    if (ad != f.adopt.end() && ad->second) {
+      own = ad->second.get();
+      name = own->name();
+      discarded_.push_back(std::move(ad->second));
+    } else {
+      name = f.top ? o->name() : inlinedName(f, o);
     }
-    f.map[o] = newRef(std::move(r));
-    discarded_.push_back(std::move(own));
+    if (auto *mn = llvm::dyn_cast<ModuleNode>(own)) {
+      r.module = uint32_t(moduleDups_.size());
+      moduleDups_.push_back({mn->owner(), name.str()});
+    }
+    f.map[o] = newRef(r);
   }
 
   /// Inlines the call `cm` of graph `f.g`, whose module value is `mv`, of
@@ -569,7 +640,7 @@ private:
     Frame c;
     c.g = &callee;
     if (isRef(mv) && !asRef(mv)->own)
-      c.prefix = asRef(mv)->name;
+      c.prefix = moduleDups_[asRef(mv)->module].second;
     else
       c.prefix = (isRef(mv) ? asRef(mv)->own : mv)->name().str();
     c.map.reserve(callee.inputs().size() + callee.size() + callee.size() / 4);
@@ -700,9 +771,21 @@ private:
   /// kept to the end so that boundToOutput_ never sees their address
   /// again.
   std::vector<std::unique_ptr<Node>> discarded_;
+  /// Top-level GetAttrs not linked yet (see onlyInlinedUsers): the expr
+  /// with its output, the value its input will be (a Ref), the key of a
+  /// use of self (when re-pointed), the expr it follows (null: first).
+  struct Pending {
+    std::unique_ptr<Expr> e;
+    Node *in;
+    bool repoint;
+    UseKey selfKey;
+    Expr *anchor;
+  };
+  std::vector<Pending> pending_;
   Node *selfRef_ = nullptr;
   uint64_t repointed_ = 0;
   std::deque<Ref> refs_;
+  std::vector<std::pair<Module *, std::string>> moduleDups_;
   std::vector<Track> tracks_;
   llvm::DenseMap<Node *, uint32_t> trackIndex_;
   llvm::StringMap<Group> paths_;
@@ -750,24 +833,25 @@ void TracedModule::replaceTopWithFlat(bool plain) {
     throw;
   }
   sigs_.front().graph = std::move(fresh);
-  // Refs before ids: renumbering follows the calls left, through their
-  // module nodes' owners (in a copy made by flatten() they still name the
-  // original tree until this).
-  updateRefs();
+  // Renumbering walks the flat graph and fills its module-reference list
+  // on the way (InternalGraph::moduleRefExprs), so that updateRefs walks
+  // no graph: the others did not change. (It follows the calls left
+  // through their module nodes' owners, which are this tree's: flatten()
+  // fixes the refs of its copy first.)
   graph().resetIds();
+  updateRefs();
 }
 
 std::unique_ptr<TracedModule> TracedModule::flatten() const {
-  // The copy's module nodes name this module tree until the refs are
-  // fixed: the calls are inlined from the original sub-graphs (read only,
-  // equal to the copies).
   auto nm = cloneImpl();
+  nm->fixClonedRefs();
   nm->replaceTopWithFlat(false);
   return nm;
 }
 
 std::unique_ptr<TracedModule> TracedModule::flattenCopyingDeadExprsForTesting() const {
   auto nm = cloneImpl();
+  nm->fixClonedRefs();
   nm->replaceTopWithFlat(true);
   return nm;
 }

@@ -790,21 +790,22 @@ void InternalGraph::removeUnused(Expr *e) {
   e->unusedIndex_ = Expr::NoUnusedIndex;
 }
 
+/// True for the exprs moduleRefExprs() lists.
+static bool isModuleRefExpr(const Expr *e) {
+  if (llvm::isa<GetAttr>(e) || llvm::isa<Constant>(e))
+    return e->numOutputs() && llvm::isa<ModuleNode>(e->output(0));
+  if (auto *cm = llvm::dyn_cast<CallMethod>(e))
+    return cm->moduleNode() != nullptr;
+  return false;
+}
+
 llvm::ArrayRef<Expr *> InternalGraph::moduleRefExprs() {
   if (refExprsVersion_ == version_)
     return refExprs_;
   refExprs_.clear();
-  for (Expr *e : *this) {
-    bool ref;
-    if (llvm::isa<GetAttr>(e) || llvm::isa<Constant>(e))
-      ref = e->numOutputs() && llvm::isa<ModuleNode>(e->output(0));
-    else if (auto *cm = llvm::dyn_cast<CallMethod>(e))
-      ref = cm->moduleNode() != nullptr;
-    else
-      ref = false;
-    if (ref)
+  for (Expr *e : *this)
+    if (isModuleRefExpr(e))
       refExprs_.push_back(e);
-  }
   refExprsVersion_ = version_;
   return refExprs_;
 }
@@ -912,7 +913,7 @@ void InternalGraph::resetIds() {
   // One walk in exprs(true)'s order (inputs, then the body, each callee
   // graph after its first call; shared sub-graphs once) numbers the exprs
   // and reads the old ids of their output nodes. When an edit dropped this
-  // graph's body index (flatten's inlining does), the walk re-creates it:
+  // graph's body index (removing dead exprs does), the walk re-creates it:
   // it reads the body in order anyway.
   int64_t eid = 0;
   bool negative = false;
@@ -924,19 +925,30 @@ void InternalGraph::resetIds() {
   bool rebuild = !bodyIndexValid_;
   if (rebuild)
     index.reserve(size_);
+  // So is the module-reference list (a walk over the graph's exprs and
+  // output nodes less for the updateRefs after a flatten).
+  bool refs = refExprsVersion_ != version_;
+  if (refs)
+    refExprs_.clear();
   walkExprs<true>(this, true, visited, [&](const InternalGraph *g, Expr *e) {
     e->setIdInternal(eid++);
     for (Node *n : e->outputs()) {
       keyed.emplace_back(n->id(), n);
       negative |= n->id() < 0;
     }
-    if (rebuild && g == this && e->inBody())
-      index.push_back(e);
+    if (g == this && e->inBody()) {
+      if (rebuild)
+        index.push_back(e);
+      if (refs && isModuleRefExpr(e))
+        refExprs_.push_back(e);
+    }
   });
   if (rebuild) {
     bodyIndex_ = std::move(index);
     bodyIndexValid_ = true;
   }
+  if (refs)
+    refExprsVersion_ = version_;
   // Nodes are numbered in the order of their old ids, as the reference's
   // nodes() sorts them. In a graph each node has one producer, which
   // exprs() lists (inputs included) exactly once: the outputs of the listed
