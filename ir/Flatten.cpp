@@ -24,12 +24,12 @@
 //
 //===----------------------------------------------------------------------===//
 #include <atomic>
-#include <deque>
 #include <type_traits>
 
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/SmallString.h>
 #include <llvm/ADT/StringMap.h>
+#include <llvm/Support/Allocator.h>
 
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/TracedModule.h"
@@ -295,7 +295,7 @@ private:
     uint32_t module = NoModule;
   };
   static constexpr uint32_t NoModule = ~uint32_t(0);
-  static_assert(std::is_trivially_destructible_v<Ref>, "refs_ is freed in blocks");
+  static_assert(std::is_trivially_destructible_v<Ref>, "refs_ is freed in slabs");
   static bool isRef(Node *v) { return reinterpret_cast<uintptr_t>(v) & 1; }
   static Ref *asRef(Node *v) {
     return reinterpret_cast<Ref *>(reinterpret_cast<uintptr_t>(v) & ~uintptr_t(1));
@@ -306,18 +306,23 @@ private:
   /// The node users of `v` use.
   static Node *nodeOf(Node *v) { return isRef(v) ? asRef(v)->node : v; }
 
-  /// A use made through a Ref, in creation order per node.
+  /// A use made through a Ref. The notes of a node are chained in
+  /// creation order (`next`, an index into notes_; NoNote ends it): one
+  /// array for all nodes, not a vector each.
+  static constexpr uint32_t NoNote = ~uint32_t(0);
   struct Note {
     Expr *user;
     uint32_t idx;
+    uint32_t next = NoNote;
     UseKey key;
     bool top;
   };
-  /// The uses a node got through Refs; `dirty` when some use was created
-  /// with a smaller key than the use before it.
+  /// The uses a node got through Refs (first and last of its chain);
+  /// `dirty` when some use was created with a smaller key than the use
+  /// before it.
   struct Track {
     Node *node;
-    std::vector<Note> notes;
+    uint32_t head = NoNote, tail = NoNote;
     bool dirty = false;
   };
 
@@ -333,12 +338,11 @@ private:
   uint32_t trackOf(Node *n) {
     auto [it, inserted] = trackIndex_.try_emplace(n, uint32_t(tracks_.size()));
     if (inserted)
-      tracks_.push_back(Track{n, {}, false});
+      tracks_.push_back(Track{n});
     return it->second;
   }
   Node *newRef(Ref r) {
-    refs_.push_back(std::move(r));
-    return tag(refs_.back());
+    return tag(*new (refs_.Allocate<Ref>()) Ref(r));
   }
   /// `v` as a Ref (a tracked node: its later uses are noted).
   Node *tracked(Node *v) {
@@ -380,12 +384,15 @@ private:
     Track &t = tracks_[r.track];
     if (Use *prev = r.node->lastUse()) {
       Expr *pu = prev->user();
-      bool noted = !t.notes.empty() && t.notes.back().user == pu &&
-                   t.notes.back().idx == pu->useIndex(prev);
-      if (kk < (noted ? t.notes.back().key : defaultKey(pu)))
+      const Note *last = t.tail == NoNote ? nullptr : &notes_[t.tail];
+      bool noted = last && last->user == pu && last->idx == pu->useIndex(prev);
+      if (kk < (noted ? last->key : defaultKey(pu)))
         t.dirty = true;
     }
-    t.notes.push_back({user, uint32_t(user->numInputs()), kk, top});
+    uint32_t n = uint32_t(notes_.size());
+    notes_.push_back({user, uint32_t(user->numInputs()), NoNote, kk, top});
+    (t.tail == NoNote ? t.head : notes_[t.tail].next) = n;
+    t.tail = n;
     user->addInput(r.node);
   }
 
@@ -399,15 +406,16 @@ private:
       if (!t.dirty)
         continue;
       keyed.clear();
-      size_t next = 0;
+      uint32_t next = t.head;
       for (Use *u = t.node->firstUse(); u; u = u->nextUse()) {
         Expr *user = u->user();
         uint32_t idx = uint32_t(user->useIndex(u));
         UseKey key;
         bool top;
-        if (next < t.notes.size() && t.notes[next].user == user && t.notes[next].idx == idx) {
-          key = t.notes[next].key;
-          top = t.notes[next++].top;
+        if (next != NoNote && notes_[next].user == user && notes_[next].idx == idx) {
+          key = notes_[next].key;
+          top = notes_[next].top;
+          next = notes_[next].next;
         } else {
           key = defaultKey(user);
           top = user->id() < firstNewId_;
@@ -784,11 +792,14 @@ private:
   std::vector<Pending> pending_;
   Node *selfRef_ = nullptr;
   uint64_t repointed_ = 0;
-  std::deque<Ref> refs_;
+  /// One per GetAttr and pass-through met: bump-allocated, freed in a
+  /// few slabs.
+  llvm::BumpPtrAllocator refs_;
   std::vector<std::pair<Module *, std::string>> moduleDups_;
   std::vector<Track> tracks_;
+  std::vector<Note> notes_;
   llvm::DenseMap<Node *, uint32_t> trackIndex_;
-  llvm::StringMap<Group> paths_;
+  llvm::StringMap<Group, llvm::BumpPtrAllocator> paths_;
   /// The top graph's outputs, and the call output nodes that are (through
   /// adoption) one of them.
   llvm::DenseSet<const Node *> topOutputs_;

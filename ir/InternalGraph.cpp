@@ -909,6 +909,54 @@ static void radixSortByKey(std::vector<std::pair<int64_t, Node *>> &v) {
   }
 }
 
+/// Sorts (key, value) pairs by key when the keys, in order, are two
+/// increasing sequences merged: the nodes an edit kept (numbered in order
+/// before it) and those it created (numbered as created), which is what
+/// renumbering after flatten or an insertion meets. One pass checks it
+/// (each key goes to the sequence with the largest last key below it: the
+/// greedy assignment, which succeeds whenever any does), one partitions,
+/// one merges: linear and sequential, where the radix sort's scatter
+/// passes missed the caches on a large graph. Returns false, changing
+/// nothing, for other orders.
+static bool sortTwoRuns(std::vector<std::pair<int64_t, Node *>> &v) {
+  auto assign = [](int64_t x, int64_t &a, int64_t &b) -> int {
+    // 0: sequence A, 1: sequence B, -1: neither.
+    if (a >= b) {
+      if (x > a) return a = x, 0;
+      if (x > b) return b = x, 1;
+    } else {
+      if (x > b) return b = x, 1;
+      if (x > a) return a = x, 0;
+    }
+    return -1;
+  };
+  int64_t a = INT64_MIN, b = INT64_MIN;
+  size_t inB = 0;
+  for (const auto &p : v) {
+    int s = assign(p.first, a, b);
+    if (s < 0)
+      return false;
+    inB += size_t(s);
+  }
+  if (inB == 0)
+    return true; // sorted already
+  std::vector<std::pair<int64_t, Node *>> seqB;
+  seqB.reserve(inB);
+  a = b = INT64_MIN;
+  size_t w = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (assign(v[i].first, a, b) == 0)
+      v[w++] = v[i];
+    else
+      seqB.push_back(v[i]);
+  }
+  std::vector<std::pair<int64_t, Node *>> out(v.size());
+  auto byKey = [](const auto &x, const auto &y) { return x.first < y.first; };
+  std::merge(v.begin(), v.begin() + w, seqB.begin(), seqB.end(), out.begin(), byKey);
+  v.swap(out);
+  return true;
+}
+
 void InternalGraph::resetIds() {
   // One walk in exprs(true)'s order (inputs, then the body, each callee
   // graph after its first call; shared sub-graphs once) numbers the exprs
@@ -959,7 +1007,8 @@ void InternalGraph::resetIds() {
   // of equal ids is nodes()'s walk order: nodes() decides.
   bool unique = !negative;
   if (unique) {
-    radixSortByKey(keyed);
+    if (!sortTwoRuns(keyed))
+      radixSortByKey(keyed);
     for (size_t i = 1; i < keyed.size() && unique; ++i)
       unique = keyed[i - 1].first != keyed[i].first;
   }

@@ -608,6 +608,20 @@ TEST_CASE("reset_ids orders nodes by old id: sparse, large, repeated and negativ
     scramble(int64_t(1) << 40);
     expectOrder();
   }
+  SECTION("two increasing runs interleaved (what an insertion leaves: the merge path)") {
+    // In walk order, each node's id continues one of two increasing runs,
+    // picked at random: the old nodes and the ones created since.
+    int64_t oldNext = 0, newNext = 100000;
+    for (Node *n : all)
+      n->setIdInternal(rng() % 4 ? newNext++ : (oldNext += 1 + int64_t(rng() % 3)));
+    expectOrder();
+  }
+  SECTION("three interleaved runs (not two: the radix sort)") {
+    int64_t next[3] = {0, 50000, 100000};
+    for (size_t i = 0; i < all.size(); ++i)
+      all[i]->setIdInternal(next[i % 3]++);
+    expectOrder();
+  }
   SECTION("repeated ids keep nodes()'s walk order") {
     scramble(7);
     all[5]->setIdInternal(all[200]->id());
