@@ -246,6 +246,17 @@ llvm::StringRef NameSpace::createUniqueName(llvm::StringRef raw,
     return (digitLast || !isReservedName(n)) && take(n);
   };
   if (tryTake(name)) {
+    if (!name.empty() && !std::isdigit((unsigned char)name.back())) {
+      // A name without a numeric suffix, now in used_: the next request
+      // for it (flatten asks for each inlined name once per node) gets
+      // name_(next) from the hot cache, without the two lookups that find
+      // it taken. (A counter made here has next 1: any name_k taken before
+      // would have made it. Names ending in a digit, "x_07" too, are split
+      // by the reference's rule instead.)
+      hot.name = name;
+      hot.c = &counted_.try_emplace(name).first->second;
+      hot.inUsed = true;
+    }
     out.assign(name.begin(), name.end());
     return llvm::StringRef(out.data(), out.size());
   }
