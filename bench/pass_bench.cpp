@@ -98,8 +98,10 @@ double wallNow() {
 
 /// Runs per size, of which the minimum is kept: the same count below 1e6
 /// (a minimum over more runs is lower on a noisy machine, which would bias
-/// the growth factor), fewer at 1e6 where a run takes seconds.
-int repsFor(size_t n) { return n < 1000000 ? 7 : 3; }
+/// the growth factor), fewer at 1e6 where a run takes seconds (five: with
+/// three, one slow minute of the shared machine moved every column of the
+/// 1e6 row, the snapshot control included, by up to 1.4x).
+int repsFor(size_t n) { return n < 1000000 ? 7 : 5; }
 
 /// Overhead of running `pass` through a PassManager with default options
 /// on `m`, in us per run (min of 5 rounds of `reps`).

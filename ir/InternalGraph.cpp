@@ -337,9 +337,18 @@ static void walkExprs(const InternalGraph *g, bool recursive,
   };
   const std::vector<Expr *> *index = g->bodyIndexInternal();
   if (WithOutputs && index) {
-    for (size_t i = 0; i < index->size(); ++i) {
-      detail::prefetchExprWalk</*Names=*/false>(*index, i);
-      visit((*index)[i]);
+    // Only the lines renumbering touches: the expr's first line, outputs
+    // and id, and each output node's first line (its id); fetching whole
+    // exprs and nodes moved a third more memory at 1e6 exprs.
+    constexpr size_t Ahead = detail::ExprWalkAhead;
+    const std::vector<Expr *> &ix = *index;
+    for (size_t i = 0; i < ix.size(); ++i) {
+      if (i + 2 * Ahead < ix.size())
+        ix[i + 2 * Ahead]->prefetchForRenumbering();
+      if (i + Ahead < ix.size())
+        for (const Node *o : ix[i + Ahead]->outputs())
+          __builtin_prefetch(o, 1);
+      visit(ix[i]);
     }
     return;
   }

@@ -101,6 +101,13 @@ public:
   void prefetchOutputs() const {
     detail::prefetchBytes(&outputs_, sizeof(outputs_));
   }
+  /// Starts loading what renumbering reads and writes of this expr: its
+  /// first line (kind, op), the output list and the id; not the inputs.
+  void prefetchForRenumbering() const {
+    __builtin_prefetch(this);
+    prefetchOutputs();
+    __builtin_prefetch(&id_, 1);
+  }
   /// Takes ownership of `n` as the last output and sets its producer.
   Node *addOutput(std::unique_ptr<Node> n);
   /// Releases ownership of output `i` (the caller re-homes it).
