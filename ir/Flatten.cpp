@@ -230,9 +230,11 @@ public:
 
   /// Builds the flat copy of `top` (read only, as every sub-graph) into the
   /// empty graph `out`, compiled. Returns false, with `out` unusable, in
-  /// the one case the plain algorithm has to build: a duplicate GetAttr
+  /// the two cases the plain algorithm has to build: a duplicate GetAttr
   /// (not copied, its users merged into the first of its path) whose node
-  /// the plain algorithm leaves as a graph output, through a pass-through.
+  /// the plain algorithm leaves as a graph output, through a pass-through;
+  /// and ids at or above the id counter (set by hand), which do not tell
+  /// top-level copies from inlined ones.
   bool run(const InternalGraph &top) {
     Frame f;
     f.g = &top;
@@ -303,8 +305,6 @@ private:
   static Node *tag(Ref &r) {
     return reinterpret_cast<Node *>(reinterpret_cast<uintptr_t>(&r) | 1);
   }
-  /// The node users of `v` use.
-  static Node *nodeOf(Node *v) { return isRef(v) ? asRef(v)->node : v; }
 
   /// A use made through a Ref. The notes of a node are chained in
   /// creation order (`next`, an index into notes_; NoNote ends it): one
