@@ -226,24 +226,29 @@ constexpr uint64_t SelfLast = uint64_t(1) << 62;
 class FlatBuilder {
 public:
   FlatBuilder(TracedModule &root, InternalGraph &out)
-      : root_(root), out_(out), firstNewId_(root.totalIds().second) {}
+      : root_(root), out_(out), nodeIdStart_(root.totalIds().first) {}
 
   /// Builds the flat copy of `top` (read only, as every sub-graph) into the
-  /// empty graph `out`, compiled. Returns false, with `out` unusable, in
-  /// the two cases the plain algorithm has to build: a duplicate GetAttr
-  /// (not copied, its users merged into the first of its path) whose node
-  /// the plain algorithm leaves as a graph output, through a pass-through;
-  /// and ids at or above the id counter (set by hand), which do not tell
-  /// top-level copies from inlined ones.
-  bool run(const InternalGraph &top) {
+  /// empty graph `out`, compiled (and numbered, see finishNumbering).
+  /// Builds nothing, leaving `out` unusable, in the one case the plain
+  /// algorithm has to build: a duplicate GetAttr (not copied, its users
+  /// merged into the first of its path) whose node the plain algorithm
+  /// leaves as a graph output, through a pass-through; and top-level node
+  /// ids at or above the node id counter (counters set by hand).
+  /// What run() built: nothing (the plain algorithm must), the flat
+  /// graph, or the flat graph numbered as resetIds() would number it.
+  enum class Built { Nothing, Graph, Numbered };
+  Built run(const InternalGraph &top) {
     Frame f;
     f.g = &top;
     f.top = true;
     llvm::DenseMap<const Node *, Node *> inputs;
     cloneGraphInputsInto(top, out_, inputs);
     f.map.reserve(top.inputs().size() + top.size() + top.size() / 4);
-    for (auto &[from, to] : inputs)
+    for (auto &[from, to] : inputs) {
       f.map[from] = to;
+      idsClash_ |= from->id() >= nodeIdStart_;
+    }
     for (Node *o : top.outputs())
       topOutputs_.insert(o);
     // Re-pointed GetAttrs move to the end of self's use list.
@@ -261,20 +266,25 @@ public:
       if (isRef(v)) {
         v = asRef(v)->own;
         if (!v)
-          return false;
+          return Built::Nothing;
       }
       outs.push_back(v);
     }
     out_.setOutputsInternal(std::move(outs));
     linkPending();
-    // Ids tell top-level copies from inlined ones (UseKey); with ids at
-    // or above the id counter (counters set by hand) they cannot.
-    if (idsOverlap_)
-      return false;
+    // New node ids come from the counter: with old ones at or above it
+    // (counters set by hand) they repeat, and the order renumbering gives
+    // equal ids depends on which nodes exist, which differs here (dead and
+    // merged copies are not made).
+    if (idsClash_)
+      return Built::Nothing;
     restoreUseOrder();
     // The GetAttrs are merged already: what compile has left to do.
-    out_.removeDeadExprs();
-    return true;
+    if (out_.removeDeadExprs())
+      numbered_ = false;
+    if (numbered_ && finishNumbering())
+      return Built::Numbered;
+    return Built::Graph;
   }
 
 private:
@@ -357,13 +367,35 @@ private:
     return newRef(std::move(r));
   }
 
-  void noteTopId(const Frame &f, const Expr &e) {
-    if (f.top && e.id() >= firstNewId_)
-      idsOverlap_ = true;
+  /// Copies are numbered as renumbering will number them when nothing
+  /// is inserted or removed later: inputs first, then the body in order.
+  int64_t nextId() const { return int64_t(out_.inputs().size() + out_.size()); }
+  /// A copy of `e` numbered nextId() (or `id`), marked when it is a
+  /// top-level copy (scratch flag 0; UseKey tells them apart).
+  std::unique_ptr<Expr> copyOf(const Frame &f, const Expr &e, int64_t id) {
+    auto ne = cloneExprShallow(e, id);
+    ne->setScratchFlag(TopCopy, f.top);
+    return ne;
+  }
+  static constexpr unsigned TopCopy = 0;
+  static bool isTopCopy(const Expr *e) { return e->scratchFlag(TopCopy); }
+
+  /// Appends `ne` to the flat body, recording its output nodes (with
+  /// their old ids, for the final numbering) and module references.
+  void append(std::unique_ptr<Expr> ne) {
+    Expr *raw = ne.get();
+    out_.insertExpr(std::move(ne), nullptr);
+    for (Node *o : raw->outputs())
+      nodeKeys_.emplace_back(o->id(), o);
+    if (detail::isModuleRefExpr(raw)) {
+      refExprs_.push_back(raw);
+      if (auto *cm = llvm::dyn_cast<CallMethod>(raw); cm && cm->calleeGraph())
+        numbered_ = false; // renumbering visits its callee after it
+    }
   }
 
   UseKey defaultKey(const Expr *user) const {
-    return user->id() < firstNewId_ ? UseKey{} : UseKey{0, 2 * uint64_t(user->id()) + 2};
+    return isTopCopy(user) ? UseKey{} : UseKey{0, 2 * uint64_t(user->id()) + 2};
   }
 
   /// Adds input `v` to `user` (a top-level expr when `top`), noting the
@@ -418,7 +450,7 @@ private:
           next = notes_[next].next;
         } else {
           key = defaultKey(user);
-          top = user->id() < firstNewId_;
+          top = isTopCopy(user);
         }
         if (top)
           key.pos = user->orderKey();
@@ -457,22 +489,23 @@ private:
     auto it = f.adopt.find(o);
     if (it != f.adopt.end() && it->second)
       return std::move(it->second);
-    if (f.top)
+    if (f.top) {
+      idsClash_ |= o->id() >= nodeIdStart_;
       return cloneNodeShallow(*o, o->id());
+    }
     return cloneNodeShallow(*o, root_.nextNodeId(), inlinedName(f, o));
   }
 
   /// Copies `e` with mapped inputs and appends it; its outputs map to
   /// their copies.
   Expr *emitCopy(Frame &f, const Expr &e) {
-    noteTopId(f, e);
-    auto ne = cloneExprShallow(e, f.top ? e.id() : root_.nextExprId());
+    auto ne = copyOf(f, e, nextId());
     Expr *raw = ne.get();
     for (size_t i = 0; i < e.numInputs(); ++i)
       addUse(raw, lookup(f, e, i), f.top);
     for (Node *o : e.outputs())
       f.map[o] = raw->addOutput(outputFor(f, o));
-    out_.insertExpr(std::move(ne), nullptr);
+    append(std::move(ne));
     return raw;
   }
 
@@ -524,6 +557,30 @@ private:
     return true;
   }
 
+  /// The numbering resetIds() would give, without its walk over the flat
+  /// graph: when nothing was inserted in the middle or removed and no call
+  /// left has a callee graph (which renumbering visits after the call),
+  /// the copies' ids (nextId()) are final, and the nodes are numbered in
+  /// the order of their old ids from the list kept as they were appended.
+  /// The module-reference list is the one kept too. False (nothing
+  /// numbered) when old node ids are negative or repeat.
+  bool finishNumbering() {
+    std::vector<std::pair<int64_t, Node *>> keyed;
+    keyed.reserve(out_.inputs().size() + nodeKeys_.size());
+    for (Node *in : out_.inputs())
+      for (Node *o : in->expr()->outputs())
+        keyed.emplace_back(o->id(), o);
+    keyed.insert(keyed.end(), nodeKeys_.begin(), nodeKeys_.end());
+    int64_t nodes = detail::renumberNodesByOldId(keyed);
+    if (nodes < 0)
+      return false;
+    for (size_t i = 0; i < out_.inputs().size(); ++i)
+      out_.input(i)->expr()->setIdInternal(int64_t(i));
+    root_.setTotalIds(nodes, nextId());
+    out_.setModuleRefExprsInternal(std::move(refExprs_));
+    return true;
+  }
+
   /// Links the pending GetAttrs that something uses after all, each where
   /// it was met (after its anchor); the others are dropped with the
   /// builder. Their input uses are created now, out of order: the nodes
@@ -538,6 +595,7 @@ private:
       addUse(raw, p.in, true, p.repoint ? &p.selfKey : nullptr);
       tracks_[asRef(p.in)->track].dirty = true;
       out_.insertExpr(std::move(p.e), p.anchor ? p.anchor->nextInGraph() : out_.front());
+      numbered_ = false;
     }
   }
 
@@ -571,8 +629,8 @@ private:
       bool repoint = path != ga.attrName();
       if (repoint && !selfRef_)
         (void)out_.self(); // throws: no self to point at
-      noteTopId(f, ga);
-      auto ne = cloneExprShallow(ga, f.top ? ga.id() : root_.nextExprId());
+      bool pend = f.top && onlyInlinedUsers(ga);
+      auto ne = copyOf(f, ga, pend ? -1 : nextId());
       auto *raw = llvm::cast<GetAttr>(ne.get());
       Node *in = lookup(f, ga, 0);
       UseKey selfKey;
@@ -581,7 +639,7 @@ private:
         selfKey = UseKey{0, SelfLast + repointed_++};
       }
       Node *n = raw->addOutput(outputFor(f, o));
-      if (f.top && onlyInlinedUsers(ga)) {
+      if (pend) {
         // Its module node goes with the calls it feeds, which are
         // inlined; the copy would be dead, for compile to delete (a
         // deletion in the middle of the body, which also drops the body
@@ -593,7 +651,7 @@ private:
           addUse(raw, selfRef_, f.top, &selfKey);
         else
           addUse(raw, in, f.top);
-        out_.insertExpr(std::move(ne), nullptr);
+        append(std::move(ne));
       }
       grp.base = n;
       grp.track = trackOf(n);
@@ -662,7 +720,7 @@ private:
       }
       c.map[callee.input(i)] = v;
     }
-    int64_t seq = root_.totalIds().second;
+    int64_t seq = nextId();
     std::vector<int> sameAs(nOut, -1);
     for (size_t k = 0; k < nOut; ++k) {
       Node *so = callee.output(k);
@@ -772,9 +830,13 @@ private:
 
   TracedModule &root_;
   InternalGraph &out_;
-  /// Ids from here on are of inlined exprs (top-level copies keep theirs).
-  int64_t firstNewId_;
-  bool idsOverlap_ = false;
+  /// Whether the copies' ids are final (see run()); the nodes of the
+  /// body in order with their old ids, and its module-reference exprs.
+  bool numbered_ = true;
+  int64_t nodeIdStart_;
+  bool idsClash_ = false;
+  std::vector<std::pair<int64_t, Node *>> nodeKeys_;
+  std::vector<Expr *> refExprs_;
   /// Call output nodes no copy adopted (their names and ids are taken),
   /// kept to the end so that boundToOutput_ never sees their address
   /// again.
@@ -825,10 +887,13 @@ void TracedModule::replaceTopWithFlat(bool plain) {
   // Built beside the old graph, which is only read: a failure part-way
   // leaves the module as it was.
   std::unique_ptr<InternalGraph> fresh;
+  bool numbered = false;
   try {
     if (!plain) {
       fresh = freshGraph();
-      if (!FlatBuilder(*this, *fresh).run(old)) {
+      auto built = FlatBuilder(*this, *fresh).run(old);
+      numbered = built == FlatBuilder::Built::Numbered;
+      if (built == FlatBuilder::Built::Nothing) {
         ++plainFallbacks;
         fresh.reset();
         setTotalIds(ids.first, ids.second);
@@ -844,12 +909,14 @@ void TracedModule::replaceTopWithFlat(bool plain) {
     throw;
   }
   sigs_.front().graph = std::move(fresh);
-  // Renumbering walks the flat graph and fills its module-reference list
-  // on the way (InternalGraph::moduleRefExprs), so that updateRefs walks
-  // no graph: the others did not change. (It follows the calls left
-  // through their module nodes' owners, which are this tree's: flatten()
-  // fixes the refs of its copy first.)
-  graph().resetIds();
+  // The builder numbered the flat graph and listed its module references
+  // (InternalGraph::moduleRefExprs) unless it inserted or removed in the
+  // middle; renumbering then does both in its walk. Either way updateRefs
+  // walks no graph: the others did not change. (Renumbering follows the
+  // calls left through their module nodes' owners, which are this
+  // tree's: flatten() fixes the refs of its copy first.)
+  if (!numbered)
+    graph().resetIds();
   updateRefs();
 }
 

@@ -799,8 +799,7 @@ void InternalGraph::removeUnused(Expr *e) {
   e->unusedIndex_ = Expr::NoUnusedIndex;
 }
 
-/// True for the exprs moduleRefExprs() lists.
-static bool isModuleRefExpr(const Expr *e) {
+bool detail::isModuleRefExpr(const Expr *e) {
   if (llvm::isa<GetAttr>(e) || llvm::isa<Constant>(e))
     return e->numOutputs() && llvm::isa<ModuleNode>(e->output(0));
   if (auto *cm = llvm::dyn_cast<CallMethod>(e))
@@ -808,12 +807,17 @@ static bool isModuleRefExpr(const Expr *e) {
   return false;
 }
 
+void InternalGraph::setModuleRefExprsInternal(std::vector<Expr *> exprs) {
+  refExprs_ = std::move(exprs);
+  refExprsVersion_ = version_;
+}
+
 llvm::ArrayRef<Expr *> InternalGraph::moduleRefExprs() {
   if (refExprsVersion_ == version_)
     return refExprs_;
   refExprs_.clear();
   for (Expr *e : *this)
-    if (isModuleRefExpr(e))
+    if (detail::isModuleRefExpr(e))
       refExprs_.push_back(e);
   refExprsVersion_ = version_;
   return refExprs_;
@@ -996,7 +1000,7 @@ void InternalGraph::resetIds() {
     if (g == this && e->inBody()) {
       if (rebuild)
         index.push_back(e);
-      if (refs && isModuleRefExpr(e))
+      if (refs && detail::isModuleRefExpr(e))
         refExprs_.push_back(e);
     }
   });
@@ -1014,26 +1018,29 @@ void InternalGraph::resetIds() {
   // node and sorts by comparison, which the renumbering after a flatten
   // of a large module felt). Should ids repeat or be negative, the order
   // of equal ids is nodes()'s walk order: nodes() decides.
-  bool unique = !negative;
-  if (unique) {
-    if (!sortTwoRuns(keyed))
-      radixSortByKey(keyed);
-    for (size_t i = 1; i < keyed.size() && unique; ++i)
-      unique = keyed[i - 1].first != keyed[i].first;
+  int64_t nid = negative ? -1 : detail::renumberNodesByOldId(keyed);
+  if (nid < 0) {
+    nid = 0;
+    for (Node *n : nodes(true).asList())
+      n->setIdInternal(nid++);
   }
-  std::vector<Node *> ns;
-  if (unique) {
-    ns.reserve(keyed.size());
-    for (const auto &[id, n] : keyed)
-      ns.push_back(n);
-  } else {
-    ns = nodes(true).asList();
-  }
-  int64_t nid = 0;
-  for (Node *n : ns)
-    n->setIdInternal(nid++);
   if (owner_)
     owner_->setTotalIds(nid, eid);
+}
+
+int64_t detail::renumberNodesByOldId(std::vector<std::pair<int64_t, Node *>> &keyed) {
+  for (const auto &p : keyed)
+    if (p.first < 0)
+      return -1;
+  if (!sortTwoRuns(keyed))
+    radixSortByKey(keyed);
+  for (size_t i = 1; i < keyed.size(); ++i)
+    if (keyed[i - 1].first == keyed[i].first)
+      return -1;
+  int64_t nid = 0;
+  for (const auto &[id, n] : keyed)
+    n->setIdInternal(nid++);
+  return nid;
 }
 
 std::string InternalGraph::str(NodeFormat f) const {

@@ -415,9 +415,8 @@ TEST_CASE("flatten of a duplicate GetAttr returned through a pass-through", "[ir
 }
 
 TEST_CASE("flatten with id counters set below the ids in use", "[ir][flatten]") {
-  // The one-walk builder tells top-level copies from inlined exprs by id;
-  // with the counters below the ids in use it cannot, and the plain
-  // algorithm builds the same graph.
+  // New node ids then repeat old ones, and which of two equal ids comes
+  // first depends on the nodes made: the plain algorithm builds these.
   for (unsigned seed = 0; seed < 20; ++seed) {
     INFO("seed " << seed);
     auto tm = RandomHierarchy(seed).make();

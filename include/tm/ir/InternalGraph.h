@@ -345,6 +345,9 @@ public:
   /// and module calls. Kept until the graph changes (version()), so that
   /// refreshing the refs of a hierarchy walks only the graphs that changed.
   llvm::ArrayRef<Expr *> moduleRefExprs();
+  /// Sets that list, as of now, from a builder that created the body
+  /// (flatten): `exprs` must be what moduleRefExprs() would find.
+  void setModuleRefExprsInternal(std::vector<Expr *> exprs);
   /// Renumbers ids of this graph (recursively) in the reference's order and
   /// stores the next free ids on the root module.
   void resetIds();
@@ -455,6 +458,14 @@ private:
 };
 
 namespace detail {
+/// True for the exprs InternalGraph::moduleRefExprs() lists.
+bool isModuleRefExpr(const Expr *e);
+/// Numbers the nodes of `keyed` (old id, node; every node of a graph in
+/// exprs(true)'s order) 0, 1, ... in the order of their old ids, as
+/// resetIds does, and returns how many; -1, numbering nothing, when an old
+/// id is negative or repeated (resetIds then takes nodes()'s order).
+int64_t renumberNodesByOldId(std::vector<std::pair<int64_t, Node *>> &keyed);
+
 /// The attribute path of a GetAttr (expr `exprId`, output `out`) whose
 /// output has qualname `oq`, in a graph with qualname `qual`: `oq` after
 /// "<qual>." ("" when equal). Throws tmg::Error naming the expr when `oq`

@@ -102,7 +102,8 @@ public:
   /// How many times (in this process) flatten() or flattenInPlace() built
   /// the flat graph by the plain algorithm because its one-walk builder
   /// does not build it (a duplicate GetAttr that stays a graph output
-  /// through a pass-through; ids at or above the id counters). For tests.
+  /// through a pass-through; node ids at or above the node id counter).
+  /// For tests.
   static uint64_t flattenFallbacksForTesting();
   /// flatten() applied to this module: its graphs become the flat ones.
   /// Returns false (and changes nothing) when no call was inlinable.
