@@ -864,15 +864,6 @@ size_t InternalGraph::removeDeadExprs() {
     detail::prefetchExprPipeline([&](size_t k) -> const Expr * {
       return k < n ? unused_[n - 1 - k] : nullptr;
     });
-    // Unlinking writes the body neighbours of the expr (which arrived by
-    // now): fetched one stage ahead too.
-    if (n > detail::ExprWalkAhead) {
-      const Expr *a = unused_[n - 1 - detail::ExprWalkAhead];
-      if (a->prev_)
-        __builtin_prefetch(&a->prev_->next_, 1);
-      if (a->next_)
-        __builtin_prefetch(&a->next_->prev_, 1);
-    }
     Expr *e = unused_.back();
     if (e->disableRemove_) {
       unused_.pop_back();

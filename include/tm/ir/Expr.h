@@ -79,8 +79,6 @@ public:
   // -- Inputs ----------------------------------------------------------------
   size_t numInputs() const { return uses_.size(); }
   Node *input(size_t i) const { return uses_[i].get(); }
-  /// The slot of input `i` in its node's use list.
-  Use *inputUse(size_t i) { return &uses_[i]; }
   llvm::SmallVector<Node *, 4> inputs() const;
   /// Appends an input use (keeps the relative use order of other nodes).
   void addInput(Node *n);
