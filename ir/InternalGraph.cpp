@@ -689,39 +689,103 @@ void InternalGraph::sortGetAttrs() {
   getAttrsSorted_ = true;
 }
 
-void InternalGraph::planGetAttrMerge() {
-  planVersion_ = ~uint64_t(0);
-  mergePlan_.clear();
-  sortGetAttrs();
-  llvm::StringMap<Node *> seen;
-  llvm::StringRef qual = qualname_;
+/// Graphs of a hierarchy are many and small, each cold: the walks over
+/// several graphs read each graph's fields a few graphs ahead.
+template <typename F>
+static void forEachGraph(llvm::ArrayRef<InternalGraph *> graphs, F &&f) {
+  constexpr size_t Ahead = 8;
+  for (size_t k = 0; k < graphs.size(); ++k) {
+    if (k + Ahead < graphs.size())
+      detail::prefetchBytes(graphs[k + Ahead], sizeof(InternalGraph));
+    f(graphs[k]);
+  }
+}
+
+void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs) {
+  if (graphs.empty())
+    return;
+  for (InternalGraph *g : graphs) {
+    g->planVersion_ = ~uint64_t(0);
+    g->mergePlan_.clear();
+    g->sortGetAttrs();
+  }
+  // One stream of the GetAttrs of all the graphs, so that the fetches run
+  // ahead across graph boundaries (a graph's own list is often shorter than
+  // the look-ahead).
+  std::vector<GetAttr *> all;
+  if (graphs.size() > 1) {
+    size_t total = 0;
+    for (InternalGraph *g : graphs)
+      total += g->getAttrs_.size();
+    all.reserve(total);
+    constexpr size_t Ahead = 4;
+    for (size_t k = 0; k < graphs.size(); ++k) {
+      if (k + Ahead < graphs.size()) {
+        const std::vector<GetAttr *> &next = graphs[k + Ahead]->getAttrs_;
+        detail::prefetchBytes(next.data(),
+                              std::min<size_t>(next.size() * sizeof(GetAttr *), 512));
+      }
+      all.insert(all.end(), graphs[k]->getAttrs_.begin(), graphs[k]->getAttrs_.end());
+    }
+  }
+  llvm::ArrayRef<GetAttr *> stream = graphs.size() > 1 ? llvm::ArrayRef<GetAttr *>(all)
+                                                       : llvm::ArrayRef<GetAttr *>(graphs[0]->getAttrs_);
+  // The first GetAttr of each path; its keys view the nodes' qualnames.
+  llvm::SmallDenseMap<llvm::StringRef, Node *, 64> seen;
+  size_t k = 0, i = 0, end = graphs[0]->getAttrs_.size();
+  InternalGraph *g = graphs[0];
   bool selfChecked = false;
-  forEachGetAttr(getAttrs_, [&](GetAttr *ga) {
+  auto nextGraph = [&] {
+    g->planVersion_ = g->version_; // its plan is complete
+    if (++k == graphs.size())
+      return false;
+    g = graphs[k];
+    end += g->getAttrs_.size();
+    seen.clear();
+    selfChecked = false;
+    return true;
+  };
+  forEachGetAttr(stream, [&](GetAttr *ga) {
+    while (i == end)
+      nextGraph();
+    ++i;
     Node *out = ga->output(0);
-    llvm::StringRef attr = getAttrPath(*ga, qual);
+    llvm::StringRef attr = getAttrPath(*ga, g->qualname_);
     auto [it, inserted] = seen.try_emplace(attr, out);
     if (!inserted) {
       // A duplicate: its users move to the first GetAttr of the path.
       if (it->second != out && out->hasUsers())
-        mergePlan_.push_back({ga, out, it->second, {}});
+        g->mergePlan_.push_back({ga, out, it->second, {}});
       return;
     }
     if (attr != ga->attrName()) {
       // Re-pointing at self needs self (throws without).
       if (!selfChecked) {
-        (void)self();
+        (void)g->self();
         selfChecked = true;
       }
-      mergePlan_.push_back({ga, out, nullptr, attr});
+      g->mergePlan_.push_back({ga, out, nullptr, attr});
     }
   });
-  planVersion_ = version_;
+  while (nextGraph()) {
+  }
 }
 
 void InternalGraph::checkGetAttrs() {
   if (getAttrs_.empty() || mergedVersion_ == version_ || planVersion_ == version_)
     return;
-  planGetAttrMerge();
+  InternalGraph *g = this;
+  checkGetAttrs(llvm::ArrayRef<InternalGraph *>(g));
+}
+
+void InternalGraph::checkGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
+  llvm::SmallVector<InternalGraph *, 1> todo;
+  forEachGraph(graphs, [&](InternalGraph *g) {
+    if (!g->getAttrs_.empty() && g->mergedVersion_ != g->version_ &&
+        g->planVersion_ != g->version_)
+      todo.push_back(g);
+  });
+  planGetAttrMerges(todo);
 }
 
 bool InternalGraph::mergeGetAttrs() {
@@ -729,23 +793,68 @@ bool InternalGraph::mergeGetAttrs() {
     mergedVersion_ = version_;
     return false;
   }
+  InternalGraph *g = this;
+  return mergeGetAttrs(llvm::ArrayRef<InternalGraph *>(g)) != 0;
+}
+
+size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
+  llvm::SmallVector<InternalGraph *, 1> todo, unplanned, done;
+  forEachGraph(graphs, [&](InternalGraph *g) {
+    if (g->getAttrs_.empty() || g->mergedVersion_ == g->version_) {
+      done.push_back(g);
+      return;
+    }
+    todo.push_back(g);
+    if (g->planVersion_ != g->version_)
+      unplanned.push_back(g);
+  });
   // Plan first (a failure changes nothing), unless checkGetAttrs just did.
-  if (planVersion_ != version_)
-    planGetAttrMerge();
-  std::vector<GetAttrMergeStep> plan = std::move(mergePlan_);
-  mergePlan_ = {};
-  planVersion_ = ~uint64_t(0);
+  planGetAttrMerges(unplanned);
+  for (InternalGraph *g : done)
+    g->mergedVersion_ = g->version_;
+  if (todo.empty())
+    return 0;
+  // The steps of all the graphs as one stream (as the plan's GetAttrs).
+  std::vector<GetAttrMergeStep> all;
+  if (todo.size() > 1) {
+    size_t total = 0;
+    for (InternalGraph *g : todo)
+      total += g->mergePlan_.size();
+    all.reserve(total);
+    for (InternalGraph *g : todo)
+      all.insert(all.end(), g->mergePlan_.begin(), g->mergePlan_.end());
+  }
+  llvm::ArrayRef<GetAttrMergeStep> plan = todo.size() > 1
+                                              ? llvm::ArrayRef<GetAttrMergeStep>(all)
+                                              : llvm::ArrayRef<GetAttrMergeStep>(todo[0]->mergePlan_);
+  size_t changed = 0, k = 0, end = 0;
+  InternalGraph *g = nullptr;
   ModuleNode *selfNode = nullptr;
+  auto nextGraph = [&] {
+    if (g) { // done: the plan is spent
+      g->mergedVersion_ = g->version_;
+      g->planVersion_ = ~uint64_t(0);
+      changed += !g->mergePlan_.empty();
+      g->mergePlan_ = {};
+    }
+    if (k == todo.size())
+      return false;
+    g = todo[k++];
+    end += g->mergePlan_.size();
+    // Each duplicate that loses its uses joins the unused list: one growth.
+    g->unused_.reserve(g->unused_.size() + g->mergePlan_.size());
+    selfNode = nullptr;
+    return true;
+  };
+  nextGraph();
   // Moving a use touches the duplicate's output node, its first use (a slot
   // of the user expr) and the user; fetch them a few steps ahead, each
   // link one stage after the one it is read from.
   constexpr size_t Ahead = 4;
   size_t n = plan.size();
-  // Each duplicate that loses its uses joins the unused list: one growth.
-  unused_.reserve(unused_.size() + n);
+  auto in = [n](ptrdiff_t j) { return j >= 0 && size_t(j) < n; };
   // The loop starts 3 * Ahead steps early so that the first steps are
-  // fetched too (most graphs of a hierarchy have only a few duplicates).
-  auto in = [n](ptrdiff_t k) { return k >= 0 && size_t(k) < n; };
+  // fetched too.
   for (ptrdiff_t i = -ptrdiff_t(3 * Ahead); i < ptrdiff_t(n); ++i) {
     if (in(i + 3 * Ahead)) { // its use list: the first two lines
       detail::prefetchBytes(plan[i + 3 * Ahead].out, 72);
@@ -760,6 +869,8 @@ bool InternalGraph::mergeGetAttrs() {
         __builtin_prefetch(u->user());
     if (i < 0)
       continue;
+    while (size_t(i) == end)
+      nextGraph();
     const GetAttrMergeStep &st = plan[i];
     if (st.base) {
       // Rewire every use; replaceUse unlinks the use from `out`.
@@ -767,13 +878,14 @@ bool InternalGraph::mergeGetAttrs() {
         u->user()->replaceUse(u, st.base);
     } else {
       if (!selfNode)
-        selfNode = self();
+        selfNode = g->self();
       st.ga->setAttrName(st.path.str());
       st.ga->setInput(0, selfNode);
     }
   }
-  mergedVersion_ = version_;
-  return n != 0;
+  while (nextGraph()) {
+  }
+  return changed;
 }
 
 void InternalGraph::setOutputList(std::vector<Node *> outs) {

@@ -14,9 +14,24 @@ FailureOr<bool> CompilePass::runOnGraph(InternalGraph &g, PassContext &ctx) {
 }
 
 FailureOr<bool> CompilePass::run(TracedModule &m, PassContext &ctx) {
-  if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
-    return c;
-  return GraphPass::run(m, ctx);
+  if (ctx.threads > 1) {
+    if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
+      return c;
+    return GraphPass::run(m, ctx);
+  }
+  // Sequentially the getattr merge of all the graphs is one walk (checked
+  // in full before any change: the only way compile fails); each graph's
+  // compile then finds its GetAttrs merged.
+  size_t merged;
+  try {
+    merged = InternalGraph::mergeGetAttrs(graphsOf(m));
+  } catch (const Error &e) {
+    return FailureOr<bool>(e.diagnostic());
+  }
+  FailureOr<bool> removed = GraphPass::run(m, ctx);
+  if (removed.failed())
+    return removed;
+  return *removed || merged != 0;
 }
 
 } // namespace tmg

@@ -10,17 +10,31 @@ FailureOr<bool> MergeGetAttrPass::runOnGraph(InternalGraph &g, PassContext &ctx)
   return changed;
 }
 
-FailureOr<bool> checkAllGetAttrs(TracedModule &m, PassContext &ctx) {
-  return runOnEachGraph(m, ctx, [](InternalGraph &g, PassContext &) -> FailureOr<bool> {
-    g.checkGetAttrs();
-    return false;
-  });
+FailureOr<bool> checkAllGetAttrs(TracedModule &m, PassContext &) {
+  try {
+    InternalGraph::checkGetAttrs(graphsOf(m));
+  } catch (const Error &e) {
+    return FailureOr<bool>(e.diagnostic());
+  }
+  return false;
 }
 
 FailureOr<bool> MergeGetAttrPass::run(TracedModule &m, PassContext &ctx) {
-  if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
-    return c;
-  return GraphPass::run(m, ctx);
+  if (ctx.threads > 1) {
+    if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
+      return c;
+    return GraphPass::run(m, ctx);
+  }
+  // Sequentially, the graphs' GetAttrs are one stream (see
+  // InternalGraph::mergeGetAttrs), checked in full before any change.
+  try {
+    size_t changed = InternalGraph::mergeGetAttrs(graphsOf(m));
+    if (changed)
+      ctx.count("graphs-changed", int64_t(changed));
+    return changed != 0;
+  } catch (const Error &e) {
+    return FailureOr<bool>(e.diagnostic());
+  }
 }
 
 } // namespace tmg

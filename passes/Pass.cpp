@@ -119,15 +119,20 @@ void PassStatistics::add(llvm::StringRef pass, llvm::StringRef counter, int64_t 
   c_[pass.str()][counter.str()] += n;
 }
 
-FailureOr<bool> runOnEachGraph(
-    TracedModule &m, PassContext &ctx,
-    const std::function<FailureOr<bool>(InternalGraph &, PassContext &)> &fn) {
+std::vector<InternalGraph *> graphsOf(TracedModule &m) {
   std::vector<InternalGraph *> graphs;
   m.namedModules([&](const std::string &, Module &x) {
     if (auto *t = llvm::dyn_cast<TracedModule>(&x))
       for (const auto &s : t->signatures())
         graphs.push_back(s.graph.get());
   });
+  return graphs;
+}
+
+FailureOr<bool> runOnEachGraph(
+    TracedModule &m, PassContext &ctx,
+    const std::function<FailureOr<bool>(InternalGraph &, PassContext &)> &fn) {
+  std::vector<InternalGraph *> graphs = graphsOf(m);
   std::vector<std::optional<FailureOr<bool>>> results(graphs.size());
   auto work = [&](size_t i) {
     try {

@@ -326,3 +326,91 @@ TEST_CASE("analyses are cached until the graph changes", "[passes][drivers]") {
   CHECK(ctx.analysis<ExprCount>(g).n == 9);
   CHECK(ctx.analysisComputations() == 2);
 }
+
+namespace {
+/// A hierarchy of `blocks` traced blocks whose graphs cover every case of
+/// the getattr merge: no GetAttr (i % 4 == 0), duplicates (1), a chain
+/// through a submodule to re-point (2), one GetAttr and nothing to do (3).
+std::unique_ptr<TracedModule> mergeHierarchy(size_t blocks) {
+  auto top = std::make_unique<Module>("Net");
+  for (size_t i = 0; i < blocks; ++i) {
+    auto inner = std::make_unique<Module>("Inner");
+    inner->registerParameter("v", Tensor::zeros({2}));
+    auto blk = std::make_unique<Module>("Block");
+    blk->registerParameter("w", Tensor::zeros({2}));
+    blk->registerModule("inner", std::move(inner));
+    top->registerModule("b" + std::to_string(i), std::move(blk));
+  }
+  auto tm = TracedModule::fromModule(std::move(top));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
+  Node *x = b.arg(0);
+  for (size_t i = 0; i < blocks; ++i) {
+    auto body = [i](GraphBuilder &g) {
+      Node *y = g.arg(0);
+      switch (i % 4) {
+      case 0:
+        y = g.callFunction("relu", {y});
+        break;
+      case 1:
+        for (int k = 0; k < 3; ++k)
+          y = g.callMethod(y, "__add__", {g.getAttr(g.self(), "w")});
+        break;
+      case 2:
+        y = g.callMethod(y, "__mul__", {g.getAttr(g.getAttr(g.self(), "inner"), "v")});
+        break;
+      default:
+        y = g.callMethod(y, "__sub__", {g.getAttr(g.self(), "w")});
+      }
+      g.setOutputs(y);
+    };
+    x = b.callModule(b.getAttr(b.self(), "b" + std::to_string(i)), {x}, {}, body, {"x"});
+  }
+  b.setOutputs(x);
+  return tm;
+}
+} // namespace
+
+TEST_CASE("merge-getattr over many graphs: one stream, same result, atomic",
+          "[passes][merge-getattr]") {
+  // 40 blocks: more graphs than the walks' look-ahead, with every kind of
+  // graph next to every other.
+  auto batch = mergeHierarchy(40);
+  auto single = batch->cloneTraced();
+  std::vector<InternalGraph *> graphs = graphsOf(*batch);
+  REQUIRE(graphs.size() == 41);
+  // Some graphs checked (planned) beforehand: plans are reused.
+  InternalGraph::checkGetAttrs(llvm::ArrayRef(graphs).take_front(7));
+  size_t expected = 0;
+  for (InternalGraph *g : graphsOf(*single))
+    expected += g->mergeGetAttrs();
+  // The top graph reads each block once by its own name (nothing to do);
+  // the blocks i % 4 == 1 merge, i % 4 == 2 re-point: 10 + 10.
+  CHECK(expected == 20);
+  CHECK(InternalGraph::mergeGetAttrs(graphs) == expected);
+  CHECK(batch->str() == single->str());
+  CHECK(verify(*batch).empty());
+  // Merged: nothing more to do.
+  CHECK(InternalGraph::mergeGetAttrs(graphs) == 0);
+
+  SECTION("a bad qualname in any graph changes none") {
+    for (size_t badBlock : {0, 17, 39}) {
+      INFO("bad graph " << badBlock);
+      auto m = mergeHierarchy(40);
+      std::vector<InternalGraph *> gs = graphsOf(*m);
+      // Block graphs with a GetAttr are those with i % 4 != 0.
+      InternalGraph *bad = gs[1 + badBlock + (badBlock % 4 == 0)];
+      size_t broken = 0;
+      for (Expr *e : *bad)
+        if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
+          ga->output(0)->setQualname("Other.w");
+          ++broken;
+        }
+      REQUIRE(broken > 0);
+      std::string before = m->str();
+      CHECK_THROWS_WITH(InternalGraph::mergeGetAttrs(gs), Catch::Contains("is not a prefix"));
+      CHECK(m->str() == before);
+      CHECK_THROWS_WITH(InternalGraph::checkGetAttrs(gs), Catch::Contains("is not a prefix"));
+      CHECK(m->str() == before);
+    }
+  }
+}

@@ -321,6 +321,14 @@ public:
   /// const: it keeps the plan, so it must not run concurrently with other
   /// uses of the graph.)
   void checkGetAttrs();
+  /// checkGetAttrs on each of `graphs` (distinct), as one walk over all
+  /// their GetAttrs: a hierarchy has many small graphs, each cold, and one
+  /// stream keeps the memory fetches running ahead across graph boundaries.
+  static void checkGetAttrs(llvm::ArrayRef<InternalGraph *> graphs);
+  /// mergeGetAttrs on each of `graphs` (distinct), as one walk (as
+  /// checkGetAttrs). Plans every graph before it changes any, so a throw
+  /// changes none. Returns the number of graphs changed.
+  static size_t mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs);
   /// mergeGetAttrs, then removes every expr that no output depends on,
   /// keeping `disable_remove` exprs and their producers. Returns the number
   /// of exprs removed. Linear in what it removes, not in the graph: the
@@ -432,9 +440,9 @@ private:
     Node *base;
     llvm::StringRef path;
   };
-  /// Plans the getattr merge into mergePlan_ (throws, changing nothing, on
-  /// a bad qualname or a missing self).
-  void planGetAttrMerge();
+  /// Plans the getattr merge of each of `graphs` into its mergePlan_
+  /// (throws, changing nothing, on a bad qualname or a missing self).
+  static void planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs);
   /// The plan of the merge, valid while version_ equals planVersion_ (any
   /// structural change, qualnames included, moves version_).
   std::vector<GetAttrMergeStep> mergePlan_;

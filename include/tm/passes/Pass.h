@@ -176,6 +176,10 @@ public:
   }
 };
 
+/// Every graph of `m`'s hierarchy (each call signature's of each traced
+/// module), in the order of Module::namedModules.
+std::vector<InternalGraph *> graphsOf(TracedModule &m);
+
 /// Runs `fn` on every graph of `m`'s hierarchy, on `ctx.threads` threads;
 /// returns whether any changed, or the first failure in graph order.
 FailureOr<bool> runOnEachGraph(
