@@ -701,14 +701,16 @@ static void forEachGraph(llvm::ArrayRef<InternalGraph *> graphs, F &&f) {
   }
 }
 
-void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs) {
+void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs,
+                                      std::vector<GetAttrMergeStep> &steps,
+                                      std::vector<size_t> &ends) {
+  steps.clear();
+  ends.clear();
   if (graphs.empty())
     return;
-  for (InternalGraph *g : graphs) {
-    g->planVersion_ = ~uint64_t(0);
-    g->mergePlan_.clear();
+  ends.reserve(graphs.size());
+  for (InternalGraph *g : graphs)
     g->sortGetAttrs();
-  }
   // One stream of the GetAttrs of all the graphs, so that the fetches run
   // ahead across graph boundaries (a graph's own list is often shorter than
   // the look-ahead).
@@ -736,7 +738,7 @@ void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs) {
   InternalGraph *g = graphs[0];
   bool selfChecked = false;
   auto nextGraph = [&] {
-    g->planVersion_ = g->version_; // its plan is complete
+    ends.push_back(steps.size()); // its plan is complete
     if (++k == graphs.size())
       return false;
     g = graphs[k];
@@ -755,7 +757,7 @@ void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs) {
     if (!inserted) {
       // A duplicate: its users move to the first GetAttr of the path.
       if (it->second != out && out->hasUsers())
-        g->mergePlan_.push_back({ga, out, it->second, {}});
+        steps.push_back({ga, out, it->second, {}});
       return;
     }
     if (attr != ga->attrName()) {
@@ -764,7 +766,7 @@ void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs) {
         (void)g->self();
         selfChecked = true;
       }
-      g->mergePlan_.push_back({ga, out, nullptr, attr});
+      steps.push_back({ga, out, nullptr, attr});
     }
   });
   while (nextGraph()) {
@@ -785,7 +787,14 @@ void InternalGraph::checkGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
         g->planVersion_ != g->version_)
       todo.push_back(g);
   });
-  planGetAttrMerges(todo);
+  std::vector<GetAttrMergeStep> steps;
+  std::vector<size_t> ends;
+  planGetAttrMerges(todo, steps, ends);
+  // Kept for the merge (valid until the graph changes).
+  for (size_t k = 0, begin = 0; k < todo.size(); begin = ends[k++]) {
+    todo[k]->mergePlan_.assign(steps.begin() + begin, steps.begin() + ends[k]);
+    todo[k]->planVersion_ = todo[k]->version_;
+  }
 }
 
 bool InternalGraph::mergeGetAttrs() {
@@ -808,41 +817,49 @@ size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
     if (g->planVersion_ != g->version_)
       unplanned.push_back(g);
   });
-  // Plan first (a failure changes nothing), unless checkGetAttrs just did.
-  planGetAttrMerges(unplanned);
+  // Plan first (a failure changes nothing), except the graphs that
+  // checkGetAttrs planned since their last change.
+  std::vector<GetAttrMergeStep> steps;
+  std::vector<size_t> ends;
+  planGetAttrMerges(unplanned, steps, ends);
   for (InternalGraph *g : done)
     g->mergedVersion_ = g->version_;
   if (todo.empty())
     return 0;
-  // The steps of all the graphs as one stream (as the plan's GetAttrs).
-  std::vector<GetAttrMergeStep> all;
-  if (todo.size() > 1) {
-    size_t total = 0;
-    for (InternalGraph *g : todo)
-      total += g->mergePlan_.size();
-    all.reserve(total);
-    for (InternalGraph *g : todo)
-      all.insert(all.end(), g->mergePlan_.begin(), g->mergePlan_.end());
+  if (unplanned.size() != todo.size()) {
+    // Some plans were kept: the stream in the order of `todo`.
+    std::vector<GetAttrMergeStep> fresh = std::move(steps);
+    std::vector<size_t> freshEnds = std::move(ends);
+    steps.clear();
+    ends.clear();
+    size_t u = 0;
+    for (InternalGraph *g : todo) {
+      if (g->planVersion_ == g->version_) {
+        steps.insert(steps.end(), g->mergePlan_.begin(), g->mergePlan_.end());
+      } else {
+        size_t begin = u ? freshEnds[u - 1] : 0;
+        steps.insert(steps.end(), fresh.begin() + begin, fresh.begin() + freshEnds[u++]);
+      }
+      ends.push_back(steps.size());
+    }
   }
-  llvm::ArrayRef<GetAttrMergeStep> plan = todo.size() > 1
-                                              ? llvm::ArrayRef<GetAttrMergeStep>(all)
-                                              : llvm::ArrayRef<GetAttrMergeStep>(todo[0]->mergePlan_);
-  size_t changed = 0, k = 0, end = 0;
+  size_t changed = 0, k = 0;
   InternalGraph *g = nullptr;
   ModuleNode *selfNode = nullptr;
   auto nextGraph = [&] {
-    if (g) { // done: the plan is spent
+    if (g) { // done: any kept plan is spent
       g->mergedVersion_ = g->version_;
       g->planVersion_ = ~uint64_t(0);
-      changed += !g->mergePlan_.empty();
-      g->mergePlan_ = {};
+      if (g->mergePlan_.capacity())
+        g->mergePlan_ = {};
     }
     if (k == todo.size())
       return false;
+    size_t begin = k ? ends[k - 1] : 0;
+    changed += ends[k] != begin;
     g = todo[k++];
-    end += g->mergePlan_.size();
     // Each duplicate that loses its uses joins the unused list: one growth.
-    g->unused_.reserve(g->unused_.size() + g->mergePlan_.size());
+    g->unused_.reserve(g->unused_.size() + (ends[k - 1] - begin));
     selfNode = nullptr;
     return true;
   };
@@ -851,27 +868,27 @@ size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
   // of the user expr) and the user; fetch them a few steps ahead, each
   // link one stage after the one it is read from.
   constexpr size_t Ahead = 4;
-  size_t n = plan.size();
+  size_t n = steps.size();
   auto in = [n](ptrdiff_t j) { return j >= 0 && size_t(j) < n; };
   // The loop starts 3 * Ahead steps early so that the first steps are
   // fetched too.
   for (ptrdiff_t i = -ptrdiff_t(3 * Ahead); i < ptrdiff_t(n); ++i) {
     if (in(i + 3 * Ahead)) { // its use list: the first two lines
-      detail::prefetchBytes(plan[i + 3 * Ahead].out, 72);
+      detail::prefetchBytes(steps[i + 3 * Ahead].out, 72);
       // The duplicate's first line: losing its last use lists it unused.
-      __builtin_prefetch(plan[i + 3 * Ahead].ga);
+      __builtin_prefetch(steps[i + 3 * Ahead].ga);
     }
     if (in(i + 2 * Ahead))
-      if (Use *u = plan[i + 2 * Ahead].out->firstUse())
+      if (Use *u = steps[i + 2 * Ahead].out->firstUse())
         __builtin_prefetch(u);
     if (in(i + Ahead))
-      if (Use *u = plan[i + Ahead].out->firstUse())
+      if (Use *u = steps[i + Ahead].out->firstUse())
         __builtin_prefetch(u->user());
     if (i < 0)
       continue;
-    while (size_t(i) == end)
+    while (size_t(i) == ends[k - 1])
       nextGraph();
-    const GetAttrMergeStep &st = plan[i];
+    const GetAttrMergeStep &st = steps[i];
     if (st.base) {
       // Rewire every use; replaceUse unlinks the use from `out`.
       while (Use *u = st.out->firstUse())

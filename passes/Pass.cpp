@@ -119,13 +119,19 @@ void PassStatistics::add(llvm::StringRef pass, llvm::StringRef counter, int64_t 
   c_[pass.str()][counter.str()] += n;
 }
 
+static void collectGraphs(Module &x, std::vector<InternalGraph *> &graphs) {
+  if (auto *t = llvm::dyn_cast<TracedModule>(&x))
+    for (const auto &s : t->signatures())
+      graphs.push_back(s.graph.get());
+  for (const ModuleAttr &a : x.attrs())
+    if (a.kind == ModuleAttr::Kind::Submodule)
+      collectGraphs(*a.module, graphs);
+}
+
 std::vector<InternalGraph *> graphsOf(TracedModule &m) {
+  // Module::namedModules's order, without building the names.
   std::vector<InternalGraph *> graphs;
-  m.namedModules([&](const std::string &, Module &x) {
-    if (auto *t = llvm::dyn_cast<TracedModule>(&x))
-      for (const auto &s : t->signatures())
-        graphs.push_back(s.graph.get());
-  });
+  collectGraphs(m, graphs);
   return graphs;
 }
 

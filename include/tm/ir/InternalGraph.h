@@ -440,11 +440,14 @@ private:
     Node *base;
     llvm::StringRef path;
   };
-  /// Plans the getattr merge of each of `graphs` into its mergePlan_
-  /// (throws, changing nothing, on a bad qualname or a missing self).
-  static void planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs);
-  /// The plan of the merge, valid while version_ equals planVersion_ (any
-  /// structural change, qualnames included, moves version_).
+  /// Plans the getattr merge of each of `graphs`, as one walk over their
+  /// GetAttrs: graph k's steps are steps[ends[k - 1], ends[k]) (throws,
+  /// changing nothing, on a bad qualname or a missing self).
+  static void planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs,
+                                std::vector<GetAttrMergeStep> &steps,
+                                std::vector<size_t> &ends);
+  /// The plan checkGetAttrs made, valid while version_ equals planVersion_
+  /// (any structural change, qualnames included, moves version_).
   std::vector<GetAttrMergeStep> mergePlan_;
   uint64_t planVersion_ = ~uint64_t(0);
   /// The GetAttr exprs of the body (each knows its index): the getattr
