@@ -96,12 +96,12 @@ double wallNow() {
       .count();
 }
 
-/// Runs per size, of which the minimum is kept: the same count below 1e6
-/// (a minimum over more runs is lower on a noisy machine, which would bias
-/// the growth factor), fewer at 1e6 where a run takes seconds (five: with
-/// three, one slow minute of the shared machine moved every column of the
-/// 1e6 row, the snapshot control included, by up to 1.4x).
-int repsFor(size_t n) { return n < 1000000 ? 7 : 5; }
+/// Runs per size, of which the minimum is kept: the same count for every
+/// size, 1e6 included (a minimum over more runs is lower on a noisy
+/// machine, so fewer runs at 1e6 biased its growth factor upwards; seven:
+/// with five, one slow minute of the shared machine still moved the 1e6
+/// row, the snapshot control included, by up to 1.2x).
+int repsFor(size_t) { return 7; }
 
 /// Overhead of running `pass` through a PassManager with default options
 /// on `m`, in us per run (min of 5 rounds of `reps`).
