@@ -644,7 +644,7 @@ llvm::StringRef detail::attrPathOf(llvm::StringRef oq, llvm::StringRef qual, int
 /// the node's qualname block); fetching each link a few GetAttrs ahead
 /// overlaps them.
 template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, F &&f) {
-  constexpr size_t Ahead = 4; // GetAttrs per stage
+  constexpr size_t Ahead = 8; // GetAttrs per stage
   size_t n = gas.size();
   auto fetchExpr = [&](size_t k) {
     // The merge reads the output list and the attribute path: two or
@@ -867,7 +867,7 @@ size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
   // Moving a use touches the duplicate's output node, its first use (a slot
   // of the user expr) and the user; fetch them a few steps ahead, each
   // link one stage after the one it is read from.
-  constexpr size_t Ahead = 4;
+  constexpr size_t Ahead = 8;
   size_t n = steps.size();
   auto in = [n](ptrdiff_t j) { return j >= 0 && size_t(j) < n; };
   // The loop starts 3 * Ahead steps early so that the first steps are
