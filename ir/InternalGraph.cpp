@@ -843,6 +843,10 @@ size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
       ends.push_back(steps.size());
     }
   }
+  // Each duplicate that loses its uses joins its graph's unused list: one
+  // growth per graph, made before any graph changes.
+  for (size_t j = 0; j < todo.size(); ++j)
+    todo[j]->unused_.reserve(todo[j]->unused_.size() + ends[j] - (j ? ends[j - 1] : 0));
   size_t changed = 0, k = 0;
   InternalGraph *g = nullptr;
   ModuleNode *selfNode = nullptr;
@@ -858,8 +862,6 @@ size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
     size_t begin = k ? ends[k - 1] : 0;
     changed += ends[k] != begin;
     g = todo[k++];
-    // Each duplicate that loses its uses joins the unused list: one growth.
-    g->unused_.reserve(g->unused_.size() + (ends[k - 1] - begin));
     selfNode = nullptr;
     return true;
   };

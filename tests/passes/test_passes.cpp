@@ -370,16 +370,63 @@ std::unique_ptr<TracedModule> mergeHierarchy(size_t blocks) {
 }
 } // namespace
 
+/// What the getattr merge must leave in block `i` of mergeHierarchy, read
+/// off the graph directly (not by comparing with another merge).
+void checkMergedBlock(InternalGraph &g, size_t i) {
+  std::vector<GetAttr *> gas;
+  for (Expr *e : g)
+    if (auto *ga = llvm::dyn_cast<GetAttr>(e))
+      gas.push_back(ga);
+  INFO("block " << i);
+  switch (i % 4) {
+  case 0:
+    CHECK(gas.empty());
+    break;
+  case 1: // the first read of w has the three adds, the others none
+    REQUIRE(gas.size() == 3);
+    CHECK(gas[0]->output(0)->numUsers() == 3);
+    CHECK(!gas[1]->output(0)->hasUsers());
+    CHECK(!gas[2]->output(0)->hasUsers());
+    break;
+  case 2: // the chain's second GetAttr reads "inner.v" from self
+    REQUIRE(gas.size() == 2);
+    CHECK(gas[1]->attrName() == "inner.v");
+    CHECK(gas[1]->input(0) == g.self());
+    CHECK(gas[1]->output(0)->numUsers() == 1);
+    break;
+  default:
+    REQUIRE(gas.size() == 1);
+    CHECK(gas[0]->attrName() == "w");
+  }
+}
+
+/// Gives the GetAttrs of `g` a qualname outside the graph's; returns how
+/// many.
+size_t breakQualnames(InternalGraph &g) {
+  size_t broken = 0;
+  for (Expr *e : g)
+    if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
+      ga->output(0)->setQualname("Other.w");
+      ++broken;
+    }
+  return broken;
+}
+
 TEST_CASE("merge-getattr over many graphs: one stream, same result, atomic",
           "[passes][merge-getattr]") {
   // 40 blocks: more graphs than the walks' look-ahead, with every kind of
   // graph next to every other.
-  auto batch = mergeHierarchy(40);
+  constexpr size_t Blocks = 40;
+  auto batch = mergeHierarchy(Blocks);
   auto single = batch->cloneTraced();
   std::vector<InternalGraph *> graphs = graphsOf(*batch);
-  REQUIRE(graphs.size() == 41);
-  // Some graphs checked (planned) beforehand: plans are reused.
-  InternalGraph::checkGetAttrs(llvm::ArrayRef(graphs).take_front(7));
+  REQUIRE(graphs.size() == Blocks + 1);
+  // Every other graph checked (planned) beforehand: kept plans and fresh
+  // ones alternate in the stream.
+  std::vector<InternalGraph *> odd;
+  for (size_t k = 1; k < graphs.size(); k += 2)
+    odd.push_back(graphs[k]);
+  InternalGraph::checkGetAttrs(odd);
   size_t expected = 0;
   for (InternalGraph *g : graphsOf(*single))
     expected += g->mergeGetAttrs();
@@ -387,30 +434,63 @@ TEST_CASE("merge-getattr over many graphs: one stream, same result, atomic",
   // the blocks i % 4 == 1 merge, i % 4 == 2 re-point: 10 + 10.
   CHECK(expected == 20);
   CHECK(InternalGraph::mergeGetAttrs(graphs) == expected);
+  for (size_t i = 0; i < Blocks; ++i)
+    checkMergedBlock(*graphs[1 + i], i);
   CHECK(batch->str() == single->str());
   CHECK(verify(*batch).empty());
   // Merged: nothing more to do.
   CHECK(InternalGraph::mergeGetAttrs(graphs) == 0);
+}
 
-  SECTION("a bad qualname in any graph changes none") {
-    for (size_t badBlock : {0, 17, 39}) {
-      INFO("bad graph " << badBlock);
+TEST_CASE("merge-getattr over many graphs: a bad GetAttr anywhere changes none",
+          "[passes][merge-getattr]") {
+  for (size_t badBlock : {1, 17, 39}) {
+    for (bool checkedBefore : {false, true}) {
+      INFO("bad block " << badBlock << (checkedBefore ? ", all checked before" : ""));
       auto m = mergeHierarchy(40);
       std::vector<InternalGraph *> gs = graphsOf(*m);
-      // Block graphs with a GetAttr are those with i % 4 != 0.
-      InternalGraph *bad = gs[1 + badBlock + (badBlock % 4 == 0)];
-      size_t broken = 0;
-      for (Expr *e : *bad)
-        if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
-          ga->output(0)->setQualname("Other.w");
-          ++broken;
-        }
-      REQUIRE(broken > 0);
+      InternalGraph *bad = gs[1 + badBlock];
+      // Checked while still good: the kept plan of the graph broken next is
+      // stale and must not be used.
+      if (checkedBefore)
+        InternalGraph::checkGetAttrs(gs);
+      REQUIRE(breakQualnames(*bad) > 0);
       std::string before = m->str();
-      CHECK_THROWS_WITH(InternalGraph::mergeGetAttrs(gs), Catch::Contains("is not a prefix"));
-      CHECK(m->str() == before);
       CHECK_THROWS_WITH(InternalGraph::checkGetAttrs(gs), Catch::Contains("is not a prefix"));
       CHECK(m->str() == before);
+      CHECK_THROWS_WITH(InternalGraph::mergeGetAttrs(gs), Catch::Contains("is not a prefix"));
+      CHECK(m->str() == before);
+      // Repaired, the same call merges everything.
+      for (Expr *e : *bad)
+        if (auto *ga = llvm::dyn_cast<GetAttr>(e))
+          ga->output(0)->setQualname(bad->qualname() + "." +
+                                     (ga->attrName() == "v" ? "inner.v" : ga->attrName()));
+      CHECK(InternalGraph::mergeGetAttrs(gs) == 20);
+      for (size_t i = 0; i < 40; ++i)
+        checkMergedBlock(*gs[1 + i], i);
     }
+  }
+}
+
+TEST_CASE("merge-getattr and compile: the sequential stream and the threads agree",
+          "[passes][merge-getattr]") {
+  for (const char *pipeline : {"merge-getattr", "compile"}) {
+    INFO(pipeline);
+    auto seq = mergeHierarchy(40);
+    auto par = seq->cloneTraced();
+    PipelineOptions one, four;
+    one.stats = four.stats = true;
+    four.threads = 4;
+    std::string seqLog = runPipeline(*seq, pipeline, one);
+    std::string parLog = runPipeline(*par, pipeline, four);
+    CHECK(seqLog == parLog); // the statistics
+    // merge-getattr: the 10 + 10 blocks; compile also deletes the two
+    // merged duplicates of each i % 4 == 1 block and the getattr of
+    // `inner` each re-pointed chain leaves unused: 20 + 10.
+    CHECK_THAT(seqLog, Catch::Contains(std::string(pipeline) == "compile"
+                                           ? "30  compile - exprs-removed"
+                                           : "20  merge-getattr - graphs-changed"));
+    CHECK(compareModules(*seq, *par).value_or("") == "");
+    CHECK(seq->str() == par->str());
   }
 }

@@ -326,8 +326,11 @@ public:
   /// stream keeps the memory fetches running ahead across graph boundaries.
   static void checkGetAttrs(llvm::ArrayRef<InternalGraph *> graphs);
   /// mergeGetAttrs on each of `graphs` (distinct), as one walk (as
-  /// checkGetAttrs). Plans every graph before it changes any, so a throw
-  /// changes none. Returns the number of graphs changed.
+  /// checkGetAttrs). Plans every graph before it changes any, so the
+  /// tmg::Error of a bad GetAttr in any graph changes none (only running
+  /// out of memory while re-pointing a GetAttr can stop it half way, each
+  /// graph then consistent and merged again by the next call). Returns the
+  /// number of graphs changed.
   static size_t mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs);
   /// mergeGetAttrs, then removes every expr that no output depends on,
   /// keeping `disable_remove` exprs and their producers. Returns the number
