@@ -689,14 +689,23 @@ void InternalGraph::sortGetAttrs() {
   getAttrsSorted_ = true;
 }
 
+void InternalGraph::prefetchGetAttrState() const {
+  __builtin_prefetch(&qualname_);
+  // unused_ is declared first and mergedVersion_ last of these (private
+  // members are laid out in declaration order).
+  const char *begin = reinterpret_cast<const char *>(&unused_);
+  const char *end = reinterpret_cast<const char *>(&mergedVersion_ + 1);
+  detail::prefetchBytes(begin, size_t(end - begin));
+}
+
 /// Graphs of a hierarchy are many and small, each cold: the walks over
-/// several graphs read each graph's fields a few graphs ahead.
-template <typename F>
-static void forEachGraph(llvm::ArrayRef<InternalGraph *> graphs, F &&f) {
+/// several graphs call `prefetch` on the graph a few ahead.
+template <typename P, typename F>
+static void forEachGraph(llvm::ArrayRef<InternalGraph *> graphs, P &&prefetch, F &&f) {
   constexpr size_t Ahead = 8;
   for (size_t k = 0; k < graphs.size(); ++k) {
     if (k + Ahead < graphs.size())
-      detail::prefetchBytes(graphs[k + Ahead], sizeof(InternalGraph));
+      prefetch(graphs[k + Ahead]);
     f(graphs[k]);
   }
 }
@@ -782,7 +791,8 @@ void InternalGraph::checkGetAttrs() {
 
 void InternalGraph::checkGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
   llvm::SmallVector<InternalGraph *, 1> todo;
-  forEachGraph(graphs, [&](InternalGraph *g) {
+  auto prefetch = [](const InternalGraph *g) { g->prefetchGetAttrState(); };
+  forEachGraph(graphs, prefetch, [&](InternalGraph *g) {
     if (!g->getAttrs_.empty() && g->mergedVersion_ != g->version_ &&
         g->planVersion_ != g->version_)
       todo.push_back(g);
@@ -808,7 +818,8 @@ bool InternalGraph::mergeGetAttrs() {
 
 size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
   llvm::SmallVector<InternalGraph *, 1> todo, unplanned, done;
-  forEachGraph(graphs, [&](InternalGraph *g) {
+  auto prefetch = [](const InternalGraph *g) { g->prefetchGetAttrState(); };
+  forEachGraph(graphs, prefetch, [&](InternalGraph *g) {
     if (g->getAttrs_.empty() || g->mergedVersion_ == g->version_) {
       done.push_back(g);
       return;
