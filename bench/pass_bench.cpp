@@ -17,7 +17,12 @@
 // CPU time (the machine is shared), the minimum over several runs, each on
 // a freshly built module, each pass starting with cold caches.
 //
-//   tm-pass-bench [--max-size N] [--profile PASS] [--aged-heap]
+// The runs are made in P processes (--processes, default 3), forked one
+// after the other, each with its own heap; every figure is the minimum over
+// all of them (see measureInChild: from one process to the next the 1e6
+// row moved by up to 1.2x, the snapshot control's too).
+//
+//   tm-pass-bench [--max-size N] [--processes P] [--profile PASS] [--aged-heap]
 //
 // --profile PASS toggles perf around that pass's runs alone (TM_PERF_CTL,
 // see BenchHeap.h); --aged-heap builds each module on the heap as the
@@ -31,6 +36,10 @@
 #include <string>
 #include <ctime>
 #include <array>
+#include <vector>
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "BenchHeap.h"
 #include "tm/ir/IR.h"
@@ -126,44 +135,36 @@ template <typename P> Pipeline single() {
   return p;
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
-  size_t maxSize = 1000000;
-  std::string profiled;
-  for (int i = 1; i < argc; ++i) {
-    if (std::string(argv[i]) == "--max-size" && i + 1 < argc)
-      maxSize = std::strtoull(argv[++i], nullptr, 10);
-    else if (std::string(argv[i]) == "--profile" && i + 1 < argc)
-      profiled = argv[++i];
-    else if (std::string(argv[i]) == "--aged-heap")
-      AgedHeap = true;
-    else {
-      std::fprintf(stderr,
-                   "usage: tm-pass-bench [--max-size N] [--profile PASS] [--aged-heap]\n");
-      return 2;
-    }
-  }
-  // Pre-fault the heap (see BenchHeap.h): ~3 KiB per expr at the largest size.
-  if (!reserveHeap(maxSize * 3072)) {
-    std::fprintf(stderr, "tm-pass-bench: cannot reserve the heap\n");
-    return 2;
-  }
-  const char *passes[] = {"flatten", "merge-getattr", "compile"};
-  std::printf("thread CPU time, min of %d/%d/%d runs at 1e4/1e5/1e6; default pass-manager "
-              "options (transactional)\n",
-              repsFor(10000), repsFor(100000), repsFor(1000000));
-  std::printf("%-9s %9s %14s %14s %14s %14s\n", "exprs", "total", "flatten ns/e",
-              "merge ns/e", "compile ns/e", "snapshot ns/e");
-  std::vector<size_t> sizes;
-  for (size_t n = 10000; n <= maxSize; n *= 10)
-    sizes.push_back(n);
-  std::vector<std::array<double, 4>> rows(sizes.size());
-  std::vector<size_t> totals(sizes.size());
-  for (auto &row : rows)
-    row.fill(1e30);
+/// The minima of one measuring process: per size, the seconds of flatten,
+/// merge-getattr, compile and the snapshot; the expr counts; the largest
+/// wall / CPU time of a pass run.
+struct Rows {
+  std::vector<std::array<double, 4>> best;
+  std::vector<size_t> totals;
   double maxWallShare = 0;
-  bool ok = true;
+  explicit Rows(size_t sizes = 0) : best(sizes), totals(sizes) {
+    for (auto &row : best)
+      row.fill(1e30);
+  }
+  void mergeMin(const Rows &o) {
+    if (best.empty())
+      *this = Rows(o.best.size());
+    for (size_t s = 0; s < best.size(); ++s) {
+      for (int p = 0; p < 4; ++p)
+        best[s][p] = std::min(best[s][p], o.best[s][p]);
+      totals[s] = o.totals[s];
+    }
+    maxWallShare = std::max(maxWallShare, o.maxWallShare);
+  }
+};
+
+const char *const Passes[] = {"flatten", "merge-getattr", "compile"};
+
+/// Runs every size repsFor(size) times in this process; false when a pass
+/// fails.
+bool measure(const std::vector<size_t> &sizes, const std::string &profiled, Rows &out) {
+  const char *const *passes = Passes;
+  out = Rows(sizes.size());
   // Rounds, each running every size once (the 1e6 runs spread over them),
   // so the sizes a growth factor compares are sampled in the same minutes
   // of the shared machine (as tm-ir-bench).
@@ -174,10 +175,10 @@ int main(int argc, char **argv) {
       int every = std::max(1, rounds / repsFor(n));
       if (r % every != every / 2 || r / every >= repsFor(n))
         continue;
-      std::array<double, 4> &best = rows[s];
+      std::array<double, 4> &best = out.best[s];
       resetHeapOrder();
       auto m = makeModule(n);
-      totals[s] = totalExprs(*m);
+      out.totals[s] = totalExprs(*m);
       // What a transactional run copies before a non-atomic pass.
       flushCaches();
       double c0 = cpuNow();
@@ -195,16 +196,120 @@ int main(int argc, char **argv) {
         Diagnostic d;
         if (failed(pm.run(*m, &d))) {
           std::fprintf(stderr, "%s\n", d.str().c_str());
-          return 1;
+          return false;
         }
         double cpu = cpuNow() - t0, wall = wallNow() - w0;
         if (profile)
           perfToggle(false);
         best[p] = std::min(best[p], cpu);
-        maxWallShare = std::max(maxWallShare, wall / cpu);
+        out.maxWallShare = std::max(out.maxWallShare, wall / cpu);
       }
     }
   }
+  return true;
+}
+
+/// measure() in a child process with its own heap: the physical memory
+/// under a process's heap, which the VM's host backs as it can, moves every
+/// 1e6 figure of the process, the control's included, by up to 1.2x from
+/// one process to the next, more than the rounds inside one process vary.
+bool measureInChild(const std::vector<size_t> &sizes, size_t maxSize,
+                    const std::string &profiled, Rows &out) {
+  int fd[2];
+  if (pipe(fd) != 0)
+    return false;
+  std::fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0)
+    return false;
+  if (pid == 0) {
+    close(fd[0]);
+    Rows r;
+    bool ok = reserveHeap(maxSize * 3072) && measure(sizes, profiled, r);
+    if (ok) {
+      ok = write(fd[1], r.best.data(), r.best.size() * sizeof(r.best[0])) ==
+               ssize_t(r.best.size() * sizeof(r.best[0])) &&
+           write(fd[1], r.totals.data(), r.totals.size() * sizeof(size_t)) ==
+               ssize_t(r.totals.size() * sizeof(size_t)) &&
+           write(fd[1], &r.maxWallShare, sizeof(double)) == ssize_t(sizeof(double));
+    }
+    _exit(ok ? 0 : 1);
+  }
+  close(fd[1]);
+  out = Rows(sizes.size());
+  auto readAll = [&](void *p, size_t bytes) {
+    char *c = static_cast<char *>(p);
+    while (bytes) {
+      ssize_t k = read(fd[0], c, bytes);
+      if (k <= 0)
+        return false;
+      c += k;
+      bytes -= size_t(k);
+    }
+    return true;
+  };
+  bool ok = readAll(out.best.data(), out.best.size() * sizeof(out.best[0])) &&
+            readAll(out.totals.data(), out.totals.size() * sizeof(size_t)) &&
+            readAll(&out.maxWallShare, sizeof(double));
+  close(fd[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  size_t maxSize = 1000000;
+  int processes = 3;
+  std::string profiled;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string(argv[i]) == "--max-size" && i + 1 < argc)
+      maxSize = std::strtoull(argv[++i], nullptr, 10);
+    else if (std::string(argv[i]) == "--profile" && i + 1 < argc)
+      profiled = argv[++i];
+    else if (std::string(argv[i]) == "--aged-heap")
+      AgedHeap = true;
+    else if (std::string(argv[i]) == "--processes" && i + 1 < argc)
+      processes = std::max(1, std::atoi(argv[++i]));
+    else {
+      std::fprintf(stderr, "usage: tm-pass-bench [--max-size N] [--processes P] "
+                           "[--profile PASS] [--aged-heap]\n");
+      return 2;
+    }
+  }
+  const char *const *passes = Passes;
+  // --profile: one process, so that perf follows it.
+  if (!profiled.empty())
+    processes = 1;
+  std::printf("thread CPU time, min of %d processes x %d runs per size; default "
+              "pass-manager options (transactional)\n",
+              processes, repsFor(10000));
+  std::printf("%-9s %9s %14s %14s %14s %14s\n", "exprs", "total", "flatten ns/e",
+              "merge ns/e", "compile ns/e", "snapshot ns/e");
+  std::vector<size_t> sizes;
+  for (size_t n = 10000; n <= maxSize; n *= 10)
+    sizes.push_back(n);
+  Rows all;
+  if (processes <= 1) {
+    if (!reserveHeap(maxSize * 3072) || !measure(sizes, profiled, all)) {
+      std::fprintf(stderr, "tm-pass-bench: cannot reserve the heap, or a pass failed\n");
+      return 1;
+    }
+  } else {
+    for (int proc = 0; proc < processes; ++proc) {
+      Rows one;
+      if (!measureInChild(sizes, maxSize, profiled, one)) {
+        std::fprintf(stderr, "tm-pass-bench: measuring process %d failed\n", proc);
+        return 1;
+      }
+      all.mergeMin(one);
+    }
+  }
+  std::vector<std::array<double, 4>> &rows = all.best;
+  std::vector<size_t> &totals = all.totals;
+  double maxWallShare = all.maxWallShare;
+  bool ok = true;
   for (size_t s = 0; s < sizes.size(); ++s) {
     const std::array<double, 4> &best = rows[s];
     size_t total = totals[s];
