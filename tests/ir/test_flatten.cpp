@@ -216,6 +216,11 @@ struct RandomHierarchy {
     for (size_t i = 0; i + 1 < b.graph().inputs().size(); ++i)
       pool.push_back(b.arg(i));
     auto any = [&] { return pool[pick(pool.size())]; };
+    // The traced submodules (cases 6 and 7 read or call one).
+    std::vector<std::string> subs;
+    for (const auto &a : self.attrs())
+      if (a.kind == ModuleAttr::Kind::Submodule && !a.module->isBuiltin())
+        subs.push_back(a.name);
     for (size_t step = 0, n = 4 + pick(10); step < n; ++step) {
       Node *v = nullptr;
       switch (pick(8)) {
@@ -245,10 +250,6 @@ struct RandomHierarchy {
       case 6: {
         // A submodule's parameter read from here: the same path as the
         // GetAttrs of the submodule's inlined graph.
-        std::vector<std::string> subs;
-        for (const auto &a : self.attrs())
-          if (a.kind == ModuleAttr::Kind::Submodule && !a.module->isBuiltin())
-            subs.push_back(a.name);
         if (subs.empty()) {
           v = b.callFunction("exp", {any()});
           break;
@@ -257,10 +258,6 @@ struct RandomHierarchy {
         break;
       }
       default: {
-        std::vector<std::string> subs;
-        for (const auto &a : self.attrs())
-          if (a.kind == ModuleAttr::Kind::Submodule && !a.module->isBuiltin())
-            subs.push_back(a.name);
         if (subs.empty()) {
           v = b.callFunction("abs", {any()});
           break;
