@@ -22,16 +22,13 @@ FailureOr<bool> CompilePass::run(TracedModule &m, PassContext &ctx) {
   // Sequentially the getattr merge of all the graphs is one walk (checked
   // in full before any change: the only way compile fails); each graph's
   // compile then finds its GetAttrs merged.
-  size_t merged;
-  try {
-    merged = InternalGraph::mergeGetAttrs(graphsOf(m));
-  } catch (const Error &e) {
-    return FailureOr<bool>(e.diagnostic());
-  }
+  FailureOr<size_t> merged = mergeAllGetAttrs(m);
+  if (merged.failed())
+    return merged.diagnostic();
   FailureOr<bool> removed = GraphPass::run(m, ctx);
   if (removed.failed())
     return removed;
-  return *removed || merged != 0;
+  return *removed || *merged != 0;
 }
 
 } // namespace tmg

@@ -19,6 +19,14 @@ FailureOr<bool> checkAllGetAttrs(TracedModule &m, PassContext &) {
   return false;
 }
 
+FailureOr<size_t> mergeAllGetAttrs(TracedModule &m) {
+  try {
+    return InternalGraph::mergeGetAttrs(graphsOf(m));
+  } catch (const Error &e) {
+    return FailureOr<size_t>(e.diagnostic());
+  }
+}
+
 FailureOr<bool> MergeGetAttrPass::run(TracedModule &m, PassContext &ctx) {
   if (ctx.threads > 1) {
     if (FailureOr<bool> c = checkAllGetAttrs(m, ctx); c.failed())
@@ -27,14 +35,12 @@ FailureOr<bool> MergeGetAttrPass::run(TracedModule &m, PassContext &ctx) {
   }
   // Sequentially, the graphs' GetAttrs are one stream (see
   // InternalGraph::mergeGetAttrs), checked in full before any change.
-  try {
-    size_t changed = InternalGraph::mergeGetAttrs(graphsOf(m));
-    if (changed)
-      ctx.count("graphs-changed", int64_t(changed));
-    return changed != 0;
-  } catch (const Error &e) {
-    return FailureOr<bool>(e.diagnostic());
-  }
+  FailureOr<size_t> changed = mergeAllGetAttrs(m);
+  if (changed.failed())
+    return changed.diagnostic();
+  if (*changed)
+    ctx.count("graphs-changed", int64_t(*changed));
+  return *changed != 0;
 }
 
 } // namespace tmg

@@ -20,6 +20,11 @@ struct MergeGetAttrPass : GraphPass<MergeGetAttrPass> {
 /// the first bad one, else success (false: nothing changed).
 FailureOr<bool> checkAllGetAttrs(TracedModule &m, PassContext &ctx);
 
+/// InternalGraph::mergeGetAttrs over every graph of `m` as one stream: the
+/// number of graphs changed, or the failure of the first bad one (then no
+/// graph changed).
+FailureOr<size_t> mergeAllGetAttrs(TracedModule &m);
+
 /// `compile`: getattr merge, then dead-expr removal (keeping disable_remove).
 struct CompilePass : GraphPass<CompilePass> {
   static constexpr const char *Name = "compile";
