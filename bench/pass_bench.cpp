@@ -19,7 +19,7 @@
 //
 // The runs are made in P processes (--processes, default 3), forked one
 // after the other, each with its own heap; every figure is the minimum over
-// all of them (see measureInChild: from one process to the next the 1e6
+// all of them (see BenchProcess.h: from one process to the next the 1e6
 // row moved by up to 1.2x, the snapshot control's too).
 //
 //   tm-pass-bench [--max-size N] [--processes P] [--profile PASS] [--aged-heap]
@@ -38,10 +38,8 @@
 #include <array>
 #include <vector>
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include "BenchHeap.h"
+#include "BenchProcess.h"
 #include "tm/ir/IR.h"
 #include "tm/passes/PassManager.h"
 
@@ -156,6 +154,27 @@ struct Rows {
     }
     maxWallShare = std::max(maxWallShare, o.maxWallShare);
   }
+  /// As the values a measuring process hands back (BenchProcess.h).
+  std::vector<double> flat() const {
+    std::vector<double> v;
+    for (size_t s = 0; s < best.size(); ++s) {
+      v.insert(v.end(), best[s].begin(), best[s].end());
+      v.push_back(double(totals[s]));
+    }
+    v.push_back(maxWallShare);
+    return v;
+  }
+  static Rows fromFlat(const std::vector<double> &v, size_t sizes) {
+    Rows r(sizes);
+    if (v.size() != sizes * 5 + 1)
+      return r;
+    for (size_t s = 0; s < sizes; ++s) {
+      std::copy(v.begin() + long(s * 5), v.begin() + long(s * 5 + 4), r.best[s].begin());
+      r.totals[s] = size_t(v[s * 5 + 4]);
+    }
+    r.maxWallShare = v.back();
+    return r;
+  }
 };
 
 const char *const Passes[] = {"flatten", "merge-getattr", "compile"};
@@ -209,54 +228,6 @@ bool measure(const std::vector<size_t> &sizes, const std::string &profiled, Rows
   return true;
 }
 
-/// measure() in a child process with its own heap: the physical memory
-/// under a process's heap, which the VM's host backs as it can, moves every
-/// 1e6 figure of the process, the control's included, by up to 1.2x from
-/// one process to the next, more than the rounds inside one process vary.
-bool measureInChild(const std::vector<size_t> &sizes, size_t maxSize,
-                    const std::string &profiled, Rows &out) {
-  int fd[2];
-  if (pipe(fd) != 0)
-    return false;
-  std::fflush(stdout);
-  pid_t pid = fork();
-  if (pid < 0)
-    return false;
-  if (pid == 0) {
-    close(fd[0]);
-    Rows r;
-    bool ok = reserveHeap(maxSize * 3072) && measure(sizes, profiled, r);
-    if (ok) {
-      ok = write(fd[1], r.best.data(), r.best.size() * sizeof(r.best[0])) ==
-               ssize_t(r.best.size() * sizeof(r.best[0])) &&
-           write(fd[1], r.totals.data(), r.totals.size() * sizeof(size_t)) ==
-               ssize_t(r.totals.size() * sizeof(size_t)) &&
-           write(fd[1], &r.maxWallShare, sizeof(double)) == ssize_t(sizeof(double));
-    }
-    _exit(ok ? 0 : 1);
-  }
-  close(fd[1]);
-  out = Rows(sizes.size());
-  auto readAll = [&](void *p, size_t bytes) {
-    char *c = static_cast<char *>(p);
-    while (bytes) {
-      ssize_t k = read(fd[0], c, bytes);
-      if (k <= 0)
-        return false;
-      c += k;
-      bytes -= size_t(k);
-    }
-    return true;
-  };
-  bool ok = readAll(out.best.data(), out.best.size() * sizeof(out.best[0])) &&
-            readAll(out.totals.data(), out.totals.size() * sizeof(size_t)) &&
-            readAll(&out.maxWallShare, sizeof(double));
-  close(fd[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return ok && WIFEXITED(status) && WEXITSTATUS(status) == 0;
-}
-
 } // namespace
 
 int main(int argc, char **argv) {
@@ -290,22 +261,24 @@ int main(int argc, char **argv) {
   std::vector<size_t> sizes;
   for (size_t n = 10000; n <= maxSize; n *= 10)
     sizes.push_back(n);
-  Rows all;
-  if (processes <= 1) {
-    if (!reserveHeap(maxSize * 3072) || !measure(sizes, profiled, all)) {
-      std::fprintf(stderr, "tm-pass-bench: cannot reserve the heap, or a pass failed\n");
-      return 1;
-    }
-  } else {
-    for (int proc = 0; proc < processes; ++proc) {
-      Rows one;
-      if (!measureInChild(sizes, maxSize, profiled, one)) {
-        std::fprintf(stderr, "tm-pass-bench: measuring process %d failed\n", proc);
-        return 1;
-      }
-      all.mergeMin(one);
-    }
+  // Each process reserves its own heap (see BenchProcess.h).
+  std::vector<std::vector<double>> perProcess;
+  if (!bench::measureInProcesses(
+          processes,
+          [&](std::vector<double> &values) {
+            Rows r;
+            if (!reserveHeap(maxSize * 3072) || !measure(sizes, profiled, r))
+              return false;
+            values = r.flat();
+            return true;
+          },
+          perProcess)) {
+    std::fprintf(stderr, "tm-pass-bench: cannot reserve the heap, or a pass failed\n");
+    return 1;
   }
+  Rows all;
+  for (const std::vector<double> &v : perProcess)
+    all.mergeMin(Rows::fromFlat(v, sizes.size()));
   std::vector<std::array<double, 4>> &rows = all.best;
   std::vector<size_t> &totals = all.totals;
   double maxWallShare = all.maxWallShare;

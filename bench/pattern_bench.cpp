@@ -8,13 +8,15 @@
 //    candidate, no rewrite), in ns per expr, with the growth per 10x.
 //    Targets: under 300 ns per expr, linear growth.
 // Times are CPU time of the thread doing the work (torch.fx: of the Python
-// process), the best of several runs.
+// process), the best of several runs in each of P processes forked one after
+// the other (--processes, default 3; see BenchProcess.h), the minimum over
+// all of them.
 // 2. Replacing relu(add(x, y)) by clip(add(x, y), 0) in a chain of 1e4
 //    exprs, next to torch.fx's `replace_pattern` on the same graph
 //    (bench/fx_replace_pattern.py run with /usr/bin/python3 when Debian's
 //    python3-torch is installed; `--no-torch` skips it). Target: >= 100x.
 //
-//   tm-pattern-bench [--max-size N] [--no-torch]
+//   tm-pattern-bench [--max-size N] [--processes P] [--no-torch]
 //   tm-pattern-bench --profile-match | --profile-driver    (for perf record)
 //
 //===----------------------------------------------------------------------===//
@@ -28,6 +30,7 @@
 #include <string>
 
 #include "BenchHeap.h"
+#include "BenchProcess.h"
 #include "tm/ir/IR.h"
 #include "tm/matcher/Driver.h"
 
@@ -175,6 +178,72 @@ size_t walkOnly(InternalGraph &g) {
   return sum;
 }
 
+/// One size's figures from one measuring process (as doubles, the values a
+/// process hands back, see BenchProcess.h).
+struct SizeRow {
+  double exprs = 0, rewrites = 0, driveNs = 1e30, matchNs = 1e30, walkNs = 1e30,
+         iterations = 0, converged = 1, fixpoint = 1;
+  static constexpr size_t Fields = 8;
+  void append(std::vector<double> &v) const {
+    v.insert(v.end(), {exprs, rewrites, driveNs, matchNs, walkNs, iterations, converged,
+                       fixpoint});
+  }
+  static SizeRow from(const std::vector<double> &v, size_t s) {
+    const double *f = v.data() + s * Fields;
+    return {f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7]};
+  }
+  /// The times are minima; the driver is deterministic, so the counts are
+  /// the same in every process, and a failure in any of them stays.
+  void mergeMin(const SizeRow &o) {
+    driveNs = std::min(driveNs, o.driveNs);
+    matchNs = std::min(matchNs, o.matchNs);
+    walkNs = std::min(walkNs, o.walkNs);
+    converged = std::min(converged, o.converged);
+    fixpoint = std::min(fixpoint, o.fixpoint);
+  }
+};
+
+/// Every size in this process: 9 runs below 1e6 and 3 at 1e6 (as in
+/// tm-ir-bench), each on a freshly built graph, each timed step starting
+/// with cold caches (see BenchHeap.h).
+std::vector<double> measureSizes(const std::vector<size_t> &sizes) {
+  FrozenPatternSet set(twentyPatterns());
+  std::vector<double> values;
+  for (size_t n : sizes) {
+    int reps = n < 1000000 ? 9 : 3;
+    SizeRow row;
+    for (int r = 0; r < reps; ++r) {
+      auto tm = mixedGraph(n, 42);
+      InternalGraph &g = tm->graph();
+      row.exprs = double(g.size());
+      flushCaches();
+      double tw = now();
+      size_t walked = walkOnly(g);
+      double tw1 = now();
+      row.walkNs = std::min(row.walkNs, (tw1 - tw) * 1e9 / row.exprs);
+      flushCaches();
+      double t0 = now();
+      size_t hits = matchOnly(g, set) + (walked == 0);
+      double t1 = now();
+      row.matchNs = std::min(row.matchNs, (t1 - t0) * 1e9 / row.exprs);
+      flushCaches();
+      double t2 = now();
+      GreedyResult res = applyPatternsGreedily(g, set);
+      double t3 = now();
+      row.driveNs = std::min(row.driveNs, (t3 - t2) * 1e9 / row.exprs);
+      (void)hits;
+      row.rewrites = double(res.rewrites);
+      row.iterations = double(res.iterations);
+      row.converged = std::min(row.converged, res.converged ? 1.0 : 0.0);
+      // The driver's result is a fixpoint: nothing matches any more.
+      if (matchOnly(g, set) != 0)
+        row.fixpoint = 0;
+    }
+    row.append(values);
+  }
+  return values;
+}
+
 /// Runs bench/fx_replace_pattern.py; returns its seconds or -1.
 double torchFx(size_t n, size_t *replaced) {
   std::string cmd = std::string("/usr/bin/python3 '") + TM_SOURCE_DIR +
@@ -201,20 +270,28 @@ double torchFx(size_t n, size_t *replaced) {
 int main(int argc, char **argv) {
   size_t maxSize = 1000000;
   bool torch = true;
+  int processes = 3;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--max-size" && i + 1 < argc)
       maxSize = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--no-torch")
       torch = false;
+    else if (a == "--processes" && i + 1 < argc)
+      processes = std::max(1, std::atoi(argv[++i]));
     else if (a == "--profile-match") {
       // For `perf record`: matching alone, many times over one graph.
       FrozenPatternSet set(twentyPatterns());
       auto tm = mixedGraph(10000, 42);
       size_t hits = 0;
-      for (int r = 0; r < 300; ++r)
+      double best = 1e30;
+      for (int r = 0; r < 300; ++r) {
+        double t0 = now();
         hits += matchOnly(tm->graph(), set);
-      std::printf("%zu\n", hits);
+        best = std::min(best, now() - t0);
+      }
+      std::printf("%zu hits; best pass %.1f ns/expr (warm)\n", hits,
+                  best * 1e9 / double(tm->graph().size()));
       return 0;
     } else if (a == "--profile-driver") {
       // The driver alone on graphs of N exprs (default 1e4), R times.
@@ -235,57 +312,44 @@ int main(int argc, char **argv) {
       return 0;
     }
     else {
-      std::fprintf(stderr, "usage: tm-pattern-bench [--max-size N] [--no-torch]\n");
+      std::fprintf(stderr, "usage: tm-pattern-bench [--max-size N] [--processes P] [--no-torch]\n");
       return 2;
     }
   }
-  reserveHeap(size_t(3) << 30);
-  FrozenPatternSet set(twentyPatterns());
-  std::printf("20 patterns (%zu in the set) on mixed graphs; ns per expr of the input graph\n",
-              set.size());
+  std::vector<size_t> sizes;
+  for (size_t n = 10000; n <= maxSize; n *= 10)
+    sizes.push_back(n);
+  std::printf("20 patterns (%zu in the set) on mixed graphs; ns per expr of the input graph, "
+              "min of %d processes x (9 runs below 1e6, 3 at 1e6)\n",
+              FrozenPatternSet(twentyPatterns()).size(), processes);
+  std::vector<std::vector<double>> perProcess;
+  if (!bench::measureInProcesses(processes, [&](std::vector<double> &v) {
+        if (!reserveHeap(size_t(3) << 30))
+          return false;
+        v = measureSizes(sizes);
+        return true;
+      }, perProcess)) {
+    std::fprintf(stderr, "tm-pattern-bench: a measuring process failed\n");
+    return 1;
+  }
   std::printf("%-10s %10s %12s %12s %12s %8s %10s\n", "exprs", "rewrites", "driver ns/e",
               "match ns/e", "walk ns/e", "rounds", "converged");
   std::vector<double> driverNs, matchNs;
   bool ok = true;
-  for (size_t n = 10000; n <= maxSize; n *= 10) {
-    int reps = n < 1000000 ? 9 : 3; // equal counts below 1e6 (see tm-ir-bench)
-    double bestDrive = 1e30, bestMatch = 1e30, bestWalk = 1e30;
-    GreedyResult last;
-    size_t exprs = 0;
-    for (int r = 0; r < reps; ++r) {
-      auto tm = mixedGraph(n, 42);
-      InternalGraph &g = tm->graph();
-      exprs = g.size();
-      // Each timed step starts with cold caches (see BenchHeap.h).
-      flushCaches();
-      double tw = now();
-      size_t walked = walkOnly(g);
-      double tw1 = now();
-      flushCaches();
-      double t0 = now();
-      bestWalk = std::min(bestWalk, (tw1 - tw) * 1e9 / double(exprs));
-      size_t hits = matchOnly(g, set) + (walked == 0);
-      double t1 = now();
-      flushCaches();
-      double t1b = now();
-      GreedyResult res = applyPatternsGreedily(g, set);
-      double t2 = now();
-      bestMatch = std::min(bestMatch, (t1 - t0) * 1e9 / double(exprs));
-      bestDrive = std::min(bestDrive, (t2 - t1b) * 1e9 / double(exprs));
-      last = res;
-      (void)hits;
-      // The driver's result is a fixpoint: nothing matches any more.
-      if (matchOnly(g, set) != 0) {
-        std::printf("FAIL: a pattern still matches after the driver converged\n");
-        ok = false;
-      }
+  for (size_t s = 0; s < sizes.size(); ++s) {
+    SizeRow row = SizeRow::from(perProcess[0], s);
+    for (size_t p = 1; p < perProcess.size(); ++p)
+      row.mergeMin(SizeRow::from(perProcess[p], s));
+    driverNs.push_back(row.driveNs);
+    matchNs.push_back(row.matchNs);
+    std::printf("%-10zu %10lld %12.1f %12.1f %12.1f %8lld %10s\n", size_t(row.exprs),
+                (long long)row.rewrites, row.driveNs, row.matchNs, row.walkNs,
+                (long long)row.iterations, row.converged ? "yes" : "no");
+    if (!row.fixpoint) {
+      std::printf("FAIL: a pattern still matches after the driver converged\n");
+      ok = false;
     }
-    driverNs.push_back(bestDrive);
-    matchNs.push_back(bestMatch);
-    std::printf("%-10zu %10lld %12.1f %12.1f %12.1f %8lld %10s\n", exprs,
-                (long long)last.rewrites, bestDrive, bestMatch, bestWalk,
-                (long long)last.iterations, last.converged ? "yes" : "no");
-    ok &= last.converged;
+    ok &= row.converged != 0;
   }
   for (size_t i = 1; i < driverNs.size(); ++i)
     std::printf("growth of ns/expr x10 step %zu: driver %.2fx, match %.2fx\n", i,

@@ -52,6 +52,14 @@ uint32_t Pattern::compile(Data &d, const pat::PatternRef &p, bool isRoot) {
       kids.push_back(compile(d, a, isRoot));
   }
   CNode &c = nodes_[id];
+  c.kind = p->kind;
+  c.target = p->target;
+  c.schema = p->schema;
+  c.commutative = p->commutative;
+  c.allArgs = p->allArgs;
+  c.outputIndex = p->outputIndex;
+  c.constrained = !p->preds.empty() || p->key != nullptr;
+  c.hasAttrs = !p->attrs.empty();
   c.firstChild = uint32_t(children_.size());
   if (p->kind == PN::Kind::Op) {
     c.numArgs = uint16_t(p->args.size());
@@ -151,7 +159,51 @@ Pattern::Pattern(std::vector<pat::Pat> roots) {
       raise("pattern: root {} ('{}') shares no sub-pattern with the roots before it", i,
             roots[i].str());
   }
+  // The quick check of the first root: one entry per alternative.
+  std::vector<uint32_t> alts = {roots_[0]};
+  while (!alts.empty()) {
+    const CNode &c = nodes_[alts.back()];
+    alts.pop_back();
+    if (c.kind == PN::Kind::Or) {
+      for (uint16_t k = c.numAlts; k-- > 0;)
+        alts.push_back(children_[c.firstChild + k]);
+      continue;
+    }
+    RootCheck rc;
+    if (c.target == PN::OpTarget::Schema) {
+      rc.op = c.schema;
+      rc.nodeOnlyArgs = c.nodeOnlyArgs;
+      rc.maxInputs = c.allArgs ? c.maxCover : -1;
+      for (uint16_t k = 0; k < c.numArgs && rc.numArgOps < 4; ++k) {
+        const CNode &a = nodes_[children_[c.firstChild + k]];
+        if (a.kind == PN::Kind::Op && a.target == PN::OpTarget::Schema)
+          rc.argOps[rc.numArgOps++] = a.schema;
+      }
+    }
+    d.rootChecks.push_back(rc);
+  }
   d_ = std::move(data);
+}
+
+bool Pattern::quickAccepts(const Expr *e) const {
+  const OpSchema *op = e->opSchema();
+  size_t n = e->numInputs();
+  for (const RootCheck &rc : d_->rootChecks) {
+    if (!rc.op)
+      return true;
+    if (rc.op != op || rc.nodeOnlyArgs > n || (rc.maxInputs >= 0 && n > size_t(rc.maxInputs)))
+      continue;
+    bool all = true;
+    for (uint8_t k = 0; k < rc.numArgOps && all; ++k) {
+      bool found = false;
+      for (size_t j = 0; j < n && !found; ++j)
+        found = e->input(j)->expr()->opSchema() == rc.argOps[k];
+      all = found;
+    }
+    if (all)
+      return true;
+  }
+  return false;
 }
 
 std::string Pattern::str() const {
@@ -266,15 +318,14 @@ struct Slot {
 /// binding): true when `c` cannot match there. The op itself is not
 /// compared (the caller did, or the full match does).
 static bool quickReject(const Pattern &p, const Pattern::CNode &c, const Expr *e) {
-  const PN &pn = *c.p;
-  size_t skipIn = pn.target != PN::OpTarget::Schema ? 1 : 0;
+  size_t skipIn = c.target != PN::OpTarget::Schema ? 1 : 0;
   if (e->numInputs() < skipIn)
     return true;
   size_t tensors = e->numInputs() - skipIn;
-  if (c.nodeOnlyArgs > tensors || (pn.allArgs && c.maxCover >= 0 && tensors > size_t(c.maxCover)))
+  if (c.nodeOnlyArgs > tensors || (c.allArgs && c.maxCover >= 0 && tensors > size_t(c.maxCover)))
     return true;
   for (uint16_t k = 0; k < c.numArgs; ++k) {
-    const PN &a = *p.cnode(p.child(c.firstChild + k)).p;
+    const Pattern::CNode &a = p.cnode(p.child(c.firstChild + k));
     if (a.kind != PN::Kind::Op || a.target != PN::OpTarget::Schema)
       continue;
     bool found = false;
@@ -289,6 +340,9 @@ static bool quickReject(const Pattern &p, const Pattern::CNode &c, const Expr *e
 struct MatchImpl {
   Match &m;
   const Pattern &p;
+  /// The root expr at which Match::match checked the first root with
+  /// Pattern::quickAccepts (an op pattern there is not checked again).
+  const Expr *prechecked = nullptr;
 
   bool explain() const { return m.explain_; }
   void fail(std::string why) {
@@ -302,21 +356,26 @@ struct MatchImpl {
   }
 
   void bindNode(uint32_t id, Node *n, Expr *e) {
-    m.nodes_[id] = n;
-    m.exprs_[id] = e;
+    m.b_[id].node = n;
+    m.b_[id].expr = e;
     m.trail_.push_back(id << 1);
   }
   void bindLit(uint32_t id, const TreeDef *t) {
-    m.lits_[id] = t;
+    m.b_[id].lit = t;
     m.trail_.push_back(id << 1);
   }
   void addEdge(uint32_t id) {
-    ++m.edges_[id];
+    ++m.b_[id].edges;
     m.trail_.push_back((id << 1) | 1);
   }
-  bool bound(uint32_t id) const { return m.nodes_[id] || m.exprs_[id] || m.lits_[id]; }
+  bool bound(uint32_t id) const {
+    const Match::Binding &b = m.b_[id];
+    return b.node || b.expr || b.lit;
+  }
 
   bool checkPreds(uint32_t id, const Node *n, const TreeDef *lit) {
+    if (!p.cnode(id).constrained)
+      return true;
     const PN &pn = *p.cnode(id).p;
     for (const auto &pr : pn.preds)
       if (!pr.fn(n, lit)) {
@@ -349,7 +408,7 @@ struct MatchImpl {
     const PN &pn = *p.cnode(id).p;
     // A constant or a container argument.
     if (bound(id)) {
-      if (m.lits_[id] && literalEqual(*m.lits_[id], *s.def))
+      if (m.b_[id].lit && literalEqual(*m.b_[id].lit, *s.def))
         return true;
       TM_WHY("{}: already bound to another value than {}", pn.str(),
                        literalText(*s.def));
@@ -408,20 +467,19 @@ struct MatchImpl {
     const Pattern::CNode &c = p.cnode(id);
     const PN &pn = *c.p;
     if (bound(id)) {
-      bool same = pn.kind == PN::Kind::Op && pn.outputIndex < 0 ? m.exprs_[id] == n->expr()
-                                                                : m.nodes_[id] == n;
+      const Match::Binding &b = m.b_[id];
+      bool same = c.kind == PN::Kind::Op && c.outputIndex < 0 ? b.expr == n->expr()
+                                                              : b.node == n;
       if (!same) {
         TM_WHY("{}: already bound to {}, not {}", pn.str(),
-                         m.nodes_[id] ? describe(m.nodes_[id])
-                                      : std::string("a literal"),
-                         describe(n));
+                         b.node ? describe(b.node) : std::string("a literal"), describe(n));
         return false;
       }
-      if (edge && (pn.kind == PN::Kind::Op || c.checkUsers))
+      if (edge && (c.kind == PN::Kind::Op || c.checkUsers))
         addEdge(id);
       return true;
     }
-    switch (pn.kind) {
+    switch (c.kind) {
     case PN::Kind::Any:
       break;
     case PN::Kind::Var:
@@ -442,8 +500,8 @@ struct MatchImpl {
       return false;
     case PN::Kind::Op: {
       Expr *e = n->expr();
-      if (pn.outputIndex >= 0 &&
-          (size_t(pn.outputIndex) >= e->numOutputs() || e->output(pn.outputIndex) != n)) {
+      if (c.outputIndex >= 0 &&
+          (size_t(c.outputIndex) >= e->numOutputs() || e->output(c.outputIndex) != n)) {
         TM_WHY("{}: {} is not output {} of its expr", pn.str(), describe(n),
                          pn.outputIndex);
         return false;
@@ -488,7 +546,7 @@ struct MatchImpl {
   /// node through which it was reached (nullptr for roots).
   bool matchExprAt(uint32_t id, Expr *e, Node *n) {
     const Pattern::CNode &c = p.cnode(id);
-    if (c.p->kind == PN::Kind::Or) {
+    if (c.kind == PN::Kind::Or) {
       size_t mark = m.trail_.size();
       std::string whys;
       for (uint16_t k = 0; k < c.numAlts; ++k) {
@@ -512,10 +570,11 @@ struct MatchImpl {
     return matchOp(id, e, n);
   }
 
-  bool targetMatches(const PN &pn, const Expr *e) {
-    switch (pn.target) {
+  bool targetMatches(const Pattern::CNode &c, const Expr *e) {
+    const PN &pn = *c.p;
+    switch (c.target) {
     case PN::OpTarget::Schema:
-      return e->opSchema() == pn.schema;
+      return e->opSchema() == c.schema;
     case PN::OpTarget::Module: {
       auto *cm = llvm::dyn_cast<CallMethod>(e);
       if (!cm || !cm->isModuleCall() || cm->numInputs() == 0)
@@ -534,12 +593,12 @@ struct MatchImpl {
   bool matchOp(uint32_t id, Expr *e, Node *n) {
     const Pattern::CNode &c = p.cnode(id);
     const PN &pn = *c.p;
-    if (!targetMatches(pn, e)) {
+    if (!targetMatches(c, e)) {
       TM_WHY("{}: {} is a different op", pn.str(), describe(e));
       return false;
     }
-    bool isModuleCall = pn.target != PN::OpTarget::Schema;
-    if (!pn.attrs.empty()) {
+    bool isModuleCall = c.target != PN::OpTarget::Schema;
+    if (c.hasAttrs) {
       Module *mod = llvm::cast<ModuleNode>(e->input(0))->owner();
       for (const auto &[a, v] : pn.attrs) {
         const TreeDef *have = mod ? mod->value(a) : nullptr;
@@ -554,7 +613,7 @@ struct MatchImpl {
     // Quick rejection from the input count and the inputs' producers, before
     // the argument TreeDefs are read (in explain mode the full path below
     // gives the detailed reason).
-    if (!m.explain_ && quickReject(p, c, e))
+    if (!m.explain_ && !(e == prechecked && id == p.root(0)) && quickReject(p, c, e))
       return false;
     size_t mark = m.trail_.size();
     // The argument slots.
@@ -606,7 +665,7 @@ struct MatchImpl {
       return true;
     };
     if (!tryArgs(false)) {
-      if (!pn.commutative) {
+      if (!c.commutative) {
         m.undo(mark);
         return false;
       }
@@ -672,14 +731,14 @@ struct MatchImpl {
       if (!(kwp.paramIndex >= 0 && size_t(kwp.paramIndex) < c.numArgs + skip))
         covered += s.leaves;
     }
-    if (pn.allArgs && covered < totalInputs) {
+    if (c.allArgs && covered < totalInputs) {
       TM_WHY("{}: {} has {} tensor inputs, the pattern covers {} (add '...' or "
                        "prefix() to allow more)",
                        pn.str(), describe(e), totalInputs, covered);
       m.undo(mark);
       return false;
     }
-    Node *out = n ? n : (e->numOutputs() ? e->output(pn.outputIndex > 0 ? pn.outputIndex : 0)
+    Node *out = n ? n : (e->numOutputs() ? e->output(c.outputIndex > 0 ? c.outputIndex : 0)
                                          : nullptr);
     if (!checkPreds(id, out, nullptr)) {
       m.undo(mark);
@@ -692,32 +751,35 @@ struct MatchImpl {
   bool checkUsers() {
     for (uint32_t id = 0; id < p.size(); ++id) {
       const Pattern::CNode &c = p.cnode(id);
-      Expr *e = m.exprs_[id];
-      if (!c.checkUsers || !e || c.p->kind == PN::Kind::Or)
+      if (!c.checkUsers)
         continue;
-      if (c.p->kind != PN::Kind::Op) {
+      const Match::Binding &b = m.b_[id];
+      Expr *e = b.expr;
+      if (!e || c.kind == PN::Kind::Or)
+        continue;
+      if (c.kind != PN::Kind::Op) {
         // A checked leaf (checkUsers(true) on var(), any(), constant()):
         // every use of its node is an edge of the match.
-        Node *n = m.nodes_[id];
-        if (n && n->numUsers() != m.edges_[id]) {
+        Node *n = b.node;
+        if (n && n->numUsers() != b.edges) {
           TM_WHY("{}: {} has {} uses but only {} inside the match (check_users)", c.p->str(),
-                 describe(n), n->numUsers(), m.edges_[id]);
+                 describe(n), n->numUsers(), b.edges);
           return false;
         }
         continue;
       }
       // The value the match reached: for a multi-output expr, the selected
       // output (MegEngine skips multi-output exprs altogether).
-      Node *n = m.nodes_[id];
+      Node *n = b.node;
       size_t uses = 0;
       if (n)
         uses = n->numUsers();
       else
         for (Node *o : e->outputs())
           uses += o->numUsers();
-      if (uses != m.edges_[id]) {
+      if (uses != b.edges) {
         TM_WHY("{}: {} has {} uses but only {} inside the match (check_users)",
-                         c.p->str(), describe(e), uses, m.edges_[id]);
+                         c.p->str(), describe(e), uses, b.edges);
         return false;
       }
       if (InternalGraph *g = e->graph())
@@ -736,7 +798,7 @@ struct MatchImpl {
       return false;
     llvm::SmallVector<Expr *, 4> roots = {root};
     for (size_t r = 1; r < p.numRoots(); ++r) {
-      Node *anchor = m.nodes_[p.anchor(r)];
+      Node *anchor = m.b_[p.anchor(r)].node;
       bool ok = false;
       std::string whys;
       if (anchor) {
@@ -773,13 +835,8 @@ void Match::reset(const Pattern &p) {
   // successful (or interrupted) match lists. Undoing them is cheaper than
   // clearing every slot of every attempt, most of which fail early.
   undo(0);
-  size_t n = p.size();
-  if (nodes_.size() < n) {
-    nodes_.resize(n);
-    exprs_.resize(n);
-    lits_.resize(n);
-    edges_.resize(n);
-  }
+  if (b_.size() < p.size())
+    b_.resize(p.size());
 }
 
 void Match::undo(size_t mark) {
@@ -787,12 +844,13 @@ void Match::undo(size_t mark) {
     uint32_t t = trail_.back();
     trail_.pop_back();
     uint32_t id = t >> 1;
+    Binding &b = b_[id];
     if (t & 1) {
-      --edges_[id];
+      --b.edges;
     } else {
-      nodes_[id] = nullptr;
-      exprs_[id] = nullptr;
-      lits_[id] = nullptr;
+      b.node = nullptr;
+      b.expr = nullptr;
+      b.lit = nullptr;
     }
   }
 }
@@ -806,14 +864,15 @@ bool Match::match(const Pattern &p, Expr *root) {
   // Most attempts fail on the root's op or inputs' producers: told before
   // the match state is set up (the explain mode takes the full path for
   // its reason).
+  MatchImpl impl{*this, p};
   if (!explain_) {
-    const Pattern::CNode &c = p.cnode(p.root(0));
-    if (c.p->kind == PN::Kind::Op && c.p->target == PN::OpTarget::Schema &&
-        (root->opSchema() != c.p->schema || quickReject(p, c, root)))
+    if (!p.quickAccepts(root))
       return false;
+    const Pattern::CNode &c = p.cnode(p.root(0));
+    if (c.kind == PN::Kind::Op && c.target == PN::OpTarget::Schema)
+      impl.prechecked = root;
   }
   reset(p);
-  MatchImpl impl{*this, p};
   if (!impl.run(root)) {
     if (explain_)
       why_ = fmt::format("pattern {} does not match {}:\n{}", p.str(), describe(root),
@@ -821,55 +880,59 @@ bool Match::match(const Pattern &p, Expr *root) {
     undo(0);
     return false;
   }
-  matched_ = p;
+  // (The driver matches the same patterns over and over: a copy of the
+  // pattern it has is not taken again, which would cost two atomic updates
+  // of the reference count per success.)
+  if (!matched_.sameAs(p))
+    matched_ = p;
   pattern_ = &matched_;
   return true;
 }
 
 Expr *Match::rootExpr(size_t i) const {
-  return pattern_ && i < pattern_->numRoots() ? exprs_[pattern_->root(i)] : nullptr;
+  return pattern_ && i < pattern_->numRoots() ? b_[pattern_->root(i)].expr : nullptr;
 }
 Node *Match::node(llvm::StringRef name) const {
   if (pattern_)
     for (const auto &[id, n] : pattern_->names())
-      if (n == name && (nodes_[id] || lits_[id]))
-        return nodes_[id];
+      if (n == name && (b_[id].node || b_[id].lit))
+        return b_[id].node;
   return nullptr;
 }
 Expr *Match::expr(llvm::StringRef name) const {
   if (pattern_)
     for (const auto &[id, n] : pattern_->names())
-      if (n == name && exprs_[id])
-        return exprs_[id];
+      if (n == name && b_[id].expr)
+        return b_[id].expr;
   return nullptr;
 }
 const TreeDef *Match::literal(llvm::StringRef name) const {
   if (pattern_)
     for (const auto &[id, n] : pattern_->names())
-      if (n == name && (nodes_[id] || lits_[id]))
-        return lits_[id];
+      if (n == name && (b_[id].node || b_[id].lit))
+        return b_[id].lit;
   return nullptr;
 }
 Node *Match::node(const pat::Pat &h) const {
   int64_t id = pattern_ && h.valid() ? pattern_->idOf(&h.node()) : -1;
-  return id < 0 ? nullptr : nodes_[id];
+  return id < 0 ? nullptr : b_[id].node;
 }
 Expr *Match::expr(const pat::Pat &h) const {
   int64_t id = pattern_ && h.valid() ? pattern_->idOf(&h.node()) : -1;
-  return id < 0 ? nullptr : exprs_[id];
+  return id < 0 ? nullptr : b_[id].expr;
 }
 const TreeDef *Match::literal(const pat::Pat &h) const {
   int64_t id = pattern_ && h.valid() ? pattern_->idOf(&h.node()) : -1;
-  return id < 0 ? nullptr : lits_[id];
+  return id < 0 ? nullptr : b_[id].lit;
 }
 llvm::SmallVector<Expr *, 8> Match::matchedExprs() const {
   llvm::SmallVector<Expr *, 8> out;
   if (!pattern_)
     return out;
   for (uint32_t id = 0; id < pattern_->size(); ++id)
-    if (pattern_->cnode(id).p->kind == PN::Kind::Op && exprs_[id] &&
-        !llvm::is_contained(out, exprs_[id]))
-      out.push_back(exprs_[id]);
+    if (Expr *e = b_[id].expr;
+        e && pattern_->cnode(id).kind == PN::Kind::Op && !llvm::is_contained(out, e))
+      out.push_back(e);
   return out;
 }
 

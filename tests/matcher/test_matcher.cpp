@@ -335,3 +335,80 @@ TEST_CASE("check_users on a leaf: the value has no users outside the match", "[m
   CHECK(mt.explanation().find("has 2 uses but only 1 inside the match (check_users)") !=
         std::string::npos);
 }
+
+TEST_CASE("the quick rejection never changes a result: fast path against the full path",
+          "[matcher]") {
+  // Every pattern against every expr of a graph with the shapes the quick
+  // checks look at (input counts, producers in either operand, literal
+  // slots, prefix patterns, alternatives of several ops, module calls):
+  // the fast path (quickAccepts, quickReject) and the explain path (which
+  // skips them) must agree on the result and the bindings.
+  auto net2 = std::make_unique<Module>("Net");
+  net2->addModule<ReLU>("act");
+  auto m = TracedModule::fromModule(std::move(net2));
+  GraphBuilder b = GraphBuilder::top(*m, {{"x", Shape{2, 3}}, {"y", Shape{2, 3}}});
+  Node *x = b.arg(0), *y = b.arg(1);
+  Node *c = b.constant(Tensor::full({1}, 1.0), "one");
+  Node *r = b.callFunction("relu", {x});
+  Node *rr = b.callFunction("relu", {r});
+  Node *r6 = b.callFunction("relu6", {rr});
+  Node *s = b.callFunction("sigmoid", {r6});
+  Node *m1 = b.callMethod(s, "__mul__", {r6});      // sigmoid(v) * v
+  Node *m2 = b.callMethod(r6, "__mul__", {s});      // v * sigmoid(v)
+  Node *a0 = b.callMethod(m1, "__add__", {0});
+  Node *a1 = b.callMethod(a0, "__add__", {m2});
+  Node *ac = b.callMethod(a1, "__add__", {c});
+  Node *cl = b.callFunction("clip", {ac, 0, 6});
+  Node *mx = b.callFunction("maximum", {cl, cl});
+  Node *md = b.callModule(b.getAttr(b.self(), "act"), {mx});
+  Node *t = b.callFunction("tanh", {md});
+  Node *q = b.callFunction("maximum", {b.callFunction("relu", {y}), b.callFunction("abs", {y})});
+  Node *cv = b.callFunction("concat", {std::vector<Arg>{t, q, x}});
+  b.finish(b.callFunction("relu", {cv}));
+  Pat v = var("v");
+  std::vector<Pattern> patterns = {
+      Pattern(fn("relu")(fn("relu")(any()))),
+      Pattern(fn("relu6")(fn("relu")(v)) | fn("relu")(fn("relu6")(v))),
+      Pattern(fn("sigmoid")(v) * v),
+      Pattern((fn("sigmoid")(v) * v).ordered()),
+      Pattern(fn("sigmoid")(var()) * fn("relu6")(var())), // two producers named
+      Pattern((fn("relu6")(var()) * fn("sigmoid")(var())).ordered()),
+      Pattern(fn("maximum")(fn("relu")(var()), fn("abs")(var()))),
+      Pattern(fn("maximum")(fn("abs")(var()), fn("relu")(var()))),
+      Pattern(var() + 0),
+      Pattern(var() + constant()),
+      Pattern(fn("clip")(var(), 0, 6)),
+      Pattern(fn("clip")(var(), lit(), lit())),
+      Pattern(fn("maximum")(v, v)),
+      Pattern(fn("maximum")(var(), any())),
+      Pattern(fn("tanh")(module<ReLU>()(var()))),
+      Pattern(module<ReLU>()(fn("maximum")(any(), any()))),
+      Pattern(anyModule()(var()) | fn("tanh")(any())),
+      Pattern(fn("concat")(any())),
+      Pattern(fn("concat")(any()).prefix()),
+      Pattern(fn("relu")(fn("concat")(any()))),
+      Pattern(fn("add")(var(), var()) | (fn("sigmoid")(var()) * var())),
+      Pattern(std::vector<Pat>{fn("relu")(v), fn("relu")(fn("relu")(v))}),
+  };
+  Match fast, full;
+  full.setExplain(true);
+  size_t hits = 0, pairs = 0;
+  for (const Pattern &p : patterns)
+    for (Expr *e : m->graph().body()) {
+      bool a = fast.match(p, e), bres = full.match(p, e);
+      INFO(p.str() << " at " << e->str());
+      REQUIRE(a == bres);
+      if (a) {
+        ++hits;
+        CHECK(fast.matchedExprs() == full.matchedExprs());
+        for (uint32_t id = 0; id < p.size(); ++id) {
+          CHECK(fast.nodeAt(id) == full.nodeAt(id));
+          CHECK(fast.exprAt(id) == full.exprAt(id));
+        }
+      }
+      ++pairs;
+    }
+  // Both outcomes occur (the comparison is not vacuous).
+  CHECK(hits >= 12);
+  CHECK(hits < pairs / 2);
+}

@@ -65,6 +65,8 @@ public:
   Pattern(std::vector<pat::Pat> roots);
 
   size_t numRoots() const { return d_ ? d_->roots.size() : 0; }
+  /// True when both are the same compiled pattern (copies of one another).
+  bool sameAs(const Pattern &o) const { return d_ == o.d_; }
   size_t size() const { return d_ ? d_->nodes.size() : 0; }
   /// Keys of the first root (several for alternatives; {nullptr} when any
   /// expr may be a root).
@@ -73,13 +75,26 @@ public:
   std::string str() const;
 
   /// Compiled node (internal).
+  /// What matching reads of a pattern node is copied here from the
+  /// PatternNode (`p`, which holds the rest: argument patterns, literals,
+  /// predicates, names), so that an attempt reads the pattern's compact
+  /// node array, not pattern nodes spread over the heap.
   struct CNode {
     const pat::PatternNode *p;
+    const OpSchema *schema = nullptr; ///< p->schema
     uint32_t firstChild = 0;  ///< into children_: args, then kwargs / alts
     uint16_t numArgs = 0;
     uint16_t numKw = 0;
     uint16_t numAlts = 0;
+    pat::PatternNode::Kind kind = pat::PatternNode::Kind::Any;     ///< p->kind
+    pat::PatternNode::OpTarget target = pat::PatternNode::OpTarget::Schema; ///< p->target
     bool checkUsers = false;
+    bool commutative = false; ///< p->commutative
+    bool allArgs = true;      ///< p->allArgs
+    /// p has predicates or a typed capture key (checkPreds has work).
+    bool constrained = false;
+    bool hasAttrs = false;    ///< p->attrs is not empty
+    int32_t outputIndex = -1; ///< p->outputIndex
     /// Op patterns: argument patterns that only match nodes, and the most
     /// tensor inputs the pattern can cover (-1: no bound), for a quick
     /// rejection before the argument structure is read.
@@ -98,8 +113,23 @@ public:
   /// Capture names (id, name) in pattern order.
   const std::vector<std::pair<uint32_t, std::string>> &names() const { return d_->names; }
 
+  /// False when the first root cannot match at `e`: no alternative of it
+  /// has `e`'s op, the input count it needs, and the producers of the ops
+  /// its arguments name among `e`'s inputs. A necessary condition only,
+  /// from a flat table made at compilation (no pattern node is read).
+  bool quickAccepts(const Expr *e) const;
+
 private:
+  /// One alternative of the first root, for quickAccepts.
+  struct RootCheck {
+    const OpSchema *op = nullptr; ///< nullptr: a module call (not checked)
+    uint16_t nodeOnlyArgs = 0;
+    int32_t maxInputs = -1; ///< -1: no bound
+    uint8_t numArgOps = 0;
+    const OpSchema *argOps[4] = {}; ///< ops that some input must produce
+  };
   struct Data {
+    std::vector<RootCheck> rootChecks;
     std::vector<CNode> nodes;
     std::vector<uint32_t> children;
     std::vector<uint32_t> roots;
@@ -152,14 +182,14 @@ public:
     if (id < 0)
       return nullptr;
     if constexpr (std::is_base_of_v<Expr, T>)
-      return llvm::cast_or_null<T>(exprs_[id]);
+      return llvm::cast_or_null<T>(b_[id].expr);
     else
-      return llvm::cast_or_null<T>(nodes_[id]);
+      return llvm::cast_or_null<T>(b_[id].node);
   }
   /// By pattern id (internal, rules).
-  Node *nodeAt(uint32_t id) const { return nodes_[id]; }
-  Expr *exprAt(uint32_t id) const { return exprs_[id]; }
-  const TreeDef *literalAt(uint32_t id) const { return lits_[id]; }
+  Node *nodeAt(uint32_t id) const { return b_[id].node; }
+  Expr *exprAt(uint32_t id) const { return b_[id].expr; }
+  const TreeDef *literalAt(uint32_t id) const { return b_[id].lit; }
   /// Every expr matched by an op pattern (roots included), in pattern order.
   llvm::SmallVector<Expr *, 8> matchedExprs() const;
 
@@ -170,10 +200,16 @@ private:
 
   const Pattern *pattern_ = nullptr; ///< &matched_ on success only
   Pattern matched_;
-  std::vector<Node *> nodes_;
-  std::vector<Expr *> exprs_;
-  std::vector<const TreeDef *> lits_;
-  std::vector<uint32_t> edges_;
+  /// What pattern node i is bound to (node, its expr, or a literal) and
+  /// how many uses of it the match has reached, side by side: an attempt
+  /// reads and undoes them together.
+  struct Binding {
+    Node *node = nullptr;
+    Expr *expr = nullptr;
+    const TreeDef *lit = nullptr;
+    uint32_t edges = 0;
+  };
+  std::vector<Binding> b_;
   /// Undo log: (pattern id << 1) | isEdge.
   std::vector<uint32_t> trail_;
   bool explain_ = false;
