@@ -156,19 +156,26 @@ private:
     return o;
   }
 
-  /// The receiver or first tensor argument.
-  std::optional<Operand> first() const {
-    // The common case, asked for every created elementwise expr: the first
-    // positional argument is a node and no keyword is given, so it is
-    // input 0 (the receiver of a method is its first positional argument
-    // too), without binding names or copying TreeDefs.
+  /// The common case of first(), asked for every created elementwise expr:
+  /// the first positional argument is a node and no keyword is given, so it
+  /// is input 0 (the receiver of a method is its first positional argument
+  /// too), found without binding names or copying TreeDefs. nullptr when
+  /// the call is not of that form.
+  const Node *firstPositionalNode() const {
     if (const auto &ad = e_.argDef(); ad && ad->kind() == TreeDef::Kind::Tuple &&
                                       ad->numChildren() == 2 && e_.numInputs() != 0) {
       const TreeDef &pos = ad->child(0), &kw = ad->child(1);
       if (kw.numChildren() == 0 && pos.numChildren() != 0 && pos.child(0).isLeaf() &&
           !llvm::isa<ModuleNode>(e_.input(0)))
-        return operand(e_.input(0));
+        return e_.input(0);
     }
+    return nullptr;
+  }
+
+  /// The receiver or first tensor argument.
+  std::optional<Operand> first() const {
+    if (const Node *n = firstPositionalNode())
+      return operand(n);
     if (auto a = arg("self"))
       return operand(a);
     if (e_.numArgs() == 0)
@@ -184,10 +191,22 @@ private:
   }
 
   Types same() const {
+    // The type of a tensor first argument, copied once, straight into the
+    // result (every created elementwise expr comes here).
+    if (auto *t = llvm::dyn_cast_or_null<TensorNode>(firstPositionalNode())) {
+      Types r(std::in_place);
+      TensorType &out = r->emplace_back();
+      if (const std::optional<Shape> &s = t->shape())
+        out.shape.emplace(s->begin(), s->end());
+      else
+        out.shape.reset();
+      out.dtype = t->hasDType() ? std::optional<DType>(t->dtype()) : std::nullopt;
+      return r;
+    }
     auto x = first();
     if (!x)
       return std::nullopt;
-    return one(x->shape, x->dtype);
+    return one(std::move(x->shape), x->dtype);
   }
 
   Types binary(bool toBool, bool toFloat) const {
@@ -449,7 +468,7 @@ private:
       return binary(true, false);
     case OpKind::LogicalNot: {
       auto x = first();
-      return x ? one(x->shape, DType::Bool) : std::nullopt;
+      return x ? one(std::move(x->shape), DType::Bool) : std::nullopt;
     }
     case OpKind::Neg: case OpKind::Abs: case OpKind::Exp: case OpKind::Log:
     case OpKind::Sqrt: case OpKind::Rsqrt: case OpKind::Erf: case OpKind::Tanh:
@@ -786,7 +805,7 @@ private:
       auto t = parseDType(dt->value().getString());
       if (!t)
         fail(fmt::format("unknown dtype '{}'", dt->value().getString()));
-      return one(x->shape, t);
+      return one(std::move(x->shape), t);
     }
     // ---- ONNX block (issue 9) ----
     case OpKind::Elu: case OpKind::Selu: case OpKind::Celu: case OpKind::Softsign:
@@ -798,7 +817,7 @@ private:
       return same();
     case OpKind::IsNan: case OpKind::IsInf: {
       auto x = first();
-      return x ? one(x->shape, DType::Bool) : std::nullopt;
+      return x ? one(std::move(x->shape), DType::Bool) : std::nullopt;
     }
     case OpKind::LogicalXor:
       return binary(true, false);
@@ -1033,7 +1052,7 @@ private:
                             (*x->shape)[1] != m->intValue("num_features")))
         fail(fmt::format("input {} does not have {} channels", shapeStr(*x->shape),
                          m->intValue("num_features")));
-      return x ? one(x->shape, x->dtype) : std::nullopt;
+      return x ? one(std::move(x->shape), x->dtype) : std::nullopt;
     }
     if (llvm::isa<MaxPool2d>(m) || llvm::isa<AvgPool2d>(m))
       return pool(x, val("kernel_size"), val("stride"), val("padding"));
@@ -1059,7 +1078,7 @@ private:
         llvm::isa<Sigmoid>(m) || llvm::isa<SiLU>(m) || llvm::isa<Hardswish>(m) ||
         llvm::isa<Identity>(m) || llvm::isa<Softmax>(m) || llvm::isa<Dropout>(m) ||
         llvm::isa<LayerNorm>(m))
-      return x ? one(x->shape, x->dtype) : std::nullopt;
+      return x ? one(std::move(x->shape), x->dtype) : std::nullopt;
     return std::nullopt;
   }
 

@@ -210,17 +210,26 @@ struct Worklist : RewriteListener {
 /// next few exprs will read. (Entries ahead of i are in the graph or kept
 /// allocated by the rewriter, see Worklist.)
 inline void prefetchAhead(const std::vector<Expr *> &cur, size_t i) {
-  auto lines = [](const void *p, size_t bytes) { detail::prefetchBytes(p, bytes); };
-  if (i + 8 < cur.size())
-    lines(cur[i + 8], sizeof(CallFunction));
-  if (i + 4 < cur.size())
-    if (const Expr *e = cur[i + 4])
-      for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
-        lines(e->input(j), sizeof(TensorNode));
-  if (i + 2 < cur.size())
-    if (const Expr *e = cur[i + 2])
-      for (size_t j = 0; j < e->numInputs() && j < 2; ++j)
-        lines(e->input(j)->expr(), sizeof(CallFunction));
+  using detail::prefetchObject;
+  const size_t n = cur.size();
+  if (i + 8 < n)
+    prefetchObject<sizeof(CallFunction)>(cur[i + 8]);
+  if (i + 4 < n) {
+    const Expr *e = cur[i + 4];
+    size_t k = e->numInputs();
+    if (k > 0)
+      prefetchObject<sizeof(TensorNode)>(e->input(0));
+    if (k > 1)
+      prefetchObject<sizeof(TensorNode)>(e->input(1));
+  }
+  if (i + 2 < n) {
+    const Expr *e = cur[i + 2];
+    size_t k = e->numInputs();
+    if (k > 0)
+      prefetchObject<sizeof(CallFunction)>(e->input(0)->expr());
+    if (k > 1)
+      prefetchObject<sizeof(CallFunction)>(e->input(1)->expr());
+  }
 }
 
 } // namespace

@@ -184,7 +184,8 @@ public:
 
   /// Static shape when known (tracing records it; builders may leave it).
   const std::optional<Shape> &shape() const { return shape_; }
-  void setShape(std::optional<Shape> s) { shape_ = std::move(s); }
+  void setShape(std::optional<Shape> &&s) { shape_ = std::move(s); }
+  void setShape(const std::optional<Shape> &s) { shape_ = s; }
   DType dtype() const { return dtype_; }
   void setDType(DType t) { dtype_ = t; }
   bool hasDType() const { return hasDType_; }
