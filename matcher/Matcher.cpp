@@ -373,9 +373,12 @@ struct MatchImpl {
     return b.node || b.expr || b.lit;
   }
 
+  /// The predicates and capture type of pattern `id` hold for `n` (or the
+  /// literal `lit`). Inline for the usual unconstrained pattern node.
   bool checkPreds(uint32_t id, const Node *n, const TreeDef *lit) {
-    if (!p.cnode(id).constrained)
-      return true;
+    return !p.cnode(id).constrained || checkConstraints(id, n, lit);
+  }
+  [[gnu::noinline]] bool checkConstraints(uint32_t id, const Node *n, const TreeDef *lit) {
     const PN &pn = *p.cnode(id).p;
     for (const auto &pr : pn.preds)
       if (!pr.fn(n, lit)) {
