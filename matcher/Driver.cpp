@@ -166,6 +166,20 @@ struct Worklist : RewriteListener {
   /// The first round: the whole body.
   void firstRound() {
     cur.clear();
+    if (const std::vector<Expr *> *index = g->bodyIndexInternal()) {
+      // A graph built by appends keeps its body in an array: the exprs are
+      // fetched ahead from it instead of one list link at a time (a walk
+      // of the list of a 1e6-expr graph took 11-16 ns per expr).
+      cur.assign(index->begin(), index->end());
+      constexpr size_t Ahead = 16;
+      for (size_t k = 0, n = cur.size(); k < n; ++k) {
+        if (k + Ahead < n)
+          __builtin_prefetch(cur[k + Ahead], 1);
+        cur[k]->setScratchFlag(InRound, true);
+        cur[k]->setScratchFlag(Queued, false);
+      }
+      return;
+    }
     cur.reserve(g->size());
     for (Expr *e : g->body()) {
       e->setScratchFlag(InRound, true);
