@@ -16,7 +16,10 @@
 //    (bench/fx_replace_pattern.py run with /usr/bin/python3 when Debian's
 //    python3-torch is installed; `--no-torch` skips it). Target: >= 100x.
 //
-//   tm-pattern-bench [--max-size N] [--processes P] [--no-torch]
+//   tm-pattern-bench [--max-size N] [--processes P] [--aged-heap] [--no-torch]
+//
+// --aged-heap builds each graph on the heap as the earlier runs left it
+// (resetHeapOrder in BenchHeap.h).
 //   tm-pattern-bench --profile-match | --profile-driver    (for perf record)
 //
 //===----------------------------------------------------------------------===//
@@ -203,17 +206,23 @@ struct SizeRow {
   }
 };
 
-/// Every size in this process: 9 runs below 1e6 and 3 at 1e6 (as in
-/// tm-ir-bench), each on a freshly built graph, each timed step starting
-/// with cold caches (see BenchHeap.h).
+/// Runs per size, of which the minimum is kept: the same count for every
+/// size (a minimum over more runs is lower on a noisy machine, so fewer runs
+/// at 1e6 biased its growth factor upwards; as tm-pass-bench).
+constexpr int Reps = 7;
+
+/// Every size Reps times in this process, in rounds that run each size once
+/// (so the sizes a growth factor compares are sampled in the same minutes),
+/// each run on a freshly built graph on a reset heap (resetHeapOrder), each
+/// timed step starting with cold caches (see BenchHeap.h).
 std::vector<double> measureSizes(const std::vector<size_t> &sizes) {
   FrozenPatternSet set(twentyPatterns());
-  std::vector<double> values;
-  for (size_t n : sizes) {
-    int reps = n < 1000000 ? 9 : 3;
-    SizeRow row;
-    for (int r = 0; r < reps; ++r) {
-      auto tm = mixedGraph(n, 42);
+  std::vector<SizeRow> rows(sizes.size());
+  for (int r = 0; r < Reps; ++r)
+    for (size_t s = 0; s < sizes.size(); ++s) {
+      SizeRow &row = rows[s];
+      resetHeapOrder();
+      auto tm = mixedGraph(sizes[s], 42);
       InternalGraph &g = tm->graph();
       row.exprs = double(g.size());
       flushCaches();
@@ -239,8 +248,9 @@ std::vector<double> measureSizes(const std::vector<size_t> &sizes) {
       if (matchOnly(g, set) != 0)
         row.fixpoint = 0;
     }
+  std::vector<double> values;
+  for (const SizeRow &row : rows)
     row.append(values);
-  }
   return values;
 }
 
@@ -279,6 +289,8 @@ int main(int argc, char **argv) {
       torch = false;
     else if (a == "--processes" && i + 1 < argc)
       processes = std::max(1, std::atoi(argv[++i]));
+    else if (a == "--aged-heap")
+      AgedHeap = true;
     else if (a == "--profile-match") {
       // For `perf record`: matching alone, many times over one graph.
       FrozenPatternSet set(twentyPatterns());
@@ -312,7 +324,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     else {
-      std::fprintf(stderr, "usage: tm-pattern-bench [--max-size N] [--processes P] [--no-torch]\n");
+      std::fprintf(stderr, "usage: tm-pattern-bench [--max-size N] [--processes P] [--aged-heap] [--no-torch]\n");
       return 2;
     }
   }
@@ -320,8 +332,8 @@ int main(int argc, char **argv) {
   for (size_t n = 10000; n <= maxSize; n *= 10)
     sizes.push_back(n);
   std::printf("20 patterns (%zu in the set) on mixed graphs; ns per expr of the input graph, "
-              "min of %d processes x (9 runs below 1e6, 3 at 1e6)\n",
-              FrozenPatternSet(twentyPatterns()).size(), processes);
+              "min of %d processes x %d runs per size\n",
+              FrozenPatternSet(twentyPatterns()).size(), processes, Reps);
   std::vector<std::vector<double>> perProcess;
   if (!bench::measureInProcesses(processes, [&](std::vector<double> &v) {
         if (!reserveHeap(size_t(3) << 30))
