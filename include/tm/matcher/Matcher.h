@@ -74,8 +74,7 @@ public:
   /// The text form of each root, joined by "; ".
   std::string str() const;
 
-  /// Compiled node (internal).
-  /// What matching reads of a pattern node is copied here from the
+  /// Compiled node (internal). What matching reads of a pattern node is copied here from the
   /// PatternNode (`p`, which holds the rest: argument patterns, literals,
   /// predicates, names), so that an attempt reads the pattern's compact
   /// node array, not pattern nodes spread over the heap.
