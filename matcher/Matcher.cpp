@@ -17,6 +17,15 @@ const char AnyModuleKeyTag = 0;
 
 RootKey anyModuleRootKey() { return &AnyModuleKeyTag; }
 
+/// True when one of `e`'s inputs from `first` on is produced by `op` (the
+/// quick checks: an argument pattern naming an op needs such a producer).
+static bool someInputProducedBy(const Expr *e, size_t first, const OpSchema *op) {
+  for (size_t j = first; j < e->numInputs(); ++j)
+    if (e->input(j)->expr()->opSchema() == op)
+      return true;
+  return false;
+}
+
 //===----------------------------------------------------------------------===//
 // Compilation
 //===----------------------------------------------------------------------===//
@@ -194,12 +203,8 @@ bool Pattern::quickAccepts(const Expr *e) const {
     if (rc.op != op || rc.nodeOnlyArgs > n || (rc.maxInputs >= 0 && n > size_t(rc.maxInputs)))
       continue;
     bool all = true;
-    for (uint8_t k = 0; k < rc.numArgOps && all; ++k) {
-      bool found = false;
-      for (size_t j = 0; j < n && !found; ++j)
-        found = e->input(j)->expr()->opSchema() == rc.argOps[k];
-      all = found;
-    }
+    for (uint8_t k = 0; k < rc.numArgOps && all; ++k)
+      all = someInputProducedBy(e, 0, rc.argOps[k]);
     if (all)
       return true;
   }
@@ -326,12 +331,8 @@ static bool quickReject(const Pattern &p, const Pattern::CNode &c, const Expr *e
     return true;
   for (uint16_t k = 0; k < c.numArgs; ++k) {
     const Pattern::CNode &a = p.cnode(p.child(c.firstChild + k));
-    if (a.kind != PN::Kind::Op || a.target != PN::OpTarget::Schema)
-      continue;
-    bool found = false;
-    for (size_t j = skipIn; j < e->numInputs() && !found; ++j)
-      found = e->input(j)->expr()->opSchema() == a.schema;
-    if (!found)
+    if (a.kind == PN::Kind::Op && a.target == PN::OpTarget::Schema &&
+        !someInputProducedBy(e, skipIn, a.schema))
       return true;
   }
   return false;

@@ -28,26 +28,6 @@
 
 namespace tmg::detail {
 
-/// Starts loading the cache lines of the `bytes` bytes at `p` (a hint: `p`
-/// need not be valid). The pool lays a graph's objects out in creation
-/// order, so walks over large graphs fetch the objects they reach next.
-inline void prefetchBytes(const void *p, size_t bytes) {
-  // Every line the range touches, also the last one of a range that
-  // straddles a line boundary.
-  uintptr_t end = uintptr_t(p) + bytes;
-  for (uintptr_t a = uintptr_t(p) & ~uintptr_t(63); a < end; a += 64) {
-    __builtin_prefetch(reinterpret_cast<const void *>(a));
-    // A loop of prefetches alone has no side effect for GCC, which deletes
-    // it unless it fully unrolls it first (which needs a constant trip
-    // count, and the alignment of `p` is not one): this empty asm keeps it.
-    asm volatile("" : : "r"(a));
-  }
-}
-
-/// prefetchBytes for a size known at compile time: the same lines, from
-/// straight-line code (a prefetch per possible line, no loop). Hot loops
-/// that fetch a few objects per step spent more instructions on the loop
-/// of prefetchBytes than on their own work.
 /// One prefetch that GCC keeps: it deletes `__builtin_prefetch` calls it
 /// finds inside loops (they have no effect it must preserve), also
 /// straight-line ones inlined into a loop body; the empty asm that uses the
@@ -57,6 +37,21 @@ inline void prefetchLine(const void *a) {
   asm volatile("" : : "r"(a));
 }
 
+/// Starts loading the cache lines of the `bytes` bytes at `p` (a hint: `p`
+/// need not be valid). The pool lays a graph's objects out in creation
+/// order, so walks over large graphs fetch the objects they reach next.
+inline void prefetchBytes(const void *p, size_t bytes) {
+  // Every line the range touches, also the last one of a range that
+  // straddles a line boundary.
+  uintptr_t end = uintptr_t(p) + bytes;
+  for (uintptr_t a = uintptr_t(p) & ~uintptr_t(63); a < end; a += 64)
+    prefetchLine(reinterpret_cast<const void *>(a));
+}
+
+/// prefetchBytes for a size known at compile time: the same lines, from
+/// straight-line code (a prefetch per possible line, no loop). Hot loops
+/// that fetch a few objects per step spent more instructions on the loop
+/// of prefetchBytes than on their own work.
 template <size_t Bytes> inline void prefetchObject(const void *p) {
   static_assert(Bytes > 0);
   const char *c = static_cast<const char *>(p);
