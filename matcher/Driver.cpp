@@ -260,7 +260,8 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   Match m;
   m.setExplain(bool(config.onMatchFailure));
   wl.firstRound();
-  std::vector<int64_t> total(patterns.size(), 0), round(patterns.size(), 0),
+  std::vector<int64_t> total(patterns.size(), 0), matches(patterns.size(), 0),
+      round(patterns.size(), 0),
       prevRound(patterns.size(), 0), prevRound2(patterns.size(), 0);
   llvm::SmallVector<const RewritePattern *, 8> cands;
   const bool timed = config.timeLimit.count() > 0;
@@ -302,6 +303,7 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
             config.onMatchFailure(*p, m.explanation());
           continue;
         }
+        ++matches[patterns.indexOf(p)];
         if (config.maxRewrites >= 0 && result.rewrites >= config.maxRewrites) {
           limitHit = true;
           break;
@@ -352,10 +354,12 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
   result.endSize = int64_t(g.size());
   if (timed)
     result.timeLimit = config.timeLimit;
-  std::map<std::string, int64_t> applied, firing;
+  std::map<std::string, int64_t> applied, matched, firing;
   for (size_t i = 0; i < patterns.size(); ++i) {
     if (total[i])
       applied[patterns.pattern(i).name()] += total[i];
+    if (matches[i])
+      matched[patterns.pattern(i).name()] += matches[i];
     // A round the time limit cut short before any rewrite does not count.
     int64_t last2 = roundRewrites || !(result.timedOut || result.grewTooLarge)
                         ? round[i] + prevRound[i]
@@ -364,6 +368,7 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
       firing[patterns.pattern(i).name()] += last2;
   }
   result.applied.assign(applied.begin(), applied.end());
+  result.matched.assign(matched.begin(), matched.end());
   if (!result.converged) {
     result.stillFiring.assign(firing.begin(), firing.end());
     std::stable_sort(result.stillFiring.begin(), result.stillFiring.end(),
@@ -401,8 +406,10 @@ GreedyConfig greedyConfigOf(const Pass &pass) {
 
 FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
                                 const Pass &pass) {
+  for (const auto &[name, n] : r.matched)
+    ctx.count(name + ": matched", n);
   for (const auto &[name, n] : r.applied)
-    ctx.count(name, n);
+    ctx.count(name + ": applied", n);
   if (r.erased)
     ctx.count("exprs-erased", r.erased);
   if (r.timedOut || r.grewTooLarge)

@@ -382,11 +382,18 @@ std::vector<std::unique_ptr<RewritePattern>> compileRules(const std::vector<Rule
       }
       where.push_back(std::move(w));
     }
-    out.push_back(std::make_unique<RulePattern>(r.name, std::move(p), int(r.benefit),
+    out.push_back(std::make_unique<RulePattern>(ruleName(r), std::move(p), int(r.benefit),
                                                 std::move(ra), std::move(where),
                                                 std::move(ids)));
   }
   return out;
+}
+
+std::string ruleName(const RuleDecl &r) {
+  if (!r.name.empty())
+    return r.name;
+  const Location &l = r.matchLoc.empty() ? r.loc : r.matchLoc;
+  return l.empty() ? "unnamed rule" : "rule at " + l.str();
 }
 
 FailureOr<std::shared_ptr<const FrozenPatternSet>>
@@ -407,13 +414,15 @@ compileRuleSet(const std::vector<RuleDecl> &rules) {
 
 std::vector<OptionSpec> ApplyRulesPass::optionSpecs() const {
   std::vector<OptionSpec> specs = {
-      {"file", std::string(), "a TOML file of [[rules]] (default: the config's rules)"}};
+      {"file", std::string(), "a TOML file of [[rules]] (default: the config's rules)"},
+      {"warn-unused", false,
+       "warn about each rule that matched nothing in the first run of this pass"}};
   for (OptionSpec &o : greedyOptionSpecs())
     specs.push_back(std::move(o));
   return specs;
 }
 
-LogicalResult ApplyRulesPass::setRules(std::vector<RuleDecl> rules, Diagnostic *error) {
+LogicalResult ApplyRulesPass::useRules(const std::vector<RuleDecl> &rules, Diagnostic *error) {
   auto set = compileRuleSet(rules);
   if (set.failed()) {
     if (error)
@@ -421,7 +430,14 @@ LogicalResult ApplyRulesPass::setRules(std::vector<RuleDecl> rules, Diagnostic *
     return failure();
   }
   rules_ = *set;
+  usage_ = std::make_shared<Usage>();
+  for (const RuleDecl &r : rules)
+    usage_->rules.emplace_back(ruleName(r), r.loc);
   return success();
+}
+
+LogicalResult ApplyRulesPass::setRules(std::vector<RuleDecl> rules, Diagnostic *error) {
+  return useRules(rules, error);
 }
 
 FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
@@ -430,21 +446,36 @@ FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
     auto decls = parseRulesFile(file);
     if (decls.failed())
       return decls.diagnostic();
-    auto set = compileRuleSet(*decls);
-    if (set.failed())
-      return set.diagnostic();
-    rules_ = *set;
+    Diagnostic d;
+    if (failed(useRules(*decls, &d)))
+      return d;
     loadedFile_ = file;
   }
   if (!rules_)
     return Diagnostic(Location::inPass(Name),
                       "apply-rules has no rules: give file=... or declare [[rules]] in the "
                       "pipeline config");
-  return GraphPass<ApplyRulesPass>::run(m, ctx);
+  FailureOr<bool> r = GraphPass<ApplyRulesPass>::run(m, ctx);
+  if (r.succeeded() && boolOption("warn-unused") && !usage_->reported) {
+    usage_->reported = true;
+    for (const auto &[name, loc] : usage_->rules)
+      if (!usage_->matched.count(name)) {
+        Diagnostic d(loc, fmt::format("rule '{}' matched nothing", name),
+                     Diagnostic::Severity::Warning);
+        d.loc.pass = Name;
+        ctx.remarks().push_back(std::move(d));
+      }
+  }
+  return r;
 }
 
 FailureOr<bool> ApplyRulesPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
   GreedyResult r = applyPatternsGreedily(g, *rules_, greedyConfigOf(*this));
+  {
+    std::lock_guard l(usage_->mu);
+    for (const auto &[name, n] : r.matched)
+      usage_->matched.insert(name);
+  }
   return reportGreedyRun(r, g, ctx, *this);
 }
 

@@ -8,9 +8,32 @@
 
 namespace tmg {
 
+namespace {
+void collectPasses(std::vector<PipelineElement> &els, std::vector<const Pass *> &out) {
+  for (PipelineElement &e : els) {
+    if (e.kind == PipelineElement::Kind::Pass)
+      out.push_back(e.pass.get());
+    else
+      collectPasses(e.children, out);
+  }
+}
+} // namespace
+
 PassManager::PassManager(Pipeline p, PipelineOptions o)
     : pipeline_(std::move(p)), opts_(std::move(o)) {
   ctx_.threads = std::max(1, opts_.threads);
+  // Statistics are kept per pass instance: a pass that occurs more than
+  // once in the pipeline is counted as "name #1", "name #2", ... in
+  // pipeline order.
+  std::vector<const Pass *> passes;
+  collectPasses(pipeline_.elements, passes);
+  std::map<std::string, int> total, seen;
+  for (const Pass *q : passes)
+    ++total[q->name().str()];
+  for (const Pass *q : passes) {
+    std::string n = q->name().str();
+    instanceName_[q] = total[n] > 1 ? fmt::format("{} #{}", n, ++seen[n]) : n;
+  }
 }
 
 void PassManager::emit(const std::string &s) {
@@ -97,7 +120,8 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
   std::string beforeText;
   if (opts_.printChanged)
     beforeText = m.str();
-  ctx_.setCurrentPass(name);
+  auto inst = instanceName_.find(&p);
+  ctx_.setCurrentPass(inst == instanceName_.end() ? name : inst->second);
   size_t remarks = ctx_.remarks().size();
   auto t0 = std::chrono::steady_clock::now();
   FailureOr<bool> r = Diagnostic();

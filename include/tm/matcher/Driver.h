@@ -147,6 +147,9 @@ struct GreedyResult {
   int64_t erased = 0;
   /// Rewrites per pattern name over the whole run (sorted by name).
   std::vector<std::pair<std::string, int64_t>> applied;
+  /// Successful matches per pattern name (sorted by name), whether or not
+  /// the rewrite then applied; patterns that never matched are absent.
+  std::vector<std::pair<std::string, int64_t>> matched;
   /// When not converged: the patterns that fired in the last two rounds
   /// (two, so both sides of a ping-pong show), with counts, sorted by
   /// count, then name.
@@ -165,8 +168,8 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
 std::vector<OptionSpec> greedyOptionSpecs();
 /// The driver configuration those options of `pass` ask for.
 GreedyConfig greedyConfigOf(const Pass &pass);
-/// What a pass reports after a driver run on `g`: counts the rewrites per
-/// pattern in `ctx`; when the time limit was hit, an error naming the pass,
+/// What a pass reports after a driver run on `g`: counts the matches and
+/// rewrites per pattern in `ctx` ("NAME: matched", "NAME: applied"); when the time limit was hit, an error naming the pass,
 /// the graph and the patterns that kept firing; when the driver did not
 /// converge, an error with `test-convergence`, else a warning remark.
 /// Returns whether anything changed.

@@ -36,6 +36,9 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
+#include <set>
+#include <string>
 #include <vector>
 
 #include "tm/matcher/Driver.h"
@@ -50,13 +53,17 @@ pat::Pat parsePattern(llvm::StringRef text, const Location &loc = Location::inFi
 /// Compiles rules into rewrite patterns (each with its constraints and
 /// replacement). Throws tmg::Error naming the place of the first error.
 std::vector<std::unique_ptr<RewritePattern>> compileRules(const std::vector<RuleDecl> &rules);
+/// The name a rule's pattern has: its `name`, or "rule at FILE:LINE:COL".
+std::string ruleName(const RuleDecl &r);
 /// compileRules as a result.
 FailureOr<std::shared_ptr<const FrozenPatternSet>>
 compileRuleSet(const std::vector<RuleDecl> &rules);
 
 /// `apply-rules{file=rules.toml}`: applies declarative rules with the greedy
 /// driver. Without `file`, the pass takes the `[[rules]]` of the pipeline
-/// config that declares it.
+/// config that declares it. With `warn-unused=true`, each rule that matched
+/// nothing in the pass's first run is reported as a warning remark at the
+/// rule's location. Statistics count "RULE: matched" and "RULE: applied".
 class ApplyRulesPass : public GraphPass<ApplyRulesPass>, public RuleConsumer {
 public:
   static constexpr const char *Name = "apply-rules";
@@ -68,7 +75,17 @@ public:
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
 
 private:
+  LogicalResult useRules(const std::vector<RuleDecl> &rules, Diagnostic *error);
+
+  /// Which rules matched (shared by the graphs' threads of one run).
+  struct Usage {
+    std::mutex mu;
+    std::vector<std::pair<std::string, Location>> rules;
+    std::set<std::string> matched;
+    bool reported = false;
+  };
   std::shared_ptr<const FrozenPatternSet> rules_;
+  std::shared_ptr<Usage> usage_;
   std::string loadedFile_;
 };
 

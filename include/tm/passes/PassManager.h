@@ -15,6 +15,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -155,6 +156,9 @@ private:
   Pipeline pipeline_;
   PipelineOptions opts_;
   PassContext ctx_;
+  /// Statistics label per pass of the pipeline ("cse", or "cse #2" when
+  /// the pipeline holds the pass more than once).
+  std::map<const Pass *, std::string> instanceName_;
   std::set<std::string> ran_;
   struct Timing {
     std::string name;
