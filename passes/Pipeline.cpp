@@ -219,8 +219,15 @@ private:
     e.pass = r_.create(n);
     if (!e.pass) {
       std::string c = r_.closest(n);
-      fail(fmt::format("unknown pass '{}'{}", n,
-                       c.empty() ? "" : fmt::format("; did you mean '{}'?", c)),
+      // A name close to none in a registry that lacks the optimisation
+      // passes: most likely the registry was not filled by registerAllPasses.
+      bool partial =
+          c.empty() && (!r_.contains("canonicalize") || !r_.contains("apply-rules"));
+      fail(fmt::format("unknown pass '{}'{}{}", n,
+                       c.empty() ? "" : fmt::format("; did you mean '{}'?", c),
+                       partial ? " (this registry lacks tmgraph's optimisation passes: "
+                                 "tmg::registerAllPasses in tm/InitAllPasses.h registers them)"
+                               : ""),
            at);
     }
     options([&](const std::string &k, OptionValue v, size_t kat) {

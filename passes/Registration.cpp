@@ -3,12 +3,19 @@
 
 namespace tmg {
 
+namespace {
+template <typename P> void addOnce(PassRegistry &r) {
+  if (!r.contains(P::Name))
+    r.add<P>();
+}
+} // namespace
+
 void registerBuiltinPasses(PassRegistry &r) {
-  r.add<MergeGetAttrPass>();
-  r.add<CompilePass>();
-  r.add<ReplaceNodePass>();
-  r.add<FlattenPass>();
-  r.add<VerifyPass>();
+  addOnce<MergeGetAttrPass>(r);
+  addOnce<CompilePass>(r);
+  addOnce<ReplaceNodePass>(r);
+  addOnce<FlattenPass>(r);
+  addOnce<VerifyPass>(r);
 }
 
 } // namespace tmg

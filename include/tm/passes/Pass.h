@@ -225,7 +225,9 @@ private:
   std::map<std::string, Preset> presets_;
 };
 
-/// Registers the builtin passes (structural passes and optimisations).
+/// Registers the structural passes of this library (flatten, compile,
+/// merge-getattr, replace-node, verify); safe to call more than once.
+/// `registerAllPasses` (tm/InitAllPasses.h) registers every pass tmgraph has.
 void registerBuiltinPasses(PassRegistry &r);
 
 /// The closest of `candidates` to `name` by edit distance ("" if none).
