@@ -9,6 +9,6 @@ sh scripts/install-deps.sh
 ninja -C build
 ./build/examples/tm-example -o build/small_cnn.tmir
 ./build/tools/tm-opt build/small_cnn.tmir --pipeline flatten,compile --time-passes -o build/small_cnn_flat.tmir
-./build/tools/tm-run build/small_cnn_flat.tmir --random-inputs 1 --repeat 10
+./build/tools/tm-run build/small_cnn_flat.tmir --random-inputs --seed=1 --repeat 10
 ./build/tools/tm-opt build/small_cnn_flat.tmir -o build/small_cnn.dot
 echo "wrote build/small_cnn.tmir, build/small_cnn_flat.tmir (+ .safetensors) and build/small_cnn.dot"

@@ -1,38 +1,100 @@
 //===- ToolCommon.h - What tm-opt and tm-run share ------------------------===//
 //
-// Error reporting with the tool's name and exit codes (1: the input or a
-// pass failed; 2: the command line is wrong), and loading a model from
-// .tmir or .onnx.
+// The command-line conventions of both tools (LLVM's llvm::cl: `--opt=value`
+// and `--opt value`, `-` for stdin/stdout, generated `--help`, `--version`,
+// "did you mean" for typos), their exit codes, diagnostics printed with the
+// source line and a caret, and loading a model from a file or stdin.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include <cstdio>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include <llvm/ADT/StringRef.h>
+#include <llvm/Support/CommandLine.h>
 
-#include "tm/io/Onnx.h"
 #include "tm/io/Tmir.h"
+#include "tm/ir/Diagnostic.h"
 
 namespace tmg::tools {
 
-struct Tool {
-  const char *name;
-
-  int fail(const Diagnostic &d) const {
-    std::fprintf(stderr, "%s: %s\n", name, d.str().c_str());
-    return 1;
-  }
-  int usageError(const std::string &msg) const {
-    std::fprintf(stderr, "%s: error: %s\nRun '%s --help' for usage.\n", name,
-                 msg.c_str(), name);
-    return 2;
-  }
+/// Exit codes of both tools (docs/tools.md).
+enum ExitCode : int {
+  ExitOk = 0,
+  /// tm-run: an output is outside the --compare tolerance.
+  ExitOutputsDiffer = 1,
+  /// The command line, an input file, a model, a pipeline or a pass
+  /// rejected what it was given.
+  ExitInputError = 2,
+  /// A bug in tmgraph: a pass left an invalid module, an unexpected
+  /// exception escaped.
+  ExitInternalError = 3,
 };
+
+/// Resets llvm::cl so that only the options the tool declares after this
+/// call exist (LLVM's own global options, such as `-stats` and
+/// `-time-passes` of its pass manager, would collide with ours), and
+/// declares `--help`, `--help-hidden` and `--version`.
+class CommandLine {
+public:
+  CommandLine(const char *argv0);
+  /// Parses `argv`. Returns -1 to go on, or the exit code to return
+  /// (after --help, --version, or an error that llvm::cl printed).
+  int parse(int argc, char **argv, llvm::StringRef overview);
+
+private:
+  std::unique_ptr<llvm::cl::opt<bool>> help_, helpHidden_, version_;
+  std::unique_ptr<llvm::cl::alias> helpShort_;
+};
+
+/// The options category every tool shows first.
+llvm::cl::OptionCategory &generalCategory();
+
+/// Prints diagnostics as `tool: file:line:col: error: message`, followed by
+/// the source line and a caret under the column when the text is known
+/// (a file, stdin, or a pipeline string registered with addSource).
+class Tool {
+public:
+  explicit Tool(const char *name) : name_(name) {}
+  const char *name() const { return name_; }
+
+  /// Makes `text` the source of locations in `file` (stdin, a pipeline).
+  void addSource(std::string file, std::string text);
+
+  /// Prints `d` and returns `code`.
+  int fail(const Diagnostic &d, int code = ExitInputError) const;
+  /// A command-line error: prints `msg` and a hint to --help; returns 2.
+  int usageError(const std::string &msg) const;
+  /// Prints a warning (never changes the exit code).
+  void warn(const Diagnostic &d) const;
+  /// `d` as printed, with its source context.
+  std::string render(const Diagnostic &d) const;
+
+  /// Runs `body`, turning escaped exceptions into diagnostics: tmg::Error is
+  /// an input error, std::bad_alloc "out of memory" (an input error: the
+  /// model asks for more than there is), anything else an internal error.
+  int guard(const std::function<int()> &body) const;
+
+private:
+  const char *name_;
+  mutable std::map<std::string, std::string> sources_;
+};
+
+/// Reads `path`, or standard input for "-", as bytes; errors carry errno's
+/// text.
+FailureOr<std::string> readInput(const std::string &path);
+/// Writes `bytes` to `path`, or standard output for "-".
+LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
+                          Diagnostic *error);
+
+/// What a model file holds, from its suffix or, for stdin and unknown
+/// suffixes, from its first bytes.
+enum class ModelFormat { Tmir, Onnx };
+ModelFormat detectFormat(llvm::StringRef path, llvm::StringRef bytes);
 
 struct LoadedModel {
   std::unique_ptr<TracedModule> module;
@@ -40,58 +102,15 @@ struct LoadedModel {
   std::vector<std::string> onnxInputs, onnxOutputs;
 };
 
-inline bool isOnnxPath(llvm::StringRef path) { return path.endswith(".onnx"); }
+/// Parses one `--input-shape` value, NAME=DIMxDIMx... (NAME= for a scalar),
+/// into `shapes`; returns an error message or "".
+std::string parseInputShape(llvm::StringRef v, std::map<std::string, Shape> &shapes);
 
-/// Parses the value of --input-shape, NAME=DIMxDIMx... (NAME= for a
-/// scalar), into `shapes`; returns an error message or "".
-inline std::string parseInputShape(llvm::StringRef v, std::map<std::string, Shape> &shapes) {
-  auto [name, dims] = v.split('=');
-  if (name.empty() || !v.contains('='))
-    return "--input-shape expects NAME=DIMxDIM... (e.g. input=1x3x224x224), got '" + v.str() +
-           "'";
-  Shape s;
-  while (!dims.empty()) {
-    auto [d, rest] = dims.split('x');
-    int64_t n;
-    if (d.getAsInteger(10, n) || n < 0)
-      return "--input-shape: '" + d.str() + "' in '" + v.str() +
-             "' is not a non-negative integer";
-    s.push_back(n);
-    dims = rest;
-  }
-  shapes[name.str()] = s;
-  return "";
-}
-
-/// Loads `path` (.onnx by suffix, otherwise .tmir) into `out`; returns 0 or
-/// the exit code after reporting the error. `inputShapes` fix the shapes of
-/// ONNX graph inputs with symbolic dimensions (OnnxImportOptions).
-inline int loadModel(const Tool &tool, const std::string &path, LoadedModel &out,
-                     const std::map<std::string, Shape> &inputShapes = {}) {
-  if (isOnnxPath(path)) {
-#ifdef TM_HAVE_ONNX
-    io::OnnxImportOptions opts;
-    opts.inputShapes = inputShapes;
-    auto imported = io::importOnnx(path, opts);
-    if (imported.failed())
-      return tool.fail(imported.diagnostic());
-    out.module = std::move(imported->module);
-    out.onnxInputs = imported->names.inputs;
-    out.onnxOutputs = imported->names.outputs;
-    return 0;
-#else
-    return tool.usageError(
-        "this tmgraph was built without ONNX support (meson -Donnx=enabled)");
-#endif
-  }
-  if (!inputShapes.empty())
-    return tool.usageError("--input-shape applies to ONNX models (a .tmir file's input shapes "
-                           "are part of its graph)");
-  auto loaded = loadTmir(path);
-  if (loaded.failed())
-    return tool.fail(loaded.diagnostic());
-  out.module = std::move(*loaded);
-  return 0;
-}
+/// Loads `path` ("-": stdin; .tmir or .onnx by suffix or content) into
+/// `out`; returns -1 or the exit code after reporting the error through
+/// `tool`. `inputShapes` fix the shapes of ONNX graph inputs with symbolic
+/// dimensions (OnnxImportOptions).
+int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
+              const std::map<std::string, Shape> &inputShapes = {});
 
 } // namespace tmg::tools

@@ -1,87 +1,148 @@
 //===- tm-opt.cpp - Load, transform and write models ----------------------===//
 //
-// tm-opt MODEL [-o OUT] [--pipeline P | --pipeline-file F.toml] [options]
+// tm-opt [options] [INPUT] [-o OUTPUT]
 //
-// Reads a model (.tmir with its weights), runs a pass pipeline, verifies the
-// result, and writes it as .tmir + .safetensors, as Graphviz DOT, or as
-// text on stdout.
+// Reads a model (.tmir with its weights, or .onnx; `-` or nothing: stdin),
+// runs a pass pipeline, verifies the result, and writes it as .tmir (+
+// .safetensors), ONNX or Graphviz DOT (`-` or nothing: stdout). The command
+// line follows mlir-opt's (docs/tools.md).
 //
 //===----------------------------------------------------------------------===//
 #include <cstdio>
-#include <cstring>
+#include <limits>
 #include <string>
 
+#include "tm/InitAllPasses.h"
 #include "tm/io/Dot.h"
 #ifdef TM_HAVE_ONNX
 #include "tm/io/Onnx.h"
 #endif
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
-#include "tm/matcher/Rules.h"
 #include "tm/passes/PassManager.h"
-#include "tm/transforms/Transforms.h"
 #include "ToolCommon.h"
 
 using namespace tmg;
+namespace cl = llvm::cl;
 
-static const char *Usage = R"(usage: tm-opt MODEL [-o OUT] [options]
+namespace {
 
-Loads MODEL (.tmir and the .safetensors it names, or .onnx), runs a pass pipeline,
-verifies the result and writes it.
+enum class Emit { Auto, Tmir, Onnx, Dot };
 
-Output (-o OUT):
-  OUT.tmir                 write OUT.tmir and OUT.safetensors beside it
-  OUT.dot                  write Graphviz DOT (render: dot -Tpng OUT.dot -o OUT.png)
-  OUT.onnx                 write an ONNX model (opset 17, checked by ONNX's checker)
-  - or no -o               print the .tmir text to stdout
+/// The command line. Constructed after tools::CommandLine has reset llvm::cl.
+struct Options {
+  cl::OptionCategory io{"Input and output"};
+  cl::OptionCategory pipe{"Pipelines"};
+  cl::OptionCategory instr{"Instrumentation"};
+  cl::OptionCategory dot{"Graphviz output (--emit=dot)"};
 
-Pipelines:
-  -p, --pipeline TEXT      e.g. "flatten,compile,fixpoint(merge-getattr,compile){max-iterations=4}"
-  --pipeline-file F.toml   a pipeline config file (see README)
-  --list-passes            list the registered passes with their options
-  --dump-pipeline          print the parsed pipeline in canonical form and exit
-  --load-pass-plugin LIB   load passes from a shared library (repeatable)
+  cl::opt<std::string> input{cl::Positional, cl::desc("<input .tmir or .onnx, - for stdin>"),
+                             cl::init("-"), cl::cat(io)};
+  cl::opt<std::string> output{"o", cl::desc("Output file (- for stdout)"),
+                              cl::value_desc("file"), cl::init("-"), cl::cat(io)};
+  cl::opt<Emit> emit{
+      "emit", cl::desc("Output format (default: from the output's suffix; .tmir on stdout)"),
+      cl::init(Emit::Auto),
+      cl::values(clEnumValN(Emit::Tmir, "tmir", ".tmir text (+ .safetensors beside a file)"),
+                 clEnumValN(Emit::Onnx, "onnx", "an ONNX model (opset 17)"),
+                 clEnumValN(Emit::Dot, "dot", "Graphviz DOT")),
+      cl::cat(io)};
+  cl::opt<std::string> weightsFile{
+      "weights-file",
+      cl::desc(".tmir on stdout: write the weights to this .safetensors file and name it in "
+               "the text (default: the weights are written inline in the text)"),
+      cl::value_desc("file"), cl::cat(io)};
+  cl::opt<int64_t> inlineWeights{
+      "inline-weights",
+      cl::desc(".tmir: write tensors of at most N elements inline, as numbers (-1: none)"),
+      cl::value_desc("N"), cl::init(-1), cl::cat(io)};
+  cl::list<std::string> inputShapes{
+      "input-shape",
+      cl::desc("Static shape of an ONNX input with symbolic dims, e.g. input=1x3x224x224 "
+               "(repeatable)"),
+      cl::value_desc("name=dims"), cl::cat(io)};
+  cl::opt<bool> noVerify{"no-verify", cl::desc("Do not verify the final module"), cl::cat(io)};
 
-Instrumentation:
-  --verify-each            verify the module after every pass
-  --time-passes            print time per pass
-  --print-after-all        print the module after every pass
-  --print-after NAME       print the module after pass NAME (repeatable)
-  --print-changed          print the module after passes that changed it
-  --stats                  print per-pass counters
-  --reproducer FILE        on a pass failure, write FILE (+ FILE.tmir) to replay it
-  --run-reproducer FILE    load a reproducer and run its pipeline
-  --threads N              threads for graph-local passes (default 1)
+  cl::opt<std::string> pipeline{
+      "pass-pipeline",
+      cl::desc("The pass pipeline, e.g. 'flatten,compile,fixpoint(merge-getattr,compile)'"),
+      cl::value_desc("pipeline"), cl::cat(pipe)};
+  cl::alias pipelineShort{"p", cl::desc("Alias for --pass-pipeline"), cl::aliasopt(pipeline),
+                          cl::NotHidden, cl::cat(pipe)};
+  cl::alias pipelineLong{"pipeline", cl::desc("Alias for --pass-pipeline"),
+                         cl::aliasopt(pipeline), cl::cat(pipe)};
+  cl::opt<std::string> pipelineFile{"pipeline-file",
+                                    cl::desc("A pipeline config file (TOML, docs/passes.md)"),
+                                    cl::value_desc("file.toml"), cl::cat(pipe)};
+  cl::opt<bool> listPasses{"list-passes",
+                           cl::desc("List the registered passes and presets, and exit"),
+                           cl::cat(pipe)};
+  cl::opt<std::string> helpPass{"help-pass",
+                                cl::desc("Describe one pass and its options, and exit"),
+                                cl::value_desc("name"), cl::cat(pipe)};
+  cl::opt<bool> dumpPipeline{"dump-pipeline",
+                             cl::desc("Print the parsed pipeline in canonical form"),
+                             cl::cat(pipe)};
+  cl::list<std::string> plugins{"load-pass-plugin",
+                                cl::desc("Load passes from a shared library (repeatable)"),
+                                cl::value_desc("lib.so"), cl::cat(pipe)};
+  cl::opt<int> threads{"threads", cl::desc("Threads for graph-local passes"), cl::init(1),
+                       cl::value_desc("N"), cl::cat(pipe)};
 
-Other:
-  --input-shape NAME=DIMS  an ONNX input's static shape, e.g. input=1x3x224x224, for
-                           models with symbolic dims such as a dynamic batch (repeatable)
-  --no-verify              do not verify the final module
-  --inline-weights N       on stdout, write tensors of at most N elements inline
-  -h, --help               show this help
-  --version                show the version
-)";
+  cl::opt<bool> verifyEach{"verify-each", cl::desc("Verify the module after every pass"),
+                           cl::cat(instr)};
+  cl::opt<bool> timePasses{"time-passes", cl::desc("Print the time of every pass"),
+                           cl::cat(instr)};
+  cl::opt<bool> printAfterAll{"print-after-all", cl::desc("Print the module after every pass"),
+                              cl::cat(instr)};
+  cl::list<std::string> printAfter{"print-after",
+                                   cl::desc("Print the module after this pass (repeatable)"),
+                                   cl::value_desc("pass"), cl::cat(instr)};
+  cl::opt<bool> printChanged{"print-changed",
+                             cl::desc("Print the module after every pass that changed it"),
+                             cl::cat(instr)};
+  cl::opt<bool> stats{"stats",
+                      cl::desc("Print counters per pass instance and per rewrite rule"),
+                      cl::cat(instr)};
+  cl::opt<bool> warnUnusedRules{"warn-unused-rules",
+                                cl::desc("Warn about declarative rules that never matched"),
+                                cl::cat(instr)};
+  cl::opt<std::string> reproducer{"reproducer",
+                                  cl::desc("On a pass failure, write a reproducer to this file"),
+                                  cl::value_desc("file"), cl::cat(instr)};
+  cl::opt<std::string> runReproducer{"run-reproducer",
+                                     cl::desc("Load a reproducer and run its pipeline"),
+                                     cl::value_desc("file"), cl::cat(instr)};
 
-static const tools::Tool Tool{"tm-opt"};
-static int fail(const Diagnostic &d) { return Tool.fail(d); }
-static int usageError(const std::string &msg) { return Tool.usageError(msg); }
+  cl::opt<bool> dotHideParams{"dot-hide-params",
+                              cl::desc("Leave out parameter and buffer getattrs and constants"),
+                              cl::cat(dot)};
+  cl::opt<bool> dotHideGetattrs{"dot-hide-getattrs",
+                                cl::desc("Leave out every getattr (and the edges from self)"),
+                                cl::cat(dot)};
+  cl::opt<int> dotDepth{"dot-depth",
+                        cl::desc("Draw module graphs down to this depth; deeper module calls "
+                                 "are single boxes (-1: all)"),
+                        cl::init(-1), cl::value_desc("N"), cl::cat(dot)};
+  cl::opt<bool> dotColor{"dot-color", cl::desc("Colour exprs by op family"), cl::cat(dot)};
+};
 
-static void listPasses(const PassRegistry &r) {
-  for (const std::string &n : r.names()) {
-    auto p = r.create(n);
-    std::printf("%s\n    %s\n", n.c_str(), p->description().str().c_str());
-    for (const OptionSpec &o : p->optionSpecs())
-      std::printf("    {%s=<%s>} default %s: %s\n", o.name.c_str(),
-                  optionTypeName(o.defaultValue).str().c_str(),
-                  optionValueStr(o.defaultValue).c_str(), o.help.c_str());
-    auto pre = p->prerequisites();
-    if (!pre.empty()) {
-      std::string s;
-      for (const auto &x : pre)
-        s += (s.empty() ? "" : ", ") + x;
-      std::printf("    requires: %s\n", s.c_str());
-    }
-  }
+tools::Tool Tool{"tm-opt"};
+
+std::string describePass(const Pass &p) {
+  std::string s = fmt::format("{}\n    {}\n", p.name().str(), p.description().str());
+  for (const OptionSpec &o : p.optionSpecs())
+    s += fmt::format("    {{{}=<{}>}} default {}: {}\n", o.name,
+                     optionTypeName(o.defaultValue).str(), optionValueStr(o.defaultValue), o.help);
+  auto pre = p.prerequisites();
+  if (!pre.empty())
+    s += fmt::format("    requires: {}\n", fmt::join(pre, ", "));
+  return s;
+}
+
+void listPasses(const PassRegistry &r) {
+  for (const std::string &n : r.names())
+    std::fputs(describePass(*r.create(n)).c_str(), stdout);
   std::printf("fixpoint(P)\n    repeat pipeline P until nothing changes\n"
               "    {max-iterations=<int>} default 10\n");
   for (const PassRegistry::Preset *p : r.presets())
@@ -89,192 +150,234 @@ static void listPasses(const PassRegistry &r) {
                 p->text.c_str());
 }
 
-int main(int argc, char **argv) {
-  std::string model, out, pipelineText, pipelineFile, reproducerIn;
-  bool verifyIt = true, list = false, dump = false;
-  int64_t inlineMax = -1;
-  PipelineOptions opts;
-  std::vector<std::string> plugins;
-  std::map<std::string, Shape> inputShapes;
-  for (int i = 1; i < argc; ++i) {
-    std::string a = argv[i];
-    auto value = [&](const char *name) -> std::string {
-      if (i + 1 >= argc) {
-        usageError(std::string(name) + " needs a value");
-        std::exit(2);
-      }
-      return argv[++i];
-    };
-    if (a == "-h" || a == "--help") {
-      std::fputs(Usage, stdout);
-      return 0;
-    } else if (a == "--version") {
-      std::puts("tm-opt (tmgraph) 0.1.0");
-      return 0;
-    } else if (a == "-o" || a == "--output") {
-      out = value("-o");
-    } else if (a == "-p" || a == "--pipeline") {
-      pipelineText = value("--pipeline");
-    } else if (a == "--pipeline-file") {
-      pipelineFile = value("--pipeline-file");
-    } else if (a == "--list-passes") {
-      list = true;
-    } else if (a == "--dump-pipeline") {
-      dump = true;
-    } else if (a == "--load-pass-plugin") {
-      plugins.push_back(value("--load-pass-plugin"));
-    } else if (a == "--verify-each") {
-      opts.verifyEach = true;
-    } else if (a == "--time-passes") {
-      opts.timePasses = true;
-    } else if (a == "--print-after-all") {
-      opts.printAfterAll = true;
-    } else if (a == "--print-after") {
-      opts.printAfter.insert(value("--print-after"));
-    } else if (a.rfind("--print-after=", 0) == 0) {
-      opts.printAfter.insert(a.substr(14));
-    } else if (a == "--print-changed") {
-      opts.printChanged = true;
-    } else if (a == "--stats") {
-      opts.stats = true;
-    } else if (a == "--reproducer") {
-      std::string path = value("--reproducer");
-      opts.onFailure = [path](const TracedModule &m, const Pipeline &p) {
-        Diagnostic d;
-        if (failed(writeReproducer(path, m, p.str(), &d)))
-          std::fprintf(stderr, "tm-opt: %s\n", d.str().c_str());
-        else
-          std::fprintf(stderr, "tm-opt: wrote reproducer %s\n", path.c_str());
-      };
-    } else if (a == "--run-reproducer") {
-      reproducerIn = value("--run-reproducer");
-    } else if (a == "--threads") {
-      std::string v = value("--threads");
-      char *end = nullptr;
-      long n = std::strtol(v.c_str(), &end, 10);
-      if (v.empty() || *end || n < 1)
-        return usageError("--threads needs a positive integer, got '" + v + "'");
-      opts.threads = int(n);
-    } else if (a == "--input-shape") {
-      std::string err = tools::parseInputShape(value("--input-shape"), inputShapes);
-      if (!err.empty())
-        return usageError(err);
-    } else if (a == "--no-verify") {
-      verifyIt = false;
-    } else if (a == "--inline-weights") {
-      std::string v = value("--inline-weights");
-      char *end = nullptr;
-      inlineMax = std::strtoll(v.c_str(), &end, 10);
-      if (v.empty() || *end || inlineMax < 0)
-        return usageError("--inline-weights needs a non-negative integer, got '" + v + "'");
-    } else if (!a.empty() && a[0] == '-' && a != "-") {
-      return usageError("unknown option '" + a + "'");
-    } else if (model.empty()) {
-      model = a;
-    } else {
-      return usageError("more than one model given ('" + model + "' and '" + a + "')");
-    }
+/// The pipeline from -p or --pipeline-file (or a reproducer), with the
+/// switches of the command line and of the file merged.
+int buildPipeline(Options &o, const PassRegistry &registry, Pipeline &pipeline,
+                  PipelineOptions &opts, std::string text) {
+  if (!o.pipelineFile.empty()) {
+    auto pf = parsePipelineFile(o.pipelineFile, registry);
+    if (pf.failed())
+      return Tool.fail(pf.diagnostic());
+    pipeline = std::move(pf->pipeline);
+    const PipelineOptions &f = pf->options;
+    // Command-line switches add to the file's.
+    opts.verifyEach |= f.verifyEach;
+    opts.timePasses |= f.timePasses;
+    opts.printAfterAll |= f.printAfterAll;
+    opts.printChanged |= f.printChanged;
+    opts.stats |= f.stats;
+    opts.printAfter.insert(f.printAfter.begin(), f.printAfter.end());
+    opts.disabled = f.disabled;
+    if (opts.threads == 1)
+      opts.threads = f.threads;
+    return -1;
   }
+  if (text.empty())
+    return -1;
+  Tool.addSource("<pipeline>", text);
+  auto p = Pipeline::parse(text, registry, "<pipeline>");
+  if (p.failed())
+    return Tool.fail(p.diagnostic());
+  pipeline = std::move(*p);
+  return -1;
+}
+
+/// Sets `warn-unused=true` on every apply-rules element of `els`.
+void warnUnusedRules(std::vector<PipelineElement> &els) {
+  for (PipelineElement &e : els) {
+    if (e.kind == PipelineElement::Kind::Fixpoint)
+      warnUnusedRules(e.children);
+    else if (e.pass->name() == "apply-rules")
+      (void)e.pass->setOption("warn-unused", true);
+  }
+}
+
+int writeModel(Options &o, const TracedModule &m) {
+  Emit emit = o.emit;
+  llvm::StringRef out = o.output;
+  if (emit == Emit::Auto) {
+    if (out.endswith(".onnx"))
+      emit = Emit::Onnx;
+    else if (out.endswith(".dot"))
+      emit = Emit::Dot;
+    else if (out.endswith(".tmir") || out == "-")
+      emit = Emit::Tmir;
+    else
+      return Tool.usageError("cannot tell the format of '" + out.str() +
+                             "' from its suffix: name it .tmir, .onnx or .dot, or give --emit");
+  }
+  Diagnostic d;
+  if (emit == Emit::Dot) {
+    DotOptions dot;
+    dot.hideParams = o.dotHideParams;
+    dot.hideGetAttrs = o.dotHideGetattrs;
+    dot.maxDepth = o.dotDepth;
+    dot.colorByOp = o.dotColor;
+    if (failed(tools::writeOutput(o.output, printDot(m, dot), &d)))
+      return Tool.fail(d);
+    return tools::ExitOk;
+  }
+  if (emit == Emit::Onnx) {
+#ifdef TM_HAVE_ONNX
+    auto bytes = io::exportOnnxBytes(m);
+    if (bytes.failed())
+      return Tool.fail(bytes.diagnostic());
+    if (failed(tools::writeOutput(o.output, *bytes, &d)))
+      return Tool.fail(d);
+    return tools::ExitOk;
+#else
+    return Tool.usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
+#endif
+  }
+  if (out != "-") {
+    if (!o.weightsFile.empty())
+      return Tool.usageError("--weights-file applies to .tmir on stdout; a .tmir file gets its "
+                             "weights beside it");
+    if (failed(saveTmir(m, o.output, &d)))
+      return Tool.fail(d);
+    return tools::ExitOk;
+  }
+  // On stdout the weights go inline unless a weights file is named, so that
+  // whatever is written reads back.
+  TmirWriteOptions w;
+  WeightFile weights;
+  if (!o.weightsFile.empty()) {
+    w.weights = &weights;
+    w.weightsFile = o.weightsFile;
+    w.inlineMaxElements = o.inlineWeights;
+  } else {
+    w.inlineMaxElements = std::numeric_limits<int64_t>::max();
+  }
+  std::string text = printTmir(m, w);
+  if (!o.weightsFile.empty()) {
+    weights.metadata["format"] = "tmgraph";
+    if (failed(writeSafetensors(o.weightsFile, weights, &d)))
+      return Tool.fail(d);
+  }
+  if (failed(tools::writeOutput("-", text, &d)))
+    return Tool.fail(d);
+  return tools::ExitOk;
+}
+
+int run(Options &o) {
   PassRegistry &registry = PassRegistry::global();
-  registerTransformPasses(registry);
-  registerMatcherPasses(registry);
-  for (const auto &p : plugins) {
+  registerAllPasses(registry);
+  for (const auto &p : o.plugins) {
     Diagnostic d;
     if (failed(loadPassPlugin(p, registry, &d)))
-      return fail(d);
+      return Tool.fail(d);
   }
-  if (list) {
+  if (o.listPasses) {
     listPasses(registry);
-    return 0;
+    return tools::ExitOk;
   }
-  if (!pipelineText.empty() && !pipelineFile.empty())
-    return usageError("give --pipeline or --pipeline-file, not both");
+  if (!o.helpPass.empty()) {
+    if (auto p = registry.create(o.helpPass)) {
+      std::fputs(describePass(*p).c_str(), stdout);
+      return tools::ExitOk;
+    }
+    if (const PassRegistry::Preset *p = registry.preset(o.helpPass)) {
+      std::printf("%s (preset)\n    %s\n    = %s\n", p->name.c_str(), p->description.c_str(),
+                  p->text.c_str());
+      return tools::ExitOk;
+    }
+    std::string near = registry.closest(o.helpPass);
+    return Tool.usageError("unknown pass '" + o.helpPass + "'" +
+                           (near.empty() ? "" : "; did you mean '" + near + "'?"));
+  }
+  if (!o.pipeline.empty() && !o.pipelineFile.empty())
+    return Tool.usageError("give --pass-pipeline or --pipeline-file, not both");
+  if (o.threads < 1)
+    return Tool.usageError("--threads needs a positive integer");
+
+  PipelineOptions opts;
+  opts.verifyEach = o.verifyEach;
+  opts.timePasses = o.timePasses;
+  opts.printAfterAll = o.printAfterAll;
+  opts.printChanged = o.printChanged;
+  opts.stats = o.stats;
+  opts.threads = o.threads;
+  for (const std::string &name : o.printAfter) {
+    if (!registry.contains(name)) {
+      std::string near = registry.closest(name);
+      return Tool.usageError("--print-after: unknown pass '" + name + "'" +
+                             (near.empty() ? "" : "; did you mean '" + near + "'?"));
+    }
+    opts.printAfter.insert(name);
+  }
+  if (!o.reproducer.empty()) {
+    std::string path = o.reproducer;
+    opts.onFailure = [path](const TracedModule &m, const Pipeline &p) {
+      Diagnostic d;
+      if (failed(writeReproducer(path, m, p.str(), &d)))
+        Tool.warn(d);
+      else
+        std::fprintf(stderr, "tm-opt: wrote reproducer %s\n", path.c_str());
+    };
+  }
+  std::map<std::string, Shape> inputShapes;
+  for (const std::string &s : o.inputShapes) {
+    std::string err = tools::parseInputShape(s, inputShapes);
+    if (!err.empty())
+      return Tool.usageError(err);
+  }
 
   std::unique_ptr<TracedModule> m;
-  if (!reproducerIn.empty()) {
-    auto r = readReproducer(reproducerIn);
+  std::string pipelineText = o.pipeline;
+  if (!o.runReproducer.empty()) {
+    auto r = readReproducer(o.runReproducer);
     if (r.failed())
-      return fail(r.diagnostic());
+      return Tool.fail(r.diagnostic());
     m = std::move(r->first);
     pipelineText = r->second;
   }
   Pipeline pipeline;
-  if (!pipelineFile.empty()) {
-    auto pf = parsePipelineFile(pipelineFile, registry);
-    if (pf.failed())
-      return fail(pf.diagnostic());
-    pipeline = std::move(pf->pipeline);
-    PipelineOptions fileOpts = std::move(pf->options);
-    // Command-line switches add to the file's.
-    opts.verifyEach |= fileOpts.verifyEach;
-    opts.timePasses |= fileOpts.timePasses;
-    opts.printAfterAll |= fileOpts.printAfterAll;
-    opts.printChanged |= fileOpts.printChanged;
-    opts.stats |= fileOpts.stats;
-    opts.printAfter.insert(fileOpts.printAfter.begin(), fileOpts.printAfter.end());
-    opts.disabled = fileOpts.disabled;
-    if (opts.threads == 1)
-      opts.threads = fileOpts.threads;
-  } else if (!pipelineText.empty()) {
-    auto p = Pipeline::parse(pipelineText, registry, "<pipeline>");
-    if (p.failed())
-      return fail(p.diagnostic());
-    pipeline = std::move(*p);
-  }
-  if (dump) {
+  if (int rc = buildPipeline(o, registry, pipeline, opts, pipelineText); rc >= 0)
+    return rc;
+  if (o.warnUnusedRules)
+    warnUnusedRules(pipeline.elements);
+  if (o.dumpPipeline) {
     std::printf("%s\n", pipeline.str().c_str());
-    if (model.empty() && !m)
-      return 0;
+    if (o.input.getNumOccurrences() == 0 && !m)
+      return tools::ExitOk;
   }
   if (!m) {
-    if (model.empty())
-      return usageError("no model given");
-    if (!llvm::StringRef(model).endswith(".onnx") && !llvm::StringRef(model).endswith(".tmir"))
-      return usageError("cannot read '" + model + "': expected a .tmir or .onnx file");
     tools::LoadedModel loaded;
-    if (int rc = tools::loadModel(Tool, model, loaded, inputShapes))
+    if (int rc = tools::loadModel(Tool, o.input, loaded, inputShapes); rc >= 0)
       return rc;
     m = std::move(loaded.module);
   }
-  if (!pipeline.elements.empty()) {
+  bool ranPasses = !pipeline.elements.empty();
+  if (ranPasses) {
     PassManager pm(std::move(pipeline), opts);
     Diagnostic d;
     if (failed(pm.run(*m, &d)))
-      return fail(d);
+      return Tool.fail(d);
   }
-  if (verifyIt) {
+  if (!o.noVerify) {
     Diagnostic d;
-    if (failed(verifyOrReport(*m, &d)))
-      return fail(d);
+    if (failed(verifyOrReport(*m, &d))) {
+      // A module that verified when read and not after the passes is a bug
+      // of a pass.
+      if (ranPasses)
+        d.note("the module was produced by the pipeline: this is a bug in one of its passes");
+      return Tool.fail(d, ranPasses ? tools::ExitInternalError : tools::ExitInputError);
+    }
   }
-  if (out.empty() || out == "-") {
-    if (dump)
-      return 0;
-    TmirWriteOptions o;
-    o.inlineMaxElements = inlineMax;
-    std::fputs(printTmir(*m, o).c_str(), stdout);
-    return 0;
-  }
-  if (llvm::StringRef(out).endswith(".dot")) {
-    Diagnostic d;
-    if (failed(writeFileBytes(out, printDot(*m), &d)))
-      return fail(d);
-    return 0;
-  }
-  if (llvm::StringRef(out).endswith(".onnx")) {
-#ifdef TM_HAVE_ONNX
-    Diagnostic d;
-    if (failed(io::exportOnnx(*m, out, {}, &d)))
-      return fail(d);
-    return 0;
-#else
-    return usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
-#endif
-  }
-  if (!llvm::StringRef(out).endswith(".tmir"))
-    return usageError("cannot write '" + out + "': expected .tmir, .onnx, .dot or -");
-  Diagnostic d;
-  if (failed(saveTmir(*m, out, &d)))
-    return fail(d);
-  return 0;
+  if (o.dumpPipeline && o.output == "-")
+    return tools::ExitOk;
+  return writeModel(o, *m);
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  tools::CommandLine cli(argv[0]);
+  Options o;
+  if (int rc = cli.parse(argc, argv,
+                         "tm-opt: load a model (.tmir or .onnx), run a pass pipeline, verify "
+                         "it and write it (.tmir, .onnx or .dot)\n");
+      rc >= 0)
+    return rc;
+  return Tool.guard([&] { return run(o); });
 }

@@ -18,9 +18,9 @@ contains() { grep -q -- "$2" "$1"; }
 "$example" -o cnn.tmir > /dev/null
 check "tm-opt exports a hierarchical model to ONNX" "$opt" cnn.tmir -o cnn.onnx
 check "the .onnx exists" test -s cnn.onnx
-check "tm-run runs the .tmir" "$run" cnn.tmir --random-inputs 3 -o ref
+check "tm-run runs the .tmir" "$run" cnn.tmir --random-inputs --seed=3 -o ref
 check "tm-run runs the exported .onnx to the same outputs" \
-  "$run" cnn.onnx --random-inputs 3 --compare fc_out=ref/fc_out.npy --rtol 1e-5 --atol 1e-6
+  "$run" cnn.onnx --random-inputs --seed=3 --compare fc_out=ref/fc_out.npy --rtol 1e-5 --atol 1e-6
 check "tm-opt reads the .onnx back to .tmir" "$opt" cnn.onnx -o back.tmir
 check "initializers keep their module paths (sanitised)" contains back.tmir 'block1_conv_weight = param'
 check "flattened before export (--pipeline flatten) works too" \
@@ -33,7 +33,7 @@ if [ -d "$data/node/test_cast_FLOAT_to_FLOAT16" ]; then
 fi
 if [ -d "$data/node/test_if" ]; then
   "$opt" "$data/node/test_if/model.onnx" 2> if.txt; s=$?
-  check "an unsupported op exits 1" test $s -eq 1
+  check "an unsupported op exits 2" test $s -eq 2
   check "an unsupported op is named with its node" contains if.txt "unsupported ONNX ops: If (node"
 fi
 # A dynamic batch (input x: (N, 3)): -i gives N, --input-shape too, and
@@ -42,9 +42,9 @@ dyn=$srcdir/dyn_batch
 check "tm-run takes a symbolic batch from the bound input's shape" \
   "$run" "$dyn.onnx" -i x="${dyn}_x.npy" --compare y="${dyn}_y.npy" --rtol 0 --atol 0
 check "tm-run --input-shape fixes a symbolic batch" \
-  "$run" "$dyn.onnx" --input-shape x=4x3 --random-inputs 1
+  "$run" "$dyn.onnx" --input-shape x=4x3 --random-inputs --seed=1
 "$opt" "$dyn.onnx" 2> dyn.txt; s=$?
-check "an unfixed symbolic batch exits 1" test $s -eq 1
+check "an unfixed symbolic batch exits 2" test $s -eq 2
 check "an unfixed symbolic batch names --input-shape" contains dyn.txt "give static shapes with --input-shape x="
 check "tm-opt --input-shape writes a static graph" "$opt" "$dyn.onnx" --input-shape x=5x3 -o dyn.tmir
 check "the static graph has the given shape" contains dyn.tmir "float32(5, 3)"
@@ -52,7 +52,7 @@ check "the static graph has the given shape" contains dyn.tmir "float32(5, 3)"
 check "a malformed --input-shape exits 2" test $s -eq 2
 head -c 200 cnn.onnx > trunc.onnx
 "$opt" trunc.onnx 2> trunc.txt; s=$?
-check "a truncated model exits 1" test $s -eq 1
+check "a truncated model exits 2" test $s -eq 2
 check "a truncated model is reported" contains trunc.txt "truncated or corrupt"
 
 echo "$failures failure(s)"
