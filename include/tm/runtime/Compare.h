@@ -17,11 +17,13 @@ namespace tmg::rt {
 
 /// The defaults pass a correct float32 computation of a standard CNN or
 /// Transformer against another engine's float32 result (accumulation
-/// order differs): rtol as the ONNX backend suite's, atol for the values
-/// near zero whose relative error means nothing.
+/// order differs): rtol as the ONNX backend suite's; atol for the elements
+/// near zero, whose error follows the magnitude of the values summed into
+/// them, not their own (a random-weight ResNet-50's outputs reach 350, and
+/// both PyTorch's and tmgraph's float32 results are 1e-4 from float64's).
 struct Tolerance {
   double rtol = 1e-3;
-  double atol = 1e-5;
+  double atol = 1e-4;
 };
 
 struct CompareReport {
