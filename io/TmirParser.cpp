@@ -1,4 +1,5 @@
 //===- TmirParser.cpp - Reading .tmir text --------------------------------===//
+#include <charconv>
 #include <cctype>
 #include <cmath>
 #include <unordered_map>
@@ -147,6 +148,44 @@ LineParser::NodeType LineParser::nodeType() {
   return t;
 }
 
+/// The numbers of an inline tensor, up to and including the closing ']'
+/// (the '[' is read). Written by the printer as Python reprs: integers,
+/// floats, inf, -inf, nan. A tensor of a million elements is read without
+/// building a value per element.
+void LineParser::numberList(std::vector<double> &out, llvm::ArrayRef<int64_t> shape) {
+  int64_t numel = 1;
+  for (int64_t d : shape)
+    numel = d >= 0 && numel <= (int64_t(1) << 40) / std::max<int64_t>(d, 1) ? numel * d : -1;
+  // Each element takes at least two characters ("0,"); a claimed size
+  // beyond that is not trusted for the reservation.
+  if (numel > 0)
+    out.reserve(size_t(std::min<int64_t>(numel, int64_t(s_.size() - pos_) / 2 + 1)));
+  bool comma = true;
+  while (!eat("]")) {
+    if (!comma)
+      fail("expected ',' or ']'");
+    skipWs();
+    size_t b = pos_;
+    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != ']' && s_[pos_] != ' ' &&
+           s_[pos_] != '\t')
+      ++pos_;
+    llvm::StringRef tok = s_.slice(b, pos_);
+    double d = 0;
+    const char *first = tok.data(), *last = tok.data() + tok.size();
+    if (tok.startswith("+"))
+      ++first;
+    auto [end, ec] = std::from_chars(first, last, d);
+    if (tok == "inf" || tok == "-inf" || tok == "nan")
+      d = tok == "nan" ? NAN : (tok == "inf" ? HUGE_VAL : -HUGE_VAL);
+    else if (tok.empty() || ec != std::errc() || end != last)
+      fail(tok.empty() ? "tensor data must be numbers"
+                       : fmt::format("malformed number '{}'", tok.str()),
+           base_ + b + 1);
+    out.push_back(d);
+    comma = eat(",");
+  }
+}
+
 PyVal LineParser::value() {
   skipWs();
   if (depth_ >= MaxValueNesting)
@@ -273,14 +312,9 @@ PyVal LineParser::value() {
     } else if (eat("zeros")) {
       v.hasData = true; // all zeros
     } else {
-      PyVal list = value();
-      if (list.kind != PyVal::Kind::List)
-        fail("tensor data must be @\"key\", zeros or a list of numbers", list.col);
-      for (const PyVal &x : list.items) {
-        if (x.kind != PyVal::Kind::Scalar || !x.scalar.isNumber())
-          fail("tensor data must be numbers", x.col);
-        v.data.push_back(x.scalar.toDouble());
-      }
+      if (!eat("["))
+        fail("tensor data must be @\"key\", zeros or a list of numbers");
+      numberList(v.data, v.shape);
       v.hasData = true;
     }
     expect(")");
