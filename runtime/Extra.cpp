@@ -3,7 +3,9 @@
 // Straightforward OpenMP loops: these ops are rare in the hot path of the
 // models tmgraph optimises (the 2-D convolution and pooling kernels of
 // Conv.cpp / Pool.cpp stay the fast path; convNd and the N-d pools are the
-// general fallback for 1-D/3-D and asymmetric padding).
+// general fallback for 1-D/3-D and asymmetric padding). N-d pools with two
+// spatial axes (ONNX pools with ceil_mode, as PyTorch exports SqueezeNet's
+// and GoogLeNet's) run on the 2-D kernels.
 //
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Extra.h"
@@ -14,6 +16,8 @@
 
 #include "tm/runtime/Elementwise.h"
 #include "tm/runtime/Shape.h"
+
+#include "PoolWindow.h"
 
 namespace tmg::rt {
 namespace {
@@ -307,6 +311,10 @@ Tensor poolNd(const char *op, const Tensor &x0, const WindowNd &p, bool isMax) {
     if (out[i] <= 0)
       raise("{}: window {} does not fit input {}", op, p.kernel[i], shapeStr(x.shape()));
     outShape.push_back(out[i]);
+  }
+  if (nd == 2) {
+    Tensor y = detail::pool2dWindow(x, p, out, isMax);
+    return x0.dtype() == DType::Float32 ? y : cast(y, x0.dtype());
   }
   Tensor y = Tensor::empty(outShape, DType::Float32);
   int64_t planes = x.dim(0) * x.dim(1), inPlane = 1, outPlane = 1;

@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "Internal.h"
+#include "PoolWindow.h"
 
 namespace tmg::rt {
 using namespace detail;
@@ -49,9 +50,13 @@ static int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t pad,
 }
 
 namespace {
+/// A 2-D pooling window over `in`: leading paddings ph, pw and trailing
+/// paddings phEnd, pwEnd (which only bound average windows; output sizes
+/// are computed before).
 struct PoolGeom {
   Planes in;
   int64_t oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
+  int64_t phEnd, pwEnd;
 };
 } // namespace
 
@@ -71,7 +76,8 @@ static PoolGeom checkPool(llvm::StringRef op, const Tensor &x,
       p.padding.w > k.w / 2)
     raise("{}: padding {} must be between 0 and half the kernel size {}",
           op.str(), p.padding.str(), k.str());
-  PoolGeom g{in, 0, 0, k.h, k.w, s.h, s.w, p.padding.h, p.padding.w, d.h, d.w};
+  PoolGeom g{in,  0,   0,   k.h,         k.w,         s.h,         s.w,
+             p.padding.h, p.padding.w, d.h, d.w, p.padding.h, p.padding.w};
   g.oh = poolOutputSize(in.h, k.h, s.h, g.ph, d.h, p.ceilMode);
   g.ow = poolOutputSize(in.w, k.w, s.w, g.pw, d.w, p.ceilMode);
   if (g.oh <= 0 || g.ow <= 0)
@@ -137,8 +143,7 @@ static void maxPoolPlane(const PoolGeom &g, const float *src, float *dst,
   }
 }
 
-Tensor maxPool2d(const Tensor &x, const Pool2dParams &p) {
-  PoolGeom g = checkPool("max_pool2d", x, p, /*allowDilation=*/true);
+static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
   const float *px = x.data<float>();
   float *po = out.data<float>();
@@ -156,13 +161,15 @@ Tensor maxPool2d(const Tensor &x, const Pool2dParams &p) {
   return out;
 }
 
-Tensor avgPool2d(const Tensor &x, const Pool2dParams &p) {
-  PoolGeom g = checkPool("avg_pool2d", x, p, /*allowDilation=*/false);
+Tensor maxPool2d(const Tensor &x, const Pool2dParams &p) {
+  return maxPool2dGeom(x, checkPool("max_pool2d", x, p, /*allowDilation=*/true));
+}
+
+static Tensor avgPool2dGeom(const Tensor &x, const PoolGeom &g, bool includePad) {
   Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
   const float *px = x.data<float>();
   float *po = out.data<float>();
   int64_t hw = g.in.h * g.in.w, ohw = g.oh * g.ow;
-  bool includePad = p.countIncludePad;
   parallelFor(g.in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const float *src = px + pl * hw;
@@ -170,12 +177,12 @@ Tensor avgPool2d(const Tensor &x, const Pool2dParams &p) {
       for (int64_t oy = 0; oy < g.oh; ++oy) {
         int64_t y0 = oy * g.sh - g.ph;
         // The window clipped to the padded input, then to the input.
-        int64_t y1 = std::min(y0 + g.kh, g.in.h + g.ph);
+        int64_t y1 = std::min(y0 + g.kh, g.in.h + g.phEnd);
         int64_t padRows = y1 - y0;
         int64_t ya = std::max<int64_t>(y0, 0), yb = std::min(y1, g.in.h);
         for (int64_t ox = 0; ox < g.ow; ++ox) {
           int64_t x0 = ox * g.sw - g.pw;
-          int64_t x1 = std::min(x0 + g.kw, g.in.w + g.pw);
+          int64_t x1 = std::min(x0 + g.kw, g.in.w + g.pwEnd);
           int64_t xa = std::max<int64_t>(x0, 0), xb = std::min(x1, g.in.w);
           float s = 0.0f;
           for (int64_t iy = ya; iy < yb; ++iy)
@@ -191,6 +198,24 @@ Tensor avgPool2d(const Tensor &x, const Pool2dParams &p) {
   });
   return out;
 }
+
+Tensor avgPool2d(const Tensor &x, const Pool2dParams &p) {
+  return avgPool2dGeom(x, checkPool("avg_pool2d", x, p, /*allowDilation=*/false),
+                       p.countIncludePad);
+}
+
+namespace detail {
+
+Tensor pool2dWindow(const Tensor &x, const WindowNd &p, llvm::ArrayRef<int64_t> outSize,
+                    bool isMax) {
+  Planes in{x.dim(0) * x.dim(1), x.dim(2), x.dim(3)};
+  PoolGeom g{in,           outSize[0],   outSize[1],   p.kernel[0], p.kernel[1],
+             p.stride[0],  p.stride[1],  p.padBegin[0], p.padBegin[1], p.dilation[0],
+             p.dilation[1], p.padEnd[0], p.padEnd[1]};
+  return isMax ? maxPool2dGeom(x, g) : avgPool2dGeom(x, g, p.countIncludePad);
+}
+
+} // namespace detail
 
 /// Adaptive max (IsMax) or average pooling.
 template <bool IsMax>

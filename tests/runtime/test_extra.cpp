@@ -357,6 +357,47 @@ TEST_CASE("N-d pooling: ceil mode, dilation, padding counted or not", "[runtime]
   CHECK(yi.dtype() == DType::Int32);
 }
 
+TEST_CASE("N-d pooling with two axes runs the 2-D kernels for every window geometry",
+          "[runtime][extra]") {
+  // Ceil mode, asymmetric and large paddings, dilation, strides above the
+  // window: what ONNX's MaxPool/AveragePool can ask for, against the naive
+  // reference.
+  Rng rng(11);
+  int cases = 0;
+  for (int64_t h : {5, 8})
+    for (int64_t k : {1, 2, 3})
+      for (int64_t s : {1, 2, 3})
+        for (int64_t d : {1, 2})
+          for (bool ceil : {false, true})
+            for (int64_t pb : {0, 1, 2})
+              for (int64_t pe : {0, 1}) {
+                WindowRef r{{k, k + 1}, {s, s}, {pb, pe}, {pe, pb}, {d, 1}, ceil};
+                // Windows that lie wholly in the padding are invalid (ONNX
+                // asks pads smaller than the window).
+                int64_t span = d * (k - 1) + 1;
+                if (pb >= k || pe >= k || span > h + pb + pe)
+                  continue;
+                Tensor x = rng.tensor({2, 3, h, h + 1});
+                INFO("h " << h << " k " << k << " s " << s << " d " << d << " ceil " << ceil
+                          << " pads " << pb << "," << pe);
+                requireClose(maxPoolNd(x, toParams(r)), poolRef(x, r, true, false), Exact);
+                WindowRef a = r;
+                a.d = {1, 1};
+                WindowNd pa = toParams(a);
+                requireClose(avgPoolNd(x, pa), poolRef(x, a, false, false), ElementwiseTol);
+                pa.countIncludePad = true;
+                requireClose(avgPoolNd(x, pa), poolRef(x, a, false, true), ElementwiseTol);
+                ++cases;
+              }
+  CHECK(cases > 100);
+  // NaN wins in max pooling, as in PyTorch.
+  Tensor xn = rng.tensor({1, 1, 4, 4});
+  xn.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  Tensor yn = maxPoolNd(xn, toParams(WindowRef{{2, 2}, {2, 2}, {0, 0}, {1, 1}, {1, 1}, true}));
+  CHECK(std::isnan(yn.at(0)));
+  CHECK(!std::isnan(yn.at(1)));
+}
+
 TEST_CASE("resizeNd: nearest, linear and cubic coordinate modes", "[runtime][extra]") {
   Rng rng(7);
   Tensor x = rng.tensor({1, 2, 3, 4});
