@@ -21,7 +21,17 @@ namespace tmg::rt {
 
 namespace {
 
-enum class Act : uint8_t { None, Relu, Relu6, Sigmoid, Silu, Hardswish, Hardsigmoid, Gelu, GeluTanh };
+enum class Act : uint8_t {
+  None,
+  Relu,
+  Relu6,
+  Sigmoid,
+  Silu,
+  Hardswish,
+  Hardsigmoid,
+  Gelu,
+  GeluTanh
+};
 
 Act parseAct(const std::string &s, const Expr &e) {
   if (s == "none")
