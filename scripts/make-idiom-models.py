@@ -225,13 +225,15 @@ def golden_graphs():
         N("MatMul", ["x2", "w"], ["matmul_alone"]),
         N("Gemm", ["x2", "w", "b"], ["gemm_no_trans"]),
         N("Gemm", ["x2", "wt", "b"], ["gemm_trans_b"], transB=1),
+        N("Gemm", ["x2", "wt", "b16"], ["gemm_row_bias"], transB=1),
         N("MatMul", ["x", "z"], ["dynamic_weight_stays"]),
         N("MatMul", ["x", "w"], ["mm3"]),
         N("Add", ["mm3", "b56"], ["full_bias_stays_an_add"]),
     ], [("x", [2, 5, 8]), ("x2", [4, 8]), ("z", [8, 6])],
         ["matmul_add", "bias_first", "matmul_alone", "gemm_no_trans", "gemm_trans_b",
-         "dynamic_weight_stays", "full_bias_stays_an_add"],
-        {"w": w, "wt": w.T, "b": rng.randn(6).round(2), "b56": rng.randn(5, 6).round(2)})
+         "gemm_row_bias", "dynamic_weight_stays", "full_bias_stays_an_add"],
+        {"w": w, "wt": w.T, "b": rng.randn(6).round(2), "b56": rng.randn(5, 6).round(2),
+         "b16": rng.randn(1, 6).round(2)})
     sqrt2, half_sqrt2 = math.sqrt(2.0), math.sqrt(0.5)
     model("onnx_gelu", [
         # PyTorch: (x * (erf(x / sqrt 2) + 1)) * 0.5
