@@ -13,7 +13,8 @@
 //   clip(x, 0, None) / clip(x, 0, +inf)            => relu(x)
 //   x * hard_sigmoid(x; alpha=1/6, beta=0.5), x * hsigmoid(x) => hswish(x)
 //   x * sigmoid(x)                                 => silu(x)
-//   matmul(x, W), W static 2-D, x of rank >= 2     => linear(x, W^T)
+//   matmul(x, W), W static 2-D, x of rank >= 2     => linear(x, W^T), W^T a
+//     new Constant per use (cse merges those of a shared W)
 //   linear(x, W) + b, b static with W's out features => linear(x, W, b)
 //   0.5 * x * (1 + erf(x / sqrt 2))                => gelu(x)
 //   0.5 * x * (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) => gelu_tanh(x)
