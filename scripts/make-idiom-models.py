@@ -192,6 +192,10 @@ def golden_graphs():
         N("Clip", ["x", "zero", "five"], ["clip_0_5_stays"]),
         N("HardSigmoid", ["x"], ["hsig"], alpha=1.0 / 6),
         N("Mul", ["x", "hsig"], ["hardswish"]),
+        N("Add", ["x", "three"], ["x3"]),
+        N("Clip", ["x3", "zero", "six"], ["r63"]),
+        N("Mul", ["x", "r63"], ["xr63"]),
+        N("Div", ["xr63", "six"], ["hardswish_decomposed"]),
         N("HardSigmoid", ["x"], ["hardsigmoid_alone_stays"], alpha=1.0 / 6),
         N("HardSigmoid", ["x"], ["hsig02"]),
         N("Mul", ["x", "hsig02"], ["slope_0_2_stays"]),
@@ -201,8 +205,8 @@ def golden_graphs():
         N("Mul", ["x", "sig6"], ["other_operand_stays"]),
     ], [("x", [2, 3, 4])],
         ["relu6", "relu_min_only", "relu_inf", "clip_0_5_stays", "hardswish",
-         "hardsigmoid_alone_stays", "slope_0_2_stays", "silu", "other_operand_stays"],
-        {"zero": 0.0, "six": 6.0, "five": 5.0, "inf": inf})
+         "hardswish_decomposed", "hardsigmoid_alone_stays", "slope_0_2_stays", "silu", "other_operand_stays"],
+        {"zero": 0.0, "six": 6.0, "five": 5.0, "inf": inf, "three": 3.0})
     model("onnx_scalars", [
         N("Mul", ["x", "one"], ["times_one"]),
         N("Add", ["half", "x"], ["plus_half"]),

@@ -11,7 +11,8 @@
 //     (x first for add and mul)
 //   clip(x, 0, 6)                                  => relu6(x)
 //   clip(x, 0, None) / clip(x, 0, +inf)            => relu(x)
-//   x * hard_sigmoid(x; alpha=1/6, beta=0.5), x * hsigmoid(x) => hswish(x)
+//   x * hard_sigmoid(x; alpha=1/6, beta=0.5), x * hsigmoid(x),
+//   x * relu6(x + 3) / 6 (or * 1/6, in any association) => hswish(x)
 //   x * sigmoid(x)                                 => silu(x)
 //   matmul(x, W), W static 2-D, x of rank >= 2     => linear(x, W^T), W^T a
 //     new Constant per use (cse merges those of a shared W)
@@ -376,6 +377,13 @@ void CanonicalizeOnnxPass::populate(PatternSet &set) const {
   Pat x = any("x");
   Pat hs = (opk(OpKind::HardSigmoid)(x) | opk(OpKind::Hsigmoid)(x)).bind("hs");
   set.add("hardswish", Pattern(opk(OpKind::Mul)(x, hs)), hardswish, 2);
+  // clip(x + 3, 0, 6) is a relu6 by then: the clip comes first in the graph.
+  Pat gate = opk(OpKind::Relu6)(opk(OpKind::Add)(x, scalar(3.0)));
+  Pat mul = opk(OpKind::Mul), div = opk(OpKind::Div);
+  set.add("hardswish-relu6",
+          Pattern(div(mul(x, gate), scalar(6.0)).ordered() | mul(mul(x, gate), scalar(1.0 / 6.0)) |
+                  mul(x, div(gate, scalar(6.0)).ordered()) | mul(x, mul(gate, scalar(1.0 / 6.0)))),
+          unaryOf(OpKind::Hswish), 2);
   set.add("silu", Pattern(opk(OpKind::Mul)(x, opk(OpKind::Sigmoid)(x))), unaryOf(OpKind::Silu),
           2);
   set.add("gelu-erf", Pattern(geluErf(x)), unaryOf(OpKind::Gelu), 3);
