@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "OnnxCommon.h"
 
+#include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <set>
 #include <unordered_map>
@@ -467,6 +469,26 @@ void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
     std::string t = emit(op, args, out + "_pre");
     simple("Not", {t});
   };
+  // gelu as opset-17 ops (ONNX's Gelu op came in opset 20):
+  // 0.5 x (1 + erf(x / sqrt 2)), or with tanh(sqrt(2/pi) (x + 0.044715 x^3));
+  // returns the factor 0.5 (1 + ...) that x is multiplied by.
+  auto geluFactor = [&](const std::string &x, bool tanhForm) {
+    auto c = [&](double v, const char *tag) {
+      return init(Tensor::full({}, v, DType::Float32), out + tag);
+    };
+    std::string t;
+    if (!tanhForm) {
+      t = emit("Erf", {emit("Div", {x, c(M_SQRT2, "_sqrt2")}, out + "_scaled")}, out + "_erf");
+    } else {
+      std::string cube = emit("Mul", {x, emit("Mul", {x, x}, out + "_sq")}, out + "_cube");
+      std::string in = emit("Add", {x, emit("Mul", {cube, c(0.044715, "_kappa")}, out + "_kc")},
+                            out + "_inner");
+      t = emit("Tanh", {emit("Mul", {in, c(std::sqrt(2.0 / M_PI), "_beta")}, out + "_arg")},
+               out + "_tanh");
+    }
+    std::string onePlus = emit("Add", {t, c(1.0, "_one")}, out + "_onep");
+    return emit("Mul", {onePlus, c(0.5, "_half")}, out + "_factor");
+  };
   auto un = [&](const char *op) { simple(op, {first(isFloat(od) ? std::optional(od) : std::nullopt)}); };
   auto reshapeToOutput = [&]() {
     const Shape &s = shapeOf(e, e.output(0));
@@ -592,8 +614,11 @@ void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
   case OpKind::Prelu:
     simple("PRelu", {operand(e, "inp", od), operand(e, "weight", od)});
     return;
-  case OpKind::Gelu: case OpKind::GeluTanh:
-    fail(e, "gelu has no opset-17 ONNX op");
+  case OpKind::Gelu: case OpKind::GeluTanh: {
+    std::string x = first(DType::Float32);
+    simple("Mul", {x, geluFactor(x, k == OpKind::GeluTanh)});
+    return;
+  }
   case OpKind::Softmax: case OpKind::LogSoftmax: {
     std::string x = operand(e, "inp");
     int64_t r = int64_t(shapeOf(e, e.input(0)).size());
@@ -639,8 +664,9 @@ void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
     // Made by fuse-conv-activation: written as the conv / linear followed
     // by the activation's ONNX op.
     std::string act = string(e, "activation");
-    if (act != "none" && act != "relu" && act != "relu6" && act != "sigmoid" && act != "silu" &&
-        act != "hardswish")
+    static const char *Known[] = {"none",      "relu",        "relu6", "sigmoid",  "silu",
+                                  "hardswish", "hardsigmoid", "gelu",  "gelu_tanh"};
+    if (std::find(std::begin(Known), std::end(Known), act) == std::end(Known))
       fail(e, fmt::format("unknown activation '{}'", act));
     std::string pre = out + "_pre";
     exportCall(e, k == OpKind::Conv2dAct ? OpKind::Conv2d : OpKind::Linear, &pre);
@@ -655,6 +681,12 @@ void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
       simple("HardSwish", {x});
     } else if (act == "silu") {
       simple("Mul", {x, emit("Sigmoid", {x}, out + "_sigmoid")});
+    } else if (act == "hardsigmoid") {
+      simple("HardSigmoid", {x});
+      attrF(n, "alpha", 1.0 / 6.0);
+      attrF(n, "beta", 0.5);
+    } else if (act == "gelu" || act == "gelu_tanh") {
+      simple("Mul", {x, geluFactor(x, act == "gelu_tanh")});
     } else { // relu6
       simple("Clip", {x, init(Tensor::full({}, 0.0, DType::Float32), out + "_lower"),
                       init(Tensor::full({}, 6.0, DType::Float32), out + "_upper")});

@@ -4,9 +4,10 @@
 // conv_mode, compute_mode, activation)` and `nn.linear_act(inp, weight,
 // bias, compute_mode, activation)` run as one interpreter step: relu and
 // relu6 are applied by the GEMM epilogue of the conv/linear kernels (on each
-// output tile while it is in cache); sigmoid, silu and hardswish are applied
-// in place over the fresh output in the same step, with the same formulas
-// as the elementwise kernels, so no intermediate tensor is allocated.
+// output tile while it is in cache); sigmoid, silu, hardswish, hardsigmoid,
+// gelu and gelu_tanh are applied in place over the fresh output in the same
+// step, with the same formulas as the elementwise kernels, so no
+// intermediate tensor is allocated.
 //
 //===----------------------------------------------------------------------===//
 #include "FusedOps.h"
@@ -20,7 +21,17 @@ namespace tmg::rt {
 
 namespace {
 
-enum class Act : uint8_t { None, Relu, Relu6, Sigmoid, Silu, Hardswish };
+enum class Act : uint8_t {
+  None,
+  Relu,
+  Relu6,
+  Sigmoid,
+  Silu,
+  Hardswish,
+  Hardsigmoid,
+  Gelu,
+  GeluTanh
+};
 
 Act parseAct(const std::string &s, const Expr &e) {
   if (s == "none")
@@ -35,8 +46,16 @@ Act parseAct(const std::string &s, const Expr &e) {
     return Act::Silu;
   if (s == "hardswish")
     return Act::Hardswish;
+  if (s == "hardsigmoid")
+    return Act::Hardsigmoid;
+  if (s == "gelu")
+    return Act::Gelu;
+  if (s == "gelu_tanh")
+    return Act::GeluTanh;
   raiseAt(Location::atExpr(e.id()),
-          "unknown activation '{}' (expected none, relu, relu6, sigmoid, silu or hardswish)", s);
+          "unknown activation '{}' (expected none, relu, relu6, sigmoid, silu, hardswish, "
+          "hardsigmoid, gelu or gelu_tanh)",
+          s);
 }
 
 Activation epilogue(Act a) {
@@ -63,6 +82,18 @@ void applyTail(Tensor &t, Act a) {
       float r = v + 3.0f;
       r = r < 0.0f ? 0.0f : (r > 6.0f ? 6.0f : r);
       return v * r * (1.0f / 6.0f);
+    });
+  case Act::Hardsigmoid:
+    return inPlace(t, [](float v) {
+      float r = v * (1.0f / 6.0f) + 0.5f;
+      return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+    });
+  case Act::Gelu:
+    return inPlace(t, [](float v) { return 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2))); });
+  case Act::GeluTanh:
+    return inPlace(t, [](float v) {
+      constexpr float K = 0.7978845608028654f; // sqrt(2 / pi)
+      return 0.5f * v * (1.0f + std::tanh(K * (v + 0.044715f * v * v * v)));
     });
   default:
     return;

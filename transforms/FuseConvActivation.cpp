@@ -2,8 +2,9 @@
 //
 // act(conv(x)) and act(linear(x)) - conv an exact Conv2d module call (zero
 // padding) or `F.conv2d` (cross-correlation), linear an exact Linear module
-// call or `F.linear`; act one of relu, relu6, sigmoid, silu, hswish (function)
-// or ReLU, ReLU6, Sigmoid, SiLU, Hardswish (module) - whose conv output has
+// call or `F.linear`; act one of relu, relu6, sigmoid, silu, hswish, hsigmoid,
+// hard_sigmoid with slope 1/6 and offset 0.5, gelu, gelu_tanh (function) or
+// ReLU, ReLU6, Sigmoid, SiLU, Hardswish, GELU (module) - whose conv output has
 // no other use, become one `nn.conv2d_act(...)` / `nn.linear_act(...)` call
 // with every convolution argument kept. Module weights are read with a
 // getattr of the module's tensors. The runtime runs the fused op as one
@@ -12,6 +13,8 @@
 //===----------------------------------------------------------------------===//
 #include "Passes.h"
 #include "Utils.h"
+
+#include <cmath>
 
 namespace tmg {
 
@@ -90,6 +93,24 @@ FailureOr<std::vector<Arg>> fusedArgs(Expr *c, bool conv, Rewriter &rw) {
   return args;
 }
 
+/// False for a hard_sigmoid whose slope and offset are not the fused
+/// kernel's (1/6 and 0.5); true for every other matched activation.
+bool isFusableActivation(const Expr *act) {
+  const OpSchema *s = act->opSchema();
+  if (!s || s->kind() != OpKind::HardSigmoid)
+    return true;
+  auto number = [act](const char *name, double dflt) -> std::optional<double> {
+    auto a = act->namedArg(name);
+    if (!a)
+      return dflt;
+    if (!a->isConst() || !a->scalar().isNumber())
+      return std::nullopt;
+    return a->scalar().toDouble();
+  };
+  auto alpha = number("alpha", 0.2), beta = number("beta", 0.5);
+  return alpha && beta && std::abs(*alpha - 1.0 / 6.0) <= 1e-6 / 6.0 && *beta == 0.5;
+}
+
 } // namespace
 
 void FuseConvActivationPass::populate(PatternSet &set) const {
@@ -107,13 +128,16 @@ void FuseConvActivationPass::populate(PatternSet &set) const {
         {"sigmoid", fn("sigmoid")(prod) | module<Sigmoid>()(prod)},
         {"silu", fn("silu")(prod) | module<SiLU>()(prod)},
         {"hardswish", fn("hswish")(prod) | module<Hardswish>()(prod)},
+        {"hardsigmoid", fn("hsigmoid")(prod) | fn("hard_sigmoid")(prod)},
+        {"gelu", fn("gelu")(prod) | module<GELU>()(prod)},
+        {"gelu_tanh", fn("gelu_tanh")(prod)},
     };
     for (const ActSpec &a : acts) {
       std::string act = a.name;
       set.add(fmt::format("{}-{}", conv ? "conv2d" : "linear", act), Pattern(a.root),
               [conv, act](const Match &m, Rewriter &rw) -> LogicalResult {
                 Expr *c = m.expr("conv");
-                if (!c || c->numOutputs() != 1)
+                if (!c || c->numOutputs() != 1 || !isFusableActivation(m.rootExpr()))
                   return failure();
                 auto args = fusedArgs(c, conv, rw);
                 if (args.failed())

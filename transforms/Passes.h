@@ -67,10 +67,20 @@ struct CanonicalizePass : PatternPass<CanonicalizePass> {
   void populate(PatternSet &set) const override;
 };
 
+struct CanonicalizeOnnxPass : PatternPass<CanonicalizeOnnxPass> {
+  static constexpr const char *Name = "canonicalize-onnx";
+  static constexpr const char *Description =
+      "ONNX export idioms => tmgraph ops: single-element constants => scalar operands, "
+      "clip => relu/relu6, x*hard_sigmoid(x) => hswish, x*sigmoid(x) => silu, "
+      "matmul(+bias) => linear, erf/tanh GELU => gelu, decomposed layer norm => layer_norm";
+  void populate(PatternSet &set) const override;
+};
+
 struct FuseConvActivationPass : PatternPass<FuseConvActivationPass> {
   static constexpr const char *Name = "fuse-conv-activation";
   static constexpr const char *Description =
-      "conv2d/linear followed by relu, relu6, sigmoid, silu or hardswish => one fused "
+      "conv2d/linear followed by relu, relu6, sigmoid, silu, hardswish, hardsigmoid or gelu "
+      "=> one fused "
       "nn.conv2d_act / nn.linear_act call the runtime runs as one step";
   void populate(PatternSet &set) const override;
 };

@@ -4,11 +4,12 @@
 namespace tmg {
 
 const char *optimizePipelineText() {
-  // Cleanup first, then the folds that need constants, arithmetic
+  // ONNX idioms first (the rules after it are written for tmgraph's ops),
+  // then cleanup, then the folds that need constants, arithmetic
   // normalisation and scale folding (the reference's FuseConvBn ->
   // FuseAddMul -> BackwardFoldScale -> FuseAddMul), CSE, and last the
   // activation fusion (it hides relus from the passes before it).
-  return "canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,"
+  return "canonicalize-onnx,canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,"
          "norm-elemwise,fuse-add-mul,backward-fold-scale,fuse-add-mul,cse,canonicalize,"
          "fuse-conv-activation,compile";
 }
@@ -25,6 +26,7 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<FuseConvBnPass>();
   add.operator()<FuseLinearBnPass>();
   add.operator()<CanonicalizePass>();
+  add.operator()<CanonicalizeOnnxPass>();
   add.operator()<FuseConvActivationPass>();
   add.operator()<NormElemwisePass>();
   add.operator()<BackwardFoldScalePass>();

@@ -418,7 +418,8 @@ TEST_CASE("export: a hierarchical traced module goes out and comes back", "[onnx
 
 TEST_CASE("export: fused conv2d_act and linear_act go out as two ONNX ops", "[onnx]") {
   // What `-p optimize` (fuse-conv-activation) leaves: every activation.
-  for (const char *act : {"none", "relu", "relu6", "sigmoid", "silu", "hardswish"}) {
+  for (const char *act : {"none", "relu", "relu6", "sigmoid", "silu", "hardswish", "hardsigmoid",
+                          "gelu", "gelu_tanh"}) {
     INFO(act);
     auto net = std::make_unique<Module>("Net");
     net->registerParameter("w", Tensor::randn({4, 2, 3, 3}, 1));
@@ -451,11 +452,34 @@ TEST_CASE("export: fused conv2d_act and linear_act go out as two ONNX ops", "[on
 TEST_CASE("export: ops without an ONNX form are errors naming the expr", "[onnx]") {
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}});
-  b.finish(b.callFunction("nn.gelu", {b.arg(0)}));
+  b.finish(b.callFunction("elemwise.mod", {b.arg(0), 2.0}));
   auto r = io::exportOnnxBytes(*tm);
   REQUIRE(r.failed());
   CHECK(r.diagnostic().loc.exprId >= 0);
-  CHECK_THAT(r.diagnostic().message, Catch::Contains("gelu"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("modulo"));
+}
+
+TEST_CASE("export: gelu and gelu_tanh go out as their opset-17 formulas", "[onnx]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3, 7}}});
+  Node *g = b.callFunction("nn.gelu", {b.arg(0)});
+  Node *t = b.callFunction("nn.gelu_tanh", {b.arg(0)});
+  b.finish(Arg::tuple({g, t}));
+  auto bytes = io::exportOnnxBytes(*tm);
+  REQUIRE(bytes.succeeded());
+  onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(*bytes));
+  CHECK_NOTHROW(onnx::checker::check_model(mp));
+  auto back = io::importOnnxBytes(*bytes, "gelu.onnx");
+  REQUIRE(back.succeeded());
+  Tensor x = Tensor::randn({3, 7}, 11);
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] *= 3.0f; // into the tails, where the forms differ most
+  auto want = run(*tm, {x}), got = run(*back->module, {x});
+  REQUIRE(got.size() == 2);
+  for (size_t k = 0; k < 2; ++k)
+    for (int64_t i = 0; i < x.numel(); ++i)
+      CHECK(got[k].at(i) == Approx(want[k].at(i)).epsilon(1e-5).margin(1e-6));
 }
 
 TEST_CASE("readOnnxTensor reads raw and typed TensorProto data", "[onnx]") {
