@@ -146,9 +146,20 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
     if (reached(s))
       return endResult();
   }
+  struct Depth {
+    int &d;
+    explicit Depth(int &d) : d(++d) {}
+    ~Depth() { --d; }
+  } depth(st.depth);
   for (const Step &step : p.steps) {
     try {
-      step.fn(slots.data(), st);
+      if (st.profile) {
+        auto t0 = Profile::Clock::now();
+        step.fn(slots.data(), st);
+        st.profile->record(step.expr, t0, Profile::Clock::now(), st.depth);
+      } else {
+        step.fn(slots.data(), st);
+      }
     } catch (const Error &err) {
       Diagnostic d = err.diagnostic();
       if (d.loc.exprId < 0) {
@@ -226,6 +237,9 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
     st.watch[n] = true;
   st.watching = !opts.watch.empty();
   st.exact = st.watching || !opts.endPoints.empty();
+  st.profile = opts.profile;
+  if (st.profile)
+    st.profile->beginRun();
   std::vector<uint32_t> endSlots;
   for (const Node *n : opts.endPoints) {
     auto it = plan->slotOf.find(n);

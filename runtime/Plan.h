@@ -13,6 +13,7 @@
 #include "tm/ir/Diagnostic.h"
 #include "tm/runtime/Conv.h"
 #include "tm/runtime/Interpreter.h"
+#include "tm/runtime/Profile.h"
 #include "tm/runtime/Shape.h"
 
 namespace tmg::rt {
@@ -97,6 +98,9 @@ struct RunState {
   /// Every node's own value must be observable (watch or end points):
   /// plan-time fusions run unfused.
   bool exact = false;
+  /// RunOptions::profile, and how many graphs deep execute() is.
+  Profile *profile = nullptr;
+  int depth = -1;
 };
 
 /// Runs `p` on `args` (one per graph input); returns the output values.

@@ -24,6 +24,7 @@
 #include "tm/runtime/Compare.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
+#include "tm/runtime/Profile.h"
 #include "ToolCommon.h"
 
 using namespace tmg;
@@ -89,6 +90,13 @@ struct Options {
   cl::opt<int> warmup{"warmup",
                       cl::desc("Untimed runs before the timed ones (default 1 with --repeat)"),
                       cl::init(-1), cl::value_desc("N"), cl::cat(exec)};
+  cl::opt<bool> profile{"profile",
+                        cl::desc("Print the time per op kind (count, share, GFLOP/s) and the "
+                                 "slowest exprs over the timed runs"),
+                        cl::cat(exec)};
+  cl::opt<std::string> profileTrace{
+      "profile-trace", cl::desc("Write the last run as a Chrome trace (chrome://tracing)"),
+      cl::value_desc("file.json"), cl::cat(exec)};
 };
 
 tools::Tool Tool{"tm-run"};
@@ -272,9 +280,13 @@ int run(Options &o) {
     (void)interp.run(args);
   std::vector<double> ms;
   rt::RunResult result;
+  rt::Profile profile;
+  rt::RunOptions runOpts;
+  if (o.profile || !o.profileTrace.empty())
+    runOpts.profile = &profile;
   for (int r = 0; r < std::max(int(o.repeat), 1); ++r) {
     auto t0 = std::chrono::steady_clock::now();
-    result = interp.run(args);
+    result = interp.run(args, runOpts);
     auto t1 = std::chrono::steady_clock::now();
     ms.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
   }
@@ -288,6 +300,13 @@ int run(Options &o) {
                   int(o.repeat), warmup, ms.front(), ms[ms.size() / 2], ms.back());
     }
     std::printf("peak live tensor memory: %.1f KiB\n", double(result.peakBytes) / 1024);
+    if (o.profile)
+      std::fputs(profile.report().c_str(), stdout);
+  }
+  if (!o.profileTrace.empty()) {
+    Diagnostic d;
+    if (failed(tools::writeOutput(o.profileTrace, profile.chromeTrace(), &d)))
+      return Tool.fail(d);
   }
   return compareOutputs(o, m, result);
 }

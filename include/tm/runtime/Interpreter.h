@@ -32,12 +32,16 @@
 namespace tmg::rt {
 
 class ExecutionPlan;
+class Profile;
 
 struct RunOptions {
   /// Nodes whose values are recorded (any graph of the module).
   std::vector<const Node *> watch;
   /// Nodes of the run graph; the run stops once all are computed.
   std::vector<const Node *> endPoints;
+  /// When set, the time of every expr is added to it (tm/runtime/Profile.h);
+  /// one profile may gather many runs, of one thread at a time.
+  Profile *profile = nullptr;
 };
 
 struct RunResult {
