@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
+#include <tuple>
 #include <set>
 #include <unordered_map>
 
@@ -55,6 +57,11 @@ private:
     p->set_name(n);
     return n;
   }
+  /// The initializer of a weight: one per tensor however many getattrs or
+  /// constants read it. A tensor that is still a module attribute (no pass
+  /// replaced it) keeps its attribute's original ONNX name; others are
+  /// named `base`.
+  std::string weight(const Tensor &t, llvm::StringRef base);
   std::string intsInit(llvm::ArrayRef<int64_t> v, llvm::StringRef base) {
     return init(Tensor::fromInts({int64_t(v.size())}, v, DType::Int64), base);
   }
@@ -62,7 +69,11 @@ private:
                   std::vector<std::string> outs) {
     NodeProto *n = g_.add_node();
     n->set_op_type(op);
-    n->set_name(fresh("n_" + (outs.empty() ? op : outs[0])));
+    // The first node an expr emits takes the name of the ONNX node it was
+    // imported from.
+    n->set_name(fresh(pendingName_.empty() ? "n_" + (outs.empty() ? op : outs[0])
+                                           : pendingName_));
+    pendingName_.clear();
     for (auto &i : ins)
       n->add_input(i);
     for (auto &o : outs)
@@ -224,7 +235,30 @@ private:
   std::unordered_map<const Module *, std::string> modulePaths_;
   std::set<std::string> used_;
   std::unordered_map<std::string, std::string> paramNames_;
+  /// Module tensors by identity (storage, shape, dtype) -> attribute path;
+  /// initializers written so far by identity.
+  using TensorKey = std::tuple<const void *, std::vector<int64_t>, DType>;
+  static TensorKey keyOf(const Tensor &t) {
+    return {t.rawData(), std::vector<int64_t>(t.shape().begin(), t.shape().end()), t.dtype()};
+  }
+  std::map<TensorKey, std::string> attrOf_, written_;
+  /// Original ONNX node names by the name of their first output's node,
+  /// and the name the next emitted node takes.
+  std::unordered_map<std::string, std::string> nodeNames_;
+  std::string pendingName_;
 };
+
+std::string Exporter::weight(const Tensor &t, llvm::StringRef base) {
+  TensorKey k = keyOf(t);
+  if (auto it = written_.find(k); it != written_.end())
+    return it->second;
+  std::string name = base.str();
+  if (auto a = attrOf_.find(k); a != attrOf_.end()) {
+    auto p = paramNames_.find(a->second);
+    name = p != paramNames_.end() ? p->second : a->second;
+  }
+  return written_[k] = init(t, name);
+}
 
 void Exporter::run(const InternalGraph &graph) {
   // Original ONNX names, when the module came from importOnnx.
@@ -242,6 +276,15 @@ void Exporter::run(const InternalGraph &graph) {
     for (size_t i = 0; i < p->numChildren(); ++i)
       if (p->child(i).isConst() && p->child(i).value().isString())
         paramNames_[p->key(i).getString()] = p->child(i).value().getString();
+  const_cast<TracedModule &>(m_).namedTensors(
+      [&](const std::string &path, const Tensor &t) {
+        if (t.defined())
+          attrOf_.emplace(keyOf(t), path);
+      });
+  if (const TreeDef *p = m_.value("onnx_node_names"); p && p->kind() == TreeDef::Kind::Dict)
+    for (size_t i = 0; i < p->numChildren(); ++i)
+      if (p->child(i).isConst() && p->child(i).value().isString())
+        nodeNames_[p->key(i).getString()] = p->child(i).value().getString();
   if (inNames.size() != graph.inputs().size() - 1)
     inNames.clear();
   if (outNames.size() != graph.outputs().size())
@@ -263,8 +306,14 @@ void Exporter::run(const InternalGraph &graph) {
         sh->add_dim()->set_dim_value(d);
     }
   }
-  for (const Expr *e : graph.body())
+  for (const Expr *e : graph.body()) {
+    pendingName_.clear();
+    if (e->numOutputs() > 0)
+      if (auto it = nodeNames_.find(e->output(0)->name().str()); it != nodeNames_.end())
+        pendingName_ = it->second;
     exportExpr(*e);
+  }
+  pendingName_.clear();
   for (size_t i = 0; i < graph.outputs().size(); ++i) {
     Node *n = graph.output(i);
     auto it = names_.find(n);
@@ -314,7 +363,7 @@ void Exporter::exportExpr(const Expr &e) {
     if (!t)
       fail(e, "no such tensor attribute");
     auto it = paramNames_.find(ga.attrName());
-    bind(e, init(*t, it != paramNames_.end() ? it->second : ga.attrName()));
+    bind(e, weight(*t, it != paramNames_.end() ? it->second : ga.attrName()));
     return;
   }
   case Expr::Kind::Constant: {
@@ -323,13 +372,8 @@ void Exporter::exportExpr(const Expr &e) {
       modules_[e.output(0)] = c.module();
       return;
     }
-    NodeProto *n;
-    std::string o = emit("Constant", {}, e.output(0)->name(), &n);
-    auto *a = n->add_attribute();
-    a->set_name("value");
-    a->set_type(AttributeProto::TENSOR);
-    tensorToProto(c.tensor(), *a->mutable_t());
-    bind(e, o);
+    // Weights are initializers, never Constant nodes.
+    bind(e, weight(c.tensor(), e.output(0)->name()));
     return;
   }
   case Expr::Kind::Apply: {
@@ -1038,6 +1082,37 @@ void Exporter::exportCall(const Expr &e, OpKind k, const std::string *outBase) {
 
 } // namespace
 
+namespace {
+
+/// What the importer kept of the model it read (producer, doc strings,
+/// metadata, graph name) goes back into the model; "tmgraph" is the
+/// producer of a model that came from elsewhere.
+void writeModelInfo(const TracedModule &m, onnx::ModelProto &model) {
+  auto str = [&](const char *key) -> std::string {
+    const TreeDef *t = m.value(key);
+    return t && t->isConst() && t->value().isString() ? t->value().getString() : "";
+  };
+  std::string producer = str("onnx_producer_name");
+  model.set_producer_name(producer.empty() ? "tmgraph" : producer);
+  if (std::string v = str("onnx_producer_version"); !v.empty())
+    model.set_producer_version(v);
+  if (std::string v = str("onnx_doc_string"); !v.empty())
+    model.set_doc_string(v);
+  if (std::string v = str("onnx_graph_name"); !v.empty())
+    model.mutable_graph()->set_name(v);
+  if (std::string v = str("onnx_graph_doc_string"); !v.empty())
+    model.mutable_graph()->set_doc_string(v);
+  if (const TreeDef *md = m.value("onnx_metadata"); md && md->kind() == TreeDef::Kind::Dict)
+    for (size_t i = 0; i < md->numChildren(); ++i)
+      if (md->child(i).isConst() && md->child(i).value().isString()) {
+        auto *p = model.add_metadata_props();
+        p->set_key(md->key(i).getString());
+        p->set_value(md->child(i).value().getString());
+      }
+}
+
+} // namespace
+
 FailureOr<std::string> exportOnnxBytes(const TracedModule &m, const OnnxExportOptions &opts) {
   try {
     std::unique_ptr<TracedModule> flat;
@@ -1053,12 +1128,13 @@ FailureOr<std::string> exportOnnxBytes(const TracedModule &m, const OnnxExportOp
     }
     onnx::ModelProto model;
     model.set_ir_version(8);
-    model.set_producer_name("tmgraph");
     auto *op = model.add_opset_import();
     op->set_domain("");
     op->set_version(opts.opsetVersion);
     onnx::GraphProto *g = model.mutable_graph();
-    g->set_name(src->typeName().str());
+    writeModelInfo(*src, model);
+    if (g->name().empty())
+      g->set_name(src->typeName().str());
     Exporter ex(*src, *g);
     ex.run(src->graph());
     if (opts.check) {

@@ -272,6 +272,24 @@ private:
   void mapNode(NodeCx &c);
   bool tryFold(Ctx &cx, const NodeProto &n);
   void checkSupported(const onnx::GraphProto &g);
+  /// Keeps what export writes back: producer, doc strings, graph name,
+  /// metadata_props (as module values `onnx_*`).
+  void keepModelInfo(TracedModule &tm) const {
+    auto set = [&](const char *key, const std::string &v) {
+      if (!v.empty())
+        tm.setValue(key, TreeDef::constant(Scalar(v)));
+    };
+    set("onnx_producer_name", model_.producer_name());
+    set("onnx_producer_version", model_.producer_version());
+    set("onnx_doc_string", model_.doc_string());
+    set("onnx_graph_name", model_.graph().name());
+    set("onnx_graph_doc_string", model_.graph().doc_string());
+    std::vector<std::pair<Scalar, TreeDef>> md;
+    for (const auto &p : model_.metadata_props())
+      md.emplace_back(Scalar(p.key()), TreeDef::constant(Scalar(p.value())));
+    if (!md.empty())
+      tm.setValue("onnx_metadata", TreeDef::dict(md));
+  }
 
   const onnx::ModelProto &model_;
   std::string file_;
@@ -612,10 +630,16 @@ OnnxModel Importer::run() {
     vals[inputNames[i]] = v;
   }
   Ctx cx{b, vals};
+  // Each ONNX node's name, kept on the node of its first output (named once
+  // the graph outputs are renamed below) for the exporter.
+  std::vector<std::pair<Node *, std::string>> nodeNames;
   for (const auto &n : g.node()) {
     if (tryFold(cx, n))
       continue;
     convertNode(cx, n);
+    if (!n.name().empty() && n.output_size() > 0)
+      if (auto it = vals.find(n.output(0)); it != vals.end() && it->second.node)
+        nodeNames.emplace_back(it->second.node, n.name());
   }
   // Graph outputs, cast to their declared dtype where tmgraph's differs.
   std::vector<Arg> outs;
@@ -650,6 +674,13 @@ OnnxModel Importer::run() {
   tm->setValue("onnx_inputs", TreeDef::tuple(ins));
   tm->setValue("onnx_outputs", TreeDef::tuple(outsDef));
   tm->setValue("onnx_params", TreeDef::dict(paramNames));
+  std::vector<std::pair<Scalar, TreeDef>> nodeNameDict;
+  std::set<std::string> seenNodes;
+  for (auto &[node, name] : nodeNames)
+    if (seenNodes.insert(node->name().str()).second)
+      nodeNameDict.emplace_back(Scalar(node->name().str()), TreeDef::constant(Scalar(name)));
+  tm->setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
+  keepModelInfo(*tm);
   OnnxModel res;
   res.module = std::move(tm);
   res.names.inputs = inputNames;
