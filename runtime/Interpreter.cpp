@@ -176,7 +176,8 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
   return out;
 }
 
-Interpreter::Interpreter(const TracedModule &m) : module_(m) {}
+Interpreter::Interpreter(const TracedModule &m, InterpreterOptions opts)
+    : module_(m), opts_(opts) {}
 Interpreter::~Interpreter() = default;
 
 std::shared_ptr<const ExecutionPlan> Interpreter::planFor(const InternalGraph &g) const {
@@ -225,7 +226,7 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
   for (const Node *n : opts.watch)
     st.watch[n] = true;
   st.watching = !opts.watch.empty();
-  st.exact = st.watching || !opts.endPoints.empty();
+  st.observable = st.watching || !opts.endPoints.empty();
   std::vector<uint32_t> endSlots;
   for (const Node *n : opts.endPoints) {
     auto it = plan->slotOf.find(n);
