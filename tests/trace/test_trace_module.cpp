@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "Layers.h"
+#include "tm/ir/StateDict.h"
 
 using namespace tmg;
 using namespace layers;
@@ -621,4 +622,38 @@ TEST_CASE("a relu fused into the conv's epilogue gives the unfused bits, NaN and
         auto tz = traceModule(net, z);
         CHECK(run(*tz, {z})[0].bitwiseEqual(Var(net(z)).value()));
       }
+}
+
+TEST_CASE("a parameter shared by two modules stays one tensor through tracing and flatten",
+          "[trace][trace_module][shared]") {
+  // test_module.py::test_shared_param: both modules reach one weight.
+  struct Shared : LayerOf<Shared> {
+    Shared() : LayerOf("Shared", {"x"}) {
+      auto &a = addModule<Linear>("a", 4, 4, true, 1);
+      auto &b = addModule<Linear>("b", 4, 4, true, 2);
+      b.registerParameter("weight", *a.tensor("weight"));
+    }
+    Var forward(Var x) { return mod("b")(F::relu(mod("a")(x))); }
+  };
+  Shared net;
+  Tensor x = Tensor::randn({2, 4}, 3);
+  auto tm = traceModule(net, x);
+  auto flat = tm->flatten();
+  for (TracedModule *t : {tm.get(), flat.get()}) {
+    CHECK(t->resolveTensor("a.weight")->sharesStorage(*t->resolveTensor("b.weight")));
+    CHECK(t->resolveTensor("a.weight")->sharesStorage(*net.resolveTensor("a.weight")));
+    // One tensor, two state-dict keys (it is shared by two modules).
+    std::vector<std::string> keys;
+    for (const auto &[k, v] : stateDict(*t))
+      keys.push_back(k);
+    CHECK(keys == std::vector<std::string>{"a.bias", "a.weight", "b.bias", "b.weight"});
+    CHECK(run(*t, {x})[0].bitwiseEqual(Var(net(x)).value()));
+  }
+  // Loading a new value through either key changes what both modules use.
+  StateDict sd = stateDict(*tm);
+  sd[3].second = Tensor::randn({4, 4}, 9);
+  sd[1].second = sd[3].second;
+  REQUIRE(loadStateDict(*tm, sd).succeeded());
+  CHECK(tm->resolveTensor("a.weight")->sharesStorage(*tm->resolveTensor("b.weight")));
+  CHECK(tm->resolveTensor("a.weight")->bitwiseEqual(sd[3].second));
 }
