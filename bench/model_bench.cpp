@@ -423,7 +423,10 @@ int main(int argc, char **argv) {
         return 1;
       }
       auto flat = m.tm->flatten();
-      rt::Interpreter hier(*m.tm), flatInterp(*flat);
+      // fastMath: batch norms folded into convs at plan time, as ONNX
+      // Runtime folds them, so both run the same arithmetic.
+      rt::InterpreterOptions fast{.fastMath = true};
+      rt::Interpreter hier(*m.tm, fast), flatInterp(*flat, fast);
       for (int threads : threadCounts) {
         rt::setNumThreads(threads);
         Tensor yh = hier.run({x}).outputs[0], yf = flatInterp.run({x}).outputs[0];

@@ -20,6 +20,8 @@
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include <llvm/ADT/StringSet.h>
 
@@ -234,6 +236,7 @@ public:
       appendPyStringRepr(out_, m.name());
     }
     out_ += " {\n";
+    countShared(m);
     moduleBody(m, 1, "");
     out_ += "}\n";
     return std::move(out_);
@@ -249,8 +252,46 @@ private:
       out_.reserve(out_.size() + extra);
   }
 
+  /// What makes two attribute tensors one object (Module::stateDict's
+  /// rule): the same bytes seen the same way.
+  using Identity = std::tuple<const void *, std::vector<int64_t>, std::vector<int64_t>, DType>;
+  static Identity identityOf(const Tensor &t) {
+    return {t.viewData(), std::vector<int64_t>(t.shape().begin(), t.shape().end()),
+            std::vector<int64_t>(t.strides().begin(), t.strides().end()), t.dtype()};
+  }
+
+  /// Counts the attribute tensors of the tree by identity, so that shared
+  /// ones are written by reference.
+  void countShared(const Module &m) {
+    for (const auto &a : m.attrs()) {
+      if (a.kind == ModuleAttr::Kind::Parameter || a.kind == ModuleAttr::Kind::Buffer) {
+        if (a.tensor.defined())
+          ++uses_[identityOf(a.tensor)];
+      } else if (a.kind == ModuleAttr::Kind::Submodule && a.module) {
+        countShared(*a.module);
+      }
+    }
+  }
+
   void tensorData(const Tensor &t, const std::string &key) {
-    if (opts_.inlineMaxElements >= 0 && t.numel() <= opts_.inlineMaxElements) {
+    // A tensor held by several attributes goes to the weights once, under
+    // its first key; the others reference that key, and reading gives them
+    // one tensor again.
+    bool shared = false;
+    if (opts_.weights && t.defined()) {
+      Identity id = identityOf(t);
+      auto it = uses_.find(id);
+      shared = it != uses_.end() && it->second > 1;
+      if (shared) {
+        auto [w, fresh] = written_.try_emplace(std::move(id), key);
+        if (!fresh) {
+          out_ += '@';
+          appendPyStringRepr(out_, w->second);
+          return;
+        }
+      }
+    }
+    if (!shared && opts_.inlineMaxElements >= 0 && t.numel() <= opts_.inlineMaxElements) {
       out_ += '[';
       for (int64_t i = 0; i < t.numel(); ++i) {
         if (i)
@@ -528,9 +569,11 @@ private:
       out_ += " keep";
   }
 
-const TmirWriteOptions &opts_;
+  const TmirWriteOptions &opts_;
   std::string out_;
   size_t constants_ = 0;
+  std::map<Identity, int> uses_;
+  std::map<Identity, std::string> written_;
 };
 
 } // namespace

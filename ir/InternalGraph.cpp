@@ -67,11 +67,13 @@ void InternalGraph::setName(llvm::StringRef newName) {
   if (newName.empty())
     raise("graph '{}': the new name must not be empty", name_);
   if (parent_) {
-    if (parent_->ns().isUsed(newName))
+    // The reference checks and reserves the name in the graph's own
+    // namespace: a sub-graph may not take the name of one of its nodes.
+    if (ns().isUsed(newName))
       raise("The name({}) is already in use. Please try a different one "
             "again.",
             newName.str());
-    name_ = parent_->ns().createUniqueName(newName);
+    name_ = ns().createUniqueName(newName);
     return;
   }
   if (!owner_ || !owner_->isTop())

@@ -12,6 +12,10 @@
 namespace tmg {
 
 bool ModuleType::isa(const ModuleType &t) const {
+  // Every module class derives from Module, builtins included (the
+  // reference's isinstance(m, M.Module)).
+  if (&t == &moduleBaseType())
+    return true;
   for (const ModuleType *p = this; p; p = p->base)
     if (p == &t)
       return true;

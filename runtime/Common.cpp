@@ -95,23 +95,22 @@ void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what) {
 
 TM_VECTOR_CLONES
 void biasActivate(float *out, int64_t n, float bias, Activation act) {
+  // A zero bias is not added, with or without an activation: -0 + 0 is
+  // +0, and relu(-0) is -0, so adding it only when fused would make the
+  // fused result differ from the unfused one in the sign of zero.
+  if (bias != 0.0f)
+    for (int64_t i = 0; i < n; ++i)
+      out[i] += bias;
   switch (act) {
   case Activation::None:
-    if (bias != 0.0f)
-      for (int64_t i = 0; i < n; ++i)
-        out[i] += bias;
     return;
   case Activation::Relu:
-    for (int64_t i = 0; i < n; ++i) {
-      float v = out[i] + bias;
-      out[i] = v < 0.0f ? 0.0f : v;
-    }
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = out[i] < 0.0f ? 0.0f : out[i];
     return;
   case Activation::Relu6:
-    for (int64_t i = 0; i < n; ++i) {
-      float v = out[i] + bias;
-      out[i] = v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = out[i] < 0.0f ? 0.0f : (out[i] > 6.0f ? 6.0f : out[i]);
     return;
   }
 }

@@ -1,12 +1,17 @@
 //===- Fuse.cpp - Plan-time fusion of conv, batch norm and activation -----===//
 //
 // The graph is never changed: fusion is a decision of the execution plan.
-// A conv2d (function or builtin module) followed by an inference
-// BatchNorm2d and / or a relu / relu6 runs as one conv whose weights and
-// bias have the batch norm folded in and whose GEMM epilogue applies the
-// activation. Folded weights are computed on the first run and reused
-// while the conv and batch-norm tensors are the same tensors (a module
-// attribute replaced by another tensor is refolded).
+// A conv2d (function or builtin module) followed by a relu / relu6 runs as
+// one conv whose GEMM epilogue applies the activation: the same float
+// operations on the same values as the two ops one after the other, so the
+// result is bit for bit the same.
+//
+// With InterpreterOptions::fastMath, an inference BatchNorm2d between the
+// two is absorbed too: the conv's weights and bias get the batch norm
+// folded in, which changes the rounding (results agree with the unfused
+// chain within float32 rounding, not bitwise). Folded weights are computed
+// on the first run and reused while the conv and batch-norm tensors are the
+// same tensors (a module attribute replaced by another tensor is refolded).
 //
 //===----------------------------------------------------------------------===//
 #include "Plan.h"
@@ -94,7 +99,8 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
       continue;
     FusedChain chain;
     const Expr *last = e;
-    if (const Expr *u = soleUser(last->output(0)); u && isFoldableBatchNorm(*u)) {
+    if (const Expr *u = soleUser(last->output(0));
+        u && ctx.interp.options().fastMath && isFoldableBatchNorm(*u)) {
       chain.batchNorm = builtinCallee(*u);
       ctx.absorbed[u] = ctx.slot(last->output(0));
       last = u;
@@ -252,7 +258,7 @@ StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx) {
   return [c, o, chain, fold, pack, foldPack, packOf](Value *s, RunState &st) {
     const Tensor &x = c.x.get(s);
     Tensor w = c.w.get(s);
-    if (st.exact) {
+    if (st.observable) {
       auto pw = packOf(pack, w);
       s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get());
       return;

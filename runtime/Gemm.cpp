@@ -115,10 +115,14 @@ TM_AVX512 inline void microKernel(int64_t kc, const float *a, const float *b,
         x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cr + 16 * v));
       if (last) {
         x = _mm512_add_ps(x, add);
+        // max_ps(a, b) is `a > b ? a : b` and min_ps(a, b) `a < b ? a : b`:
+        // with the constant first these are the relu / relu6 kernels'
+        // `x < 0 ? 0 : x` and `x > 6 ? 6 : x` exactly, NaN and -0 included,
+        // so a fused activation gives the bits of the unfused one.
         if (act != Activation::None)
-          x = _mm512_max_ps(x, zero);
+          x = _mm512_max_ps(zero, x);
         if (act == Activation::Relu6)
-          x = _mm512_min_ps(x, six);
+          x = _mm512_min_ps(six, x);
       }
       _mm512_mask_storeu_ps(cr + 16 * v, m, x);
     }

@@ -187,7 +187,8 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
   return out;
 }
 
-Interpreter::Interpreter(const TracedModule &m) : module_(m) {}
+Interpreter::Interpreter(const TracedModule &m, InterpreterOptions opts)
+    : module_(m), opts_(opts) {}
 Interpreter::~Interpreter() = default;
 
 std::shared_ptr<const ExecutionPlan> Interpreter::planFor(const InternalGraph &g) const {
@@ -236,7 +237,7 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
   for (const Node *n : opts.watch)
     st.watch[n] = true;
   st.watching = !opts.watch.empty();
-  st.exact = st.watching || !opts.endPoints.empty();
+  st.observable = st.watching || !opts.endPoints.empty();
   st.profile = opts.profile;
   if (st.profile)
     st.profile->beginRun();

@@ -97,7 +97,7 @@ struct RunState {
   bool watching = false;
   /// Every node's own value must be observable (watch or end points):
   /// plan-time fusions run unfused.
-  bool exact = false;
+  bool observable = false;
   /// RunOptions::profile, and how many graphs deep execute() is.
   Profile *profile = nullptr;
   int depth = -1;
@@ -111,11 +111,12 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
                            const std::vector<uint32_t> *endSlots = nullptr,
                            bool *stopped = nullptr);
 
-/// A conv2d that absorbs the inference batch norm and / or the activation
-/// consuming its result (each the only user of its input, which is no graph
-/// output). The head computes the chain's final value into its own slot;
-/// each absorbed expr then only moves the value on to its output slot.
-/// With RunState::exact every expr of the chain runs on its own instead.
+/// A conv2d that absorbs the inference batch norm (with
+/// InterpreterOptions::fastMath only) and / or the activation consuming its
+/// result (each the only user of its input, which is no graph output). The
+/// head computes the chain's final value into its own slot; each absorbed
+/// expr then only moves the value on to its output slot. With
+/// RunState::observable every expr of the chain runs on its own instead.
 struct FusedChain {
   const Module *batchNorm = nullptr; ///< a BatchNorm2d module
   Activation activation = Activation::None;

@@ -306,3 +306,55 @@ TEST_CASE("sortStringsBytewise orders as std::sort does", "[io][tmir]") {
   for (size_t i = 0; i < v.size(); ++i)
     CHECK(v[i] == want[i]);
 }
+
+TEST_CASE("a parameter shared by two modules is stored once and shared again on load",
+          "[io][tmir][shared]") {
+  // test_module.py::test_shared_param: shared weights stay shared after
+  // save and load.
+  auto m = std::make_unique<Module>("Net");
+  auto &a = m->addModule<Linear>("a", 4, 4, true, 1);
+  auto &b = m->addModule<Linear>("b", 4, 4, true, 2);
+  b.registerParameter("weight", *a.tensor("weight"));
+  // Small enough to be written inline: shared tensors still go by reference.
+  m->registerBuffer("s1", Tensor::full({2}, 3.0));
+  m->registerBuffer("s2", *m->tensor("s1"));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder gb = GraphBuilder::top(*tm, {{"x", Shape{2, 4}}});
+  Node *y = gb.callModule(gb.getAttr(gb.self(), "a"), {gb.arg(0)});
+  gb.finish(gb.callModule(gb.getAttr(gb.self(), "b"), {y}));
+  WeightFile w;
+  TmirWriteOptions wo;
+  wo.weights = &w;
+  wo.inlineMaxElements = 4;
+  std::string text = printTmir(*tm, wo);
+  INFO(text);
+  CHECK(text.find("weight = param(float32(4, 4), @'a.weight')") != std::string::npos);
+  CHECK(text.find("s2 = buffer(float32(2,), @'s1')") != std::string::npos);
+  std::vector<std::string> keys;
+  for (const auto &[k, t] : w.tensors)
+    keys.push_back(k);
+  // a.bias and b.bias (4 elements) are inline; a.weight and s1 once each.
+  CHECK(keys == std::vector<std::string>{"a.weight", "s1"});
+  TmirReadOptions ro;
+  ro.weights = &w;
+  auto back = parseTmir(text, "shared.tmir", ro);
+  if (back.failed())
+    FAIL(back.diagnostic().str());
+  TracedModule &l = **back;
+  CHECK(l.resolveTensor("a.weight")->sharesStorage(*l.resolveTensor("b.weight")));
+  CHECK(l.resolveTensor("s1")->sharesStorage(*l.resolveTensor("s2")));
+  CHECK(!l.resolveTensor("a.bias")->sharesStorage(*l.resolveTensor("b.bias")));
+  CHECK(compareModules(*tm, l).value_or("") == "");
+  // Through files as well.
+  std::string path = "tmir_shared_test.tmir";
+  Diagnostic err;
+  REQUIRE(succeeded(saveTmir(*tm, path, &err)));
+  auto loaded = loadTmir(path);
+  REQUIRE(loaded.succeeded());
+  CHECK((*loaded)->resolveTensor("a.weight")->sharesStorage(*(*loaded)->resolveTensor("b.weight")));
+  auto file = readSafetensors("tmir_shared_test.safetensors");
+  REQUIRE(file.succeeded());
+  CHECK(file->find("b.weight") == nullptr);
+  std::remove(path.c_str());
+  std::remove("tmir_shared_test.safetensors");
+}

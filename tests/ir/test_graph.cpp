@@ -453,10 +453,43 @@ TEST_CASE("graph and node renaming follow the reference's checks", "[ir][graph]"
   auto *sub = llvm::cast<CallMethod>(g.getExprById({3}).asUnique())->calleeGraph();
   REQUIRE(sub);
   CHECK(sub->name() == "MyModule_block0");
-  CHECK_THROWS_WITH(sub->setName("block0"), Catch::Contains("already in use"));
+  // A sub-graph's name is checked against, and reserved in, its own
+  // namespace (TM.py `InternalGraph.name`): the names of its nodes are
+  // taken, those of the parent graph are not.
+  CHECK_THROWS_WITH(sub->setName("conv1"), Catch::Contains("The name(conv1) is already in use"));
+  CHECK_THROWS_WITH(sub->setName("bn1_out"), Catch::Contains("already in use"));
+  CHECK(sub->name() == "MyModule_block0");
+  sub->setName("block0");
+  CHECK(sub->name() == "block0");
   sub->setName("renamed");
   CHECK(sub->name() == "renamed");
-  CHECK(g.ns().isUsed("renamed"));
+  CHECK(sub->ns().isUsed("renamed"));
+  CHECK(!g.ns().isUsed("renamed"));
+  // The reserved name is no longer free for the graph's nodes.
+  CHECK_THROWS_WITH(sub->output(0)->setName("renamed"), Catch::Contains("already in use"));
+  CHECK(g.getNodeByName("renamed_conv1").asUnique() ==
+        sub->getModuleByType(Conv2d::staticType(), false).asUnique());
+}
+
+TEST_CASE("type filters see builtin modules: every module is a Module", "[ir][graph]") {
+  auto tm = tracedMyModule();
+  InternalGraph &g = tm->graph();
+  // Module nodes, recursively: self of each graph, the GetAttrs of blocks,
+  // convs, batch norms and identity modules. Every one is a Module,
+  // builtin or traced, as isinstance(owner, M.Module) in the reference.
+  size_t moduleNodes = g.nodes().where([](const Node *n) {
+                                  return llvm::isa<ModuleNode>(n) &&
+                                         llvm::cast<ModuleNode>(n)->owner();
+                                }).asCount();
+  CHECK(g.getModuleByType(moduleBaseType()).asCount() == moduleNodes);
+  CHECK(g.getModuleByType(moduleBaseType()).asCount() >
+        g.getModuleByType(Conv2d::staticType()).asCount() +
+            g.getModuleByType(BatchNorm2d::staticType()).asCount());
+  CHECK(g.getModuleByType(Conv2d::staticType()).asCount() == 2);
+  // Non-recursive: self, block0, block1, nothing.
+  CHECK(g.getModuleByType(moduleBaseType(), false).asCount() == 4);
+  CHECK(Conv2d::staticType().isa(moduleBaseType()));
+  CHECK(!moduleBaseType().isa(Conv2d::staticType()));
 }
 
 TEST_CASE("clone is deep and structurally equal", "[ir][graph]") {

@@ -224,7 +224,9 @@ TEST_CASE("plan-time fusion: conv + batch norm + relu", "[runtime][interp][fusio
                                    *bnm.tensor("weight"), *bnm.tensor("bias"), 1e-5));
       if (extra)
         ref = binary(BinaryOp::Add, ref, c);
-      Interpreter interp(*tm);
+      // By default nothing that changes rounding: the kernels' bits.
+      CHECK(Interpreter(*tm).run({x}).outputs[0].bitwiseEqual(ref));
+      Interpreter interp(*tm, InterpreterOptions{.fastMath = true});
       Tensor fused = interp.run({x}).outputs[0];
       requireClose(fused, ref, 1e-4);
       // Watching the conv output runs the chain unfused and records the
@@ -263,7 +265,7 @@ Tensor unfusedConvBnRelu(const TracedModule &tm, const Tensor &x, Tensor *convOu
 TEST_CASE("plan-time fusion refolds when a batch-norm tensor is replaced",
           "[runtime][interp][fusion]") {
   auto tm = convBnRelu(false, false);
-  Interpreter interp(*tm);
+  Interpreter interp(*tm, InterpreterOptions{.fastMath = true});
   Tensor x = Tensor::randn({2, 3, 6, 5}, 4);
   Tensor before = interp.run({x}).outputs[0];
   // Replace the running mean by assignment (no module version change): the
@@ -280,10 +282,11 @@ TEST_CASE("plan-time packed conv weights follow a replaced weight",
   // The plan packs each conv weight once for the GEMM micro-kernel; a
   // weight replaced by assignment (same module, no version change) must be
   // packed again, with and without a batch norm folded in.
-  for (bool extra : {false, true}) {
-    CAPTURE(extra);
+  for (bool extra : {false, true})
+    for (bool fast : {false, true}) {
+    CAPTURE(extra, fast);
     auto tm = convBnRelu(false, extra);
-    Interpreter interp(*tm);
+    Interpreter interp(*tm, InterpreterOptions{.fastMath = fast});
     Tensor x = Tensor::randn({2, 3, 6, 5}, 5);
     Tensor before = interp.run({x}).outputs[0];
     Module &conv = *tm->module("conv");
@@ -293,7 +296,10 @@ TEST_CASE("plan-time packed conv weights follow a replaced weight",
     Tensor ref = unfusedConvBnRelu(*tm, x, &c);
     if (extra)
       ref = binary(BinaryOp::Add, ref, c);
-    requireClose(after, ref, 1e-4);
+    if (fast)
+      requireClose(after, ref, 1e-4);
+    else
+      CHECK(after.bitwiseEqual(ref));
     CHECK(!after.bitwiseEqual(before));
     // And again, from the cache.
     CHECK(interp.run({x}).outputs[0].bitwiseEqual(after));

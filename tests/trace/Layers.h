@@ -74,19 +74,4 @@ template <typename Fn> Tensor map(const Tensor &t, Fn f) {
   return out;
 }
 
-/// Interpreted vs eager results where the interpreter's plan fuses
-/// conv + batch norm (+ relu) into one conv with folded weights
-/// (runtime/Fuse.cpp): equal up to float rounding of the folding, so within
-/// 1e-5 relative to the largest magnitude instead of bit for bit.
-inline bool closeToEager(const tmg::Tensor &got, const tmg::Tensor &want) {
-  if (got.shape() != want.shape() || got.dtype() != want.dtype())
-    return false;
-  double scale = 0, diff = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    scale = std::max(scale, std::abs(want.at(i)));
-    diff = std::max(diff, std::abs(got.at(i) - want.at(i)));
-  }
-  return diff <= 1e-5 * (1.0 + scale);
-}
-
 } // namespace layers

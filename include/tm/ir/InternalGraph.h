@@ -128,9 +128,9 @@ public:
   // -- Identity --------------------------------------------------------------
   const std::string &name() const { return name_; }
   const std::string &qualname() const { return qualname_; }
-  /// Renames the graph with the reference's checks: a sub-graph's new name
-  /// must be unused in its parent graph's namespace and is made unique
-  /// there; a top graph may take any name. Throws tmg::Error otherwise.
+  /// Renames the graph as the reference: a sub-graph's name must be unused in
+  /// its own namespace (no node of it has it) and is then reserved there; a
+  /// top graph may take any name. Throws tmg::Error otherwise.
   void setName(llvm::StringRef newName);
   void setQualnameInternal(std::string q);
   void setNameInternal(std::string n) { name_ = std::move(n); }

@@ -11,7 +11,10 @@
 //    memory is recycled through a per-run StorageArena;
 //  * nested graphs (calls of traced submodules) run their own plans;
 //  * watch points record the values of chosen nodes; end points stop the
-//    run as soon as all of them are computed and return them.
+//    run as soon as all of them are computed and return them;
+//  * by default every result is bit for bit what eager execution of the
+//    same module gives; InterpreterOptions::fastMath allows plan-time
+//    rewrites that change float rounding.
 //
 // run() is const and re-entrant: one Interpreter (and one TracedModule) can
 // be run from several threads at once; each run has its own values.
@@ -33,6 +36,15 @@ namespace tmg::rt {
 
 class ExecutionPlan;
 class Profile;
+
+struct InterpreterOptions {
+  /// Allows plan-time rewrites that change results within float rounding:
+  /// an inference BatchNorm2d folded into the conv2d before it (weights and
+  /// bias rescaled once). Off, every result is bit for bit that of eager
+  /// execution; fusions that do not change a bit (a relu or relu6 applied
+  /// in the conv's GEMM epilogue) happen either way.
+  bool fastMath = false;
+};
 
 struct RunOptions {
   /// Nodes whose values are recorded (any graph of the module).
@@ -61,8 +73,10 @@ struct RunResult {
 class Interpreter {
 public:
   /// Borrows `m`, which must outlive the interpreter.
-  explicit Interpreter(const TracedModule &m);
+  explicit Interpreter(const TracedModule &m, InterpreterOptions opts = {});
   ~Interpreter();
+
+  const InterpreterOptions &options() const { return opts_; }
 
   /// Runs the module's single graph with `inputs` bound to graph.inputs[1:]
   /// (the reference's `graph.eval`). Throws tmg::Error naming the expr, op
@@ -94,6 +108,7 @@ public:
 
 private:
   const TracedModule &module_;
+  InterpreterOptions opts_;
   mutable std::mutex mu_;
   mutable llvm::DenseMap<const InternalGraph *, std::shared_ptr<const ExecutionPlan>> plans_;
   /// Storage arenas of finished runs, taken by the next runs (one per
