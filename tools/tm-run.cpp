@@ -90,6 +90,10 @@ struct Options {
   cl::opt<int> warmup{"warmup",
                       cl::desc("Untimed runs before the timed ones (default 1 with --repeat)"),
                       cl::init(-1), cl::value_desc("N"), cl::cat(exec)};
+  cl::opt<bool> fastMath{"fast-math",
+                         cl::desc("Let the plan fold batch norms into the convolutions before "
+                                  "them (faster; results differ in the last bits)"),
+                         cl::cat(exec)};
   cl::opt<bool> profile{"profile",
                         cl::desc("Print the time per op kind (count, share, GFLOP/s) and the "
                                  "slowest exprs over the timed runs"),
@@ -273,7 +277,9 @@ int run(Options &o) {
                                   "cannot create the output directory: " + ec.message()));
   }
   InternalGraph &g = m.module->graph();
-  rt::Interpreter interp(*m.module);
+  rt::InterpreterOptions interpOpts;
+  interpOpts.fastMath = o.fastMath;
+  rt::Interpreter interp(*m.module, interpOpts);
   interp.prepare(g);
   int warmup = o.warmup >= 0 ? o.warmup : (o.repeat > 0 ? 1 : 0);
   for (int w = 0; w < warmup; ++w)
