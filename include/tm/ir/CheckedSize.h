@@ -1,0 +1,73 @@
+//===- CheckedSize.h - Overflow-safe tensor sizes and limits ----*- C++ -*-===//
+//
+// Element counts and byte sizes of shapes that come from outside (files,
+// command lines, declared graph inputs) are computed here and nowhere else:
+// a negative dimension or a product that does not fit in int64 is a
+// failure, never a wrapped number. SizeLimits bound what a file may make
+// tmgraph allocate; by default a tensor or a model may not be larger than
+// the machine's physical memory. docs/robustness.md describes the limits.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include <llvm/ADT/ArrayRef.h>
+#include <llvm/ADT/StringRef.h>
+
+#include "tm/ir/Diagnostic.h"
+#include "tm/ir/Tensor.h"
+
+namespace tmg {
+
+/// Product of the dimensions (1 for a scalar shape); nullopt when a
+/// dimension is negative or the product exceeds INT64_MAX.
+std::optional<int64_t> checkedNumel(llvm::ArrayRef<int64_t> shape);
+/// checkedNumel(shape) * elemBytes; nullopt when either overflows int64.
+std::optional<int64_t> checkedByteSize(llvm::ArrayRef<int64_t> shape, uint64_t elemBytes);
+std::optional<int64_t> checkedByteSize(llvm::ArrayRef<int64_t> shape, DType dtype);
+
+/// Bytes of physical memory of this machine (sysconf), INT64_MAX when the
+/// system does not say. Computed once.
+int64_t physicalMemoryBytes();
+/// "12 bytes", "3.0 GiB", "16.0 TiB": a byte count for messages.
+std::string formatBytes(uint64_t bytes);
+
+/// What a loaded file may ask tmgraph to allocate. 0 means the default:
+/// the machine's physical memory. A negative value means no limit.
+struct SizeLimits {
+  /// Largest single tensor (parameter, constant, input, intermediate).
+  int64_t maxTensorBytes = 0;
+  /// Largest sum of a model's parameter, buffer and constant bytes.
+  int64_t maxModelBytes = 0;
+
+  /// The effective limits in bytes (INT64_MAX when unlimited).
+  int64_t tensorLimit() const;
+  int64_t modelLimit() const;
+};
+
+/// Byte size of a `dtype` tensor of `shape`, checked: a Diagnostic naming
+/// `what`, the dtype, the dims and the size when a dimension is negative,
+/// the size overflows or it exceeds `limits.tensorLimit()`.
+FailureOr<int64_t> checkTensorBytes(llvm::StringRef what, llvm::ArrayRef<int64_t> shape,
+                                    DType dtype, const SizeLimits &limits = {});
+
+/// Sums the bytes of a model's tensors as they are loaded and refuses the
+/// one that takes the total past `limits.modelLimit()`.
+class ModelBytesBudget {
+public:
+  explicit ModelBytesBudget(const SizeLimits &limits)
+      : option_(limits.maxModelBytes), limit_(limits.modelLimit()) {}
+  /// Adds `bytes` for tensor `what`; a Diagnostic when the total would
+  /// pass the limit.
+  LogicalResult add(llvm::StringRef what, int64_t bytes, Diagnostic *error);
+  int64_t total() const { return total_; }
+
+private:
+  int64_t option_, limit_;
+  int64_t total_ = 0;
+};
+
+} // namespace tmg
