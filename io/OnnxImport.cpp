@@ -278,6 +278,8 @@ private:
   const onnx::ModelProto &model_;
   std::string file_;
   const OnnxImportOptions &opts_;
+  /// opts_.limits resolved once (the memory available when reading).
+  SizeLimits limits_ = opts_.limits.resolved();
   int64_t opset_ = 0;
   std::unordered_map<std::string, TypeInfo> onnxTypes_;
   /// Graph inputs whose shape stayed symbolic, with their dims as text.
@@ -528,11 +530,11 @@ void Importer::convertNode(Ctx &cx, const NodeProto &n) {
 /// inference reads them (libonnx trusts raw_data to match the dims) and
 /// before anything is allocated.
 void Importer::validateTensors(const onnx::GraphProto &g) {
-  ModelBytesBudget budget(opts_.limits);
+  ModelBytesBudget budget(limits_);
   auto check = [&](const onnx::TensorProto &t, const std::string &where) {
     int64_t bytes;
     try {
-      bytes = validateTensorProto(t, "tensor '" + t.name() + "'", opts_.limits);
+      bytes = validateTensorProto(t, "tensor '" + t.name() + "'", limits_);
     } catch (const Error &e) {
       raise("{}: {}", where, e.diagnostic().message);
     }
@@ -565,7 +567,7 @@ void Importer::validateTensors(const onnx::GraphProto &g) {
     if (!ti.shape || !dt)
       continue;
     auto bytes = checkTensorBytes("graph input '" + in.name() + "'", *ti.shape, *dt,
-                                  opts_.limits);
+                                  limits_);
     if (bytes.failed())
       throw Error(bytes.diagnostic());
   }
@@ -624,7 +626,7 @@ OnnxModel Importer::run() {
   };
   for (const auto &init : g.initializer()) {
     try {
-      addParam(init.name(), tensorFromProto(init, opts_.limits));
+      addParam(init.name(), tensorFromProto(init, limits_));
     } catch (const Error &e) {
       raise("initializer '{}': {}", init.name(), e.diagnostic().message);
     }
@@ -702,7 +704,7 @@ OnnxModel Importer::run() {
   tm->setValue("onnx_outputs", TreeDef::tuple(outsDef));
   tm->setValue("onnx_params", TreeDef::dict(paramNames));
   std::vector<Diagnostic> tooBig;
-  checkNodeSizes(*tm, opts_.limits, tooBig);
+  checkNodeSizes(*tm, limits_, tooBig);
   if (!tooBig.empty())
     throw Error(tooBig[0]);
   OnnxModel res;

@@ -511,7 +511,7 @@ private:
   /// Checks a tensor value's size against the read limits before it is
   /// allocated (`zeros` and references need no data in the text).
   void checkTensorSize(const PyVal &v, const LineParser &p, const std::string &what) {
-    auto bytes = checkTensorBytes(what, v.shape, *v.dtype, opts_.limits);
+    auto bytes = checkTensorBytes(what, v.shape, *v.dtype, limits_);
     if (bytes.failed())
       p.fail(bytes.diagnostic().message, v.col);
     Diagnostic d;
@@ -541,13 +541,16 @@ private:
                v.col);
       return *t;
     }
+    // Inline values are counted before the tensor is allocated: a short
+    // list must not cost the size its shape claims.
+    int64_t numel = shapeNumel(v.shape);
+    if (!v.data.empty() && int64_t(v.data.size()) != numel)
+      p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
+                         shapeStr(v.shape), numel, v.data.size()),
+             v.col);
     Tensor t = Tensor::zeros(v.shape, *v.dtype);
     if (v.data.empty())
       return t;
-    if (int64_t(v.data.size()) != t.numel())
-      p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
-                         shapeStr(v.shape), t.numel(), v.data.size()),
-             v.col);
     for (int64_t i = 0; i < t.numel(); ++i) {
       double x = v.data[i];
       switch (t.dtype()) {
@@ -681,7 +684,7 @@ private:
     } else {
       if (t.dtype && t.shape) {
         auto bytes = checkTensorBytes(fmt::format("node %{} '{}'", id, name), *t.shape,
-                                      *t.dtype, opts_.limits);
+                                      *t.dtype, limits_);
         if (bytes.failed())
           p.fail(bytes.diagnostic().message, tc);
       }
@@ -1319,7 +1322,8 @@ private:
   std::string checkBuf_;
   std::string file_;
   const TmirReadOptions &opts_;
-  ModelBytesBudget budget_{opts_.limits};
+  SizeLimits limits_ = opts_.limits.resolved();
+  ModelBytesBudget budget_{limits_};
   size_t cur_ = 0;
   int64_t version_ = TmirVersion;
   std::string weightsFile_;

@@ -1,6 +1,7 @@
 //===- CheckedSize.cpp - Overflow-safe tensor sizes and limits ------------===//
 #include "tm/ir/CheckedSize.h"
 
+#include <cstdio>
 #include <limits>
 
 #include <unistd.h>
@@ -54,22 +55,42 @@ std::string formatBytes(uint64_t bytes) {
   return fmt::format("{} bytes ({:.1f} {})", bytes, v, units[u]);
 }
 
+int64_t availableMemoryBytes() {
+  if (FILE *f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    long long kib = -1;
+    while (std::fgets(line, sizeof line, f))
+      if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1)
+        break;
+    std::fclose(f);
+    if (kib >= 0 && kib < Unlimited / 1024)
+      return int64_t(kib) * 1024;
+  }
+  long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  int64_t b;
+  if (pages > 0 && page > 0 && !__builtin_mul_overflow(int64_t(pages), int64_t(page), &b))
+    return b;
+  return physicalMemoryBytes();
+}
+
 static int64_t effective(int64_t limit) {
   if (limit < 0)
     return Unlimited;
-  return limit == 0 ? physicalMemoryBytes() : limit;
+  return limit == 0 ? availableMemoryBytes() : limit;
 }
 
-int64_t SizeLimits::tensorLimit() const { return effective(maxTensorBytes); }
-int64_t SizeLimits::modelLimit() const { return effective(maxModelBytes); }
+SizeLimits SizeLimits::resolved() const {
+  SizeLimits r;
+  r.maxTensorBytes = effective(maxTensorBytes);
+  r.maxModelBytes = effective(maxModelBytes);
+  return r;
+}
 
-/// Which limit a message names: the option when the user set one, the
-/// machine's memory otherwise.
-static std::string limitText(int64_t option, int64_t limit, const char *name) {
-  if (option == 0)
-    return fmt::format("this machine's physical memory, {} (raise SizeLimits::{} to allow it)",
-                       formatBytes(uint64_t(limit)), name);
-  return fmt::format("the limit of {} (SizeLimits::{})", formatBytes(uint64_t(limit)), name);
+/// The limit a message names, and how to change it.
+static std::string limitText(int64_t limit, const char *name) {
+  return fmt::format("the limit of {} (SizeLimits::{}; by default the memory available when "
+                     "the file is read)",
+                     formatBytes(uint64_t(limit)), name);
 }
 
 FailureOr<int64_t> checkTensorBytes(llvm::StringRef what, llvm::ArrayRef<int64_t> shape,
@@ -86,13 +107,13 @@ FailureOr<int64_t> checkTensorBytes(llvm::StringRef what, llvm::ArrayRef<int64_t
                       fmt::format("{}: {} tensor of shape {} has a byte size that does not "
                                   "fit in 64 bits",
                                   what.str(), dtypeName(dtype).str(), shapeStr(shape)));
-  int64_t limit = limits.tensorLimit();
+  int64_t limit = effective(limits.maxTensorBytes);
   if (*bytes > limit)
     return Diagnostic(Location(),
                       fmt::format("{}: {} tensor of shape {} needs {}, more than {}", what.str(),
                                   dtypeName(dtype).str(), shapeStr(shape),
                                   formatBytes(uint64_t(*bytes)),
-                                  limitText(limits.maxTensorBytes, limit, "maxTensorBytes")));
+                                  limitText(limit, "maxTensorBytes")));
   return *bytes;
 }
 
@@ -105,7 +126,7 @@ LogicalResult ModelBytesBudget::add(llvm::StringRef what, int64_t bytes, Diagnos
           fmt::format("{}: the model's tensors reach {} with this one ({}), more than {}",
                       what.str(), formatBytes(uint64_t(total_) + uint64_t(bytes)),
                       formatBytes(uint64_t(bytes)),
-                      limitText(option_, limit_, "maxModelBytes")));
+                      limitText(limit_, "maxModelBytes")));
     return failure();
   }
   total_ = total;

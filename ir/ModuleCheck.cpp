@@ -213,12 +213,13 @@ void verifyBuiltinModules(const Module &root, std::vector<Diagnostic> &diags) {
 
 void checkNodeSizes(const TracedModule &m, const SizeLimits &limits,
                     std::vector<Diagnostic> &diags) {
+  SizeLimits limit = limits.resolved();
   auto check = [&](const Node *n, const Expr *e) {
     auto *t = llvm::dyn_cast<TensorNode>(n);
     if (!t || !t->shape() || !t->hasDType())
       return;
     auto bytes = checkTensorBytes("node '" + t->name().str() + "'", *t->shape(), t->dtype(),
-                                  limits);
+                                  limit);
     if (bytes.failed())
       diags.emplace_back(Location::atExpr(e->id()), bytes.diagnostic().message);
   };

@@ -5,7 +5,7 @@
 // a negative dimension or a product that does not fit in int64 is a
 // failure, never a wrapped number. SizeLimits bound what a file may make
 // tmgraph allocate; by default a tensor or a model may not be larger than
-// the machine's physical memory. docs/robustness.md describes the limits.
+// the memory available when it is read. docs/robustness.md describes them.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -30,43 +30,48 @@ std::optional<int64_t> checkedByteSize(llvm::ArrayRef<int64_t> shape, uint64_t e
 std::optional<int64_t> checkedByteSize(llvm::ArrayRef<int64_t> shape, DType dtype);
 
 /// Bytes of physical memory of this machine (sysconf), INT64_MAX when the
-/// system does not say. Computed once.
+/// system does not say. Computed once: the bound of every allocation.
 int64_t physicalMemoryBytes();
-/// "12 bytes", "3.0 GiB", "16.0 TiB": a byte count for messages.
+/// Bytes of memory available now: MemAvailable of /proc/meminfo, else
+/// sysconf's available pages, else physicalMemoryBytes(). Read on each call.
+int64_t availableMemoryBytes();
+/// "12 bytes", "3221225472 bytes (3.0 GiB)": a byte count for messages.
 std::string formatBytes(uint64_t bytes);
 
-/// What a loaded file may ask tmgraph to allocate. 0 means the default:
-/// the machine's physical memory. A negative value means no limit.
+/// What a loaded file may ask tmgraph to allocate.
 struct SizeLimits {
   /// Largest single tensor (parameter, constant, input, intermediate).
+  /// 0: the memory available when the file is read; negative: no limit.
   int64_t maxTensorBytes = 0;
   /// Largest sum of a model's parameter, buffer and constant bytes.
+  /// 0: the memory available when the file is read; negative: no limit.
   int64_t maxModelBytes = 0;
 
-  /// The effective limits in bytes (INT64_MAX when unlimited).
-  int64_t tensorLimit() const;
-  int64_t modelLimit() const;
+  /// These limits in bytes: 0 replaced by availableMemoryBytes() (read
+  /// once), negative by INT64_MAX. Readers resolve once per file.
+  SizeLimits resolved() const;
 };
 
 /// Byte size of a `dtype` tensor of `shape`, checked: a Diagnostic naming
 /// `what`, the dtype, the dims and the size when a dimension is negative,
-/// the size overflows or it exceeds `limits.tensorLimit()`.
+/// the size overflows or it exceeds `limits.maxTensorBytes` (resolved on
+/// each call: pass resolved limits in loops).
 FailureOr<int64_t> checkTensorBytes(llvm::StringRef what, llvm::ArrayRef<int64_t> shape,
                                     DType dtype, const SizeLimits &limits = {});
 
 /// Sums the bytes of a model's tensors as they are loaded and refuses the
-/// one that takes the total past `limits.modelLimit()`.
+/// one that takes the total past `limits.maxModelBytes`.
 class ModelBytesBudget {
 public:
   explicit ModelBytesBudget(const SizeLimits &limits)
-      : option_(limits.maxModelBytes), limit_(limits.modelLimit()) {}
+      : limit_(limits.resolved().maxModelBytes) {}
   /// Adds `bytes` for tensor `what`; a Diagnostic when the total would
   /// pass the limit.
   LogicalResult add(llvm::StringRef what, int64_t bytes, Diagnostic *error);
   int64_t total() const { return total_; }
 
 private:
-  int64_t option_, limit_;
+  int64_t limit_;
   int64_t total_ = 0;
 };
 

@@ -34,7 +34,7 @@ void verifyBuiltinModule(const Module &m, llvm::StringRef path,
 void verifyBuiltinModules(const Module &root, std::vector<Diagnostic> &diags);
 
 /// Checks the static shapes of the tensor nodes of `m`'s graphs (inputs
-/// and every expr output, recursively) against `limits.tensorLimit()`:
+/// and every expr output, recursively) against `limits.maxTensorBytes`:
 /// a graph that would need a larger tensor is refused before it runs.
 /// Appends one Diagnostic (at the expr) per node that does not fit.
 void checkNodeSizes(const TracedModule &m, const SizeLimits &limits,
