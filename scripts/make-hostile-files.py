@@ -83,6 +83,9 @@ def tmir_files():
         "expr-id-int64-max": net.replace("\t%2:\ta = ", "\t%9223372036854775807:\ta = ", 1),
         # A node type whose byte size overflows, and a tensor of 4 TiB of zeros.
         "node-shape-overflow": net.replace("%1 'x' float32(2, 4)", "%1 'x' float32(2305843009213693952, 2)", 1),
+        # Four inline values for a 12 GB shape: counted before allocating.
+        "inline-data-short": net.replace("a = buffer(float32(4,), [1.0",
+                                         "a = buffer(float32(3000000000,), [1.0", 1),
         "zeros-terabytes": net.replace("a = buffer(float32(4,), [1.0, 2.0, 3.0, 4.0])",
                                        "a = buffer(float32(1099511627776,), zeros)", 1),
     }

@@ -39,6 +39,7 @@ both node-id-int64-max-1.tmir "node id 9223372036854775806 is out of range"
 both node-id-negative.tmir "node id -1 is out of range"
 both expr-id-int64-max.tmir "expr id 9223372036854775807 is out of range"
 both node-shape-overflow.tmir "node-shape-overflow.tmir:.*does not fit in 64 bits"
+both inline-data-short.tmir "inline-data-short.tmir:4:7: error: tensor of shape (3000000000,) needs 3000000000 values, got 4"
 both zeros-terabytes.tmir "needs 4398046511104 bytes (4.0 TiB), more than"
 
 refused "tm-run -i with an empty .npy of huge dims" "x" \
