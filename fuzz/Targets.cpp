@@ -36,6 +36,16 @@ bool sameTensor(const Tensor &a, const Tensor &b) {
          (!a.nbytes() || std::memcmp(a.rawData(), b.rawData(), a.nbytes()) == 0);
 }
 
+/// What a fuzz input may make a reader allocate: well inside libFuzzer's
+/// -rss_limit_mb=2048 (scripts/fuzz.sh), so that a file asking for more is
+/// a refusal, not an out-of-memory finding.
+SizeLimits fuzzLimits() {
+  SizeLimits l;
+  l.maxTensorBytes = int64_t(256) << 20;
+  l.maxModelBytes = int64_t(512) << 20;
+  return l;
+}
+
 } // namespace
 
 // parseTmir never crashes or throws; what it accepts prints, and the print
@@ -44,6 +54,7 @@ int fuzzTmir(const uint8_t *data, size_t size) {
   TmirReadOptions opts;
   opts.missingWeightsAsZeros = true;
   opts.baseDir = "/nonexistent-tmgraph-fuzz-dir";
+  opts.limits = fuzzLimits();
   auto m = parseTmir(bytes(data, size), "<fuzz>", opts);
   if (failed(m))
     return 0;
@@ -209,6 +220,7 @@ int fuzzRules(const uint8_t *data, size_t size) {
 // prints as .tmir that parses back.
 int fuzzOnnx(const uint8_t *data, size_t size) {
   io::OnnxImportOptions o;
+  o.limits = fuzzLimits();
   auto m = io::importOnnxBytes(std::string(bytes(data, size)), "<fuzz>", o);
   if (failed(m))
     return 0;

@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "tm/io/Safetensors.h"
+#include "tm/ir/CheckedSize.h"
 
 namespace tmg {
 
@@ -98,23 +99,26 @@ FailureOr<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef file) {
               fmt::format("bad shape {} (expected a tuple)", shapeText.str()));
   Shape shape;
   llvm::StringRef dims = shapeText.drop_front().drop_back();
-  // Bytes the header promises, checked for overflow before anything is
-  // allocated: the data must be in the file, so a huge shape is an error,
-  // not an allocation.
-  uint64_t need = dtypeSize(*dtype);
   while (!dims.trim().empty()) {
     auto [d, rest] = dims.split(',');
     d = d.trim();
     if (!d.empty()) {
       int64_t v;
-      if (d.getAsInteger(10, v) || v < 0 ||
-          __builtin_mul_overflow(need, uint64_t(v), &need))
-        return at(file, int64_t(start),
-                  fmt::format("bad shape {}", shapeText.str()));
+      if (d.getAsInteger(10, v) || v < 0)
+        return at(file, int64_t(start), fmt::format("bad shape {}", shapeText.str()));
       shape.push_back(v);
     }
     dims = rest;
   }
+  // The bytes the header promises, checked before anything is allocated:
+  // the data must be in the file, so a huge shape is an error, not an
+  // allocation.
+  std::optional<int64_t> want = checkedByteSize(shape, *dtype);
+  if (!want)
+    return at(file, int64_t(start),
+              fmt::format("shape {} of {} has a byte size that does not fit in 64 bits",
+                          shapeText.str(), dtypeName(*dtype).str()));
+  uint64_t need = uint64_t(*want);
   size_t data = start + hlen;
   if (bytes.size() - data != need)
     return at(file, int64_t(data),

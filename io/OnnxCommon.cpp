@@ -6,6 +6,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "tm/ir/CheckedSize.h"
+
 namespace tmg::io {
 namespace onnxdetail {
 
@@ -44,47 +46,65 @@ std::string onnxTypeName(int32_t t) {
   return "type " + std::to_string(t);
 }
 
-Tensor tensorFromProto(const TensorProto &p) {
+/// Values a TensorProto holds in its typed field for its element type
+/// (-1 for element types tmgraph does not read).
+static int64_t typedFieldCount(const TensorProto &p) {
+  switch (p.data_type()) {
+  case TensorProto::FLOAT: return p.float_data_size();
+  case TensorProto::DOUBLE: return p.double_data_size();
+  case TensorProto::INT64: return p.int64_data_size();
+  case TensorProto::INT32:
+  case TensorProto::FLOAT16:
+  case TensorProto::INT8:
+  case TensorProto::UINT8:
+  case TensorProto::BOOL: return p.int32_data_size();
+  default: return -1;
+  }
+}
+
+int64_t validateTensorProto(const TensorProto &p, const std::string &what,
+                            const SizeLimits &limits) {
   if (p.data_location() == TensorProto::EXTERNAL || p.external_data_size())
-    raise("tensor '{}' stores its data externally, which is not supported", p.name());
+    raise("{} stores its data externally, which is not supported", what);
   if (p.segment().begin() || p.segment().end())
-    raise("tensor '{}' is segmented, which is not supported", p.name());
+    raise("{} is segmented, which is not supported", what);
   auto dt = fromOnnxType(p.data_type());
   if (!dt)
-    raise("tensor '{}' has element type {}, which tmgraph does not support", p.name(),
+    raise("{} has element type {}, which tmgraph does not support", what,
           onnxTypeName(p.data_type()));
-  Shape shape;
-  for (int64_t d : p.dims()) {
-    if (d < 0)
-      raise("tensor '{}' has a negative dimension", p.name());
-    shape.push_back(d);
-  }
-  // The data must be there before anything is allocated: dims alone can
-  // claim any size (a fuzz_onnx finding allocated 12 GB from a 1.6 kB file).
-  uint64_t un = 1;
+  Shape shape(p.dims().begin(), p.dims().end());
   for (int64_t d : shape)
-    if (__builtin_mul_overflow(un, uint64_t(d), &un) || un > uint64_t(INT64_MAX))
-      raise("tensor '{}' of shape {}: the element count overflows", p.name(), shapeStr(shape));
-  int64_t n = int64_t(un);
-  auto count = [&](int64_t have) {
-    if (have != n)
-      raise("tensor '{}' of shape {} holds {} values", p.name(), shapeStr(shape), have);
-  };
-  bool isDouble = p.data_type() == TensorProto::DOUBLE;
+    if (d < 0)
+      raise("{} has a negative dimension (dims {})", what, shapeStr(shape));
+  std::optional<int64_t> n = checkedNumel(shape);
+  if (!n)
+    raise("{} of shape {}: the element count overflows", what, shapeStr(shape));
+  // The data must be there before anything is allocated or handed to ONNX's
+  // shape inference: dims alone can claim any size (a fuzz_onnx finding
+  // allocated 12 GB from a 1.6 kB file), and libonnx reads raw_data as the
+  // dims say without checking its length.
   if (p.has_raw_data()) {
-    const std::string &raw = p.raw_data();
-    uint64_t elem = isDouble ? 8 : dtypeSize(*dt), want = 0;
-    if (__builtin_mul_overflow(un, elem, &want) || raw.size() != want)
-      raise("tensor '{}' of shape {} has {} raw bytes, expected {}", p.name(),
-            shapeStr(shape), raw.size(), want ? fmt::to_string(want) : fmt::format("{} x {}", n, elem));
-  } else {
-    switch (p.data_type()) {
-    case TensorProto::FLOAT: count(p.float_data_size()); break;
-    case TensorProto::DOUBLE: count(p.double_data_size()); break;
-    case TensorProto::INT64: count(p.int64_data_size()); break;
-    default: count(p.int32_data_size()); break;
-    }
+    bool isDouble = p.data_type() == TensorProto::DOUBLE;
+    std::optional<int64_t> want = checkedByteSize(shape, isDouble ? 8 : dtypeSize(*dt));
+    if (!want || uint64_t(*want) != p.raw_data().size())
+      raise("{} of shape {} ({}) has {} raw bytes, expected {}", what, shapeStr(shape),
+            onnxTypeName(p.data_type()), p.raw_data().size(),
+            want ? fmt::to_string(*want) : std::string("more than 2^63"));
+  } else if (int64_t have = typedFieldCount(p); have != *n) {
+    raise("{} of shape {} holds {} values", what, shapeStr(shape), have);
   }
+  auto bytes = checkTensorBytes(what, shape, *dt, limits);
+  if (bytes.failed())
+    throw Error(bytes.diagnostic());
+  return *bytes;
+}
+
+Tensor tensorFromProto(const TensorProto &p, const SizeLimits &limits) {
+  validateTensorProto(p, "tensor '" + p.name() + "'", limits);
+  auto dt = fromOnnxType(p.data_type());
+  Shape shape(p.dims().begin(), p.dims().end());
+  int64_t n = *checkedNumel(shape);
+  bool isDouble = p.data_type() == TensorProto::DOUBLE;
   Tensor t = Tensor::empty(shape, *dt);
   if (p.has_raw_data()) {
     const std::string &raw = p.raw_data();
@@ -102,31 +122,25 @@ Tensor tensorFromProto(const TensorProto &p) {
   }
   switch (p.data_type()) {
   case TensorProto::FLOAT:
-    count(p.float_data_size());
     std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>());
     break;
   case TensorProto::DOUBLE:
-    count(p.double_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.data<float>()[i] = float(p.double_data(i));
     break;
   case TensorProto::INT64:
-    count(p.int64_data_size());
     std::copy(p.int64_data().begin(), p.int64_data().end(), t.data<int64_t>());
     break;
   case TensorProto::INT32:
-    count(p.int32_data_size());
     std::copy(p.int32_data().begin(), p.int32_data().end(), t.data<int32_t>());
     break;
   case TensorProto::FLOAT16:
-    count(p.int32_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.data<uint16_t>()[i] = uint16_t(p.int32_data(i));
     break;
   case TensorProto::INT8:
   case TensorProto::UINT8:
   case TensorProto::BOOL:
-    count(p.int32_data_size());
     for (int64_t i = 0; i < n; ++i)
       t.data<uint8_t>()[i] = uint8_t(p.int32_data(i));
     break;

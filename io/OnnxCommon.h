@@ -6,6 +6,7 @@
 #include <onnx/onnx_pb.h>
 
 #include "tm/io/Onnx.h"
+#include "tm/ir/CheckedSize.h"
 
 namespace tmg::io::onnxdetail {
 
@@ -16,9 +17,14 @@ int32_t toOnnxType(DType t);
 /// "FLOAT", "INT64", ... for messages.
 std::string onnxTypeName(int32_t t);
 
-/// Tensor of a TensorProto (raw_data or typed fields). Throws tmg::Error for
-/// unsupported element types, external data and size mismatches.
-Tensor tensorFromProto(const onnx::TensorProto &p);
+/// Checks a TensorProto without allocating: a supported element type, no
+/// external or segmented data, dims whose element count fits, raw_data or
+/// typed values exactly as many as the dims say, a byte size within
+/// `limits`. Returns the byte size; throws tmg::Error naming `what`.
+int64_t validateTensorProto(const onnx::TensorProto &p, const std::string &what,
+                            const SizeLimits &limits);
+/// Tensor of a TensorProto (raw_data or typed fields), validated first.
+Tensor tensorFromProto(const onnx::TensorProto &p, const SizeLimits &limits = {});
 void tensorToProto(const Tensor &t, onnx::TensorProto &p);
 
 /// Parses serialized bytes; throws tmg::Error naming `what` when they are

@@ -23,6 +23,7 @@
 
 #include "tm/ir/Builder.h"
 #include "tm/ir/IR.h"
+#include "tm/ir/ModuleCheck.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
@@ -290,10 +291,13 @@ private:
     if (!md.empty())
       tm.setValue("onnx_metadata", TreeDef::dict(md));
   }
+  void validateTensors(const onnx::GraphProto &g);
 
   const onnx::ModelProto &model_;
   std::string file_;
   const OnnxImportOptions &opts_;
+  /// opts_.limits resolved once (the memory available when reading).
+  SizeLimits limits_ = opts_.limits.resolved();
   int64_t opset_ = 0;
   std::unordered_map<std::string, TypeInfo> onnxTypes_;
   /// Graph inputs whose shape stayed symbolic, with their dims as text.
@@ -539,6 +543,54 @@ void Importer::convertNode(Ctx &cx, const NodeProto &n) {
   mapNode(c);
 }
 
+/// Every tensor in the file is checked against its dims and dtype, and
+/// every static graph input shape for overflow, before ONNX's shape
+/// inference reads them (libonnx trusts raw_data to match the dims) and
+/// before anything is allocated.
+void Importer::validateTensors(const onnx::GraphProto &g) {
+  ModelBytesBudget budget(limits_);
+  auto check = [&](const onnx::TensorProto &t, const std::string &where) {
+    int64_t bytes;
+    try {
+      bytes = validateTensorProto(t, "tensor '" + t.name() + "'", limits_);
+    } catch (const Error &e) {
+      raise("{}: {}", where, e.diagnostic().message);
+    }
+    Diagnostic d;
+    if (failed(budget.add(where, bytes, &d)))
+      throw Error(d);
+  };
+  for (const auto &init : g.initializer())
+    check(init, "initializer '" + init.name() + "'");
+  int64_t index = -1;
+  for (const auto &n : g.node()) {
+    ++index;
+    std::string node = fmt::format("node {} ({})",
+                                   n.name().empty() ? "#" + std::to_string(index)
+                                                    : "'" + n.name() + "'",
+                                   n.op_type());
+    for (const auto &a : n.attribute()) {
+      std::string where = node + " attribute '" + a.name() + "'";
+      if (a.has_t())
+        check(a.t(), where);
+      for (const auto &t : a.tensors())
+        check(t, where);
+      if (a.has_sparse_tensor() || a.sparse_tensors_size())
+        raise("{}: sparse tensors are not supported", where);
+    }
+  }
+  for (const auto &in : g.input()) {
+    TypeInfo ti = typeInfoOf(in);
+    auto dt = fromOnnxType(ti.elem);
+    if (!ti.shape || !dt)
+      continue;
+    auto bytes = checkTensorBytes("graph input '" + in.name() + "'", *ti.shape, *dt,
+                                  limits_);
+    if (bytes.failed())
+      throw Error(bytes.diagnostic());
+  }
+}
+
 OnnxModel Importer::run() {
   for (const auto &o : model_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
@@ -555,6 +607,7 @@ OnnxModel Importer::run() {
   }
   const onnx::GraphProto &g = fixed ? *fixed : model_.graph();
   checkSupported(g);
+  validateTensors(g);
 
   // Types: the model's own value_info, completed by ONNX shape inference.
   for (const auto &v : g.value_info())
@@ -591,7 +644,7 @@ OnnxModel Importer::run() {
   };
   for (const auto &init : g.initializer()) {
     try {
-      addParam(init.name(), tensorFromProto(init));
+      addParam(init.name(), tensorFromProto(init, limits_));
     } catch (const Error &e) {
       raise("initializer '{}': {}", init.name(), e.diagnostic().message);
     }
@@ -681,6 +734,10 @@ OnnxModel Importer::run() {
       nodeNameDict.emplace_back(Scalar(node->name().str()), TreeDef::constant(Scalar(name)));
   tm->setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
   keepModelInfo(*tm);
+  std::vector<Diagnostic> tooBig;
+  checkNodeSizes(*tm, limits_, tooBig);
+  if (!tooBig.empty())
+    throw Error(tooBig[0]);
   OnnxModel res;
   res.module = std::move(tm);
   res.names.inputs = inputNames;

@@ -11,6 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tm/ir/CheckedSize.h"
+
 namespace tmg {
 
 const Tensor *WeightFile::find(llvm::StringRef name) const {
@@ -125,15 +127,11 @@ FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
                 fmt::format("tensor '{}': data offsets [{}, {}) are out of "
                             "range (the data section has {} bytes)",
                             name, b, e, dataSize));
-    int64_t numel;
-    try {
-      numel = shapeNumel(shape);
-    } catch (const Error &err) {
-      return bad(err.diagnostic().message);
-    }
-    uint64_t want;
-    if (__builtin_mul_overflow(uint64_t(numel), uint64_t(dtypeSize(*dt)), &want))
-      return bad(fmt::format("{} {} is too large", dtypeName(*dt).str(), shapeStr(shape)));
+    std::optional<int64_t> bytesOf = checkedByteSize(shape, *dt);
+    if (!bytesOf)
+      return bad(fmt::format("{} {} has a byte size that does not fit in 64 bits",
+                             dtypeName(*dt).str(), shapeStr(shape)));
+    uint64_t want = uint64_t(*bytesOf);
     if (e - b != want)
       return at(file, int64_t(dataStart + b),
                 fmt::format("tensor '{}': {} {} needs {} bytes but its data "

@@ -94,6 +94,9 @@ public:
   /// ident() without a copy: the name as a slice of the line.
   llvm::StringRef identRef();
   int64_t integer();
+  /// A node or expr id: an integer in [0, TmirIdLimit), else an error
+  /// naming `what` at its column.
+  int64_t id(const char *what);
   std::string string();
   PyVal value();
   /// A node type: "float32(3, 4)", "float32", "?", "module<Linear>".
@@ -120,6 +123,11 @@ private:
   size_t pos_ = 0;
   size_t depth_ = 0; ///< nesting of value() calls (bounded: MaxValueNesting)
 };
+
+/// Node and expr ids of a .tmir file are below this (and the `ids` totals
+/// at most this): far from INT64_MAX, whose neighbours are hash-map keys
+/// reserved by llvm::DenseMap, and with room for ids created later.
+constexpr int64_t TmirIdLimit = int64_t(1) << 62;
 
 /// Values (tuples, lists, dicts) may nest this deep in .tmir text; deeper
 /// input is an error at its column instead of exhausting the stack.

@@ -9,6 +9,7 @@
 #include <llvm/ADT/StringSet.h>
 
 #include "TmirCommon.h"
+#include "tm/ir/ModuleCheck.h"
 
 namespace tmg {
 
@@ -62,6 +63,15 @@ int64_t LineParser::integer() {
   int64_t v;
   if (s_.slice(b, pos_).getAsInteger(10, v))
     fail("expected an integer", base_ + b + 1);
+  return v;
+}
+
+int64_t LineParser::id(const char *what) {
+  skipWs();
+  size_t c = col();
+  int64_t v = integer();
+  if (v < 0 || v >= TmirIdLimit)
+    fail(fmt::format("{} {} is out of range (ids are 0 to 2^62 - 1)", what, v), c);
   return v;
 }
 
@@ -143,8 +153,14 @@ LineParser::NodeType LineParser::nodeType() {
     if (!t.dtype)
       fail(fmt::format("unknown dtype '{}'", dt.str()), c);
   }
-  if (peek("("))
+  if (peek("(")) {
+    size_t c = col();
     t.shape = shapeTuple();
+    if (!(t.dtype ? checkedByteSize(*t.shape, *t.dtype) : checkedNumel(*t.shape)))
+      fail(fmt::format("shape {} is too large: its {} does not fit in 64 bits",
+                       shapeStr(*t.shape), t.dtype ? "byte size" : "element count"),
+           c);
+  }
   return t;
 }
 
@@ -236,7 +252,7 @@ PyVal LineParser::value() {
   if (c == '%') {
     ++pos_;
     v.kind = PyVal::Kind::NodeRef;
-    v.nodeId = integer();
+    v.nodeId = id("node id");
     return v;
   }
   if (c == '\'' || c == '"') {
@@ -444,7 +460,14 @@ public:
     }
     LineParser ids = at(cur_);
     ids.expect("ids");
-    int64_t nn = ids.integer(), ne = ids.integer();
+    size_t nc = ids.col();
+    int64_t nn = ids.integer();
+    size_t ec = ids.col();
+    int64_t ne = ids.integer();
+    if (nn < 0 || nn > TmirIdLimit)
+      ids.fail(fmt::format("node id total {} is out of range (0 to 2^62)", nn), nc + 1);
+    if (ne < 0 || ne > TmirIdLimit)
+      ids.fail(fmt::format("expr id total {} is out of range (0 to 2^62)", ne), ec + 1);
     endOfLine(ids);
     ++cur_;
     // Bounded by the text so a bogus `ids` line cannot allocate much.
@@ -519,7 +542,21 @@ private:
     weights_ = &ownWeights_;
   }
 
-  Tensor tensorFrom(const PyVal &v, const LineParser &p) {
+  /// Checks a tensor value's size against the read limits before it is
+  /// allocated (`zeros` and references need no data in the text).
+  void checkTensorSize(const PyVal &v, const LineParser &p, const std::string &what) {
+    auto bytes = checkTensorBytes(what, v.shape, *v.dtype, limits_);
+    if (bytes.failed())
+      p.fail(bytes.diagnostic().message, v.col);
+    Diagnostic d;
+    if (failed(budget_.add(what, *bytes, &d)))
+      p.fail(d.message, v.col);
+  }
+
+  /// The tensor of a `param(...)` / `buffer(...)` / `tensor(...)` value;
+  /// `what` names it in errors.
+  Tensor tensorFrom(const PyVal &v, const LineParser &p, const std::string &what) {
+    checkTensorSize(v, p, what);
     if (!v.ref.empty()) {
       const Tensor *t = weights_ ? weights_->find(v.ref) : nullptr;
       if (!t) {
@@ -538,13 +575,16 @@ private:
                v.col);
       return *t;
     }
+    // Inline values are counted before the tensor is allocated: a short
+    // list must not cost the size its shape claims.
+    int64_t numel = shapeNumel(v.shape);
+    if (!v.data.empty() && int64_t(v.data.size()) != numel)
+      p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
+                         shapeStr(v.shape), numel, v.data.size()),
+             v.col);
     Tensor t = Tensor::zeros(v.shape, *v.dtype);
     if (v.data.empty())
       return t;
-    if (int64_t(v.data.size()) != t.numel())
-      p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
-                         shapeStr(v.shape), t.numel(), v.data.size()),
-             v.col);
     for (int64_t i = 0; i < t.numel(); ++i) {
       double x = v.data[i];
       switch (t.dtype()) {
@@ -566,7 +606,7 @@ private:
     if (m.hasAttr(name))
       p.fail(fmt::format("duplicate attribute '{}'", name), v.col);
     if (v.kind == PyVal::Kind::TensorVal) {
-      Tensor t = tensorFrom(v, p);
+      Tensor t = tensorFrom(v, p, fmt::format("{} '{}'", v.word, name));
       if (v.word == "param")
         m.registerParameter(name, t);
       else if (v.word == "buffer")
@@ -620,6 +660,8 @@ private:
       llvm::StringRef after = p.rest().ltrim();
       if (!after.empty() && std::isupper((unsigned char)after[0]) && !p.peek("None") &&
           !p.peek("True") && !p.peek("False") && !p.peek("Ellipsis")) {
+        p.skipWs();
+        size_t tc = p.col();
         std::string type = p.ident();
         size_t kc = p.col();
         std::string kind = p.ident();
@@ -630,9 +672,11 @@ private:
         endOfLine(p);
         if (m.hasAttr(name))
           p.fail(fmt::format("duplicate attribute '{}'", name), c);
-        ++cur_;
+        size_t header = cur_++;
         Module &ref = m.registerModule(name, std::move(child));
-        moduleBody(ref, path.empty() ? name : path + "." + name);
+        std::string sub = path.empty() ? name : path + "." + name;
+        moduleBody(ref, sub);
+        checkBuiltin(ref, sub, header, tc);
         continue;
       }
       PyVal v = p.value();
@@ -642,9 +686,23 @@ private:
     }
   }
 
+  /// A builtin module must have what its kernel reads (ModuleCheck.h);
+  /// errors point at the module's header line.
+  void checkBuiltin(const Module &m, const std::string &path, size_t header, size_t col) {
+    std::vector<Diagnostic> diags;
+    verifyBuiltinModule(m, path, diags);
+    if (diags.empty())
+      return;
+    Diagnostic d(Location::inFile(file_, int64_t(header + 1), int64_t(col)),
+                 diags[0].message);
+    for (size_t i = 1; i < diags.size(); ++i)
+      d.note(diags[i].message);
+    throw Error(d);
+  }
+
   std::unique_ptr<Node> makeNode(LineParser &p, int64_t &id) {
     p.expect("%");
-    id = p.integer();
+    id = p.id("node id");
     std::string name = p.string();
     size_t tc = p.col();
     LineParser::NodeType t = p.nodeType();
@@ -658,6 +716,12 @@ private:
       mn->setModuleType(*mt);
       n = std::move(mn);
     } else {
+      if (t.dtype && t.shape) {
+        auto bytes = checkTensorBytes(fmt::format("node %{} '{}'", id, name), *t.shape,
+                                      *t.dtype, limits_);
+        if (bytes.failed())
+          p.fail(bytes.diagnostic().message, tc);
+      }
       auto tn = std::make_unique<TensorNode>(nullptr, id);
       if (t.dtype) {
         tn->setDType(*t.dtype);
@@ -841,7 +905,7 @@ private:
           int64_t id;
           in.node = makeNode(d, id);
           d.expect("#");
-          in.exprId = d.integer();
+          in.exprId = d.id("expr id");
           in.inputName = d.string();
           ins.push_back(std::move(in));
         }
@@ -1082,7 +1146,7 @@ private:
   void exprLine(GraphState &st, llvm::StringRef visible, LineParser &a) {
     LineParser v(visible, file_, cur_ + 1);
     v.expect("%");
-    int64_t id = v.integer();
+    int64_t id = v.id("expr id");
     v.expect(":");
     Annot an = annotations(a);
     std::unique_ptr<Expr> e;
@@ -1134,7 +1198,7 @@ private:
       std::string name = str("const");
       const PyVal &val = need(an, "value", a);
       if (val.kind == PyVal::Kind::TensorVal && val.word == "tensor") {
-        e = std::make_unique<Constant>(id, tensorFrom(val, a), name);
+        e = std::make_unique<Constant>(id, tensorFrom(val, a, "constant '" + name + "'"), name);
       } else if (val.kind == PyVal::Kind::ModuleVal) {
         auto m = makeModule(val.word, "builtin", a, val.col);
         for (size_t i = 0; i < val.items.size(); ++i) {
@@ -1292,6 +1356,8 @@ private:
   std::string checkBuf_;
   std::string file_;
   const TmirReadOptions &opts_;
+  SizeLimits limits_ = opts_.limits.resolved();
+  ModelBytesBudget budget_{limits_};
   size_t cur_ = 0;
   int64_t version_ = TmirVersion;
   std::string weightsFile_;
@@ -1329,13 +1395,18 @@ static std::string dirOf(const std::string &path) {
   return s == std::string::npos ? "." : path.substr(0, s);
 }
 
-FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path) {
+FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path,
+                                                  const TmirReadOptions &opts) {
   auto text = readFileBytes(path);
   if (text.failed())
     return text.diagnostic();
-  TmirReadOptions o;
+  TmirReadOptions o = opts;
   o.baseDir = dirOf(path);
   return parseTmir(*text, path, o);
+}
+
+FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path) {
+  return loadTmir(path, TmirReadOptions());
 }
 
 LogicalResult saveTmir(const TracedModule &m, const std::string &path,

@@ -10,6 +10,9 @@
 #include <vector>
 #include <algorithm>
 
+#include <llvm/ADT/STLExtras.h>
+
+#include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
 
 namespace tmg {
@@ -48,15 +51,12 @@ size_t dtypeSize(DType t) {
 bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float16; }
 
 int64_t shapeNumel(llvm::ArrayRef<int64_t> shape) {
-  int64_t n = 1;
-  for (int64_t d : shape) {
+  if (std::optional<int64_t> n = checkedNumel(shape))
+    return *n;
+  for (int64_t d : shape)
     if (d < 0)
       raise("invalid shape {}: negative dimension", shapeStr(shape));
-    if (d != 0 && n > std::numeric_limits<int64_t>::max() / d)
-      raise("invalid shape {}: element count overflows", shapeStr(shape));
-    n *= d;
-  }
-  return n;
+  raise("invalid shape {}: element count overflows", shapeStr(shape));
 }
 
 std::string shapeStr(llvm::ArrayRef<int64_t> shape) {
@@ -170,12 +170,17 @@ Storage::~Storage() {
 // Layout and views
 //===----------------------------------------------------------------------===//
 
+/// Row-major strides. Dimensions of size 0 or 1 take no room, so for a
+/// non-empty tensor every stride is at most its element count; for an empty
+/// one (where no stride is ever used) the products saturate instead of
+/// overflowing.
 static Shape denseStrides(llvm::ArrayRef<int64_t> shape) {
   Shape st(shape.size(), 1);
   int64_t s = 1;
   for (size_t d = shape.size(); d-- > 0;) {
     st[d] = s;
-    s *= std::max<int64_t>(shape[d], 1);
+    if (__builtin_mul_overflow(s, std::max<int64_t>(shape[d], 1), &s))
+      s = std::numeric_limits<int64_t>::max();
   }
   return st;
 }
@@ -183,10 +188,10 @@ static Shape denseStrides(llvm::ArrayRef<int64_t> shape) {
 /// Row-major dense: every dimension of size > 1 has the stride of the
 /// dimensions after it; empty tensors count as dense.
 static bool isDense(llvm::ArrayRef<int64_t> shape, llvm::ArrayRef<int64_t> st) {
+  if (llvm::is_contained(shape, 0))
+    return true;
   int64_t expect = 1;
   for (size_t d = shape.size(); d-- > 0;) {
-    if (shape[d] == 0)
-      return true;
     if (shape[d] != 1 && st[d] != expect)
       return false;
     expect *= shape[d];
@@ -199,8 +204,20 @@ Tensor Tensor::empty(llvm::ArrayRef<int64_t> shape, DType dtype) {
   t.dtype_ = dtype;
   t.shape_.assign(shape.begin(), shape.end());
   t.numel_ = shapeNumel(shape);
+  // Sizes from files and command lines end up here: a byte count that
+  // wraps would allocate a small buffer for a huge tensor, and one larger
+  // than the machine's memory cannot be meant.
+  std::optional<int64_t> bytes = checkedByteSize(shape, dtype);
+  if (!bytes)
+    raise("cannot allocate a {} tensor of shape {}: its byte size does not fit in 64 bits",
+          dtypeName(dtype).str(), shapeStr(shape));
+  if (*bytes > physicalMemoryBytes())
+    raise("cannot allocate a {} tensor of shape {}: it needs {}, more than this machine's "
+          "physical memory ({})",
+          dtypeName(dtype).str(), shapeStr(shape), formatBytes(uint64_t(*bytes)),
+          formatBytes(uint64_t(physicalMemoryBytes())));
   t.strides_ = denseStrides(shape);
-  t.storage_ = std::make_shared<Storage>(size_t(t.numel_) * dtypeSize(dtype));
+  t.storage_ = std::make_shared<Storage>(size_t(*bytes));
   return t;
 }
 

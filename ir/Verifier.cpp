@@ -1,10 +1,13 @@
 //===- Verifier.cpp - IR invariant checks ---------------------------------===//
 #include "tm/ir/Verifier.h"
 
+#include <limits>
+
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/StringSet.h>
 
+#include "tm/ir/ModuleCheck.h"
 #include "tm/ir/TracedModule.h"
 
 namespace tmg {
@@ -190,6 +193,8 @@ std::vector<Diagnostic> verify(const TracedModule &m) {
                                " outputs");
     }
   });
+  // Builtin modules: the attributes their kernels read.
+  verifyBuiltinModules(m, diags);
   // Ids: unique over what the top graphs reach (their recursive exprs),
   // which is the domain of resetIds and of the module's id counters.
   llvm::DenseMap<int64_t, const Expr *> exprIds;
@@ -204,6 +209,12 @@ std::vector<Diagnostic> verify(const TracedModule &m) {
         const InternalGraph *g = e->graph();
         return g ? g->name() : std::string("?");
       };
+      // INT64_MAX and INT64_MAX - 1 are DenseMap's reserved keys.
+      if (e->id() < 0 || e->id() >= std::numeric_limits<int64_t>::max() - 1) {
+        diags.emplace_back(Location(), "graph '" + gname() + "': expr id " +
+                                           std::to_string(e->id()) + " is out of range");
+        continue;
+      }
       auto [it, fresh] = exprIds.try_emplace(e->id(), e);
       if (!fresh && it->second != e)
         diags.emplace_back(Location::atExpr(e->id()),
@@ -216,6 +227,12 @@ std::vector<Diagnostic> verify(const TracedModule &m) {
                                "expr id " +
                                std::to_string(nextExpr));
       for (const Node *n : e->outputs()) {
+        if (n->id() < 0 || n->id() >= std::numeric_limits<int64_t>::max() - 1) {
+          diags.emplace_back(Location::atExpr(e->id()),
+                             "graph '" + gname() + "': node id " + std::to_string(n->id()) +
+                                 " of '" + n->str() + "' is out of range");
+          continue;
+        }
         auto [nit, nfresh] = nodeIds.try_emplace(n->id(), n);
         if (!nfresh && nit->second != n)
           diags.emplace_back(Location::atExpr(e->id()),

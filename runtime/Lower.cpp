@@ -666,29 +666,34 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
 
 /// A call of a builtin module: its attributes are read once, its tensors
 /// through pointers that stay valid while the module's version holds.
+/// The step of a builtin class registered at run time: its kernel gets the
+/// inputs.
+static StepFn moduleKernelStep(const Expr &e, const Module &m, ModuleKernel k,
+                               LowerContext &ctx) {
+  ctx.readsModule(&m);
+  std::vector<uint32_t> ins, outs;
+  for (size_t i = 1; i < e.numInputs(); ++i)
+    ins.push_back(ctx.slot(e.input(i)));
+  for (size_t i = 0; i < e.numOutputs(); ++i)
+    outs.push_back(ctx.slot(e.output(i)));
+  const Expr *ep = &e;
+  const Module *mp = &m;
+  return [k, ins, outs, ep, mp](Value *s, RunState &) {
+    std::vector<Tensor> args;
+    for (uint32_t a : ins)
+      args.push_back(s[a].tensor);
+    std::vector<Tensor> res = k(*mp, *ep, args);
+    if (res.size() != outs.size())
+      raiseAt(Location::atExpr(ep->id()), "{} returned {} tensors for {} outputs",
+              mp->typeName().str(), res.size(), outs.size());
+    for (size_t i = 0; i < outs.size(); ++i)
+      s[outs[i]].tensor = std::move(res[i]);
+  };
+}
+
 StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
-  if (ModuleKernel k = lookupModuleKernel(m.type())) {
-    // A builtin class registered at run time: its kernel gets the inputs.
-    ctx.readsModule(&m);
-    std::vector<uint32_t> ins, outs;
-    for (size_t i = 1; i < e.numInputs(); ++i)
-      ins.push_back(ctx.slot(e.input(i)));
-    for (size_t i = 0; i < e.numOutputs(); ++i)
-      outs.push_back(ctx.slot(e.output(i)));
-    const Expr *ep = &e;
-    const Module *mp = &m;
-    return [k, ins, outs, ep, mp](Value *s, RunState &) {
-      std::vector<Tensor> args;
-      for (uint32_t a : ins)
-        args.push_back(s[a].tensor);
-      std::vector<Tensor> res = k(*mp, *ep, args);
-      if (res.size() != outs.size())
-        raiseAt(Location::atExpr(ep->id()), "{} returned {} tensors for {} outputs",
-                mp->typeName().str(), res.size(), outs.size());
-      for (size_t i = 0; i < outs.size(); ++i)
-        s[outs[i]].tensor = std::move(res[i]);
-    };
-  }
+  if (ModuleKernel k = lookupModuleKernel(m.type()))
+    return moduleKernelStep(e, m, k, ctx);
   if (e.numArgs() != 2 || e.numOutputs() != 1)
     raiseAt(Location::atExpr(e.id()), "{} takes one tensor argument and returns one tensor",
             m.typeName().str());
@@ -698,10 +703,21 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     raiseAt(Location::atExpr(e.id()), "{} needs a tensor argument", m.typeName().str());
   uint32_t x = ctx.slot(in), o = ctx.slot(e.output(0));
   auto tensorAttr = [&](const char *n) { return m.tensor(n); };
-  auto pairAttr = [&](const char *n) {
-    auto v = Args::ints(*m.value(n), Args(e, ctx), n);
-    return v.size() == 1 ? Int2(v[0]) : Int2(v[0], v[1]);
+  // Modules from files are verified on loading (ModuleCheck.h); these
+  // checks keep a module edited in memory from being dereferenced blindly.
+  auto requiredTensor = [&](const char *n) {
+    const Tensor *t = m.tensor(n);
+    if (!t || !t->defined())
+      raiseAt(Location::atExpr(e.id()), "{} has no '{}' parameter", m.typeName().str(), n);
+    return t;
   };
+  auto valueAttr = [&](const char *n) -> const TreeDef & {
+    const TreeDef *v = m.value(n);
+    if (!v)
+      raiseAt(Location::atExpr(e.id()), "{} has no '{}' attribute", m.typeName().str(), n);
+    return *v;
+  };
+  auto pairAttr = [&](const char *n) { return Args(e, ctx).pairOf(valueAttr(n), n); };
   Src xs;
   xs.slot = x;
   auto fn = [&](std::function<Tensor(const Tensor &)> f) -> StepFn {
@@ -734,7 +750,7 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     return convStep(e, c, ctx);
   }
   if (llvm::isa<Linear>(&m)) {
-    const Tensor *w = tensorAttr("weight"), *b = tensorAttr("bias");
+    const Tensor *w = requiredTensor("weight"), *b = tensorAttr("bias");
     return fn([w, b, tensorOr](const Tensor &t) { return linear(t, *w, tensorOr(b)); });
   }
   if (llvm::isa<BatchNorm2d>(&m)) {
@@ -749,7 +765,7 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     });
   }
   if (llvm::isa<LayerNorm>(&m)) {
-    auto shape = Args::ints(*m.value("normalized_shape"), Args(e, ctx), "normalized_shape");
+    auto shape = Args::ints(valueAttr("normalized_shape"), Args(e, ctx), "normalized_shape");
     const Tensor *w = tensorAttr("weight"), *b = tensorAttr("bias");
     double eps = m.floatValue("eps");
     return fn([shape, w, b, eps, tensorOr](const Tensor &t) {
@@ -775,7 +791,7 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     return fn([s0, s1](const Tensor &t) { return flatten(t, s0, s1); });
   }
   if (llvm::isa<Embedding>(&m)) {
-    const Tensor *w = tensorAttr("weight");
+    const Tensor *w = requiredTensor("weight");
     return fn([w](const Tensor &t) { return take(*w, t, 0); });
   }
   if (llvm::isa<Softmax>(&m)) {

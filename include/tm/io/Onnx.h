@@ -35,6 +35,7 @@
 #include <string>
 #include <vector>
 
+#include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/TracedModule.h"
 
@@ -55,6 +56,11 @@ struct OnnxImportOptions {
   /// Run ONNX's own shape inference first (types of values tmgraph's rules
   /// cannot derive).
   bool onnxShapeInference = true;
+  /// Largest tensor and model the file may make the importer allocate
+  /// (initializers, Constant nodes, static shapes of graph values);
+  /// checked before anything is allocated or given to ONNX's shape
+  /// inference.
+  SizeLimits limits;
 };
 
 /// The ONNX names of a module's graph inputs and outputs, in graph order.

@@ -21,6 +21,7 @@
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/io/Safetensors.h"
+#include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/TracedModule.h"
 
@@ -51,6 +52,9 @@ struct TmirReadOptions {
   /// Treat unresolvable references as zeros (for viewing text without its
   /// weights); off by default, when they are errors.
   bool missingWeightsAsZeros = false;
+  /// Largest tensor and model the text may make the reader allocate
+  /// (inline tensors, zeros, static node shapes).
+  SizeLimits limits;
 };
 
 /// Parses .tmir text. Errors name `filename:line:col`.
@@ -60,6 +64,10 @@ parseTmir(llvm::StringRef text, llvm::StringRef filename = "<string>",
 
 /// Reads `path` (.tmir) and its weights.
 FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path);
+/// Same with read options; `baseDir` is replaced by the directory of
+/// `path`.
+FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path,
+                                                  const TmirReadOptions &opts);
 /// Writes `path` (.tmir) and, beside it, `<stem>.safetensors`.
 LogicalResult saveTmir(const TracedModule &m, const std::string &path,
                        Diagnostic *error = nullptr);
