@@ -12,7 +12,10 @@
 #include "OnnxCommon.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
+#include <fstream>
 #include <limits>
 #include <map>
 #include <optional>
@@ -127,7 +130,10 @@ struct Ctx {
 
 class Importer {
 public:
-  Importer(const onnx::ModelProto &m, std::string file, const OnnxImportOptions &o)
+  /// The importer owns `m` for the import: it fixes input shapes in place
+  /// and releases each initializer's bytes once they are in a tensor, so
+  /// that the weights are held once, not twice.
+  Importer(onnx::ModelProto &m, std::string file, const OnnxImportOptions &o)
       : model_(m), file_(std::move(file)), opts_(o) {}
 
   OnnxModel run();
@@ -293,7 +299,7 @@ private:
   }
   void validateTensors(const onnx::GraphProto &g);
 
-  const onnx::ModelProto &model_;
+  onnx::ModelProto &model_;
   std::string file_;
   const OnnxImportOptions &opts_;
   /// opts_.limits resolved once (the memory available when reading).
@@ -304,6 +310,11 @@ private:
   std::map<std::string, std::string> symbolicInputs_;
 
   void applyInputShapes(onnx::GraphProto &g);
+  /// Types of the graph's values from ONNX's shape inference, run on a copy
+  /// of the model without the bytes of its large initializers (their types
+  /// and shapes are what inference needs; small ones, such as a Reshape's
+  /// shape, keep their values).
+  void inferOnnxTypes();
   std::string symbolicHint() const;
 };
 
@@ -326,6 +337,30 @@ static std::string dimsText(const onnx::ValueInfoProto &v) {
 
 /// Writes OnnxImportOptions::inputShapes into the graph's input types (so
 /// that ONNX's shape inference sees them too), checking rank and fixed dims.
+void Importer::inferOnnxTypes() {
+  constexpr size_t KeepBytes = 4096;
+  auto &inits = *model_.mutable_graph()->mutable_initializer();
+  std::vector<std::pair<int, std::string>> held;
+  for (int i = 0; i < inits.size(); ++i)
+    if (inits[i].raw_data().size() > KeepBytes) {
+      held.emplace_back(i, std::string());
+      held.back().second.swap(*inits[i].mutable_raw_data());
+    }
+  try {
+    onnx::ModelProto copy = model_;
+    for (auto &[i, bytes] : held)
+      inits[i].mutable_raw_data()->swap(bytes);
+    held.clear();
+    onnx::shape_inference::InferShapes(copy);
+    for (const auto &v : copy.graph().value_info())
+      onnxTypes_[v.name()] = typeInfoOf(v);
+  } catch (const std::exception &) {
+    // Models ONNX cannot type are typed by tmgraph's own rules.
+    for (auto &[i, bytes] : held)
+      inits[i].mutable_raw_data()->swap(bytes);
+  }
+}
+
 void Importer::applyInputShapes(onnx::GraphProto &g) {
   std::set<std::string> initNames;
   for (const auto &init : g.initializer())
@@ -599,31 +634,18 @@ OnnxModel Importer::run() {
     raise("the model imports no opset of the default ONNX domain");
   if (opset_ > MaxOpset)
     raise("opset {} is newer than the newest supported ({})", opset_, MaxOpset);
-  // Input shapes given by the caller go into a copy of the graph's inputs.
-  std::optional<onnx::GraphProto> fixed;
-  if (!opts_.inputShapes.empty()) {
-    fixed = model_.graph();
-    applyInputShapes(*fixed);
-  }
-  const onnx::GraphProto &g = fixed ? *fixed : model_.graph();
+  // Input shapes given by the caller replace the graph's input types.
+  if (!opts_.inputShapes.empty())
+    applyInputShapes(*model_.mutable_graph());
+  const onnx::GraphProto &g = model_.graph();
   checkSupported(g);
   validateTensors(g);
 
   // Types: the model's own value_info, completed by ONNX shape inference.
   for (const auto &v : g.value_info())
     onnxTypes_[v.name()] = typeInfoOf(v);
-  if (opts_.onnxShapeInference) {
-    try {
-      onnx::ModelProto copy = model_;
-      if (fixed)
-        *copy.mutable_graph()->mutable_input() = fixed->input();
-      onnx::shape_inference::InferShapes(copy);
-      for (const auto &v : copy.graph().value_info())
-        onnxTypes_[v.name()] = typeInfoOf(v);
-    } catch (const std::exception &) {
-      // Models ONNX cannot type are typed by tmgraph's own rules.
-    }
-  }
+  if (opts_.onnxShapeInference)
+    inferOnnxTypes();
   for (const auto &v : g.output())
     onnxTypes_[v.name()] = typeInfoOf(v);
 
@@ -642,12 +664,14 @@ OnnxModel Importer::run() {
     paramNames.emplace_back(Scalar(name), TreeDef::constant(Scalar(orig)));
     vals[orig] = std::move(v);
   };
-  for (const auto &init : g.initializer()) {
+  for (auto &init : *model_.mutable_graph()->mutable_initializer()) {
     try {
       addParam(init.name(), tensorFromProto(init, limits_));
     } catch (const Error &e) {
       raise("initializer '{}': {}", init.name(), e.diagnostic().message);
     }
+    // The bytes are in the tensor now: give the proto's copy back.
+    std::string().swap(*init.mutable_raw_data());
   }
   std::vector<InputSpec> specs;
   std::vector<std::string> inputNames;
@@ -1672,11 +1696,12 @@ FailureOr<std::vector<std::string>> onnxModelOps(const std::string &path) {
   }
 }
 
-FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string &name,
-                                     const OnnxImportOptions &opts) {
+namespace {
+
+/// Imports the parsed `m` (consumed), naming `name` in errors.
+FailureOr<OnnxModel> importModel(onnx::ModelProto &m, const std::string &name,
+                                 const OnnxImportOptions &opts) {
   try {
-    onnx::ModelProto m;
-    parseProto(m, bytes, name);
     Importer im(m, name, opts);
     return im.run();
   } catch (const Error &e) {
@@ -1689,14 +1714,34 @@ FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string
   }
 }
 
-FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions &opts) {
-  std::string bytes;
+} // namespace
+
+FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string &name,
+                                     const OnnxImportOptions &opts) {
+  onnx::ModelProto m;
   try {
-    bytes = readFileBytes(path);
+    parseProto(m, bytes, name);
   } catch (const Error &e) {
-    return Diagnostic(Location::inFile(path), e.diagnostic().message);
+    return Diagnostic(Location::inFile(name), e.diagnostic().message);
   }
-  return importOnnxBytes(bytes, path, opts);
+  return importModel(m, name, opts);
+}
+
+FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions &opts) {
+  // Parsed from the file as it is read: the weights are not held as file
+  // bytes besides the parsed model.
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("cannot open file: {}", std::strerror(errno)));
+  onnx::ModelProto m;
+  if (!m.ParseFromIstream(&f)) {
+    if (f.bad())
+      return Diagnostic(Location::inFile(path), "read error");
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)", path));
+  }
+  return importModel(m, path, opts);
 }
 
 } // namespace tmg::io
