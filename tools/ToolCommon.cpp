@@ -180,7 +180,7 @@ static std::string dirOf(const std::string &path) {
 }
 
 int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
-              const std::map<std::string, Shape> &inputShapes) {
+              const std::map<std::string, Shape> &inputShapes, const SizeLimits &limits) {
   std::string name = path == "-" ? "<stdin>" : path;
   llvm::StringRef p(path);
   bool bySuffix = p.endswith(".onnx") || p.endswith(".tmir");
@@ -197,6 +197,7 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
 #ifdef TM_HAVE_ONNX
     io::OnnxImportOptions opts;
     opts.inputShapes = inputShapes;
+    opts.limits = limits;
     auto imported = bySuffix ? io::importOnnx(path, opts) : io::importOnnxBytes(bytes, name, opts);
     if (imported.failed())
       return tool.fail(imported.diagnostic());
@@ -215,6 +216,7 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
                            "are part of its graph)");
   TmirReadOptions o;
   o.baseDir = path == "-" ? "." : dirOf(path);
+  o.limits = limits;
   auto loaded = parseTmir(bytes, name, o);
   if (loaded.failed()) {
     if (path == "-")

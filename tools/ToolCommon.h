@@ -18,6 +18,7 @@
 #include <llvm/Support/CommandLine.h>
 
 #include "tm/io/Tmir.h"
+#include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
 
 namespace tmg::tools {
@@ -111,6 +112,28 @@ std::string parseInputShape(llvm::StringRef v, std::map<std::string, Shape> &sha
 /// `tool`. `inputShapes` fix the shapes of ONNX graph inputs with symbolic
 /// dimensions (OnnxImportOptions).
 int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
-              const std::map<std::string, Shape> &inputShapes = {});
+              const std::map<std::string, Shape> &inputShapes = {},
+              const SizeLimits &limits = {});
+
+/// `--max-tensor-bytes` and `--max-model-bytes`, in a category of their own.
+struct LimitOptions {
+  llvm::cl::OptionCategory cat{"Limits"};
+  llvm::cl::opt<int64_t> maxTensorBytes{
+      "max-tensor-bytes",
+      llvm::cl::desc("Refuse a model that declares a tensor larger than this (0: the memory "
+                     "available when the file is read; -1: no limit)"),
+      llvm::cl::init(0), llvm::cl::value_desc("bytes"), llvm::cl::cat(cat)};
+  llvm::cl::opt<int64_t> maxModelBytes{
+      "max-model-bytes",
+      llvm::cl::desc("Refuse a model whose weights and constants total more than this (0: the "
+                     "memory available; -1: no limit)"),
+      llvm::cl::init(0), llvm::cl::value_desc("bytes"), llvm::cl::cat(cat)};
+  SizeLimits limits() const {
+    SizeLimits l;
+    l.maxTensorBytes = maxTensorBytes;
+    l.maxModelBytes = maxModelBytes;
+    return l;
+  }
+};
 
 } // namespace tmg::tools

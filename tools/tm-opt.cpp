@@ -31,6 +31,7 @@ enum class Emit { Auto, Tmir, Onnx, Dot };
 
 /// The command line. Constructed after tools::CommandLine has reset llvm::cl.
 struct Options {
+  const tools::LimitOptions *limits = nullptr;
   cl::OptionCategory io{"Input and output"};
   cl::OptionCategory pipe{"Pipelines"};
   cl::OptionCategory instr{"Instrumentation"};
@@ -343,7 +344,8 @@ int run(Options &o) {
   }
   if (!m) {
     tools::LoadedModel loaded;
-    if (int rc = tools::loadModel(Tool, o.input, loaded, inputShapes); rc >= 0)
+    if (int rc = tools::loadModel(Tool, o.input, loaded, inputShapes, o.limits->limits());
+        rc >= 0)
       return rc;
     m = std::move(loaded.module);
   }
@@ -374,6 +376,8 @@ int run(Options &o) {
 int main(int argc, char **argv) {
   tools::CommandLine cli(argv[0]);
   Options o;
+  tools::LimitOptions limits;
+  o.limits = &limits;
   if (int rc = cli.parse(argc, argv,
                          "tm-opt: load a model (.tmir or .onnx), run a pass pipeline, verify "
                          "it and write it (.tmir, .onnx or .dot)\n");

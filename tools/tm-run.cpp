@@ -36,6 +36,7 @@ enum class ReportFormat { Text, Json };
 
 /// The command line. Constructed after tools::CommandLine has reset llvm::cl.
 struct Options {
+  const tools::LimitOptions *limits = nullptr;
   cl::OptionCategory in{"Inputs"};
   cl::OptionCategory out{"Outputs and comparison"};
   cl::OptionCategory exec{"Execution"};
@@ -248,7 +249,7 @@ int run(Options &o) {
     // Shapes of bound inputs apply to ONNX models only.
     bool onnx = llvm::StringRef(o.model).endswith(".onnx");
     auto shapes = onnx || !o.inputShapes.empty() ? inputShapes : std::map<std::string, Shape>{};
-    if (int rc = tools::loadModel(Tool, o.model, loaded, shapes); rc >= 0)
+    if (int rc = tools::loadModel(Tool, o.model, loaded, shapes, o.limits->limits()); rc >= 0)
       return rc;
     m.module = std::move(loaded.module);
     m.onnxIn = std::move(loaded.onnxInputs);
@@ -322,6 +323,8 @@ int run(Options &o) {
 int main(int argc, char **argv) {
   tools::CommandLine cli(argv[0]);
   Options o;
+  tools::LimitOptions limits;
+  o.limits = &limits;
   if (int rc = cli.parse(argc, argv,
                          "tm-run: run a model (.tmir or .onnx) on the CPU interpreter, write "
                          "and compare its outputs\n");
