@@ -14,6 +14,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <tuple>
@@ -1113,37 +1115,96 @@ void writeModelInfo(const TracedModule &m, onnx::ModelProto &model) {
 
 } // namespace
 
+namespace {
+
+/// The ONNX model of `m` (flattened first when hierarchical).
+onnx::ModelProto buildModel(const TracedModule &m, const OnnxExportOptions &opts) {
+  std::unique_ptr<TracedModule> flat;
+  const TracedModule *src = &m;
+  bool nested = false;
+  for (const Expr *e : m.graph().body())
+    if (auto *cm = llvm::dyn_cast<CallMethod>(e); cm && cm->calleeGraph())
+      nested = true;
+  if (nested) {
+    flat = m.flatten();
+    src = flat.get();
+  }
+  onnx::ModelProto model;
+  model.set_ir_version(8);
+  auto *op = model.add_opset_import();
+  op->set_domain("");
+  op->set_version(opts.opsetVersion);
+  onnx::GraphProto *g = model.mutable_graph();
+  writeModelInfo(*src, model);
+  if (g->name().empty())
+    g->set_name(src->typeName().str());
+  Exporter ex(*src, *g);
+  ex.run(src->graph());
+  if (opts.check) {
+    try {
+      onnx::checker::check_model(model);
+    } catch (const std::exception &e) {
+      raise("ONNX's checker rejects the exported model: {}", e.what());
+    }
+  }
+  return model;
+}
+
+/// Serialized models must stay below protobuf's 2 GiB; the margin is for
+/// the graph around the initializers.
+constexpr int64_t ProtobufLimit = (int64_t(1) << 31) - (int64_t(64) << 20);
+
+int64_t initializerBytes(const onnx::ModelProto &model) {
+  int64_t n = 0;
+  for (const auto &t : model.graph().initializer())
+    n += int64_t(t.raw_data().size());
+  return n;
+}
+
+/// Moves the bytes of the initializers of at least `minBytes` into the
+/// file `dir/location`, each at a 64-byte aligned offset.
+void writeExternalData(onnx::ModelProto &model, const std::string &dir,
+                       const std::string &location, int64_t minBytes) {
+  std::string path = dir + "/" + location;
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  if (!f)
+    raise("cannot write the external data file '{}': {}", path, std::strerror(errno));
+  int64_t offset = 0;
+  for (auto &t : *model.mutable_graph()->mutable_initializer()) {
+    const std::string &raw = t.raw_data();
+    if (int64_t(raw.size()) < minBytes)
+      continue;
+    int64_t pad = (64 - offset % 64) % 64;
+    static const char zeros[64] = {};
+    f.write(zeros, pad);
+    offset += pad;
+    f.write(raw.data(), std::streamsize(raw.size()));
+    auto add = [&](const char *k, const std::string &v) {
+      auto *e = t.add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    };
+    add("location", location);
+    add("offset", std::to_string(offset));
+    add("length", std::to_string(raw.size()));
+    offset += int64_t(raw.size());
+    t.set_data_location(onnx::TensorProto::EXTERNAL);
+    std::string().swap(*t.mutable_raw_data());
+  }
+  if (!f.flush())
+    raise("write error in '{}'", path);
+}
+
+} // namespace
+
 FailureOr<std::string> exportOnnxBytes(const TracedModule &m, const OnnxExportOptions &opts) {
   try {
-    std::unique_ptr<TracedModule> flat;
-    const TracedModule *src = &m;
-    const InternalGraph &g0 = m.graph();
-    bool nested = false;
-    for (const Expr *e : g0.body())
-      if (auto *cm = llvm::dyn_cast<CallMethod>(e); cm && cm->calleeGraph())
-        nested = true;
-    if (nested) {
-      flat = m.flatten();
-      src = flat.get();
-    }
-    onnx::ModelProto model;
-    model.set_ir_version(8);
-    auto *op = model.add_opset_import();
-    op->set_domain("");
-    op->set_version(opts.opsetVersion);
-    onnx::GraphProto *g = model.mutable_graph();
-    writeModelInfo(*src, model);
-    if (g->name().empty())
-      g->set_name(src->typeName().str());
-    Exporter ex(*src, *g);
-    ex.run(src->graph());
-    if (opts.check) {
-      try {
-        onnx::checker::check_model(model);
-      } catch (const std::exception &e) {
-        raise("ONNX's checker rejects the exported model: {}", e.what());
-      }
-    }
+    if (!opts.externalData.empty())
+      raise("external data needs a model file to write beside (exportOnnx)");
+    onnx::ModelProto model = buildModel(m, opts);
+    if (initializerBytes(model) > ProtobufLimit)
+      raise("the model's weights pass protobuf's 2 GiB limit: write it to a file with its "
+            "weights as external data (exportOnnx, tm-opt -o FILE.onnx)");
     std::string bytes;
     if (!model.SerializeToString(&bytes))
       raise("the model does not serialize (over 2 GiB?)");
@@ -1155,20 +1216,35 @@ FailureOr<std::string> exportOnnxBytes(const TracedModule &m, const OnnxExportOp
 
 LogicalResult exportOnnx(const TracedModule &m, const std::string &path,
                          const OnnxExportOptions &opts, Diagnostic *diag) {
-  auto r = exportOnnxBytes(m, opts);
-  if (r.failed()) {
-    if (diag)
-      *diag = r.diagnostic();
+  try {
+    onnx::ModelProto model = buildModel(m, opts);
+    std::string location = opts.externalData;
+    if (location.empty() && initializerBytes(model) > ProtobufLimit) {
+      size_t slash = path.rfind('/');
+      location = (slash == std::string::npos ? path : path.substr(slash + 1)) + ".data";
+    }
+    if (!location.empty()) {
+      llvm::StringRef loc(location);
+      if (loc.startswith("/") || loc.contains(".."))
+        raise("external data file '{}' must be a relative name beside the model", location);
+      size_t slash = path.rfind('/');
+      writeExternalData(model, slash == std::string::npos ? "." : path.substr(0, slash),
+                        location, opts.externalDataMinBytes);
+    }
+    std::ofstream f(path, std::ios::binary | std::ios::trunc);
+    if (!f)
+      raise("cannot write the file: {}", std::strerror(errno));
+    if (!model.SerializeToOstream(&f) || !f.flush())
+      raise("cannot write the file (disk full?)");
+    return success();
+  } catch (const Error &e) {
+    if (diag) {
+      *diag = e.diagnostic();
+      if (diag->loc.file.empty() && diag->loc.exprId < 0)
+        diag->loc.file = path;
+    }
     return failure();
   }
-  std::ofstream f(path, std::ios::binary);
-  f.write(r->data(), std::streamsize(r->size()));
-  if (!f) {
-    if (diag)
-      *diag = Diagnostic(Location::inFile(path), "cannot write the file");
-    return failure();
-  }
-  return success();
 }
 
 } // namespace tmg::io

@@ -310,6 +310,10 @@ private:
   std::map<std::string, std::string> symbolicInputs_;
 
   void applyInputShapes(onnx::GraphProto &g);
+  /// Reads the bytes of initializers stored as external data into their
+  /// raw_data (checked: a relative location inside the model's directory,
+  /// offset and length inside the file, the length the dims ask for).
+  void loadExternalData();
   /// Types of the graph's values from ONNX's shape inference, run on a copy
   /// of the model without the bytes of its large initializers (their types
   /// and shapes are what inference needs; small ones, such as a Reshape's
@@ -337,6 +341,73 @@ static std::string dimsText(const onnx::ValueInfoProto &v) {
 
 /// Writes OnnxImportOptions::inputShapes into the graph's input types (so
 /// that ONNX's shape inference sees them too), checking rank and fixed dims.
+void Importer::loadExternalData() {
+  for (auto &t : *model_.mutable_graph()->mutable_initializer()) {
+    if (t.data_location() != onnx::TensorProto::EXTERNAL)
+      continue;
+    std::string what = "initializer '" + t.name() + "'";
+    std::string location;
+    int64_t offset = 0, length = -1;
+    for (const auto &kv : t.external_data()) {
+      auto number = [&](int64_t &out) {
+        if (llvm::StringRef(kv.value()).getAsInteger(10, out) || out < 0)
+          raise("{}: external data {} '{}' is not a non-negative integer", what, kv.key(),
+                kv.value());
+      };
+      if (kv.key() == "location")
+        location = kv.value();
+      else if (kv.key() == "offset")
+        number(offset);
+      else if (kv.key() == "length")
+        number(length);
+    }
+    if (location.empty())
+      raise("{}: external data without a location", what);
+    if (opts_.externalDataDir.empty())
+      raise("{}: its data is in the external file '{}', and a model read from memory has no "
+            "directory to find it in (import the model from its file)",
+            what, location);
+    llvm::StringRef loc(location);
+    if (loc.startswith("/") || loc == ".." || loc.startswith("../") || loc.contains("/../") ||
+        loc.endswith("/.."))
+      raise("{}: external data location '{}' must be a relative path inside the model's "
+            "directory",
+            what, location);
+    std::string path = opts_.externalDataDir + "/" + location;
+    std::ifstream f(path, std::ios::binary | std::ios::ate);
+    if (!f)
+      raise("{}: cannot open its external data file '{}': {}", what, path, std::strerror(errno));
+    int64_t size = int64_t(f.tellg());
+    if (length < 0)
+      length = size - offset;
+    if (offset > size || length > size - offset)
+      raise("{}: external data [{}, {}) lies beyond the end of '{}' ({} bytes)", what, offset,
+            offset + length, path, size);
+    auto dt = fromOnnxType(t.data_type());
+    Shape shape(t.dims().begin(), t.dims().end());
+    std::optional<int64_t> want =
+        dt ? checkedByteSize(shape, t.data_type() == onnx::TensorProto::DOUBLE ? 8
+                                                                               : dtypeSize(*dt))
+           : std::nullopt;
+    if (want && *want != length)
+      raise("{} of shape {} ({}): its external data holds {} bytes, expected {}", what,
+            shapeStr(shape), onnxTypeName(t.data_type()), length, *want);
+    // The tensor limit applies before the bytes are read.
+    if (dt) {
+      auto ok = checkTensorBytes(what, shape, *dt, limits_);
+      if (ok.failed())
+        throw Error(ok.diagnostic());
+    }
+    std::string *raw = t.mutable_raw_data();
+    raw->resize(size_t(length));
+    f.seekg(offset);
+    if (!f.read(raw->data(), length))
+      raise("{}: read error in '{}'", what, path);
+    t.clear_external_data();
+    t.set_data_location(onnx::TensorProto::DEFAULT);
+  }
+}
+
 void Importer::inferOnnxTypes() {
   constexpr size_t KeepBytes = 4096;
   auto &inits = *model_.mutable_graph()->mutable_initializer();
@@ -639,6 +710,7 @@ OnnxModel Importer::run() {
     applyInputShapes(*model_.mutable_graph());
   const onnx::GraphProto &g = model_.graph();
   checkSupported(g);
+  loadExternalData();
   validateTensors(g);
 
   // Types: the model's own value_info, completed by ONNX shape inference.
@@ -1741,7 +1813,12 @@ FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions
     return Diagnostic(Location::inFile(path),
                       fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)", path));
   }
-  return importModel(m, path, opts);
+  OnnxImportOptions o = opts;
+  if (o.externalDataDir.empty()) {
+    size_t slash = path.rfind('/');
+    o.externalDataDir = slash == std::string::npos ? "." : path.substr(0, slash);
+  }
+  return importModel(m, path, o);
 }
 
 } // namespace tmg::io

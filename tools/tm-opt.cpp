@@ -63,6 +63,11 @@ struct Options {
                "(repeatable)"),
       cl::value_desc("name=dims"), cl::cat(io)};
   cl::opt<bool> noVerify{"no-verify", cl::desc("Do not verify the final module"), cl::cat(io)};
+  cl::opt<std::string> onnxExternalData{
+      "onnx-external-data",
+      cl::desc("ONNX output: write the weights to an external data file beside the model "
+               "(default name OUT.onnx.data); always done past protobuf's 2 GiB limit"),
+      cl::value_desc("file"), cl::ValueOptional, cl::cat(io)};
 
   cl::opt<std::string> pipeline{
       "pass-pipeline",
@@ -220,6 +225,21 @@ int writeModel(Options &o, const TracedModule &m) {
   }
   if (emit == Emit::Onnx) {
 #ifdef TM_HAVE_ONNX
+    if (out != "-") {
+      io::OnnxExportOptions eo;
+      if (o.onnxExternalData.getNumOccurrences()) {
+        size_t slash = out.rfind('/');
+        eo.externalData = !o.onnxExternalData.empty()
+                              ? std::string(o.onnxExternalData)
+                              : (slash == llvm::StringRef::npos ? out : out.substr(slash + 1)).str() +
+                                    ".data";
+      }
+      if (failed(io::exportOnnx(m, o.output, eo, &d)))
+        return Tool.fail(d);
+      return tools::ExitOk;
+    }
+    if (o.onnxExternalData.getNumOccurrences())
+      return Tool.usageError("--onnx-external-data needs an output file (-o FILE.onnx)");
     auto bytes = io::exportOnnxBytes(m);
     if (bytes.failed())
       return Tool.fail(bytes.diagnostic());

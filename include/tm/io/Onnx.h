@@ -61,6 +61,10 @@ struct OnnxImportOptions {
   /// checked before anything is allocated or given to ONNX's shape
   /// inference.
   SizeLimits limits;
+  /// Where the files of tensors stored as external data (`location`,
+  /// `offset`, `length`) are found: importOnnx sets it to the model's
+  /// directory. Empty: external data is an error.
+  std::string externalDataDir;
 };
 
 /// The ONNX names of a module's graph inputs and outputs, in graph order.
@@ -103,6 +107,13 @@ struct OnnxExportOptions {
   int64_t opsetVersion = 17;
   /// Run ONNX's checker on the result (an error when it fails).
   bool check = true;
+  /// exportOnnx: write the initializers of at least externalDataMinBytes
+  /// bytes to this file beside the model (ONNX external data: `location`,
+  /// `offset`, `length`), e.g. "model.onnx.data". Empty: only when the
+  /// model would pass protobuf's 2 GiB limit, to "<model file name>.data".
+  /// exportOnnxBytes cannot write external data.
+  std::string externalData;
+  int64_t externalDataMinBytes = 1024;
 };
 
 /// Writes the single graph of `m` (flattened first when hierarchical) as an
