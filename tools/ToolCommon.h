@@ -136,4 +136,19 @@ struct LimitOptions {
   }
 };
 
+/// The `main` of a tool: resets llvm::cl, declares `Options` (which has a
+/// `limits` pointer) and the limit options, parses `argv`, and runs
+/// `run(options)` under Tool::guard.
+template <typename Options>
+int toolMain(int argc, char **argv, const Tool &tool, llvm::StringRef overview,
+             int (*run)(Options &)) {
+  CommandLine cli(argv[0]);
+  Options o;
+  LimitOptions limits;
+  o.limits = &limits;
+  if (int rc = cli.parse(argc, argv, overview); rc >= 0)
+    return rc;
+  return tool.guard([&] { return run(o); });
+}
+
 } // namespace tmg::tools

@@ -156,6 +156,14 @@ void listPasses(const PassRegistry &r) {
                 p->text.c_str());
 }
 
+/// A usage error for a pass name the registry does not know, with the
+/// closest known name.
+int unknownPass(const PassRegistry &registry, const std::string &name, const char *context) {
+  std::string near = registry.closest(name);
+  return Tool.usageError(std::string(context) + "unknown pass '" + name + "'" +
+                         (near.empty() ? "" : "; did you mean '" + near + "'?"));
+}
+
 /// The pipeline from -p or --pipeline-file (or a reproducer), with the
 /// switches of the command line and of the file merged.
 int buildPipeline(Options &o, const PassRegistry &registry, Pipeline &pipeline,
@@ -302,9 +310,7 @@ int run(Options &o) {
                   p->text.c_str());
       return tools::ExitOk;
     }
-    std::string near = registry.closest(o.helpPass);
-    return Tool.usageError("unknown pass '" + o.helpPass + "'" +
-                           (near.empty() ? "" : "; did you mean '" + near + "'?"));
+    return unknownPass(registry, o.helpPass, "");
   }
   if (!o.pipeline.empty() && !o.pipelineFile.empty())
     return Tool.usageError("give --pass-pipeline or --pipeline-file, not both");
@@ -319,11 +325,8 @@ int run(Options &o) {
   opts.stats = o.stats;
   opts.threads = o.threads;
   for (const std::string &name : o.printAfter) {
-    if (!registry.contains(name)) {
-      std::string near = registry.closest(name);
-      return Tool.usageError("--print-after: unknown pass '" + name + "'" +
-                             (near.empty() ? "" : "; did you mean '" + near + "'?"));
-    }
+    if (!registry.contains(name))
+      return unknownPass(registry, name, "--print-after: ");
     opts.printAfter.insert(name);
   }
   if (!o.reproducer.empty()) {
@@ -394,14 +397,8 @@ int run(Options &o) {
 } // namespace
 
 int main(int argc, char **argv) {
-  tools::CommandLine cli(argv[0]);
-  Options o;
-  tools::LimitOptions limits;
-  o.limits = &limits;
-  if (int rc = cli.parse(argc, argv,
-                         "tm-opt: load a model (.tmir or .onnx), run a pass pipeline, verify "
-                         "it and write it (.tmir, .onnx or .dot)\n");
-      rc >= 0)
-    return rc;
-  return Tool.guard([&] { return run(o); });
+  return tools::toolMain<Options>(argc, argv, Tool,
+                                  "tm-opt: load a model (.tmir or .onnx), run a pass pipeline, "
+                                  "verify it and write it (.tmir, .onnx or .dot)\n",
+                                  run);
 }

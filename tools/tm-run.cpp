@@ -321,14 +321,8 @@ int run(Options &o) {
 } // namespace
 
 int main(int argc, char **argv) {
-  tools::CommandLine cli(argv[0]);
-  Options o;
-  tools::LimitOptions limits;
-  o.limits = &limits;
-  if (int rc = cli.parse(argc, argv,
-                         "tm-run: run a model (.tmir or .onnx) on the CPU interpreter, write "
-                         "and compare its outputs\n");
-      rc >= 0)
-    return rc;
-  return Tool.guard([&] { return run(o); });
+  return tools::toolMain<Options>(argc, argv, Tool,
+                                  "tm-run: run a model (.tmir or .onnx) on the CPU interpreter, "
+                                  "write and compare its outputs\n",
+                                  run);
 }
