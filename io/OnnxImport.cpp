@@ -649,10 +649,10 @@ void Importer::convertNode(Ctx &cx, const NodeProto &n) {
   mapNode(c);
 }
 
-/// Every tensor in the file is checked against its dims and dtype, and
-/// every static graph input shape for overflow, before ONNX's shape
-/// inference reads them (libonnx trusts raw_data to match the dims) and
-/// before anything is allocated.
+/// Every tensor in the file is checked against its dims, dtype and the
+/// size limits, and every static graph input shape against the limits,
+/// before ONNX's shape inference reads them (libonnx trusts raw_data to
+/// match the dims) and before anything is allocated.
 void Importer::validateTensors(const onnx::GraphProto &g) {
   ModelBytesBudget budget(limits_);
   auto check = [&](const onnx::TensorProto &t, const std::string &where) {

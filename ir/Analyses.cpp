@@ -194,10 +194,11 @@ immediateDominators(const GraphView &view, const Expr *entry) {
       idom(n, nullptr);
   // Boost's eval step (ancestor_with_lowest_semi_) recurses once per DFS
   // tree ancestor, up to n deep: a chain of 10^5 exprs overflows an 8 MiB
-  // stack. Run it on a thread whose stack fits n frames. GCC 12's
-  // -fstack-usage gives that frame 160 bytes at -O2 and 80 at -O0, but 208
-  // with -fsanitize=address,undefined, whose redzones, fake frames and
-  // report paths come on top: sanitized builds get four times the margin.
+  // stack. Run it on a thread whose stack fits n frames. -fstack-usage
+  // gives that frame 160 bytes with GCC 12 -O2 and 208 with
+  // -fsanitize=address,undefined -O0, but 472 with clang 14's -O0
+  // sanitizer build (more than the 320 allowed): sanitized builds get four
+  // times the margin.
   constexpr size_t kFrameBytes = 320 * kSanitizerStackFactor;
   const size_t stackBytes =
       std::min<size_t>(std::numeric_limits<unsigned>::max(),

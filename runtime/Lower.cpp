@@ -664,8 +664,6 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
 // Lowering of the ops added for ONNX import (kernels in Extra.cpp).
 #include "LowerExtra.inc"
 
-/// A call of a builtin module: its attributes are read once, its tensors
-/// through pointers that stay valid while the module's version holds.
 /// The step of a builtin class registered at run time: its kernel gets the
 /// inputs.
 static StepFn moduleKernelStep(const Expr &e, const Module &m, ModuleKernel k,
@@ -691,6 +689,8 @@ static StepFn moduleKernelStep(const Expr &e, const Module &m, ModuleKernel k,
   };
 }
 
+/// A call of a builtin module: its attributes are read once, its tensors
+/// through pointers that stay valid while the module's version holds.
 StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
   if (ModuleKernel k = lookupModuleKernel(m.type()))
     return moduleKernelStep(e, m, k, ctx);
