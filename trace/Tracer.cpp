@@ -227,6 +227,33 @@ static void computeValues(State &st, Expr &e) {
     st.values[e.output(i)] = std::move(outs[i]);
 }
 
+Value eagerOp(const OpSchema &schema, const CallArgs &args, size_t numOutputs);
+Value eagerModuleCall(Module &m, const CallArgs &args);
+static TreeDef valueTree(const Value &v, std::vector<Var> &leaves);
+
+/// With the expr checker: computes `e`'s outputs eagerly from the call's
+/// own arguments (`eager`), as forward sees them, and checks the recorded
+/// expr against them. False when not checking or an argument has no value.
+static bool eagerValues(State &st, Expr &e, const std::function<Value()> &eager,
+                        const CallArgs &args) {
+  if (!st.checkExprs)
+    return false;
+  std::vector<const Var *> vars;
+  for (const Value &v : args.args)
+    collectVars(v, vars);
+  for (const Kw &k : args.kwargs)
+    collectVars(k.value, vars);
+  for (const Var *v : vars)
+    if (!v->hasValue())
+      return false;
+  std::vector<Var> leaves;
+  valueTree(eager(), leaves);
+  for (size_t i = 0; i < leaves.size() && i < e.numOutputs(); ++i)
+    st.values[e.output(i)] = leaves[i].value();
+  checkExpr(st, e);
+  return true;
+}
+
 /// Builds op `s` with the builder `b`; `leaf` turns Vars into nodes.
 static Expr *buildOp(GraphBuilder &b, const OpSchema &s, const CallArgs &args,
                      size_t numOutputs, const std::function<Node *(const Var &)> &leaf) {
@@ -390,7 +417,9 @@ Value callOp(const OpSchema &schema, CallArgs args, size_t numOutputs) {
   Expr *e = trace::buildOp(st->scope().b, schema, args, numOutputs,
                            [&](const Var &v) { return trace::traceLeaf(*st, v); });
   st->created(e);
-  trace::computeValues(*st, *e);
+  if (!trace::eagerValues(*st, *e, [&] { return trace::eagerOp(schema, args, numOutputs); },
+                          args))
+    trace::computeValues(*st, *e);
   return trace::outputsValue(*e);
 }
 
@@ -770,9 +799,11 @@ Value ModuleRef::call(CallArgs args) const {
     st->created(&e);
     bool real = std::all_of(argVars.begin(), argVars.end(),
                             [](const Var *v) { return v->hasValue(); });
-    if (st->computeValues && real)
+    if (st->computeValues && real) {
       for (size_t i = 0; i < leaves.size(); ++i)
         st->values[outs[i]] = leaves[i].value();
+      trace::checkExpr(*st, e);
+    }
     return trace::outputsValue(e);
   }
 
@@ -780,7 +811,11 @@ Value ModuleRef::call(CallArgs args) const {
     auto outs = sc.b.callModuleN(node, std::move(a), std::move(kw));
     Expr &e = *outs[0]->expr();
     st->created(&e);
-    trace::computeValues(*st, e);
+    // The user's own module computes the eager value (the traced tree holds
+    // a copy).
+    Module &user = *mod_;
+    if (!trace::eagerValues(*st, e, [&] { return trace::eagerModuleCall(user, args); }, args))
+      trace::computeValues(*st, e);
     return trace::outputsValue(e);
   }
 
@@ -789,9 +824,11 @@ Value ModuleRef::call(CallArgs args) const {
     raise("module '{}' is neither builtin nor traceable", mod_->typeName().str());
   GraphBuilder::BodyFn body;
   std::vector<std::string> params;
+  bool forwardRan = false; // else the call reuses a graph: no eager values
   if (layer && layer != static_cast<Module *>(tmod)) {
     params = layer->forwardParams();
     body = [&](GraphBuilder &sb) {
+      forwardRan = true;
       st->scopes.push_back(std::make_unique<Scope>(sb, layer, tmod));
       struct Pop {
         State &s;
@@ -836,7 +873,21 @@ Value ModuleRef::call(CallArgs args) const {
       for (const Var &v : flat)
         ins.push_back(v.value());
       rt::Interpreter interp(*tmod);
-      auto res = interp.run(*llvm::cast<CallMethod>(e).calleeGraph(), ins).outputs;
+      InternalGraph &callee = *llvm::cast<CallMethod>(e).calleeGraph();
+      auto res = interp.run(callee, ins).outputs;
+      if (st->checkExprs && forwardRan) {
+        // forward's values of the callee's outputs against the interpreted
+        // call.
+        std::vector<Tensor> want;
+        for (Node *n : callee.outputs()) {
+          auto it = st->values.find(n);
+          if (it == st->values.end())
+            break;
+          want.push_back(it->second);
+        }
+        if (want.size() == res.size())
+          trace::checkValues(*st, e, res, want);
+      }
       for (size_t i = 0; i < res.size() && i < outs.size(); ++i)
         st->values[outs[i]] = res[i];
     }
@@ -852,7 +903,10 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
   if (trace::current())
     raise("traceModule: this thread is already tracing (traces do not nest)");
   State st;
-  st.computeValues = opts.computeValues;
+  st.computeValues = opts.computeValues || opts.checkExprs;
+  st.checkExprs = opts.checkExprs;
+  st.checkRtol = opts.checkRtol;
+  st.checkAtol = opts.checkAtol;
   std::unique_ptr<Module> tree = trace::convertTree(net, true, st);
   if (!llvm::isa<TracedModule>(tree.get()))
     raise("traceModule: '{}' is registered as builtin; trace a module that contains it",
@@ -871,9 +925,14 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
   InternalGraph &g = b.graph();
   trace::StateGuard guard(&st);
   st.scopes.push_back(std::make_unique<Scope>(b, &net, tm.get()));
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (opts.computeValues && leaves[i].hasValue())
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (opts.checkExprs && !leaves[i].hasValue())
+      raise("traceModule: the expr checker needs inputs with values (input {} has only a "
+            "shape)",
+            i);
+    if (st.computeValues && leaves[i].hasValue())
       st.values[g.input(i + 1)] = leaves[i].value();
+  }
   size_t next = 0;
   Value all = trace::fromTree(def, g.inputs(), next);
   CallArgs fa;
@@ -884,6 +943,19 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
       fa.kwargs.push_back({all[1].keys()[i], all[1][i]});
   Value out = net.forwardValues(fa);
   b.finish(forwardOutputs(st, out, net.typeName()));
+  if (opts.checkExprs) {
+    std::vector<Var> outs;
+    trace::valueTree(out, outs);
+    std::vector<Tensor> ins, want;
+    for (const Var &v : leaves)
+      ins.push_back(v.value());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!outs[i].hasValue())
+        raise("traceModule: forward's output {} has no value to check", i);
+      want.push_back(outs[i].value());
+    }
+    trace::checkOutputs(st, *tm, ins, want);
+  }
   return tm;
 }
 
@@ -1003,9 +1075,11 @@ Value WrappedFunction::call(CallArgs args) const {
   Expr &e = *outs[0]->expr();
   e.setOutDef(outDef);
   st->created(&e);
-  if (st->computeValues && real)
+  if (st->computeValues && real) {
     for (size_t i = 0; i < leaves.size(); ++i)
       st->values[outs[i]] = leaves[i].value();
+    trace::checkExpr(*st, e);
+  }
   return trace::outputsValue(e);
 }
 
