@@ -856,16 +856,8 @@ private:
         d.fail(fmt::format("unknown graph field '{}'", key), kc);
       }
     }
-    if (version_ < TmirVersion) {
-      TmirGraphHeader h{name, qual, hasQual, std::move(legacy), version_};
-      loaders().upgradeGraphHeader(h);
-      if (!h.legacyFields.empty())
-        d.fail(fmt::format("unknown graph field '{}' in a version-{} file",
-                           h.legacyFields.begin()->first, version_));
-      name = std::move(h.name);
-      qual = std::move(h.qualname);
-      hasQual = h.hasQualname;
-    }
+    if (version_ < TmirVersion)
+      upgradeHeader(d, name, qual, hasQual, std::move(legacy));
     if (!hasName || !hasQual || !argDef || !outDef)
       d.fail("a graph needs name, qualname, argdef and outdef");
     if (tm.graphFor(*argDef))
@@ -1129,24 +1121,7 @@ private:
         if (!an.argsKey.empty())
           argsCache_.try_emplace(an.argsKey, *argDef);
       }
-      if (an.has("fn") || an.has("method")) {
-        bool isFn = an.has("fn");
-        const PyVal &f = need(an, isFn ? "fn" : "method", a);
-        std::string fname = upgradeCall(
-            isFn ? TmirLoaderKind::Function : TmirLoaderKind::TensorMethod,
-            f.scalar.getString(), &*argDef, nullptr, argIds, a, f.col, upgraded);
-        const OpSchema *s = isFn ? OpRegistry::instance().lookupFunction(fname)
-                                 : OpRegistry::instance().lookupMethod(fname);
-        if (!s)
-          a.fail(fmt::format("unknown {} '{}'", isFn ? "function" : "tensor method", fname),
-                 f.col);
-        if (isFn)
-          e = std::make_unique<CallFunction>(id, *s);
-        else
-          e = std::make_unique<CallMethod>(id, *s);
-      } else {
-        e = std::make_unique<CallMethod>(id);
-      }
+      e = makeCall(an, id, *argDef, argIds, a, upgraded);
     } else if (an.has("const")) {
       std::string name = str("const");
       const PyVal &val = need(an, "value", a);
@@ -1252,6 +1227,41 @@ private:
     checkBuf_.assign(1, '\t');
     raw->print(checkBuf_);
     checkLine(visible, checkBuf_, cur_);
+  }
+
+  /// Runs the graph-header loaders of an older file; every old field must
+  /// be consumed.
+  void upgradeHeader(LineParser &d, std::string &name, std::string &qual, bool &hasQual,
+                     std::map<std::string, std::string> legacy) {
+    TmirGraphHeader h{name, qual, hasQual, std::move(legacy), version_};
+    loaders().upgradeGraphHeader(h);
+    if (!h.legacyFields.empty())
+      d.fail(fmt::format("unknown graph field '{}' in a version-{} file",
+                         h.legacyFields.begin()->first, version_));
+    name = std::move(h.name);
+    qual = std::move(h.qualname);
+    hasQual = h.hasQualname;
+  }
+
+  /// The expr of a `fn=`, `method=` or `call` line, after the loaders of
+  /// an older file ran on its name and arguments.
+  std::unique_ptr<Expr> makeCall(Annot &an, int64_t id, TreeDef &argDef,
+                                 llvm::SmallVectorImpl<int64_t> &argIds, LineParser &a,
+                                 bool &upgraded) {
+    if (!an.has("fn") && !an.has("method"))
+      return std::make_unique<CallMethod>(id);
+    bool isFn = an.has("fn");
+    const PyVal &f = need(an, isFn ? "fn" : "method", a);
+    std::string fname =
+        upgradeCall(isFn ? TmirLoaderKind::Function : TmirLoaderKind::TensorMethod,
+                    f.scalar.getString(), &argDef, nullptr, argIds, a, f.col, upgraded);
+    const OpSchema *s = isFn ? OpRegistry::instance().lookupFunction(fname)
+                             : OpRegistry::instance().lookupMethod(fname);
+    if (!s)
+      a.fail(fmt::format("unknown {} '{}'", isFn ? "function" : "tensor method", fname), f.col);
+    if (isFn)
+      return std::make_unique<CallFunction>(id, *s);
+    return std::make_unique<CallMethod>(id, *s);
   }
 
   /// Runs the loaders of an older file on a call: `args` (calls) or the

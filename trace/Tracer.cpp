@@ -716,6 +716,64 @@ static Module *attachLayer(State &st, Module &layer, Node *node) {
   return raw;
 }
 
+/// `v` with every tensor leaf replaced by its value, or zeros of its type
+/// (the inputs of a probe run of a builtin Layer's forward).
+static void placeValues(Value &v) {
+  if (v.isVar() && v.var().defined()) {
+    const Var &x = v.var();
+    v = Value(x.hasValue() ? x.value() : Tensor::zeros(x.shape(), x.dtype()));
+  }
+  // Containers: rebuild with placed items.
+  if (v.isContainer() || v.kind() == Value::Kind::Slice) {
+    std::vector<Value> items = v.items();
+    for (Value &i : items)
+      placeValues(i);
+    if (v.kind() == Value::Kind::Dict) {
+      std::vector<std::pair<std::string, Value>> d;
+      for (size_t i = 0; i < items.size(); ++i)
+        d.emplace_back(v.keys()[i], items[i]);
+      v = Value::dict(std::move(d));
+    } else if (v.kind() == Value::Kind::Tuple) {
+      v = Value::tuple(std::move(items));
+    } else if (v.kind() == Value::Kind::List) {
+      v = Value::list(std::move(items));
+    } else {
+      v = Value::slice(items[0], items[1], items[2]);
+    }
+  }
+}
+
+/// Values of a traced submodule's call `e` (with the checker, compared with
+/// what its forward produced when it ran).
+static void subModuleValues(State &st, Expr &e, TracedModule &tmod, const CallArgs &args,
+                            bool forwardRan, llvm::ArrayRef<Node *> outs) {
+  std::vector<Var> flat;
+  trace::callTree(args, flat);
+  bool real = std::all_of(flat.begin(), flat.end(), [](const Var &v) { return v.hasValue(); });
+  if (!real)
+    return;
+  std::vector<Tensor> ins;
+  for (const Var &v : flat)
+    ins.push_back(v.value());
+  rt::Interpreter interp(tmod);
+  InternalGraph &callee = *llvm::cast<CallMethod>(e).calleeGraph();
+  auto res = interp.run(callee, ins).outputs;
+  if (st.checkExprs && forwardRan) {
+    // forward's values of the callee's outputs against the interpreted call.
+    std::vector<Tensor> want;
+    for (Node *n : callee.outputs()) {
+      auto it = st.values.find(n);
+      if (it == st.values.end())
+        break;
+      want.push_back(it->second);
+    }
+    if (want.size() == res.size())
+      trace::checkValues(st, e, res, want);
+  }
+  for (size_t i = 0; i < res.size() && i < outs.size(); ++i)
+    st.values[outs[i]] = res[i];
+}
+
 Value ModuleRef::call(CallArgs args) const {
   State *st = trace::current();
   if (!st)
@@ -749,34 +807,10 @@ Value ModuleRef::call(CallArgs args) const {
     // the values or zero placeholders of the input types) to learn the
     // structure and types of its outputs, then record one call.
     CallArgs probe = args;
-    std::function<void(Value &)> place = [&](Value &v) {
-      if (v.isVar() && v.var().defined()) {
-        const Var &x = v.var();
-        v = Value(x.hasValue() ? x.value() : Tensor::zeros(x.shape(), x.dtype()));
-      }
-      // Containers: rebuild with placed items.
-      if (v.isContainer() || v.kind() == Value::Kind::Slice) {
-        std::vector<Value> items = v.items();
-        for (Value &i : items)
-          place(i);
-        if (v.kind() == Value::Kind::Dict) {
-          std::vector<std::pair<std::string, Value>> d;
-          for (size_t i = 0; i < items.size(); ++i)
-            d.emplace_back(v.keys()[i], items[i]);
-          v = Value::dict(std::move(d));
-        } else if (v.kind() == Value::Kind::Tuple) {
-          v = Value::tuple(std::move(items));
-        } else if (v.kind() == Value::Kind::List) {
-          v = Value::list(std::move(items));
-        } else {
-          v = Value::slice(items[0], items[1], items[2]);
-        }
-      }
-    };
     for (Value &v : probe.args)
-      place(v);
+      placeValues(v);
     for (Kw &k : probe.kwargs)
-      place(k.value);
+      placeValues(k.value);
     Value out;
     {
       trace::StateGuard off(nullptr);
@@ -864,34 +898,8 @@ Value ModuleRef::call(CallArgs args) const {
   auto outs = sc.b.callModuleN(node, std::move(a), std::move(kw), body, params);
   Expr &e = *outs[0]->expr();
   st->created(&e);
-  if (st->computeValues) {
-    std::vector<Var> flat;
-    trace::callTree(args, flat);
-    bool real = std::all_of(flat.begin(), flat.end(), [](const Var &v) { return v.hasValue(); });
-    if (real) {
-      std::vector<Tensor> ins;
-      for (const Var &v : flat)
-        ins.push_back(v.value());
-      rt::Interpreter interp(*tmod);
-      InternalGraph &callee = *llvm::cast<CallMethod>(e).calleeGraph();
-      auto res = interp.run(callee, ins).outputs;
-      if (st->checkExprs && forwardRan) {
-        // forward's values of the callee's outputs against the interpreted
-        // call.
-        std::vector<Tensor> want;
-        for (Node *n : callee.outputs()) {
-          auto it = st->values.find(n);
-          if (it == st->values.end())
-            break;
-          want.push_back(it->second);
-        }
-        if (want.size() == res.size())
-          trace::checkValues(*st, e, res, want);
-      }
-      for (size_t i = 0; i < res.size() && i < outs.size(); ++i)
-        st->values[outs[i]] = res[i];
-    }
-  }
+  if (st->computeValues)
+    subModuleValues(*st, e, *tmod, args, forwardRan, outs);
   return trace::outputsValue(e);
 }
 
