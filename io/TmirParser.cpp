@@ -2,6 +2,7 @@
 #include <charconv>
 #include <cctype>
 #include <cmath>
+#include <map>
 #include <unordered_map>
 
 #include <llvm/ADT/DenseMap.h>
@@ -514,6 +515,10 @@ public:
   }
 
 private:
+  const TmirLoaders &loaders() const {
+    return opts_.loaders ? *opts_.loaders : TmirLoaders::builtin();
+  }
+
   LineParser at(size_t i) {
     if (i >= lines_.size())
       throw Error(Location::inFile(file_, int64_t(std::max<size_t>(lines_.size(), 1)), 1),
@@ -676,6 +681,9 @@ private:
         Module &ref = m.registerModule(name, std::move(child));
         std::string sub = path.empty() ? name : path + "." + name;
         moduleBody(ref, sub);
+        // Upgraded first: the builtin checks are those of the current version.
+        if (version_ < TmirVersion)
+          loaders().upgradeModule(ref, version_);
         checkBuiltin(ref, sub, header, tc);
         continue;
       }
@@ -831,7 +839,8 @@ private:
   void graph(TracedModule &tm) {
     LineParser d = at(cur_);
     d.expect("graph");
-    std::string name, qual, moduleName, prefix;
+    std::string name, qual;
+    std::map<std::string, std::string> legacy;
     std::optional<TreeDef> argDef, outDef;
     bool hasName = false, hasQual = false;
     std::vector<std::string> reserved;
@@ -853,11 +862,6 @@ private:
       } else if (key == "qualname" && version_ >= 1) {
         qual = d.string();
         hasQual = true;
-      } else if (key == "module_name" && version_ == 0) {
-        qual = d.string();
-        hasQual = true;
-      } else if (key == "prefix_name" && version_ == 0) {
-        prefix = d.string();
       } else if (key == "argdef") {
         argDef = toTreeDef(d.value(), d);
       } else if (key == "outdef") {
@@ -909,16 +913,18 @@ private:
           in.inputName = d.string();
           ins.push_back(std::move(in));
         }
+      } else if (version_ < TmirVersion && (d.peek("'") || d.peek("\""))) {
+        // A field of an older version: the graph loaders take it.
+        if (!legacy.emplace(key, d.string()).second)
+          d.fail(fmt::format("duplicate graph field '{}'", key), kc);
       } else {
         d.fail(fmt::format("unknown graph field '{}'", key), kc);
       }
     }
+    if (version_ < TmirVersion)
+      upgradeHeader(d, name, qual, hasQual, std::move(legacy));
     if (!hasName || !hasQual || !argDef || !outDef)
-      d.fail(version_ == 0
-                 ? "a version-0 graph needs name, module_name, argdef and outdef"
-                 : "a graph needs name, qualname, argdef and outdef");
-    if (version_ == 0 && !prefix.empty())
-      name = prefix + "_" + name;
+      d.fail("a graph needs name, qualname, argdef and outdef");
     if (tm.graphFor(*argDef))
       d.fail(fmt::format("module '{}' already has a graph for signature {}",
                          tm.typeName().str(), argDef->str()));
@@ -997,8 +1003,8 @@ private:
                                     outDef->str(), leaves, g.outputs().size()));
     size_t next = 0;
     tm.setOutDef(*argDef, retypeLeaves(*outDef, g.outputs(), next));
-    if (version_ == 0)
-      upgradeV0(g);
+    if (version_ < TmirVersion)
+      loaders().upgradeGraph(g, version_);
     endGraph(st);
   }
 
@@ -1151,6 +1157,7 @@ private:
     Annot an = annotations(a);
     std::unique_ptr<Expr> e;
     llvm::SmallVector<int64_t, 4> argIds;
+    bool upgraded = false; // a loader rewrote the call: the printed part is the old one
     auto str = [&](const char *k) {
       const PyVal &x = need(an, k, a);
       if (x.kind != PyVal::Kind::Scalar || !x.scalar.isString())
@@ -1165,21 +1172,6 @@ private:
         a.fail("base must be a node reference", b.col);
       argIds.push_back(b.nodeId);
     } else if (an.flag("call") || an.has("method") || an.has("fn")) {
-      if (an.has("fn")) {
-        const PyVal &f = need(an, "fn", a);
-        const OpSchema *s = OpRegistry::instance().lookupFunction(f.scalar.getString());
-        if (!s)
-          a.fail(fmt::format("unknown function '{}'", f.scalar.getString()), f.col);
-        e = std::make_unique<CallFunction>(id, *s);
-      } else if (an.has("method")) {
-        const PyVal &f = need(an, "method", a);
-        const OpSchema *s = OpRegistry::instance().lookupMethod(f.scalar.getString());
-        if (!s)
-          a.fail(fmt::format("unknown tensor method '{}'", f.scalar.getString()), f.col);
-        e = std::make_unique<CallMethod>(id, *s);
-      } else {
-        e = std::make_unique<CallMethod>(id);
-      }
       if (an.args) {
         // A cached structure: checked when it was first parsed.
         argDef = an.args;
@@ -1194,6 +1186,7 @@ private:
         if (!an.argsKey.empty())
           argsCache_.try_emplace(an.argsKey, *argDef);
       }
+      e = makeCall(an, id, *argDef, argIds, a, upgraded);
     } else if (an.has("const")) {
       std::string name = str("const");
       const PyVal &val = need(an, "value", a);
@@ -1206,24 +1199,28 @@ private:
             a.fail("module attribute names must be strings", val.col);
           setAttr(*m, val.keys[i].getString(), val.items[i], a);
         }
+        if (version_ < TmirVersion)
+          loaders().upgradeModule(*m, version_);
         e = std::make_unique<Constant>(id, std::move(m), name);
       } else {
         a.fail("value must be tensor(...) or module(...)", val.col);
       }
     } else if (an.has("opdef")) {
       const PyVal &f = need(an, "opdef", a);
-      const OpSchema *s = OpRegistry::instance().lookupOpDef(f.scalar.getString());
-      if (!s)
-        a.fail(fmt::format("unknown op def '{}'", f.scalar.getString()), f.col);
       TreeDef attrs = an.has("attrs") ? toTreeDef(need(an, "attrs", a), a)
                                            : TreeDef::dict({});
-      e = std::make_unique<Apply>(id, *s, attrs);
       const PyVal &inputs = need(an, "inputs", a);
       for (const auto &x : inputs.items) {
         if (x.kind != PyVal::Kind::NodeRef)
           a.fail("inputs must be node references", x.col);
         argIds.push_back(x.nodeId);
       }
+      std::string oname = upgradeCall(TmirLoaderKind::OpDef, f.scalar.getString(), nullptr,
+                                      &attrs, argIds, a, f.col, upgraded);
+      const OpSchema *s = OpRegistry::instance().lookupOpDef(oname);
+      if (!s)
+        a.fail(fmt::format("unknown op def '{}'", oname), f.col);
+      e = std::make_unique<Apply>(id, *s, attrs);
     } else {
       a.fail("the annotations name no expr kind (getattr=, call, method=, fn=, "
              "const=, opdef=)");
@@ -1290,9 +1287,82 @@ private:
       v.fail(fmt::format("expr id %{} is used twice in graph '{}'", id, st.g->name()), 2);
     exprLines_.emplace_back(id, cur_);
     st.g->insertExpr(std::move(e), nullptr);
+    if (upgraded)
+      return;
     checkBuf_.assign(1, '\t');
     raw->print(checkBuf_);
     checkLine(visible, checkBuf_, cur_);
+  }
+
+  /// Runs the graph-header loaders of an older file; every old field must
+  /// be consumed.
+  void upgradeHeader(LineParser &d, std::string &name, std::string &qual, bool &hasQual,
+                     std::map<std::string, std::string> legacy) {
+    TmirGraphHeader h{name, qual, hasQual, std::move(legacy), version_};
+    loaders().upgradeGraphHeader(h);
+    if (!h.legacyFields.empty())
+      d.fail(fmt::format("unknown graph field '{}' in a version-{} file",
+                         h.legacyFields.begin()->first, version_));
+    name = std::move(h.name);
+    qual = std::move(h.qualname);
+    hasQual = h.hasQualname;
+  }
+
+  /// The expr of a `fn=`, `method=` or `call` line, after the loaders of
+  /// an older file ran on its name and arguments.
+  std::unique_ptr<Expr> makeCall(Annot &an, int64_t id, TreeDef &argDef,
+                                 llvm::SmallVectorImpl<int64_t> &argIds, LineParser &a,
+                                 bool &upgraded) {
+    if (!an.has("fn") && !an.has("method"))
+      return std::make_unique<CallMethod>(id);
+    bool isFn = an.has("fn");
+    const PyVal &f = need(an, isFn ? "fn" : "method", a);
+    std::string fname =
+        upgradeCall(isFn ? TmirLoaderKind::Function : TmirLoaderKind::TensorMethod,
+                    f.scalar.getString(), &argDef, nullptr, argIds, a, f.col, upgraded);
+    const OpSchema *s = isFn ? OpRegistry::instance().lookupFunction(fname)
+                             : OpRegistry::instance().lookupMethod(fname);
+    if (!s)
+      a.fail(fmt::format("unknown {} '{}'", isFn ? "function" : "tensor method", fname), f.col);
+    if (isFn)
+      return std::make_unique<CallFunction>(id, *s);
+    return std::make_unique<CallMethod>(id, *s);
+  }
+
+  /// Runs the loaders of an older file on a call: `args` (calls) or the
+  /// inputs in `ids` and `attrs` (op defs) may change. Returns the name to
+  /// look up; sets `changed` when a loader ran.
+  std::string upgradeCall(TmirLoaderKind kind, std::string name, TreeDef *args,
+                          TreeDef *attrs, llvm::SmallVectorImpl<int64_t> &ids,
+                          LineParser &a, size_t col, bool &changed) {
+    if (version_ >= TmirVersion || !loaders().hasCallLoader(kind, name, version_))
+      return name;
+    TmirCall c;
+    if (args) {
+      c = splitCallArgs(*args, ids);
+    } else {
+      for (int64_t id : ids)
+        c.args.push_back({TreeDef::leaf(), {id}});
+      c.attrs = *attrs;
+    }
+    c.name = std::move(name);
+    c.version = version_;
+    c.loc = a.loc(col);
+    loaders().upgradeCall(kind, c);
+    std::vector<int64_t> nodes;
+    if (args) {
+      *args = joinCallArgs(c, nodes);
+    } else {
+      for (const TmirArg &x : c.args) {
+        if (x.def.kind() != TreeDef::Kind::Leaf || x.nodes.size() != 1)
+          a.fail("an op def loader left an input that is not one node", col);
+        nodes.push_back(x.nodes[0]);
+      }
+      *attrs = c.attrs;
+    }
+    ids.assign(nodes.begin(), nodes.end());
+    changed = true;
+    return c.name;
   }
 
   /// line.rfind("\t;; ") without a memcmp per position.
@@ -1315,40 +1385,6 @@ private:
                 fmt::format("the printed form does not match the annotations: "
                             "expected '{}'",
                             want));
-  }
-
-  /// Version 0 stored relative names (`_orig_name`) and `_module_name` /
-  /// `_prefix_name`; turn them into qualnames as the reference's
-  /// `__setstate__` does.
-  void upgradeV0(InternalGraph &g) {
-    std::vector<Node *> nodes = g.nodes(false).asList();
-    for (Node *n : nodes) {
-      if (llvm::isa<TensorNode>(n)) {
-        llvm::StringRef orig = n->qualname();
-        auto [modPath, last] = orig.rsplit('.');
-        bool dotted = orig.contains('.');
-        if (!dotted) {
-          last = orig;
-          modPath = "";
-        }
-        std::string q = last.str();
-        if (!llvm::isa<GetAttr>(n->expr()) && !q.empty())
-          q = "[" + q + "]";
-        if (dotted)
-          q = modPath.str() + "." + q;
-        n->setQualname(q);
-      }
-    }
-    for (Node *n : nodes) {
-      if (isCallModule(n->expr())) {
-        n->setQualname(n->expr()->input(0)->qualname().str() + ".[out]");
-        continue;
-      }
-      std::string q = g.qualname();
-      if (!n->qualname().empty())
-        q += "." + n->qualname().str();
-      n->setQualname(q);
-    }
   }
 
   std::vector<llvm::StringRef> lines_;

@@ -1,5 +1,6 @@
 //===- ShapeInference.cpp - Output types from input types -----------------===//
 #include "tm/ir/ShapeInference.h"
+#include "tm/ir/ElemwiseModes.h"
 
 #include <algorithm>
 
@@ -1074,12 +1075,57 @@ private:
       out.push_back(w->dim(1));
       return one(out, w->dtype());
     }
+    if (llvm::isa<Elemwise>(m))
+      return elemwiseModule(cm, *m);
     if (llvm::isa<ReLU>(m) || llvm::isa<ReLU6>(m) || llvm::isa<GELU>(m) ||
         llvm::isa<Sigmoid>(m) || llvm::isa<SiLU>(m) || llvm::isa<Hardswish>(m) ||
         llvm::isa<Identity>(m) || llvm::isa<Softmax>(m) || llvm::isa<Dropout>(m) ||
         llvm::isa<LayerNorm>(m))
       return x ? one(std::move(x->shape), x->dtype) : std::nullopt;
     return std::nullopt;
+  }
+
+  /// `Elemwise(method)(*inputs)`: the NumPy broadcast of every input, the
+  /// promoted dtype (bool for predicates).
+  Types elemwiseModule(const CallMethod &cm, const Module &m) {
+    const TreeDef *method = m.value("method");
+    const ElemwiseMode *mode = method && method->isConst() && method->value().isString()
+                                   ? lookupElemwiseMode(method->value().getString())
+                                   : nullptr;
+    if (!mode)
+      fail(fmt::format("unknown Elemwise method {}", method ? method->str() : "(none)"));
+    size_t n = cm.numArgs() - 1;
+    if (n != size_t(mode->arity))
+      fail(fmt::format("Elemwise mode {} takes {} inputs, got {}", mode->name, mode->arity, n));
+    std::optional<Operand> acc;
+    for (size_t i = 1; i < cm.numArgs(); ++i) {
+      auto x = operand(cm.arg(i));
+      if (!x)
+        return std::nullopt;
+      if (!acc) {
+        acc = std::move(x);
+        continue;
+      }
+      if (acc->shape && x->shape) {
+        auto b = broadcastShapes(*acc->shape, *x->shape);
+        if (!b)
+          fail(fmt::format("shapes {} and {} do not broadcast", shapeStr(*acc->shape),
+                           shapeStr(*x->shape)));
+        acc->shape = std::move(b);
+      } else {
+        acc->shape.reset();
+      }
+      if (acc->dtype && x->dtype)
+        acc->dtype = promote(*acc, *x);
+      else
+        acc->dtype.reset();
+      acc->weak = acc->weak && x->weak;
+    }
+    if (mode->predicate)
+      acc->dtype = DType::Bool;
+    else if (mode->toFloat && acc->dtype && !isFloat(*acc->dtype))
+      acc->dtype = DType::Float32;
+    return one(std::move(acc->shape), acc->dtype);
   }
 
   const Expr &e_;

@@ -6,6 +6,7 @@
 // reference's weak scalar typing).
 //
 //===----------------------------------------------------------------------===//
+#include "ElemwiseModule.h"
 #include "FusedOps.h"
 #include "Plan.h"
 
@@ -694,6 +695,8 @@ static StepFn moduleKernelStep(const Expr &e, const Module &m, ModuleKernel k,
 StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
   if (ModuleKernel k = lookupModuleKernel(m.type()))
     return moduleKernelStep(e, m, k, ctx);
+  if (llvm::isa<Elemwise>(&m))
+    return lowerElemwiseModule(e, m, ctx);
   if (e.numArgs() != 2 || e.numOutputs() != 1)
     raiseAt(Location::atExpr(e.id()), "{} takes one tensor argument and returns one tensor",
             m.typeName().str());
@@ -817,16 +820,6 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
     return fn([](const Tensor &t) { return unary(UnaryOp::Hardswish, t); });
   if (llvm::isa<Identity>(&m) || llvm::isa<Dropout>(&m))
     return fn([](const Tensor &t) { return t; });
-  if (llvm::isa<Elemwise>(&m)) {
-    std::string mode = m.scalar("method").getString();
-    if (mode == "RELU")
-      return fn([](const Tensor &t) { return unary(UnaryOp::Relu, t); });
-    if (mode == "SIGMOID")
-      return fn([](const Tensor &t) { return unary(UnaryOp::Sigmoid, t); });
-    if (mode == "EXP")
-      return fn([](const Tensor &t) { return unary(UnaryOp::Exp, t); });
-    raiseAt(Location::atExpr(e.id()), "Elemwise mode '{}' with one input is not supported", mode);
-  }
   raiseAt(Location::atExpr(e.id()), "the runtime does not implement module '{}'",
           m.typeName().str());
 }

@@ -29,6 +29,9 @@ struct State {
   llvm::DenseMap<const Module *, Module *> counterpart;
   std::vector<std::unique_ptr<Scope>> scopes;
   bool computeValues = false;
+  /// TraceOptions::checkExprs and its tolerance.
+  bool checkExprs = false;
+  double checkRtol = 0, checkAtol = 0;
   llvm::DenseMap<const Node *, Tensor> values;
   /// Insertion scope: the graph edited and the exprs recorded in it.
   InternalGraph *insertGraph = nullptr;
@@ -51,6 +54,20 @@ struct State {
       newExprs.push_back(e);
   }
 };
+
+/// The expr checker (trace/Checker.cpp). Interprets `e` on the values of
+/// its inputs and compares each output with the value forward saw (in
+/// `st.values`); throws tmg::Error at %id with the printed expr and the max
+/// error. Does nothing unless checking, or when a value is missing.
+void checkExpr(State &st, const Expr &e);
+/// Compares `got` (interpreted) with `want` (eager), output by output, for
+/// `e`.
+void checkValues(State &st, const Expr &e, llvm::ArrayRef<Tensor> got,
+                 llvm::ArrayRef<Tensor> want);
+/// Interprets the traced module `tm` on `inputs` and compares its outputs
+/// with forward's (`want`).
+void checkOutputs(State &st, const TracedModule &tm, llvm::ArrayRef<Tensor> inputs,
+                  llvm::ArrayRef<Tensor> want);
 
 /// The state of this thread (nullptr when not tracing).
 State *current();

@@ -227,6 +227,33 @@ static void computeValues(State &st, Expr &e) {
     st.values[e.output(i)] = std::move(outs[i]);
 }
 
+Value eagerOp(const OpSchema &schema, const CallArgs &args, size_t numOutputs);
+Value eagerModuleCall(Module &m, const CallArgs &args);
+static TreeDef valueTree(const Value &v, std::vector<Var> &leaves);
+
+/// With the expr checker: computes `e`'s outputs eagerly from the call's
+/// own arguments (`eager`), as forward sees them, and checks the recorded
+/// expr against them. False when not checking or an argument has no value.
+static bool eagerValues(State &st, Expr &e, const std::function<Value()> &eager,
+                        const CallArgs &args) {
+  if (!st.checkExprs)
+    return false;
+  std::vector<const Var *> vars;
+  for (const Value &v : args.args)
+    collectVars(v, vars);
+  for (const Kw &k : args.kwargs)
+    collectVars(k.value, vars);
+  for (const Var *v : vars)
+    if (!v->hasValue())
+      return false;
+  std::vector<Var> leaves;
+  valueTree(eager(), leaves);
+  for (size_t i = 0; i < leaves.size() && i < e.numOutputs(); ++i)
+    st.values[e.output(i)] = leaves[i].value();
+  checkExpr(st, e);
+  return true;
+}
+
 /// Builds op `s` with the builder `b`; `leaf` turns Vars into nodes.
 static Expr *buildOp(GraphBuilder &b, const OpSchema &s, const CallArgs &args,
                      size_t numOutputs, const std::function<Node *(const Var &)> &leaf) {
@@ -390,7 +417,9 @@ Value callOp(const OpSchema &schema, CallArgs args, size_t numOutputs) {
   Expr *e = trace::buildOp(st->scope().b, schema, args, numOutputs,
                            [&](const Var &v) { return trace::traceLeaf(*st, v); });
   st->created(e);
-  trace::computeValues(*st, *e);
+  if (!trace::eagerValues(*st, *e, [&] { return trace::eagerOp(schema, args, numOutputs); },
+                          args))
+    trace::computeValues(*st, *e);
   return trace::outputsValue(*e);
 }
 
@@ -687,6 +716,64 @@ static Module *attachLayer(State &st, Module &layer, Node *node) {
   return raw;
 }
 
+/// `v` with every tensor leaf replaced by its value, or zeros of its type
+/// (the inputs of a probe run of a builtin Layer's forward).
+static void placeValues(Value &v) {
+  if (v.isVar() && v.var().defined()) {
+    const Var &x = v.var();
+    v = Value(x.hasValue() ? x.value() : Tensor::zeros(x.shape(), x.dtype()));
+  }
+  // Containers: rebuild with placed items.
+  if (v.isContainer() || v.kind() == Value::Kind::Slice) {
+    std::vector<Value> items = v.items();
+    for (Value &i : items)
+      placeValues(i);
+    if (v.kind() == Value::Kind::Dict) {
+      std::vector<std::pair<std::string, Value>> d;
+      for (size_t i = 0; i < items.size(); ++i)
+        d.emplace_back(v.keys()[i], items[i]);
+      v = Value::dict(std::move(d));
+    } else if (v.kind() == Value::Kind::Tuple) {
+      v = Value::tuple(std::move(items));
+    } else if (v.kind() == Value::Kind::List) {
+      v = Value::list(std::move(items));
+    } else {
+      v = Value::slice(items[0], items[1], items[2]);
+    }
+  }
+}
+
+/// Values of a traced submodule's call `e` (with the checker, compared with
+/// what its forward produced when it ran).
+static void subModuleValues(State &st, Expr &e, TracedModule &tmod, const CallArgs &args,
+                            bool forwardRan, llvm::ArrayRef<Node *> outs) {
+  std::vector<Var> flat;
+  trace::callTree(args, flat);
+  bool real = std::all_of(flat.begin(), flat.end(), [](const Var &v) { return v.hasValue(); });
+  if (!real)
+    return;
+  std::vector<Tensor> ins;
+  for (const Var &v : flat)
+    ins.push_back(v.value());
+  rt::Interpreter interp(tmod);
+  InternalGraph &callee = *llvm::cast<CallMethod>(e).calleeGraph();
+  auto res = interp.run(callee, ins).outputs;
+  if (st.checkExprs && forwardRan) {
+    // forward's values of the callee's outputs against the interpreted call.
+    std::vector<Tensor> want;
+    for (Node *n : callee.outputs()) {
+      auto it = st.values.find(n);
+      if (it == st.values.end())
+        break;
+      want.push_back(it->second);
+    }
+    if (want.size() == res.size())
+      trace::checkValues(st, e, res, want);
+  }
+  for (size_t i = 0; i < res.size() && i < outs.size(); ++i)
+    st.values[outs[i]] = res[i];
+}
+
 Value ModuleRef::call(CallArgs args) const {
   State *st = trace::current();
   if (!st)
@@ -720,34 +807,10 @@ Value ModuleRef::call(CallArgs args) const {
     // the values or zero placeholders of the input types) to learn the
     // structure and types of its outputs, then record one call.
     CallArgs probe = args;
-    std::function<void(Value &)> place = [&](Value &v) {
-      if (v.isVar() && v.var().defined()) {
-        const Var &x = v.var();
-        v = Value(x.hasValue() ? x.value() : Tensor::zeros(x.shape(), x.dtype()));
-      }
-      // Containers: rebuild with placed items.
-      if (v.isContainer() || v.kind() == Value::Kind::Slice) {
-        std::vector<Value> items = v.items();
-        for (Value &i : items)
-          place(i);
-        if (v.kind() == Value::Kind::Dict) {
-          std::vector<std::pair<std::string, Value>> d;
-          for (size_t i = 0; i < items.size(); ++i)
-            d.emplace_back(v.keys()[i], items[i]);
-          v = Value::dict(std::move(d));
-        } else if (v.kind() == Value::Kind::Tuple) {
-          v = Value::tuple(std::move(items));
-        } else if (v.kind() == Value::Kind::List) {
-          v = Value::list(std::move(items));
-        } else {
-          v = Value::slice(items[0], items[1], items[2]);
-        }
-      }
-    };
     for (Value &v : probe.args)
-      place(v);
+      placeValues(v);
     for (Kw &k : probe.kwargs)
-      place(k.value);
+      placeValues(k.value);
     Value out;
     {
       trace::StateGuard off(nullptr);
@@ -770,9 +833,11 @@ Value ModuleRef::call(CallArgs args) const {
     st->created(&e);
     bool real = std::all_of(argVars.begin(), argVars.end(),
                             [](const Var *v) { return v->hasValue(); });
-    if (st->computeValues && real)
+    if (st->computeValues && real) {
       for (size_t i = 0; i < leaves.size(); ++i)
         st->values[outs[i]] = leaves[i].value();
+      trace::checkExpr(*st, e);
+    }
     return trace::outputsValue(e);
   }
 
@@ -780,7 +845,11 @@ Value ModuleRef::call(CallArgs args) const {
     auto outs = sc.b.callModuleN(node, std::move(a), std::move(kw));
     Expr &e = *outs[0]->expr();
     st->created(&e);
-    trace::computeValues(*st, e);
+    // The user's own module computes the eager value (the traced tree holds
+    // a copy).
+    Module &user = *mod_;
+    if (!trace::eagerValues(*st, e, [&] { return trace::eagerModuleCall(user, args); }, args))
+      trace::computeValues(*st, e);
     return trace::outputsValue(e);
   }
 
@@ -789,9 +858,11 @@ Value ModuleRef::call(CallArgs args) const {
     raise("module '{}' is neither builtin nor traceable", mod_->typeName().str());
   GraphBuilder::BodyFn body;
   std::vector<std::string> params;
+  bool forwardRan = false; // else the call reuses a graph: no eager values
   if (layer && layer != static_cast<Module *>(tmod)) {
     params = layer->forwardParams();
     body = [&](GraphBuilder &sb) {
+      forwardRan = true;
       st->scopes.push_back(std::make_unique<Scope>(sb, layer, tmod));
       struct Pop {
         State &s;
@@ -827,20 +898,8 @@ Value ModuleRef::call(CallArgs args) const {
   auto outs = sc.b.callModuleN(node, std::move(a), std::move(kw), body, params);
   Expr &e = *outs[0]->expr();
   st->created(&e);
-  if (st->computeValues) {
-    std::vector<Var> flat;
-    trace::callTree(args, flat);
-    bool real = std::all_of(flat.begin(), flat.end(), [](const Var &v) { return v.hasValue(); });
-    if (real) {
-      std::vector<Tensor> ins;
-      for (const Var &v : flat)
-        ins.push_back(v.value());
-      rt::Interpreter interp(*tmod);
-      auto res = interp.run(*llvm::cast<CallMethod>(e).calleeGraph(), ins).outputs;
-      for (size_t i = 0; i < res.size() && i < outs.size(); ++i)
-        st->values[outs[i]] = res[i];
-    }
-  }
+  if (st->computeValues)
+    subModuleValues(*st, e, *tmod, args, forwardRan, outs);
   return trace::outputsValue(e);
 }
 
@@ -852,7 +911,10 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
   if (trace::current())
     raise("traceModule: this thread is already tracing (traces do not nest)");
   State st;
-  st.computeValues = opts.computeValues;
+  st.computeValues = opts.computeValues || opts.checkExprs;
+  st.checkExprs = opts.checkExprs;
+  st.checkRtol = opts.checkRtol;
+  st.checkAtol = opts.checkAtol;
   std::unique_ptr<Module> tree = trace::convertTree(net, true, st);
   if (!llvm::isa<TracedModule>(tree.get()))
     raise("traceModule: '{}' is registered as builtin; trace a module that contains it",
@@ -871,9 +933,14 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
   InternalGraph &g = b.graph();
   trace::StateGuard guard(&st);
   st.scopes.push_back(std::make_unique<Scope>(b, &net, tm.get()));
-  for (size_t i = 0; i < leaves.size(); ++i)
-    if (opts.computeValues && leaves[i].hasValue())
+  for (size_t i = 0; i < leaves.size(); ++i) {
+    if (opts.checkExprs && !leaves[i].hasValue())
+      raise("traceModule: the expr checker needs inputs with values (input {} has only a "
+            "shape)",
+            i);
+    if (st.computeValues && leaves[i].hasValue())
       st.values[g.input(i + 1)] = leaves[i].value();
+  }
   size_t next = 0;
   Value all = trace::fromTree(def, g.inputs(), next);
   CallArgs fa;
@@ -884,6 +951,19 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
       fa.kwargs.push_back({all[1].keys()[i], all[1][i]});
   Value out = net.forwardValues(fa);
   b.finish(forwardOutputs(st, out, net.typeName()));
+  if (opts.checkExprs) {
+    std::vector<Var> outs;
+    trace::valueTree(out, outs);
+    std::vector<Tensor> ins, want;
+    for (const Var &v : leaves)
+      ins.push_back(v.value());
+    for (size_t i = 0; i < outs.size(); ++i) {
+      if (!outs[i].hasValue())
+        raise("traceModule: forward's output {} has no value to check", i);
+      want.push_back(outs[i].value());
+    }
+    trace::checkOutputs(st, *tm, ins, want);
+  }
   return tm;
 }
 
@@ -1003,9 +1083,11 @@ Value WrappedFunction::call(CallArgs args) const {
   Expr &e = *outs[0]->expr();
   e.setOutDef(outDef);
   st->created(&e);
-  if (st->computeValues && real)
+  if (st->computeValues && real) {
     for (size_t i = 0; i < leaves.size(); ++i)
       st->values[outs[i]] = leaves[i].value();
+    trace::checkExpr(*st, e);
+  }
   return trace::outputsValue(e);
 }
 

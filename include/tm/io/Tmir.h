@@ -21,14 +21,16 @@
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/io/Safetensors.h"
+#include "tm/io/TmirLoaders.h"
 #include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/TracedModule.h"
 
 namespace tmg {
 
-/// The format version written by this build; readers accept 0..TmirVersion.
-constexpr int TmirVersion = 1;
+/// The format version written by this build; readers accept 0..TmirVersion
+/// and upgrade older files with TmirReadOptions::loaders.
+constexpr int TmirVersion = 2;
 
 struct TmirWriteOptions {
   /// When set, tensor data goes here and the text references it by key.
@@ -55,6 +57,9 @@ struct TmirReadOptions {
   /// Largest tensor and model the text may make the reader allocate
   /// (inline tensors, zeros, static node shapes).
   SizeLimits limits;
+  /// Upgrades for files older than TmirVersion (null: TmirLoaders::builtin()).
+  /// Must outlive the call.
+  const TmirLoaders *loaders = nullptr;
 };
 
 /// Parses .tmir text. Errors name `filename:line:col`.

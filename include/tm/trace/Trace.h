@@ -37,6 +37,17 @@ struct TraceOptions {
   /// Run the kernels while tracing when the inputs have values, so that
   /// forward may read them (Var::value()).
   bool computeValues = false;
+  /// The reference's expr checker (`enable_expr_checker`); implies
+  /// computeValues and needs inputs with values. Each recorded call is
+  /// computed eagerly (what forward sees), then interpreted from the
+  /// recorded expr on its inputs' values, and the two compared; at the end
+  /// the traced module, interpreted from the inputs, is compared with
+  /// forward's outputs. A difference beyond the tolerance (elementwise
+  /// |got - want| <= checkAtol + checkRtol * |want|) throws tmg::Error
+  /// naming the expr (%id), its printed form and the max error.
+  bool checkExprs = false;
+  double checkRtol = 1e-5;
+  double checkAtol = 1e-6;
 };
 
 /// Traces `net.forward(args...)` into a new TracedModule (the module tree is
