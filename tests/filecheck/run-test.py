@@ -1,13 +1,14 @@
 #!/usr/bin/env python3
 """Runs the RUN: lines of one test file, as LLVM's lit does for its tests.
 
-usage: run-test.py --path DIR [--path DIR ...] --tmp DIR TEST
+usage: run-test.py --path DIR [--path DIR ...] [--define KEY=VALUE ...] --tmp DIR TEST
 
 Every line starting with `RUN:` (after a comment marker such as `#`, `//`
 or `;`, if any) is a
 shell command; a line ending in `\\` continues on the next RUN: line.
 Substitutions: %s the test file, %S its directory, %t a path unique to the
-test (in --tmp), %T the --tmp directory, %% a percent sign. The commands run
+test (in --tmp), %T the --tmp directory, %{KEY} a --define'd value, %% a
+percent sign. The commands run
 in bash with `set -o pipefail`, in order, with the --path directories first
 on PATH (tm-opt, tm-run, FileCheck, not, ...); the test fails at the first
 command that exits non-zero, printing it and what it wrote.
@@ -40,15 +41,24 @@ def run_lines(text):
     return commands
 
 
-def substitute(cmd, test, tmp):
+def substitute(cmd, test, tmp, defines):
     subs = {'%s': test, '%S': os.path.dirname(test), '%T': tmp,
             '%t': os.path.join(tmp, os.path.basename(test) + '.tmp'), '%%': '%'}
-    return re.sub(r'%[sStT%]', lambda m: subs[m.group(0)], cmd)
+
+    def one(m):
+        if m.group(0).startswith('%{'):
+            key = m.group(1)
+            if key not in defines:
+                raise SystemExit(f'{test}: error: %{{{key}}} is not defined (--define)')
+            return defines[key]
+        return subs[m.group(0)]
+    return re.sub(r'%\{([A-Za-z0-9_-]+)\}|%[sStT%]', one, cmd)
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument('--path', action='append', default=[])
+    ap.add_argument('--define', action='append', default=[])
     ap.add_argument('--tmp', required=True)
     ap.add_argument('test')
     a = ap.parse_args()
@@ -58,11 +68,12 @@ def main():
     if not commands:
         print(f'{test}: error: no RUN: lines')
         return 1
+    defines = dict(d.split('=', 1) for d in a.define)
     os.makedirs(a.tmp, exist_ok=True)
     env = dict(os.environ)
     env['PATH'] = os.pathsep.join([os.path.abspath(p) for p in a.path] + [env.get('PATH', '')])
     for i, cmd in enumerate(commands, 1):
-        cmd = substitute(cmd, test, os.path.abspath(a.tmp))
+        cmd = substitute(cmd, test, os.path.abspath(a.tmp), defines)
         p = subprocess.run(['bash', '-o', 'pipefail', '-c', cmd], cwd=a.tmp, env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if p.returncode != 0:
