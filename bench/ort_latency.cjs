@@ -5,7 +5,7 @@
 //
 // ONNX Runtime 1.20's CPU build comes in the npm package onnxruntime-node
 // (`npm install --ignore-scripts onnxruntime-node@1.20.1` in DIR). The
-// session uses all graph optimisations and N intra-op threads, sequential
+// InferenceSession uses all graph optimisations and N intra-op threads, sequential
 // execution; the input is bound to the model's first input. Prints one line:
 //   ort load=<ms> ms min=<ms> ms median=<ms> ms
 'use strict';
@@ -42,16 +42,16 @@ async function main() {
   const [model, input] = args;
   const threads = opt('--threads', 2), repeat = opt('--repeat', 20), warmup = opt('--warmup', 1);
   const t0 = process.hrtime.bigint();
-  const session = await ort.InferenceSession.create(model, {
+  const runner = await ort.InferenceSession.create(model, {
     graphOptimizationLevel: 'all', intraOpNumThreads: threads, interOpNumThreads: 1,
     executionMode: 'sequential' });
   const load = Number(process.hrtime.bigint() - t0) / 1e6;
-  const feeds = { [session.inputNames[0]]: readNpy(input) };
-  for (let i = 0; i < warmup; ++i) await session.run(feeds);
+  const feeds = { [runner.inputNames[0]]: readNpy(input) };
+  for (let i = 0; i < warmup; ++i) await runner.run(feeds);
   const ms = [];
   for (let i = 0; i < repeat; ++i) {
     const s = process.hrtime.bigint();
-    await session.run(feeds);
+    await runner.run(feeds);
     ms.push(Number(process.hrtime.bigint() - s) / 1e6);
   }
   ms.sort((a, b) => a - b);
