@@ -4,6 +4,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 #include <iterator>
 #include <new>
@@ -62,22 +63,32 @@ void Tool::addSource(std::string file, std::string text) {
   sources_[std::move(file)] = std::move(text);
 }
 
+/// Line `n` (1-based) of `text`, or "" when it has fewer lines.
+static llvm::StringRef lineOf(llvm::StringRef text, int64_t n) {
+  for (int64_t i = 1; i < n && !text.empty(); ++i)
+    text = text.split('\n').second;
+  return text.split('\n').first;
+}
+
 std::string Tool::render(const Diagnostic &d) const {
   std::string out = d.str();
   const Location &l = d.loc;
   if (l.file.empty() || l.line <= 0)
     return out;
-  auto it = sources_.find(l.file);
-  if (it == sources_.end()) {
-    // Files are read again only for the message, and only small ones.
-    auto bytes = readFileBytes(l.file);
-    std::string text = bytes.succeeded() && bytes->size() < (64u << 20) ? *bytes : "";
-    it = sources_.emplace(l.file, std::move(text)).first;
+  std::string fromFile;
+  llvm::StringRef line;
+  if (auto it = sources_.find(l.file); it != sources_.end()) {
+    line = lineOf(it->second, l.line);
+  } else {
+    // A file is read again for the message, up to the line it names.
+    std::ifstream f(l.file, std::ios::binary);
+    for (int64_t i = 0; i < l.line && f; ++i)
+      std::getline(f, fromFile);
+    if (!f && !f.eof())
+      return out;
+    line = fromFile;
   }
-  llvm::StringRef text = it->second;
-  for (int64_t i = 1; i < l.line && !text.empty(); ++i)
-    text = text.split('\n').second;
-  llvm::StringRef line = text.split('\n').first.rtrim('\r');
+  line = line.rtrim('\r');
   if (line.empty() || line.size() > 4096 || line.contains('\0'))
     return out;
   // The caret line copies the tabs of the source line so it lines up.

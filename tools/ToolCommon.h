@@ -82,7 +82,7 @@ public:
 
 private:
   const char *name_;
-  mutable std::map<std::string, std::string> sources_;
+  std::map<std::string, std::string> sources_;
 };
 
 /// Reads `path`, or standard input for "-", as bytes; errors carry errno's
