@@ -1,6 +1,7 @@
 //===- OnnxCommon.cpp - TensorProto conversion, file reading --------------===//
 #include "OnnxCommon.h"
 
+#include <cerrno>
 #include <cstdint>
 #include <cstring>
 #include <fstream>
@@ -167,7 +168,7 @@ void parseProto(google::protobuf::MessageLite &m, const std::string &bytes,
 std::string readFileBytes(const std::string &path) {
   std::ifstream f(path, std::ios::binary);
   if (!f)
-    raise("{}: cannot open file", path);
+    raiseAt(Location::inFile(path), "cannot open file: {}", std::strerror(errno));
   std::ostringstream ss;
   ss << f.rdbuf();
   return ss.str();

@@ -19,6 +19,9 @@
 #include <llvm/ADT/StringExtras.h>
 
 #include "tm/io/Npy.h"
+#ifdef TM_HAVE_ONNX
+#include "tm/io/Onnx.h"
+#endif
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
 #include "tm/runtime/Compare.h"
@@ -45,7 +48,7 @@ struct Options {
                              cl::init("-"), cl::cat(in)};
   cl::list<std::string> inputs{"input",
                                cl::desc("Bind a graph input, by name or position (0, 1, ...), "
-                                        "to a .npy file (repeatable)"),
+                                        "to a .npy file or an ONNX TensorProto .pb (repeatable)"),
                                cl::value_desc("name=file.npy"), cl::cat(in)};
   cl::alias inputsShort{"i", cl::desc("Alias for --input"), cl::aliasopt(inputs),
                         cl::NotHidden, cl::cat(in)};
@@ -68,7 +71,7 @@ struct Options {
                            cl::NotHidden, cl::cat(out)};
   cl::list<std::string> compares{
       "compare",
-      cl::desc("Compare an output (by name or position) with a reference .npy; exit code 1 "
+      cl::desc("Compare an output (by name or position) with a reference .npy or .pb; exit code 1 "
                "when an element is outside |got - want| <= atol + rtol * |want| (repeatable)"),
       cl::value_desc("name=file.npy"), cl::cat(out)};
   cl::opt<double> rtol{"rtol", cl::desc("Relative tolerance of --compare"),
@@ -121,6 +124,20 @@ int64_t findByNameOrIndex(llvm::ArrayRef<Node *> nodes, llvm::StringRef key,
   if (!key.getAsInteger(10, idx) && idx >= 0 && size_t(idx) < nodes.size())
     return idx;
   return -1;
+}
+
+/// A tensor file: NumPy's .npy, or a serialized ONNX TensorProto (.pb, as
+/// the ONNX test data's input_0.pb / output_0.pb).
+FailureOr<Tensor> readTensorFile(const std::string &file) {
+  if (llvm::StringRef(file).endswith(".pb")) {
+#ifdef TM_HAVE_ONNX
+    return io::readOnnxTensor(file);
+#else
+    return Diagnostic(Location::inFile(file),
+                      "reading a TensorProto needs ONNX support (meson -Donnx=enabled)");
+#endif
+  }
+  return readNpy(file);
 }
 
 /// Splits NAME=FILE; "" when malformed.
@@ -177,7 +194,7 @@ int compareOutputs(Options &o, Model &m, const rt::RunResult &result) {
     int64_t i = findByNameOrIndex(outs, key, m.onnxOut);
     if (i < 0)
       return Tool.usageError("the model has no output '" + key + "'");
-    auto ref = readNpy(file);
+    auto ref = readTensorFile(file);
     if (ref.failed())
       return Tool.fail(ref.diagnostic());
     rt::CompareReport r = rt::compareTensors(result.outputs[size_t(i)], *ref, tol, key);
@@ -237,7 +254,7 @@ int run(Options &o) {
     auto [key, file] = binding(b);
     if (key.empty())
       return Tool.usageError("--input expects NAME=FILE.npy, got '" + b + "'");
-    auto t = readNpy(file);
+    auto t = readTensorFile(file);
     if (t.failed())
       return Tool.fail(t.diagnostic());
     inputShapes.emplace(key, Shape(t->shape().begin(), t->shape().end()));
