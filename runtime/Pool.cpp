@@ -76,8 +76,8 @@ static PoolGeom checkPool(llvm::StringRef op, const Tensor &x,
       p.padding.w > k.w / 2)
     raise("{}: padding {} must be between 0 and half the kernel size {}",
           op.str(), p.padding.str(), k.str());
-  PoolGeom g{in,  0,   0,   k.h,         k.w,         s.h,         s.w,
-             p.padding.h, p.padding.w, d.h, d.w, p.padding.h, p.padding.w};
+  PoolGeom g{in, 0, 0, k.h, k.w, s.h, s.w, p.padding.h, p.padding.w, d.h, d.w,
+             p.padding.h, p.padding.w};
   g.oh = poolOutputSize(in.h, k.h, s.h, g.ph, d.h, p.ceilMode);
   g.ow = poolOutputSize(in.w, k.w, s.w, g.pw, d.w, p.ceilMode);
   if (g.oh <= 0 || g.ow <= 0)
@@ -209,9 +209,19 @@ namespace detail {
 Tensor pool2dWindow(const Tensor &x, const WindowNd &p, llvm::ArrayRef<int64_t> outSize,
                     bool isMax) {
   Planes in{x.dim(0) * x.dim(1), x.dim(2), x.dim(3)};
-  PoolGeom g{in,           outSize[0],   outSize[1],   p.kernel[0], p.kernel[1],
-             p.stride[0],  p.stride[1],  p.padBegin[0], p.padBegin[1], p.dilation[0],
-             p.dilation[1], p.padEnd[0], p.padEnd[1]};
+  PoolGeom g{.in = in,
+             .oh = outSize[0],
+             .ow = outSize[1],
+             .kh = p.kernel[0],
+             .kw = p.kernel[1],
+             .sh = p.stride[0],
+             .sw = p.stride[1],
+             .ph = p.padBegin[0],
+             .pw = p.padBegin[1],
+             .dh = p.dilation[0],
+             .dw = p.dilation[1],
+             .phEnd = p.padEnd[0],
+             .pwEnd = p.padEnd[1]};
   return isMax ? maxPool2dGeom(x, g) : avgPool2dGeom(x, g, p.countIncludePad);
 }
 
