@@ -260,8 +260,10 @@ private:
             std::vector<int64_t>(t.strides().begin(), t.strides().end()), t.dtype()};
   }
 
-  /// Counts the attribute tensors of the tree by identity, so that shared
-  /// ones are written by reference.
+  /// Counts the attribute tensors and tensor constants of the tree by
+  /// identity, so that shared ones are written by reference. (A constant
+  /// made by attr-to-constant holds its attribute's tensor: the weights are
+  /// then written once, not twice.)
   void countShared(const Module &m) {
     for (const auto &a : m.attrs()) {
       if (a.kind == ModuleAttr::Kind::Parameter || a.kind == ModuleAttr::Kind::Buffer) {
@@ -271,6 +273,11 @@ private:
         countShared(*a.module);
       }
     }
+    if (auto *tm = llvm::dyn_cast<TracedModule>(&m))
+      for (const auto &sig : tm->signatures())
+        for (const Expr *e : sig.graph->body())
+          if (auto *c = llvm::dyn_cast<Constant>(e); c && c->isTensor() && c->tensor().defined())
+            ++uses_[identityOf(c->tensor())];
   }
 
   void tensorData(const Tensor &t, const std::string &key) {
