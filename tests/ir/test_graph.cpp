@@ -706,3 +706,46 @@ TEST_CASE("argument binding: positional calls (cached per call shape) agree with
                       Catch::Contains("missing required argument 'weight'"));
   }
 }
+
+TEST_CASE("functions print under the MegEngine submodule that defines them",
+          "[ir][print]") {
+  // The reference prints a CallFunction as `func.__module__`'s last part, a
+  // dot and its name: the module that defines the function, which for these
+  // five is not the one their neighbours in MegEngine's docs suggest.
+  struct Case {
+    OpKind kind;
+    const char *printed, *old;
+  };
+  const Case cases[] = {{OpKind::Sign, "math.sign", "elemwise.sign"},
+                        {OpKind::IsNan, "math.isnan", "elemwise.isnan"},
+                        {OpKind::IsInf, "math.isinf", "elemwise.isinf"},
+                        {OpKind::Cumsum, "tensor.cumsum", "math.cumsum"},
+                        {OpKind::Interpolate, "vision.interpolate", "nn.interpolate"}};
+  for (const Case &c : cases) {
+    INFO(c.printed);
+    CHECK(op(c.kind).printName() == c.printed);
+    CHECK(OpRegistry::instance().lookupFunction(c.printed) == &op(c.kind));
+    CHECK(OpRegistry::instance().lookupFunction(op(c.kind).name()) == &op(c.kind));
+    // The old spelling is no function name; only .tmir loaders know it.
+    CHECK(OpRegistry::instance().lookupFunction(c.old) == nullptr);
+  }
+
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("MyModule"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 1, 2, 2}}});
+  Node *x = b.arg(0);
+  Node *s = b.callFunction("sign", {x});
+  Node *n = b.callFunction("isnan", {s});
+  Node *i = b.callFunction("isinf", {s});
+  Node *c = b.callFunction("cumsum", {x, 1});
+  Node *r = b.callFunction("interpolate", {c}, {{"size", Arg::tuple({4, 4})}});
+  b.finish(Arg::tuple({r, n, i}));
+  CHECK(tm->graph().str() ==
+        "MyModule.Graph (self, x) {\n"
+        "\t%2:\tsign_out = math.sign(x, )\n"
+        "\t%3:\tisnan_out = math.isnan(sign_out, )\n"
+        "\t%4:\tisinf_out = math.isinf(sign_out, True, True, )\n"
+        "\t%5:\tcumsum_out = tensor.cumsum(x, 1, False, False, )\n"
+        "\t%6:\tinterpolate_out = vision.interpolate(cumsum_out, (4, 4), None, bilinear, None, )\n"
+        "\treturn interpolate_out, isnan_out, isinf_out\n"
+        "}");
+}
