@@ -427,9 +427,15 @@ std::optional<ArgRef> Expr::namedArg(llvm::StringRef name) const {
   if (!s)
     return std::nullopt;
   int64_t idx = s->paramIndex(name);
-  if (idx < 0 || s->params()[idx].keywordOnly || s->params()[idx].variadic ||
-      size_t(idx) >= pos->numChildren())
+  if (idx < 0 || s->params()[idx].variadic)
     return std::nullopt;
+  const OpParam &p = s->params()[idx];
+  if (p.keywordOnly || size_t(idx) >= pos->numChildren()) {
+    // Not passed: the default, as `inspect.getcallargs` binds it.
+    if (p.hasDefault)
+      return ArgRef{this, p.defaultValue, pos->numLeaves()};
+    return std::nullopt;
+  }
   size_t leaf = 0;
   for (int64_t j = 0; j < idx; ++j)
     leaf += pos->child(j).numLeaves();

@@ -134,7 +134,9 @@ public:
   std::optional<ArgRef> kwarg(llvm::StringRef name) const;
   std::vector<std::string> kwargNames() const;
   /// Argument bound to parameter `name` of the op's schema (positional or
-  /// keyword), like the reference's `named_args`; nullopt when unbound.
+  /// keyword), or its default when the call did not pass it, like the
+  /// reference's `named_args` (`inspect.getcallargs`); nullopt for an
+  /// unknown or variadic parameter.
   std::optional<ArgRef> namedArg(llvm::StringRef name) const;
 
   // -- Removal control --------------------------------------------------------
