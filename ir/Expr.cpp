@@ -368,9 +368,19 @@ ArgRef Expr::arg(size_t i) const {
       raise("expr %{}: argument {} out of range", id_, i);
     return ArgRef{this, TreeDef(), i};
   }
-  if (i >= pos->numChildren())
+  if (i >= pos->numChildren()) {
+    // Positional parameter i passed by keyword, or left to its default.
+    const OpSchema *s = nullptr;
+    if (auto *cf = llvm::dyn_cast<CallFunction>(this))
+      s = &cf->func();
+    else if (auto *cm = llvm::dyn_cast<CallMethod>(this))
+      s = cm->methodSchema();
+    if (s && i < s->positionalParams().size())
+      if (std::optional<ArgRef> a = namedArg(s->params()[s->positionalParams()[i]].name))
+        return *a;
     raise("expr %{}: argument {} out of range ({} positional arguments)", id_,
           i, pos->numChildren());
+  }
   size_t leaf = 0;
   for (size_t j = 0; j < i; ++j)
     leaf += pos->child(j).numLeaves();

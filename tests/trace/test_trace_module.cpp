@@ -277,7 +277,8 @@ struct AsWritten : LayerOf<AsWritten> {
     Var k = c.sum(1, true);
     Var f = F::flatten(c);
     Var l = F::call("leaky_relu", f).var();
-    return Value::tuple({m, k, l});
+    Var s = F::call("softmax", kw("inp", l), kw("axis", 0)).var();
+    return Value::tuple({m, k, s});
   }
 };
 } // namespace
@@ -295,13 +296,21 @@ TEST_CASE("calls record the arguments as written; readers bind the defaults",
                              "\t%6:\tsum_out = clip_out.sum(1, True, )\n"
                              "\t%7:\tflatten_out = tensor.flatten(clip_out, )\n"
                              "\t%8:\tleaky_relu_out = nn.leaky_relu(flatten_out, )\n"
-                             "\treturn mean_out, sum_out, leaky_relu_out\n"
+                             "\t%9:\tsoftmax_out = nn.softmax(, axis=0, inp=leaky_relu_out)\n"
+                             "\treturn mean_out, sum_out, softmax_out\n"
                              "}");
   // Shape inference and the runtime take the schema's defaults.
   const Expr *e = tm->graph().getFunctionByType(&op(OpKind::Clip)).asUnique();
   REQUIRE(e->namedArg("lower"));
   CHECK(e->namedArg("lower")->def.isConst());
   CHECK(e->namedArg("lower")->scalar().isNone());
+  CHECK(e->numArgs() == 1);
+  CHECK(e->arg(2).scalar() == Scalar(0.5)); // upper, passed by keyword
+  const Expr *sm = tm->graph().getFunctionByType(&op(OpKind::Softmax)).asUnique();
+  CHECK(sm->numArgs() == 0);
+  CHECK(sm->arg(0).node() == tm->graph().getFunctionByType(&op(OpKind::LeakyRelu))
+                                 .asUnique()->output(0));
+  CHECK_THROWS_WITH(sm->arg(2), Catch::Contains("out of range"));
   CHECK(shapeStr(*llvm::cast<TensorNode>(tm->graph().output(0))->shape()) == "()");
   CHECK(shapeStr(*llvm::cast<TensorNode>(tm->graph().output(1))->shape()) == "(2, 1)");
   CHECK(shapeStr(*llvm::cast<TensorNode>(tm->graph().output(2))->shape()) == "(6,)");

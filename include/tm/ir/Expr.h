@@ -127,7 +127,9 @@ public:
   /// the node count.
   void setArgs(TreeDef argDef, llvm::ArrayRef<Node *> nodes);
 
-  /// Positional arguments (for CallMethod, index 0 is the receiver).
+  /// Positional arguments as written (for CallMethod, index 0 is the
+  /// receiver). arg(i) past them binds positional parameter i of the
+  /// op's schema, passed by keyword or left to its default (namedArg).
   size_t numArgs() const;
   ArgRef arg(size_t i) const;
   /// Keyword argument by name.
