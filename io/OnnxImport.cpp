@@ -907,10 +907,10 @@ void Importer::mapNode(NodeCx &c) {
       {"Acos", "elemwise.acos"},    {"Atan", "elemwise.atan"},
       {"Sinh", "elemwise.sinh"},    {"Cosh", "elemwise.cosh"},
       {"Asinh", "elemwise.asinh"},  {"Acosh", "elemwise.acosh"},
-      {"Atanh", "elemwise.atanh"},  {"Sign", "elemwise.sign"},
+      {"Atanh", "elemwise.atanh"},  {"Sign", "math.sign"},
       {"Reciprocal", "elemwise.reciprocal"}, {"Softsign", "nn.softsign"},
       {"Softplus", "nn.softplus"},  {"HardSwish", "nn.hswish"},
-      {"Not", "elemwise.logical_not"}, {"IsNaN", "elemwise.isnan"}};
+      {"Not", "elemwise.logical_not"}, {"IsNaN", "math.isnan"}};
   static const std::unordered_map<std::string, const char *> binary = {
       {"Add", "elemwise.add"},           {"Sub", "elemwise.sub"},
       {"Mul", "elemwise.mul"},           {"Equal", "elemwise.equal"},
@@ -951,7 +951,7 @@ void Importer::mapNode(NodeCx &c) {
     return c.out(0, acc);
   }
   if (op == "IsInf")
-    return c.out(0, c.call("elemwise.isinf", {c.node(0)},
+    return c.out(0, c.call("math.isinf", {c.node(0)},
                            {{"detect_positive", bool(c.ai("detect_positive", 1))},
                             {"detect_negative", bool(c.ai("detect_negative", 1))}}));
   if (op == "LeakyRelu")
@@ -1640,7 +1640,7 @@ void Importer::mapNode(NodeCx &c) {
   }
   if (op == "CumSum") {
     int64_t ax = c.axis(c.ints(1).at(0), c.rank(0));
-    return c.out(0, c.call("math.cumsum", {c.node(0), ax},
+    return c.out(0, c.call("tensor.cumsum", {c.node(0), ax},
                            {{"exclusive", bool(c.ai("exclusive", 0))},
                             {"reverse", bool(c.ai("reverse", 0))}}));
   }

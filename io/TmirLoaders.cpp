@@ -266,6 +266,13 @@ TmirLoaders::CallLoader creationKeywords(size_t firstKeyword) {
   };
 }
 
+/// Up to version 2, five functions were printed under a functional submodule
+/// other than the one MegEngine defines them in; the printed prefix is the
+/// reference's `func.__module__`.
+TmirLoaders::CallLoader renamedTo(std::string name) {
+  return [name = std::move(name)](TmirCall &c) { c.name = name; };
+}
+
 TmirLoaders makeBuiltin() {
   TmirLoaders l;
   l.registerGraphLoader(0, v0GraphHeader, v0GraphBody);
@@ -273,6 +280,11 @@ TmirLoaders makeBuiltin() {
   l.registerFunctionLoader("tensor.ones", 1, creationKeywords(1));
   l.registerFunctionLoader("tensor.full", 1, creationKeywords(2));
   l.registerFunctionLoader("tensor.arange", 1, creationKeywords(3));
+  l.registerFunctionLoader("elemwise.sign", 2, renamedTo("math.sign"));
+  l.registerFunctionLoader("elemwise.isnan", 2, renamedTo("math.isnan"));
+  l.registerFunctionLoader("elemwise.isinf", 2, renamedTo("math.isinf"));
+  l.registerFunctionLoader("math.cumsum", 2, renamedTo("tensor.cumsum"));
+  l.registerFunctionLoader("nn.interpolate", 2, renamedTo("vision.interpolate"));
   return l;
 }
 

@@ -198,43 +198,40 @@ BindCache &bindCache() {
 /// Binds a call to the parameters of `s` as Python does, for `n`
 /// positional arguments: `positional(i)` gives the TreeDef of argument i
 /// and `keyword(name)` that of a keyword argument (or nullopt), each
-/// flattening its nodes when called, in parameter order. Returns
-/// `((positional...), {keyword-only...})`, defaults filled in, or raises
-/// the error Python raises for the call.
-template <class Positional, class Keyword>
-TreeDef bindArgs(const OpSchema &s, size_t n, Positional &&positional, Keyword &&keyword) {
+/// flattening its nodes when called. Returns the arguments as written,
+/// `((positional...), {keyword...})` with the keywords in sorted key order
+/// (the node order), defaults not filled in (readers take them from the
+/// schema: Expr::namedArg), or raises the error Python raises for the call.
+template <class Positional, class Keyword, class HasKeyword>
+TreeDef bindArgs(const OpSchema &s, size_t n, Positional &&positional, Keyword &&keyword,
+                 HasKeyword &&hasKeyword) {
   llvm::ArrayRef<uint32_t> params = s.positionalParams();
+  if (n > params.size() && s.variadicParam() < 0)
+    raise("{}() takes {} positional arguments but {} were given",
+          s.printName().str(), params.size(), n);
   std::vector<TreeDef> pos;
-  pos.reserve(std::max(params.size(), n));
-  for (size_t i = 0; i < params.size(); ++i) {
+  pos.reserve(n);
+  for (size_t i = 0; i < n; ++i)
+    pos.push_back(positional(i));
+  std::vector<std::string> names;
+  for (size_t i = n; i < params.size(); ++i) {
     const OpParam &p = s.params()[params[i]];
-    if (i < n)
-      pos.push_back(positional(i));
-    else if (std::optional<TreeDef> a = keyword(p.name))
-      pos.push_back(std::move(*a));
-    else if (p.hasDefault)
-      pos.push_back(p.defaultValue);
-    else
+    if (hasKeyword(p.name))
+      names.push_back(p.name);
+    else if (!p.hasDefault)
       raise("{}() missing required argument '{}'", s.printName().str(), p.name);
   }
-  if (n > params.size()) {
-    if (s.variadicParam() < 0)
-      raise("{}() takes {} positional arguments but {} were given",
-            s.printName().str(), params.size(), n);
-    for (size_t i = params.size(); i < n; ++i)
-      pos.push_back(positional(i));
-  }
-  // Keyword-only parameters, in sorted key order for the node order.
-  std::vector<std::pair<Scalar, TreeDef>> kw;
   for (uint32_t k : s.keywordOnlyParams()) {
     const OpParam &p = s.params()[k];
-    if (std::optional<TreeDef> a = keyword(p.name))
-      kw.emplace_back(Scalar(p.name), std::move(*a));
-    else if (p.hasDefault)
-      kw.emplace_back(Scalar(p.name), p.defaultValue);
-    else
+    if (hasKeyword(p.name))
+      names.push_back(p.name);
+    else if (!p.hasDefault)
       raise("{}() missing required keyword argument '{}'", s.printName().str(), p.name);
   }
+  std::sort(names.begin(), names.end());
+  std::vector<std::pair<Scalar, TreeDef>> kw;
+  for (const std::string &name : names)
+    kw.emplace_back(Scalar(name), *keyword(name));
   return makeArgDef(std::move(pos), std::move(kw));
 }
 
@@ -263,7 +260,8 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
       return e.result;
     TreeDef r = bindArgs(
         s, n, [&](size_t i) { return given[i]; },
-        [](const std::string &) { return std::optional<TreeDef>(); });
+        [](const std::string &) { return std::optional<TreeDef>(); },
+        [](const std::string &) { return false; });
     e.schema = &s;
     e.n = n;
     for (size_t i = 0; i < n; ++i)
@@ -289,7 +287,13 @@ TreeDef GraphBuilder::normalize(const OpSchema &s, std::vector<Arg> &args,
       }
     return std::nullopt;
   };
-  TreeDef def = bindArgs(s, args.size(), positional, keyword);
+  auto hasKeyword = [&](const std::string &name) {
+    for (const auto &kw : kwargs)
+      if (kw.first == name)
+        return true;
+    return false;
+  };
+  TreeDef def = bindArgs(s, args.size(), positional, keyword, hasKeyword);
   if (!kwargs.empty())
     raise("{}() got an unexpected keyword argument '{}'", s.printName().str(),
           kwargs.front().first);

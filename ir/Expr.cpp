@@ -368,9 +368,19 @@ ArgRef Expr::arg(size_t i) const {
       raise("expr %{}: argument {} out of range", id_, i);
     return ArgRef{this, TreeDef(), i};
   }
-  if (i >= pos->numChildren())
+  if (i >= pos->numChildren()) {
+    // Positional parameter i passed by keyword, or left to its default.
+    const OpSchema *s = nullptr;
+    if (auto *cf = llvm::dyn_cast<CallFunction>(this))
+      s = &cf->func();
+    else if (auto *cm = llvm::dyn_cast<CallMethod>(this))
+      s = cm->methodSchema();
+    if (s && i < s->positionalParams().size())
+      if (std::optional<ArgRef> a = namedArg(s->params()[s->positionalParams()[i]].name))
+        return *a;
     raise("expr %{}: argument {} out of range ({} positional arguments)", id_,
           i, pos->numChildren());
+  }
   size_t leaf = 0;
   for (size_t j = 0; j < i; ++j)
     leaf += pos->child(j).numLeaves();
@@ -427,9 +437,15 @@ std::optional<ArgRef> Expr::namedArg(llvm::StringRef name) const {
   if (!s)
     return std::nullopt;
   int64_t idx = s->paramIndex(name);
-  if (idx < 0 || s->params()[idx].keywordOnly || s->params()[idx].variadic ||
-      size_t(idx) >= pos->numChildren())
+  if (idx < 0 || s->params()[idx].variadic)
     return std::nullopt;
+  const OpParam &p = s->params()[idx];
+  if (p.keywordOnly || size_t(idx) >= pos->numChildren()) {
+    // Not passed: the default, as `inspect.getcallargs` binds it.
+    if (p.hasDefault)
+      return ArgRef{this, p.defaultValue, pos->numLeaves()};
+    return std::nullopt;
+  }
   size_t leaf = 0;
   for (int64_t j = 0; j < idx; ++j)
     leaf += pos->child(j).numLeaves();

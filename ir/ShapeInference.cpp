@@ -179,8 +179,16 @@ private:
       return operand(n);
     if (auto a = arg("self"))
       return operand(a);
-    if (e_.numArgs() == 0)
-      return std::nullopt;
+    if (e_.numArgs() == 0) {
+      // The first parameter passed by keyword, when the op has one.
+      const OpSchema *s = nullptr;
+      if (auto *cf = llvm::dyn_cast<CallFunction>(&e_))
+        s = &cf->func();
+      if (!s || s->positionalParams().empty())
+        return std::nullopt;
+      auto a = arg(s->params()[s->positionalParams()[0]].name);
+      return operand(a);
+    }
     return operand(e_.arg(0));
   }
 

@@ -410,12 +410,46 @@ using trace::State;
 // Ops
 //===----------------------------------------------------------------------===//
 
+namespace trace {
+/// A C++ call cannot tell a default argument from one written out: the
+/// trailing positional constants equal to their parameter's default count
+/// as not written, so `x.mean()` records `x.mean(, )` as the reference's
+/// Python call does. (Readers bind the defaults from the schema.)
+static void dropTrailingDefaults(Expr &e, const OpSchema &s) {
+  const auto &ad = e.argDef();
+  if (!ad || ad->kind() != TreeDef::Kind::Tuple || ad->numChildren() != 2)
+    return;
+  const TreeDef &pos = ad->child(0);
+  llvm::ArrayRef<uint32_t> params = s.positionalParams();
+  size_t n = std::min(pos.numChildren(), params.size());
+  size_t keep = n;
+  while (keep > 0) {
+    const OpParam &p = s.params()[params[keep - 1]];
+    const TreeDef &a = pos.child(keep - 1);
+    if (!p.hasDefault || a.numLeaves() != 0 || !(a == p.defaultValue))
+      break;
+    --keep;
+  }
+  if (keep == n || n != pos.numChildren())
+    return;
+  std::vector<TreeDef> kept;
+  for (size_t i = 0; i < keep; ++i)
+    kept.push_back(pos.child(i));
+  const TreeDef &kw = ad->child(1);
+  std::vector<std::pair<Scalar, TreeDef>> kws;
+  for (size_t i = 0; i < kw.numChildren(); ++i)
+    kws.emplace_back(kw.key(i), kw.child(i));
+  e.setArgDef(makeArgDef(std::move(kept), std::move(kws)));
+}
+} // namespace trace
+
 Value callOp(const OpSchema &schema, CallArgs args, size_t numOutputs) {
   State *st = trace::current();
   if (!st)
     return trace::eagerOp(schema, args, numOutputs);
   Expr *e = trace::buildOp(st->scope().b, schema, args, numOutputs,
                            [&](const Var &v) { return trace::traceLeaf(*st, v); });
+  trace::dropTrailingDefaults(*e, schema);
   st->created(e);
   if (!trace::eagerValues(*st, *e, [&] { return trace::eagerOp(schema, args, numOutputs); },
                           args))

@@ -68,9 +68,9 @@ void CanonicalizePass::populate(PatternSet &set) const {
                 return failure();
             return forward(m, rw, "x");
           });
-  set.add("dropout-eval", Pattern(fn("dropout")(any("x"), lit(), lit(false))),
+  set.add("dropout-eval", Pattern(fn("dropout")(any("x")).prefix().kwarg("training", false)),
           [](const Match &m, Rewriter &rw) { return forward(m, rw, "x"); });
-  set.add("copy", Pattern(fn("copy")(any("x"), lit())),
+  set.add("copy", Pattern(fn("copy")(any("x"))),
           [](const Match &m, Rewriter &rw) { return forward(m, rw, "x"); });
   set.add("detach", Pattern(method("detach")(anyX) | method("__pos__")(anyX)),
           [](const Match &m, Rewriter &rw) { return forward(m, rw, "x"); });
@@ -118,7 +118,8 @@ void CanonicalizePass::populate(PatternSet &set) const {
                fn("flatten")(anyX).prefix() | method("flatten")(anyX))
                   .checkUsers(false);
   Pat outer = fn("reshape")(inner).prefix() | method("reshape")(inner).prefix() |
-              fn("flatten")(inner, 0, -1) | method("flatten")(inner);
+              fn("flatten")(inner).kwarg("start_axis", 0).kwarg("end_axis", -1) |
+              method("flatten")(inner);
   set.add("reshape-reshape", Pattern(outer), [](const Match &m, Rewriter &rw) -> LogicalResult {
     rw.setInput(m.rootExpr(), 0, m.node("x"));
     return success();

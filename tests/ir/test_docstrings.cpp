@@ -122,8 +122,14 @@ TEST_CASE("census appendix: batch_norm keyword arguments print sorted", "[ir][do
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 4, 4}}});
   Node *w = b.getAttr(b.self(), "weight");
   Node *bias = b.getAttr(b.self(), "bias");
+  // As M.BatchNorm2d.forward calls it: every keyword written out.
   b.finish(b.callFunction("batch_norm", {b.arg(0), Arg::none(), Arg::none(), w, bias},
-                          {{"training", true}}));
+                          {{"training", true},
+                           {"momentum", 0.9},
+                           {"eps", 1e-05},
+                           {"inplace", true},
+                           {"compute_mode", "default"},
+                           {"param_dim", "dim_1c11"}}));
   std::string s = tm->graph().str();
   CHECK(s.find("batch_norm_out = nn.batch_norm(x, None, None, weight, bias, "
                "compute_mode=default, eps=1e-05, inplace=True, momentum=0.9, "

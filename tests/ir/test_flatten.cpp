@@ -86,9 +86,9 @@ TEST_CASE("flatten rewires pass-through outputs of a shared sub-graph", "[ir][fl
   // second output of each call is now produced by the inlined concat.
   CHECK(flat->graph().str() ==
         "MyModule1.Graph (self, x) {\n"
-        "\t%2:\tblock_out_1 = tensor.concat([x, x], 0, None, )\n"
+        "\t%2:\tblock_out_1 = tensor.concat([x, x], )\n"
         "\t%3:\tadd_out = x.__add__(1, )\n"
-        "\t%4:\tblock_out_3 = tensor.concat([add_out, add_out], 0, None, )\n"
+        "\t%4:\tblock_out_3 = tensor.concat([add_out, add_out], )\n"
         "\t%5:\tadd_out_1 = block_out_1.__add__(block_out_3, )\n"
         "\treturn add_out, add_out_1\n"
         "}");

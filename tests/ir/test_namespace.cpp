@@ -167,7 +167,7 @@ TEST_CASE("output naming of every expr kind", "[ir][namespace]") {
         "\t%2:\tblock_w = getattr(self, \"block.w\") -> (Tensor)\n"
         "\t%3:\tgetitem_out = x.__getitem__(0, )\n"
         "\t%4:\tgetvarshape_out = GetVarShape(x)\n"
-        "\t%5:\t(split_out, split_out_1) = tensor.split(x, 2, 0, )\n"
+        "\t%5:\t(split_out, split_out_1) = tensor.split(x, 2, )\n"
         "\t%6:\tconst_relu = Constant() -> (Module)\n"
         "\t%7:\tact = getattr(self, \"act\") -> (ReLU)\n"
         "\t%8:\tact_out = act(getitem_out, )\n"

@@ -277,7 +277,10 @@ struct BnNet : LayerOf<BnNet> {
   Var forward(Var x) {
     Var w = attr("weight");
     Var b = attr("bias");
-    return F::call("batch_norm", x, Value(), Value(), w, b, kw("training", true));
+    // As M.BatchNorm2d.forward calls it: every keyword written out.
+    return F::call("batch_norm", x, Value(), Value(), w, b, kw("training", true),
+                   kw("momentum", 0.9), kw("eps", 1e-05), kw("inplace", true),
+                   kw("compute_mode", "default"), kw("param_dim", "dim_1c11"));
   }
 };
 } // namespace

@@ -84,7 +84,7 @@ TEST_CASE("trace_module: copy, in-place add, tuple outputs", "[trace][trace_modu
   MyModule1 net;
   auto tm = traceModule(net, Tensor::full({}, 1.0));
   CHECK(tm->graph().str() == "MyModule1.Graph (self, x) {\n"
-                             "\t%2:\tcopy_out = tensor.copy(x, None, )\n"
+                             "\t%2:\tcopy_out = tensor.copy(x, )\n"
                              "\t%3:\tiadd_out = copy_out.__iadd__(1, )\n"
                              "\t%4:\tadd_out = x.__add__(2, )\n"
                              "\treturn add_out, iadd_out\n"
@@ -252,8 +252,8 @@ TEST_CASE("wrap: one CallFunction, run by calling the function", "[trace][trace_
   UsesWrapped net;
   auto tm = traceModule(net, Var::meta({3}));
   CHECK(tm->graph().str() == "UsesWrapped.Graph (self, x) {\n"
-                             "\t%2:\tmy_func_out = __main__.my_func(x, x, )\n"
-                             "\t%3:\tmean_out = my_func_out.mean(None, False, )\n"
+                             "\t%2:\tmy_func_out = __main__.my_func(x, y=x)\n"
+                             "\t%3:\tmean_out = my_func_out.mean(, )\n"
                              "\treturn mean_out\n"
                              "}");
   auto *out = llvm::cast<TensorNode>(tm->graph().front()->output(0));
@@ -264,6 +264,63 @@ TEST_CASE("wrap: one CallFunction, run by calling the function", "[trace][trace_
   CHECK(run(*tm, {x})[0].bitwiseEqual(eager));
   // Registering another signature under the same name is an error.
   CHECK_THROWS(wrap([](Var x) { return x; }, "my_func", {"x"}));
+}
+
+namespace {
+// Calls as a Python user would write them: keywords, defaults left out.
+struct AsWritten : LayerOf<AsWritten> {
+  AsWritten() : LayerOf("AsWritten", {"x", "y"}) {}
+  Value forward(Var x, Var y) {
+    Var a = F::call("add", x, kw("y", y)).var();
+    Var c = F::call("clip", a, kw("upper", 0.5)).var();
+    Var m = c.mean();
+    Var k = c.sum(1, true);
+    Var f = F::flatten(c);
+    Var l = F::call("leaky_relu", f).var();
+    Var s = F::call("softmax", kw("inp", l), kw("axis", 0)).var();
+    return Value::tuple({m, k, s});
+  }
+};
+} // namespace
+
+TEST_CASE("calls record the arguments as written; readers bind the defaults",
+          "[trace][trace_module]") {
+  AsWritten net;
+  auto tm = traceModule(net, Var::meta({2, 3}), Var::meta({2, 3}));
+  // The reference records `args, kwargs` as the call passed them: keywords
+  // stay keywords, defaults are not filled in.
+  CHECK(tm->graph().str() == "AsWritten.Graph (self, x, y) {\n"
+                             "\t%3:\tadd_out = elemwise.add(x, y=y)\n"
+                             "\t%4:\tclip_out = elemwise.clip(add_out, upper=0.5)\n"
+                             "\t%5:\tmean_out = clip_out.mean(, )\n"
+                             "\t%6:\tsum_out = clip_out.sum(1, True, )\n"
+                             "\t%7:\tflatten_out = tensor.flatten(clip_out, )\n"
+                             "\t%8:\tleaky_relu_out = nn.leaky_relu(flatten_out, )\n"
+                             "\t%9:\tsoftmax_out = nn.softmax(, axis=0, inp=leaky_relu_out)\n"
+                             "\treturn mean_out, sum_out, softmax_out\n"
+                             "}");
+  // Shape inference and the runtime take the schema's defaults.
+  const Expr *e = tm->graph().getFunctionByType(&op(OpKind::Clip)).asUnique();
+  REQUIRE(e->namedArg("lower"));
+  CHECK(e->namedArg("lower")->def.isConst());
+  CHECK(e->namedArg("lower")->scalar().isNone());
+  CHECK(e->numArgs() == 1);
+  CHECK(e->arg(2).scalar() == Scalar(0.5)); // upper, passed by keyword
+  const Expr *sm = tm->graph().getFunctionByType(&op(OpKind::Softmax)).asUnique();
+  CHECK(sm->numArgs() == 0);
+  CHECK(sm->arg(0).node() == tm->graph().getFunctionByType(&op(OpKind::LeakyRelu))
+                                 .asUnique()->output(0));
+  CHECK_THROWS_WITH(sm->arg(2), Catch::Contains("out of range"));
+  CHECK(shapeStr(*llvm::cast<TensorNode>(tm->graph().output(0))->shape()) == "()");
+  CHECK(shapeStr(*llvm::cast<TensorNode>(tm->graph().output(1))->shape()) == "(2, 1)");
+  CHECK(shapeStr(*llvm::cast<TensorNode>(tm->graph().output(2))->shape()) == "(6,)");
+  Tensor x = Tensor::fromFloats({2, 3}, {-1, 2, 0.1f, 0.2f, -3, 0});
+  Tensor y = Tensor::fromFloats({2, 3}, {0, -1, 0.1f, 0.2f, 1, -2});
+  Value eager = net(x, y);
+  auto got = run(*tm, {x, y});
+  REQUIRE(got.size() == 3);
+  for (size_t i = 0; i < 3; ++i)
+    CHECK(got[i].bitwiseEqual(eager.items()[i].var().value()));
 }
 
 namespace {
@@ -465,7 +522,7 @@ TEST_CASE("QAT: observers and FakeQuantize are builtin; others are replaced",
           "\t%4:\tweight_observer_out = weight_observer(weight, )\n"
           "\t%5:\tweight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)\n"
           "\t%6:\tweight_fake_quant_out = weight_fake_quant(weight_observer_out, )\n"
-          "\t%7:\tlinear_out = nn.linear(x, weight_fake_quant_out, None, default, )\n"
+          "\t%7:\tlinear_out = nn.linear(x, weight_fake_quant_out, )\n"
           "\t%8:\tact_fake_quant = getattr(self, \"act_fake_quant\") -> (FakeQuantize)\n"
           "\t%9:\tact_fake_quant_out = act_fake_quant(linear_out, )\n"
           "\treturn act_fake_quant_out\n"

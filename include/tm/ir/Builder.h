@@ -2,9 +2,10 @@
 //
 // GraphBuilder creates the graphs of a TracedModule one expr at a time, with
 // the reference's naming (auto-named outputs, unique names, qualnames) and
-// argument normalisation (positional parameters filled with their defaults,
-// keyword-only ones as sorted kwargs). It is what tests, importers and
-// passes use; tracing C++ modules builds on it.
+// argument binding: a call is checked against the op schema as Python binds
+// it and recorded as written (positional arguments, then keywords sorted by
+// name; defaults not filled in: Expr::namedArg binds them). It is what
+// tests, importers and passes use; tracing C++ modules builds on it.
 //
 //   auto tmod = tmg::TracedModule::fromModule(std::move(net));
 //   tmg::GraphBuilder b = tmg::GraphBuilder::top(*tmod, {{"x", {3, 4}}});
@@ -118,7 +119,7 @@ public:
   /// A constant builtin module.
   Node *constant(std::unique_ptr<Module> m, llvm::StringRef name = "");
 
-  /// `fn(args..., kwargs...)`; normalised against the schema. `numOutputs`
+  /// `fn(args..., kwargs...)`; checked against the schema, recorded as written. `numOutputs`
   /// tensor outputs (a tuple when > 1). Throws on unknown ops or arguments
   /// that do not bind.
   llvm::SmallVector<Node *, 1> callFunctionN(const OpSchema &fn, std::vector<Arg> args,

@@ -127,14 +127,18 @@ public:
   /// the node count.
   void setArgs(TreeDef argDef, llvm::ArrayRef<Node *> nodes);
 
-  /// Positional arguments (for CallMethod, index 0 is the receiver).
+  /// Positional arguments as written (for CallMethod, index 0 is the
+  /// receiver). arg(i) past them binds positional parameter i of the
+  /// op's schema, passed by keyword or left to its default (namedArg).
   size_t numArgs() const;
   ArgRef arg(size_t i) const;
   /// Keyword argument by name.
   std::optional<ArgRef> kwarg(llvm::StringRef name) const;
   std::vector<std::string> kwargNames() const;
   /// Argument bound to parameter `name` of the op's schema (positional or
-  /// keyword), like the reference's `named_args`; nullopt when unbound.
+  /// keyword), or its default when the call did not pass it, like the
+  /// reference's `named_args` (`inspect.getcallargs`); nullopt for an
+  /// unknown or variadic parameter.
   std::optional<ArgRef> namedArg(llvm::StringRef name) const;
 
   // -- Removal control --------------------------------------------------------

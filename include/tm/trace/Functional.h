@@ -1,9 +1,10 @@
 //===- Functional.h - tmg::F, the functional API of forward -----*- C++ -*-===//
 //
 // One function per op schema of Ops.def that models use. Each records a
-// CallFunction while tracing (printed `nn.relu(x, )` with the schema's
-// defaults filled in) and otherwise runs eagerly on the interpreter's
-// kernels. `F::call("name", args...)` reaches every registered function.
+// CallFunction while tracing (printed `nn.relu(x, )`; trailing arguments
+// equal to their defaults are left out, as a Python call that does not
+// write them) and otherwise runs eagerly on the interpreter's kernels.
+// `F::call("name", args...)` reaches every registered function.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
