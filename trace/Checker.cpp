@@ -62,17 +62,8 @@ void checkExpr(State &st, const Expr &e) {
   if (!st.checkExprs)
     return;
   std::vector<Tensor> ins, want;
-  for (size_t i = 0; i < e.numInputs(); ++i) {
-    const Node *n = e.input(i);
-    if (llvm::isa<ModuleNode>(n)) {
-      ins.emplace_back();
-      continue;
-    }
-    auto it = st.values.find(n);
-    if (it == st.values.end())
-      return;
-    ins.push_back(it->second);
-  }
+  if (!inputValues(st, e, ins))
+    return;
   for (const Node *n : e.outputs()) {
     auto it = st.values.find(n);
     if (it == st.values.end())

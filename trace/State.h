@@ -55,6 +55,24 @@ struct State {
   }
 };
 
+/// The values of `e`'s inputs in `st.values` (an empty tensor for a module
+/// input), or false when one is missing.
+inline bool inputValues(const State &st, const Expr &e, std::vector<Tensor> &ins) {
+  ins.clear();
+  for (size_t i = 0; i < e.numInputs(); ++i) {
+    const Node *n = e.input(i);
+    if (llvm::isa<ModuleNode>(n)) {
+      ins.emplace_back();
+      continue;
+    }
+    auto it = st.values.find(n);
+    if (it == st.values.end())
+      return false;
+    ins.push_back(it->second);
+  }
+  return true;
+}
+
 /// The expr checker (trace/Checker.cpp). Interprets `e` on the values of
 /// its inputs and compares each output with the value forward saw (in
 /// `st.values`); throws tmg::Error at %id with the printed expr and the max

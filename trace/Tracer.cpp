@@ -211,17 +211,8 @@ static void computeValues(State &st, Expr &e) {
   if (!st.computeValues)
     return;
   std::vector<Tensor> ins;
-  for (size_t i = 0; i < e.numInputs(); ++i) {
-    Node *n = e.input(i);
-    if (llvm::isa<ModuleNode>(n)) {
-      ins.emplace_back();
-      continue;
-    }
-    auto it = st.values.find(n);
-    if (it == st.values.end())
-      return;
-    ins.push_back(it->second);
-  }
+  if (!inputValues(st, e, ins))
+    return;
   std::vector<Tensor> outs = rt::evalExpr(e, ins);
   for (size_t i = 0; i < outs.size(); ++i)
     st.values[e.output(i)] = std::move(outs[i]);
