@@ -364,8 +364,8 @@ void Exporter::exportExpr(const Expr &e) {
     const Tensor *t = owner->resolveTensor(ga.attrName());
     if (!t)
       fail(e, "no such tensor attribute");
-    auto it = paramNames_.find(ga.attrName());
-    bind(e, weight(*t, it != paramNames_.end() ? it->second : ga.attrName()));
+    // weight() names it after its attribute's original ONNX name.
+    bind(e, weight(*t, ga.attrName()));
     return;
   }
   case Expr::Kind::Constant: {
