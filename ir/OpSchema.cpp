@@ -225,10 +225,11 @@ static bool sameParams(const std::vector<OpParam> &a,
 }
 
 OpRegistry::OpRegistry() : impl_(new Impl) {
-  auto add = [this](OpKind k, OpClass c, const char *mod, const char *name,
-                    uint32_t traits, const char *params) {
+  auto add = [this](OpKind k, const char *family, OpClass c, const char *mod,
+                    const char *name, uint32_t traits, const char *params) {
     OpSchema s;
     s.kind_ = k;
+    s.family_ = family;
     s.class_ = c;
     s.name_ = name;
     s.module_ = mod;
@@ -249,12 +250,12 @@ OpRegistry::OpRegistry() : impl_(new Impl) {
       impl_->opdefs[p->name()] = p;
     }
   };
-#define TM_FUNCTION(ID, MOD, NAME, TRAITS, PARAMS)                             \
-  add(OpKind::ID, OpClass::Function, #MOD, #NAME, TRAITS, PARAMS);
-#define TM_METHOD(ID, NAME, TRAITS, PARAMS)                                    \
-  add(OpKind::ID, OpClass::TensorMethod, "", #NAME, TRAITS, PARAMS);
-#define TM_OPDEF(ID, NAME, TRAITS)                                             \
-  add(OpKind::ID, OpClass::OpDef, "", #NAME, TRAITS, "");
+#define TM_FUNCTION(ID, FAMILY, MOD, NAME, TRAITS, PARAMS)                     \
+  add(OpKind::ID, #FAMILY, OpClass::Function, #MOD, #NAME, TRAITS, PARAMS);
+#define TM_METHOD(ID, FAMILY, NAME, TRAITS, PARAMS)                            \
+  add(OpKind::ID, #FAMILY, OpClass::TensorMethod, "", #NAME, TRAITS, PARAMS);
+#define TM_OPDEF(ID, FAMILY, NAME, TRAITS)                                     \
+  add(OpKind::ID, #FAMILY, OpClass::OpDef, "", #NAME, TRAITS, "");
 #include "tm/ir/Ops.def"
 }
 

@@ -27,9 +27,9 @@
 namespace tmg {
 
 enum class OpKind : uint16_t {
-#define TM_FUNCTION(ID, MOD, NAME, TRAITS, PARAMS) ID,
-#define TM_METHOD(ID, NAME, TRAITS, PARAMS) ID,
-#define TM_OPDEF(ID, NAME, TRAITS) ID,
+#define TM_FUNCTION(ID, FAMILY, MOD, NAME, TRAITS, PARAMS) ID,
+#define TM_METHOD(ID, FAMILY, NAME, TRAITS, PARAMS) ID,
+#define TM_OPDEF(ID, FAMILY, NAME, TRAITS) ID,
 #include "tm/ir/Ops.def"
   Custom, ///< registered at run time (user functions, plugins)
 };
@@ -68,6 +68,9 @@ public:
   OpClass opClass() const { return class_; }
   /// Function or method name: "relu", "__add__", "GetVarShape".
   llvm::StringRef name() const { return name_; }
+  /// The op family ("elementwise", "conv", ...): the file that implements
+  /// the op in each layer. "custom" for ops registered at run time.
+  llvm::StringRef family() const { return family_; }
   /// Python module the function prints under ("nn", "tensor", "elemwise").
   llvm::StringRef module() const { return module_; }
   /// "nn.relu" for functions, "__add__" for methods, "Elemwise" for op defs.
@@ -94,7 +97,7 @@ private:
   int64_t variadic_ = -1;
   OpKind kind_ = OpKind::Custom;
   OpClass class_ = OpClass::Function;
-  std::string name_, module_, printName_;
+  std::string name_, module_, printName_, family_ = "custom";
   uint32_t traits_ = 0;
   std::vector<OpParam> params_;
 };

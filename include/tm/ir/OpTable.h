@@ -48,14 +48,18 @@ public:
 
   llvm::StringRef layer() const { return layer_; }
 
-  /// Registers `impl` for each of `kinds` on behalf of `family`. Registering
-  /// a kind twice is a programmer error (two families claim one op) and
-  /// throws tmg::Error naming both.
+  /// Registers `impl` for each of `kinds` on behalf of `family`, which must
+  /// be each op's family in Ops.def: an op is implemented in its family's
+  /// file of every layer. A kind of another family, or registered twice, is
+  /// a programmer error and throws tmg::Error naming both.
   void add(llvm::StringRef family, std::initializer_list<OpKind> kinds, Impl impl) {
     for (OpKind k : kinds) {
       size_t i = size_t(k);
       if (i >= kNumOpKinds)
         raise("{}: family '{}' registers a non-builtin op", layer_, family.str());
+      if (op(k).family() != family)
+        raise("{}: family '{}' registers '{}' of family '{}'", layer_, family.str(),
+              opKindName(k), op(k).family().str());
       if (!families_[i].empty())
         raise("{}: op '{}' is registered by both '{}' and '{}'", layer_, opKindName(k),
               families_[i], family.str());
