@@ -836,15 +836,13 @@ private:
     bool hasOuts = false;
   };
 
-  void graph(TracedModule &tm) {
-    LineParser d = at(cur_);
-    d.expect("graph");
+  /// The fields of a graph's header line.
+  struct GraphHeader {
     std::string name, qual;
-    std::map<std::string, std::string> legacy;
-    std::optional<TreeDef> argDef, outDef;
     bool hasName = false, hasQual = false;
+    std::map<std::string, std::string> legacy; ///< fields of older versions
+    std::optional<TreeDef> argDef, outDef;
     std::vector<std::string> reserved;
-    GraphState st;
     struct In {
       std::unique_ptr<Node> node;
       int64_t exprId;
@@ -852,101 +850,118 @@ private:
       size_t col;
     };
     std::vector<In> ins;
+  };
+
+  /// `reserved=[...]`: a list of plain strings (about one per expr) takes a
+  /// fast path; anything else goes through value() for its exact errors.
+  void reservedNames(LineParser &d, std::vector<std::string> &reserved) {
+    size_t start = d.pos();
+    if (d.eat("[")) {
+      bool ok = true, first = true;
+      while (!d.eat("]")) {
+        if (!first && !d.eat(",")) {
+          ok = false;
+          break;
+        }
+        first = false;
+        if (d.eat("]"))
+          break;
+        if (!d.peek("'") && !d.peek("\"")) {
+          ok = false;
+          break;
+        }
+        reserved.push_back(d.string());
+      }
+      if (ok)
+        return;
+      reserved.clear();
+      d.setPos(start);
+    }
+    PyVal v = d.value();
+    for (const auto &x : v.items)
+      if (x.kind == PyVal::Kind::Scalar && x.scalar.isString())
+        reserved.push_back(x.scalar.getString());
+      else
+        d.fail("reserved names must be strings", x.col);
+  }
+
+  /// `inputs=[%0:Net #0 'self', ...]`.
+  void graphInputs(LineParser &d, std::vector<GraphHeader::In> &ins) {
+    d.expect("[");
+    bool first = true;
+    while (!d.eat("]")) {
+      if (!first)
+        d.expect(",");
+      first = false;
+      GraphHeader::In in;
+      in.col = d.col();
+      int64_t id;
+      in.node = makeNode(d, id);
+      d.expect("#");
+      in.exprId = d.id("expr id");
+      in.inputName = d.string();
+      ins.push_back(std::move(in));
+    }
+  }
+
+  /// The `graph name=... qualname=... argdef=... outdef=... inputs=[...]`
+  /// line (older versions' fields are upgraded).
+  GraphHeader graphHeader(LineParser &d) {
+    d.expect("graph");
+    GraphHeader h;
     while (!d.atEnd()) {
       size_t kc = d.col();
       std::string key = d.ident();
       d.expect("=");
       if (key == "name") {
-        name = d.string();
-        hasName = true;
+        h.name = d.string();
+        h.hasName = true;
       } else if (key == "qualname" && version_ >= 1) {
-        qual = d.string();
-        hasQual = true;
+        h.qual = d.string();
+        h.hasQual = true;
       } else if (key == "argdef") {
-        argDef = toTreeDef(d.value(), d);
+        h.argDef = toTreeDef(d.value(), d);
       } else if (key == "outdef") {
-        outDef = toTreeDef(d.value(), d);
+        h.outDef = toTreeDef(d.value(), d);
       } else if (key == "reserved") {
-        // Fast path for a list of plain strings (about one per expr);
-        // anything else goes through value() for its exact errors.
-        size_t start = d.pos();
-        if (d.eat("[")) {
-          bool ok = true, first = true;
-          while (!d.eat("]")) {
-            if (!first && !d.eat(",")) {
-              ok = false;
-              break;
-            }
-            first = false;
-            if (d.eat("]"))
-              break;
-            if (!d.peek("'") && !d.peek("\"")) {
-              ok = false;
-              break;
-            }
-            reserved.push_back(d.string());
-          }
-          if (ok)
-            continue;
-          reserved.clear();
-          d.setPos(start);
-        }
-        PyVal v = d.value();
-        for (const auto &x : v.items)
-          if (x.kind == PyVal::Kind::Scalar && x.scalar.isString())
-            reserved.push_back(x.scalar.getString());
-          else
-            d.fail("reserved names must be strings", x.col);
+        reservedNames(d, h.reserved);
       } else if (key == "inputs") {
-        d.expect("[");
-        bool first = true;
-        while (!d.eat("]")) {
-          if (!first)
-            d.expect(",");
-          first = false;
-          In in;
-          in.col = d.col();
-          int64_t id;
-          in.node = makeNode(d, id);
-          d.expect("#");
-          in.exprId = d.id("expr id");
-          in.inputName = d.string();
-          ins.push_back(std::move(in));
-        }
+        graphInputs(d, h.ins);
       } else if (version_ < TmirVersion && (d.peek("'") || d.peek("\""))) {
         // A field of an older version: the graph loaders take it.
-        if (!legacy.emplace(key, d.string()).second)
+        if (!h.legacy.emplace(key, d.string()).second)
           d.fail(fmt::format("duplicate graph field '{}'", key), kc);
       } else {
         d.fail(fmt::format("unknown graph field '{}'", key), kc);
       }
     }
     if (version_ < TmirVersion)
-      upgradeHeader(d, name, qual, hasQual, std::move(legacy));
-    if (!hasName || !hasQual || !argDef || !outDef)
+      upgradeHeader(d, h.name, h.qual, h.hasQual, std::move(h.legacy));
+    if (!h.hasName || !h.hasQual || !h.argDef || !h.outDef)
       d.fail("a graph needs name, qualname, argdef and outdef");
-    if (tm.graphFor(*argDef))
-      d.fail(fmt::format("module '{}' already has a graph for signature {}",
-                         tm.typeName().str(), argDef->str()));
-    InternalGraph &g = tm.addGraph(*argDef, name, qual);
-    st.g = &g;
-    for (auto &in : ins) {
-      auto e = std::make_unique<Input>(in.exprId, in.inputName);
-      Node *n = e->addOutput(std::move(in.node));
-      defineNode(st, n, d, in.col);
-      if (!defineExprId(st, in.exprId))
-        d.fail(fmt::format("expr id %{} is used twice in graph '{}'", in.exprId, name), in.col);
-      exprLines_.emplace_back(in.exprId, cur_);
-      g.adoptInputInternal(std::move(e));
+    return h;
+  }
+
+  /// The `\treturn %a, %b` line.
+  void returnLine(GraphState &st, llvm::StringRef visible, LineParser &a) {
+    a.expect("outs=");
+    PyVal outs = a.value();
+    endOfLine(a);
+    std::vector<Node *> onodes;
+    for (const auto &o : outs.items) {
+      if (o.kind != PyVal::Kind::NodeRef)
+        a.fail("return outs must be node references", o.col);
+      onodes.push_back(useNode(st, o.nodeId, a, o.col));
     }
-    if (g.inputs().empty() || !llvm::isa<ModuleNode>(g.input(0)))
-      d.fail("a graph's first input must be the self module node");
-    ++cur_;
-    // The reference's header line.
-    std::string text = g.str();
-    std::string header = text.substr(0, text.find("{\n") + 1);
-    checkLine(at(cur_).rest(), header, cur_);
-    ++cur_;
+    st.g->setOutputsInternal(onodes);
+    std::string ret = "\treturn ";
+    for (size_t i = 0; i < onodes.size(); ++i)
+      ret += (i ? ", " : "") + onodes[i]->str();
+    checkLine(visible, ret, cur_);
+  }
+
+  /// The expr lines and the return line, up to the closing '}'.
+  void graphBody(GraphState &st) {
     bool returned = false;
     while (true) {
       llvm::StringRef line = at(cur_).rest();
@@ -968,41 +983,56 @@ private:
       llvm::StringRef visible = line.take_front(split);
       LineParser a(line.drop_front(split + 4), file_, cur_ + 1, split + 4);
       if (visible.startswith("\treturn")) {
-        a.expect("outs=");
-        PyVal outs = a.value();
-        endOfLine(a);
-        std::vector<Node *> onodes;
-        for (const auto &o : outs.items) {
-          if (o.kind != PyVal::Kind::NodeRef)
-            a.fail("return outs must be node references", o.col);
-          onodes.push_back(useNode(st, o.nodeId, a, o.col));
-        }
-        g.setOutputsInternal(onodes);
-        std::string ret = "\treturn ";
-        for (size_t i = 0; i < onodes.size(); ++i)
-          ret += (i ? ", " : "") + onodes[i]->str();
-        checkLine(visible, ret, cur_);
+        returnLine(st, visible, a);
         returned = true;
-        ++cur_;
-        continue;
+      } else {
+        exprLine(st, visible, a);
       }
-      exprLine(st, visible, a);
       ++cur_;
     }
+  }
+
+  void graph(TracedModule &tm) {
+    LineParser d = at(cur_);
+    GraphHeader h = graphHeader(d);
+    if (tm.graphFor(*h.argDef))
+      d.fail(fmt::format("module '{}' already has a graph for signature {}",
+                         tm.typeName().str(), h.argDef->str()));
+    InternalGraph &g = tm.addGraph(*h.argDef, h.name, h.qual);
+    GraphState st;
+    st.g = &g;
+    for (auto &in : h.ins) {
+      auto e = std::make_unique<Input>(in.exprId, in.inputName);
+      Node *n = e->addOutput(std::move(in.node));
+      defineNode(st, n, d, in.col);
+      if (!defineExprId(st, in.exprId))
+        d.fail(fmt::format("expr id %{} is used twice in graph '{}'", in.exprId, h.name), in.col);
+      exprLines_.emplace_back(in.exprId, cur_);
+      g.adoptInputInternal(std::move(e));
+    }
+    if (g.inputs().empty() || !llvm::isa<ModuleNode>(g.input(0)))
+      d.fail("a graph's first input must be the self module node");
+    ++cur_;
+    // The reference's header line.
+    std::string text = g.str();
+    std::string header = text.substr(0, text.find("{\n") + 1);
+    checkLine(at(cur_).rest(), header, cur_);
+    ++cur_;
+    graphBody(st);
     // Names: every node name, plus reserved ones.
     for (Node *n : g.inputs())
       g.ns().reserve(n->name());
     for (Expr *e : g)
       for (Node *n : e->outputs())
         g.ns().reserve(n->name());
-    for (const auto &r : reserved)
+    for (const auto &r : h.reserved)
       g.ns().reserve(r);
-    size_t leaves = outDef->numLeaves();
+    size_t leaves = h.outDef->numLeaves();
     if (leaves != g.outputs().size())
       at(cur_ - 1).fail(fmt::format("outdef {} has {} leaves but the graph returns {} nodes",
-                                    outDef->str(), leaves, g.outputs().size()));
+                                    h.outDef->str(), leaves, g.outputs().size()));
     size_t next = 0;
-    tm.setOutDef(*argDef, retypeLeaves(*outDef, g.outputs(), next));
+    tm.setOutDef(*h.argDef, retypeLeaves(*h.outDef, g.outputs(), next));
     if (version_ < TmirVersion)
       loaders().upgradeGraph(g, version_);
     endGraph(st);

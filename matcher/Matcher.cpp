@@ -594,6 +594,44 @@ struct MatchImpl {
     return false;
   }
 
+  /// The slot of `e` that keyword pattern `kwp` names: the positional
+  /// argument of that parameter, the keyword argument, or else the
+  /// parameter's default. False when `e` passes none and there is no
+  /// default.
+  static bool keywordSlot(const PN::Keyword &kwp, const OpSchema *schema, Expr *e,
+                          const TreeDef *pos, const TreeDef *kw, size_t numPos, Slot &s) {
+    if (pos && schema && kwp.paramIndex >= 0 && !schema->params()[kwp.paramIndex].keywordOnly &&
+        !schema->params()[kwp.paramIndex].variadic && size_t(kwp.paramIndex) < numPos) {
+      size_t lf = 0;
+      for (size_t j = 0; j < size_t(kwp.paramIndex); ++j)
+        lf += pos->child(j).numLeaves();
+      s.def = &pos->child(kwp.paramIndex);
+      s.leaves = s.def->numLeaves();
+      if (s.def->isLeaf())
+        s.node = e->input(lf);
+      return true;
+    }
+    if (kw) {
+      int64_t ki = kw->findStringKey(kwp.name);
+      if (ki >= 0) {
+        size_t lf = pos ? pos->numLeaves() : 0;
+        for (int64_t j = 0; j < ki; ++j)
+          lf += kw->child(j).numLeaves();
+        s.def = &kw->child(ki);
+        s.leaves = s.def->numLeaves();
+        if (s.def->isLeaf())
+          s.node = e->input(lf);
+        return true;
+      }
+    }
+    // An unbound parameter with a default is matched against it.
+    if (schema && kwp.paramIndex >= 0 && schema->params()[kwp.paramIndex].hasDefault) {
+      s.def = &schema->params()[kwp.paramIndex].defaultValue;
+      return true;
+    }
+    return false;
+  }
+
   bool matchOp(uint32_t id, Expr *e, Node *n) {
     const Pattern::CNode &c = p.cnode(id);
     const PN &pn = *c.p;
@@ -688,38 +726,8 @@ struct MatchImpl {
       const auto &kwp = pn.kwargs[k];
       uint32_t child = p.child(c.firstChild + c.numArgs + k);
       Slot s;
-      bool found = false;
       const OpSchema *schema = pn.schema;
-      if (pos && schema && kwp.paramIndex >= 0 && !schema->params()[kwp.paramIndex].keywordOnly &&
-          !schema->params()[kwp.paramIndex].variadic && size_t(kwp.paramIndex) < numPos) {
-        size_t lf = 0;
-        for (size_t j = 0; j < size_t(kwp.paramIndex); ++j)
-          lf += pos->child(j).numLeaves();
-        s.def = &pos->child(kwp.paramIndex);
-        s.leaves = s.def->numLeaves();
-        if (s.def->isLeaf())
-          s.node = e->input(lf);
-        found = true;
-      } else if (kw) {
-        int64_t ki = kw->findStringKey(kwp.name);
-        if (ki >= 0) {
-          size_t lf = pos ? pos->numLeaves() : 0;
-          for (int64_t j = 0; j < ki; ++j)
-            lf += kw->child(j).numLeaves();
-          s.def = &kw->child(ki);
-          s.leaves = s.def->numLeaves();
-          if (s.def->isLeaf())
-            s.node = e->input(lf);
-          found = true;
-        }
-      }
-      if (!found) {
-        // An unbound parameter with a default is matched against it.
-        if (schema && kwp.paramIndex >= 0 && schema->params()[kwp.paramIndex].hasDefault) {
-          s.def = &schema->params()[kwp.paramIndex].defaultValue;
-          found = true;
-        }
-      }
+      bool found = keywordSlot(kwp, schema, e, pos, kw, numPos, s);
       if (!found) {
         TM_WHY("{}: {} passes no argument '{}'", pn.str(), describe(e), kwp.name);
         m.undo(mark);
