@@ -2,6 +2,8 @@
 #include <toml++/toml.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 #include "tm/passes/PassManager.h"
 
@@ -309,7 +311,8 @@ FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std:
 static FailureOr<std::string> readText(const std::string &path, const char *what) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
   if (!f)
-    return Diagnostic(Location::inFile(path), fmt::format("cannot open {}", what));
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("cannot open {}: {}", what, std::strerror(errno)));
   std::string text;
   char buf[4096];
   size_t n;
