@@ -73,9 +73,10 @@ LogicalResult Pass::setOption(llvm::StringRef name, const OptionValue &v,
       val = double(std::get<int64_t>(v));
     if (val.index() != s.defaultValue.index()) {
       if (error)
-        *error = Diagnostic(Location(), fmt::format("option '{}' of pass '{}' expects a {}, got "
+        *error = Diagnostic(Location(), fmt::format("option '{}' of pass '{}' expects {} {}, got "
                                                     "{} '{}'",
                                                     name.str(), this->name().str(),
+                                                    s.defaultValue.index() == 1 ? "an" : "a",
                                                     optionTypeName(s.defaultValue).str(),
                                                     optionTypeName(v).str(), optionValueStr(v)));
       return failure();

@@ -83,8 +83,8 @@ FailureOr<bool> PassManager::runElements(std::vector<PipelineElement> &els, Trac
     }
     if (it == e.maxIterations) {
       Diagnostic d(e.loc,
-                   fmt::format("fixpoint did not converge within {} iterations",
-                               e.maxIterations),
+                   fmt::format("fixpoint did not converge within {} iteration{}",
+                               e.maxIterations, e.maxIterations == 1 ? "" : "s"),
                    Diagnostic::Severity::Warning);
       ctx_.remarks().push_back(d);
       emit(d.str() + "\n");
