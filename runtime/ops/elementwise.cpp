@@ -4,9 +4,11 @@
 // tensor methods. Binary operands are (x, y) of a function and (self,
 // value) of a method; a Python scalar operand is typed after the other
 // operand. Arithmetic, comparison and where read their operands as views.
-// Reflected methods (`__radd__`, ...) swap the operands.
+// Reflected methods (`__radd__`, ...) swap the operands. The Copy and
+// Elemwise op defs run like copy and the Elemwise module.
 //
 //===----------------------------------------------------------------------===//
+#include "../ElemwiseModule.h"
 #include "Lowering.h"
 
 namespace tmg::rt {
@@ -40,6 +42,15 @@ template <CompareOp Op> StepFn lowerCompare(const Expr &e, OpKind, LowerContext 
 StepFn lowerIdentity(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   return unaryStep(a.first().asView(), outSlot(e, ctx), [](const Tensor &t) { return t; });
+}
+
+/// The `Copy` op def: its one tensor input, unchanged.
+StepFn lowerCopyDef(const Expr &e, OpKind, LowerContext &ctx) {
+  if (e.numInputs() != 1 || e.numOutputs() != 1 || !llvm::isa<TensorNode>(e.input(0)))
+    raiseAt(Location::atExpr(e.id()), "Copy takes one tensor input and returns one tensor");
+  Src x;
+  x.slot = ctx.slot(e.input(0));
+  return unaryStep(x.asView(), outSlot(e, ctx), [](const Tensor &t) { return t; });
 }
 
 StepFn lowerClip(const Expr &e, OpKind, LowerContext &ctx) {
@@ -175,6 +186,8 @@ void registerElementwiseLowering(LowerTable &t) {
   t.add("elementwise", {OpKind::Copy, OpKind::MPos, OpKind::MDetach}, lowerIdentity);
   t.add("elementwise", {OpKind::Where}, lowerWhere);
   t.add("elementwise", {OpKind::MAstype}, lowerAstype);
+  t.add("elementwise", {OpKind::CopyDef}, lowerCopyDef);
+  t.add("elementwise", {OpKind::ElemwiseDef}, lowerElemwiseDef);
 }
 
 } // namespace tmg::rt

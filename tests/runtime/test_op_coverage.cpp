@@ -2,7 +2,8 @@
 //
 // The lowering table lists each op under its Ops.def family, covers the ops
 // the interpreter runs, and an op without a lowering fails with an error
-// naming it; GetVarShape runs as an op def through the same table.
+// naming it; the op defs (GetVarShape, Elemwise, Copy) run through the same
+// table.
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -73,4 +74,19 @@ TEST_CASE("GetVarShape runs through the table", "[runtime][coverage]") {
   CHECK(s.at(0) == 2);
   CHECK(s.at(1) == 5);
   CHECK(s.at(2) == 7);
+}
+
+TEST_CASE("the Elemwise and Copy op defs run through the table", "[runtime][coverage]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}, {"y", Shape{3}}});
+  Node *sum = b.apply(op(OpKind::ElemwiseDef), {b.arg(0), b.arg(1)}, 1,
+                      TreeDef::dict({{Scalar("mode"), TreeDef::constant(Scalar("ADD"))}}))[0];
+  Node *copy = b.apply(op(OpKind::CopyDef), {sum})[0];
+  b.finish(copy);
+  Interpreter interp(*tm);
+  RunResult r =
+      interp.run({Tensor::fromFloats({3}, {1, 2, 3}), Tensor::fromFloats({3}, {10, 20, 30})});
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(r.outputs[0].at(0) == 11);
+  CHECK(r.outputs[0].at(2) == 33);
 }
