@@ -1,13 +1,71 @@
-//===- activation.cpp - Lowering of the activation family -------*- C++ -*-===//
+//===- activation.cpp - Kernels and lowering: activation family -*- C++ -*-===//
 //
 // The nn activations: one elementwise kernel call each, with their
 // constant parameters (slopes, alphas) decoded when the plan is built.
-// Dropout is the identity at inference.
+// Dropout is the identity at inference. The kernels of the parameterised
+// activations (elu, selu, celu, hard_sigmoid, thresholded_relu, prelu) live
+// here, the others in Elementwise.cpp.
 //
 //===----------------------------------------------------------------------===//
+#include "KernelUtil.h"
 #include "Lowering.h"
 
+#include <algorithm>
+#include <cmath>
+
 namespace tmg::rt {
+
+using namespace detail;
+
+// ---- Kernels ------------------------------------------------------------------
+
+Tensor elu(const Tensor &x, double alpha) {
+  float a = float(alpha);
+  return mapFloat("elu", x, false, [a](float v) { return v > 0 ? v : a * std::expm1(v); });
+}
+
+Tensor selu(const Tensor &x, double alpha, double scale) {
+  float a = float(alpha), g = float(scale);
+  return mapFloat("selu", x, false,
+                  [a, g](float v) { return v > 0 ? g * v : g * a * std::expm1(v); });
+}
+
+Tensor celu(const Tensor &x, double alpha) {
+  if (alpha == 0)
+    raise("celu: alpha must not be 0");
+  float a = float(alpha);
+  return mapFloat("celu", x, false, [a](float v) {
+    return std::max(0.0f, v) + std::min(0.0f, a * std::expm1(v / a));
+  });
+}
+
+Tensor hardSigmoid(const Tensor &x, double alpha, double beta) {
+  float a = float(alpha), b = float(beta);
+  return mapFloat("hard_sigmoid", x, false,
+                  [a, b](float v) { return std::max(0.0f, std::min(1.0f, a * v + b)); });
+}
+
+Tensor thresholdedRelu(const Tensor &x, double alpha) {
+  float a = float(alpha);
+  return mapFloat("thresholded_relu", x, false, [a](float v) { return v > a ? v : 0.0f; });
+}
+
+Tensor prelu(const Tensor &x, const Tensor &slope) {
+  auto [a, s] = broadcastPair("prelu", x, slope);
+  Tensor af = a.dtype() == DType::Float32 ? a : cast(a, DType::Float32);
+  Tensor sf = s.dtype() == DType::Float32 ? s : cast(s, DType::Float32);
+  Tensor out = Tensor::empty(af.shape(), DType::Float32);
+  const float *p = af.data<float>(), *q = sf.data<float>();
+  float *o = out.data<float>();
+  int64_t n = out.numel();
+#pragma omp parallel for if (n > 65536) schedule(static)
+  for (int64_t i = 0; i < n; ++i)
+    o[i] = p[i] < 0 ? q[i] * p[i] : p[i];
+  return x.dtype() == DType::Float16 ? cast(out, DType::Float16) : out;
+}
+
+// ---- Lowering -----------------------------------------------------------------
+
 namespace {
 
 StepFn lowerLeakyRelu(const Expr &e, OpKind, LowerContext &ctx) {

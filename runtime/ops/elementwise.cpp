@@ -1,17 +1,152 @@
-//===- elementwise.cpp - Lowering of the elementwise family -----*- C++ -*-===//
+//===- elementwise.cpp - Kernels and lowering: elementwise ------*- C++ -*-===//
 //
 // Arithmetic, comparison, math, logical and cast ops, as functions and as
 // tensor methods. Binary operands are (x, y) of a function and (self,
 // value) of a method; a Python scalar operand is typed after the other
 // operand. Arithmetic, comparison and where read their operands as views.
 // Reflected methods (`__radd__`, ...) swap the operands. The Copy and
-// Elemwise op defs run like copy and the Elemwise module.
+// Elemwise op defs run like copy and the Elemwise module. The kernels of
+// the math (floor, sin, ...), logical, isnan/isinf and modulo ops live
+// here, the others in Elementwise.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "../ElemwiseModule.h"
+#include "KernelUtil.h"
 #include "Lowering.h"
 
+#include <cmath>
+
 namespace tmg::rt {
+
+using namespace detail;
+
+namespace {
+
+Tensor boolMap(const char *op, const Tensor &x, bool (*f)(float, const void *), const void *ctx) {
+  requireDef(op, x);
+  Tensor in = x.dtype() == DType::Float32 ? x : cast(x, DType::Float32);
+  Tensor out = Tensor::empty(x.shape(), DType::Bool);
+  const float *p = in.data<float>();
+  uint8_t *q = out.data<uint8_t>();
+  for (int64_t i = 0; i < x.numel(); ++i)
+    q[i] = f(p[i], ctx) ? 1 : 0;
+  return out;
+}
+
+double roundHalfEven(double v) { return std::nearbyint(v); }
+
+} // namespace
+
+// ---- Kernels ------------------------------------------------------------------
+
+llvm::StringRef opName(MathOp op) {
+  static const char *names[] = {"floor", "ceil",  "round", "sign",  "sin",   "cos",
+                                "tan",   "asin",  "acos",  "atan",  "sinh",  "cosh",
+                                "asinh", "acosh", "atanh", "reciprocal", "softsign",
+                                "softplus"};
+  return names[size_t(op)];
+}
+
+Tensor mathUnary(MathOp op, const Tensor &x) {
+  const char *name = opName(op).data();
+  switch (op) {
+  case MathOp::Floor: return mapFloat(name, x, true, [](float v) { return std::floor(v); });
+  case MathOp::Ceil: return mapFloat(name, x, true, [](float v) { return std::ceil(v); });
+  case MathOp::Round:
+    return mapFloat(name, x, true, [](float v) { return float(roundHalfEven(v)); });
+  case MathOp::Sign:
+    return mapFloat(name, x, true, [](float v) { return v > 0 ? 1.0f : v < 0 ? -1.0f : v; });
+  case MathOp::Sin: return mapFloat(name, x, false, [](float v) { return std::sin(v); });
+  case MathOp::Cos: return mapFloat(name, x, false, [](float v) { return std::cos(v); });
+  case MathOp::Tan: return mapFloat(name, x, false, [](float v) { return std::tan(v); });
+  case MathOp::Asin: return mapFloat(name, x, false, [](float v) { return std::asin(v); });
+  case MathOp::Acos: return mapFloat(name, x, false, [](float v) { return std::acos(v); });
+  case MathOp::Atan: return mapFloat(name, x, false, [](float v) { return std::atan(v); });
+  case MathOp::Sinh: return mapFloat(name, x, false, [](float v) { return std::sinh(v); });
+  case MathOp::Cosh: return mapFloat(name, x, false, [](float v) { return std::cosh(v); });
+  case MathOp::Asinh: return mapFloat(name, x, false, [](float v) { return std::asinh(v); });
+  case MathOp::Acosh: return mapFloat(name, x, false, [](float v) { return std::acosh(v); });
+  case MathOp::Atanh: return mapFloat(name, x, false, [](float v) { return std::atanh(v); });
+  case MathOp::Reciprocal: return mapFloat(name, x, false, [](float v) { return 1.0f / v; });
+  case MathOp::Softsign:
+    return mapFloat(name, x, false, [](float v) { return v / (1.0f + std::fabs(v)); });
+  case MathOp::Softplus:
+    return mapFloat(name, x, false, [](float v) {
+      return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
+    });
+  }
+  raise("unknown math op");
+}
+
+Tensor logical(LogicalOp op, const Tensor &a, const Tensor &b) {
+  const char *name = op == LogicalOp::And ? "logical_and" : op == LogicalOp::Or ? "logical_or"
+                                                                                : "logical_xor";
+  auto [x, y] = broadcastPair(name, a, b);
+  Tensor out = Tensor::empty(x.shape(), DType::Bool);
+  uint8_t *o = out.data<uint8_t>();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    bool p = x.at(i) != 0, q = y.at(i) != 0;
+    o[i] = op == LogicalOp::And ? (p && q) : op == LogicalOp::Or ? (p || q) : (p != q);
+  }
+  return out;
+}
+
+Tensor logicalNot(const Tensor &x) {
+  requireDef("logical_not", x);
+  Tensor out = Tensor::empty(x.shape(), DType::Bool);
+  uint8_t *o = out.data<uint8_t>();
+  for (int64_t i = 0; i < out.numel(); ++i)
+    o[i] = x.at(i) == 0;
+  return out;
+}
+
+Tensor isNan(const Tensor &x) {
+  return boolMap("isnan", x, [](float v, const void *) { return std::isnan(v); }, nullptr);
+}
+
+Tensor isInf(const Tensor &x, bool positive, bool negative) {
+  bool flags[2] = {positive, negative};
+  return boolMap(
+      "isinf", x,
+      [](float v, const void *c) {
+        auto *f = static_cast<const bool *>(c);
+        return std::isinf(v) && ((v > 0 && f[0]) || (v < 0 && f[1]));
+      },
+      flags);
+}
+
+Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
+  auto [x, y] = broadcastPair("mod", a, b);
+  DType t = promoteTypes(a.dtype(), b.dtype());
+  bool fl = isFloat(t);
+  Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
+  int64_t n = out.numel();
+  if (fl) {
+    float *o = out.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      double p = x.at(i), q = y.at(i);
+      double r = std::fmod(p, q);
+      if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
+        r += q;
+      o[i] = float(r);
+    }
+  } else {
+    int64_t *o = out.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i) {
+      int64_t p = int64_t(x.at(i)), q = int64_t(y.at(i));
+      if (q == 0)
+        raise("mod: integer division by zero");
+      int64_t r = p % q;
+      if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
+        r += q;
+      o[i] = r;
+    }
+  }
+  return out.dtype() == t ? out : cast(out, t);
+}
+
+// ---- Lowering -----------------------------------------------------------------
+
 namespace {
 
 Src lhsOperand(const Args &a) {

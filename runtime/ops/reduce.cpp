@@ -1,12 +1,57 @@
-//===- reduce.cpp - Lowering of the reduction family ------------*- C++ -*-===//
+//===- reduce.cpp - Kernels and lowering: reduction family ------*- C++ -*-===//
 //
 // sum, mean, max, min and prod (functions and tensor methods; axis None
-// reduces every axis), argmax/argmin, and cumsum.
+// reduces every axis), argmax/argmin, and cumsum, whose kernel lives here
+// (the others are in Reduce.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "KernelUtil.h"
 #include "Lowering.h"
 
 namespace tmg::rt {
+
+using namespace detail;
+
+// ---- Kernels ------------------------------------------------------------------
+
+Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
+  requireDef("cumsum", x);
+  int64_t r = int64_t(x.rank());
+  if (r == 0 || axis < -r || axis >= r)
+    raise("cumsum: axis {} is out of range for {}", axis, shapeStr(x.shape()));
+  if (axis < 0)
+    axis += r;
+  int64_t outer = 1, n = x.dim(size_t(axis)), inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.dim(size_t(i));
+  for (int64_t i = axis + 1; i < r; ++i)
+    inner *= x.dim(size_t(i));
+  bool fl = isFloat(x.dtype());
+  Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
+#pragma omp parallel for if (outer * inner > 4096) schedule(static)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    int64_t o = oi / inner, in = oi % inner;
+    double accF = 0;
+    int64_t accI = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t j = reverse ? n - 1 - k : k;
+      int64_t idx = (o * n + j) * inner + in;
+      double v = x.at(idx);
+      if (exclusive) {
+        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      }
+      accF += v;
+      accI += int64_t(v);
+      if (!exclusive) {
+        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      }
+    }
+  }
+  return out.dtype() == x.dtype() ? out : cast(out, x.dtype());
+}
+
+// ---- Lowering -----------------------------------------------------------------
+
 namespace {
 
 template <ReduceOp Op> StepFn lowerReduce(const Expr &e, OpKind, LowerContext &ctx) {
