@@ -125,37 +125,62 @@ Tensor elemwiseMode(const Location &loc, llvm::StringRef name, llvm::ArrayRef<Te
   return std::move(*r);
 }
 
-StepFn lowerElemwiseModule(const Expr &e, const Module &m, LowerContext &ctx) {
+namespace {
+
+/// The step of Elemwise mode `name` over the tensor nodes `ins` (the call's
+/// inputs), checked when the plan is made so an unsupported mode or a wrong
+/// number of inputs fails then.
+StepFn elemwiseStep(const Expr &e, llvm::StringRef name, llvm::ArrayRef<Node *> ins,
+                    LowerContext &ctx) {
   Location loc = Location::atExpr(e.id());
-  const Scalar &method = m.scalar("method");
-  if (!method.isString())
-    raiseAt(loc, "Elemwise needs a string method, not {}", method.repr());
-  // Checked now, so an unsupported mode fails when the plan is made.
-  const ElemwiseMode *mode = lookupElemwiseMode(method.getString());
+  const ElemwiseMode *mode = lookupElemwiseMode(name);
   if (!mode)
-    raiseAt(loc, "unknown Elemwise mode '{}'", method.getString());
-  if (e.numOutputs() != 1 || e.numArgs() != size_t(mode->arity) + 1)
+    raiseAt(loc, "unknown Elemwise mode '{}'", name.str());
+  if (e.numOutputs() != 1 || ins.size() != size_t(mode->arity))
     raiseAt(loc, "Elemwise mode {} takes {} tensor inputs and returns one tensor",
             mode->name, mode->arity);
-  ctx.readsModule(&m);
-  std::vector<uint32_t> ins;
-  for (size_t i = 1; i < e.numArgs(); ++i) {
-    Node *n = e.arg(i).node();
-    if (!n || !llvm::isa<TensorNode>(n))
-      raiseAt(loc, "Elemwise input {} is not a tensor", i - 1);
-    ins.push_back(ctx.slot(n));
+  std::vector<uint32_t> slots;
+  for (size_t i = 0; i < ins.size(); ++i) {
+    if (!ins[i] || !llvm::isa<TensorNode>(ins[i]))
+      raiseAt(loc, "Elemwise input {} is not a tensor", i);
+    slots.push_back(ctx.slot(ins[i]));
   }
-  std::vector<Tensor> probe(ins.size(), Tensor::fromFloats({}, {0}));
+  std::vector<Tensor> probe(slots.size(), Tensor::fromFloats({}, {0}));
   elemwiseMode(loc, mode->name, probe);
-  std::string name = mode->name;
+  std::string mname = mode->name;
   uint32_t o = ctx.slot(e.output(0));
-  return [ins, o, loc, name](Value *s, RunState &) {
+  return [slots, o, loc, mname](Value *s, RunState &) {
     std::vector<Tensor> args;
-    args.reserve(ins.size());
-    for (uint32_t a : ins)
+    args.reserve(slots.size());
+    for (uint32_t a : slots)
       args.push_back(s[a].tensor);
-    s[o].tensor = elemwiseMode(loc, name, args);
+    s[o].tensor = elemwiseMode(loc, mname, args);
   };
+}
+
+} // namespace
+
+StepFn lowerElemwiseModule(const Expr &e, const Module &m, LowerContext &ctx) {
+  const Scalar &method = m.scalar("method");
+  if (!method.isString())
+    raiseAt(Location::atExpr(e.id()), "Elemwise needs a string method, not {}", method.repr());
+  ctx.readsModule(&m);
+  std::vector<Node *> ins;
+  for (size_t i = 1; i < e.numArgs(); ++i)
+    ins.push_back(e.arg(i).node());
+  return elemwiseStep(e, method.getString(), ins, ctx);
+}
+
+StepFn lowerElemwiseDef(const Expr &e, OpKind, LowerContext &ctx) {
+  const TreeDef &attrs = llvm::cast<Apply>(e).attrs();
+  int64_t k = attrs.findStringKey("mode");
+  if (k < 0 || !attrs.child(size_t(k)).isConst() ||
+      !attrs.child(size_t(k)).value().isString())
+    raiseAt(Location::atExpr(e.id()), "Elemwise needs a string mode attribute");
+  std::vector<Node *> ins;
+  for (size_t i = 0; i < e.numInputs(); ++i)
+    ins.push_back(e.input(i));
+  return elemwiseStep(e, attrs.child(size_t(k)).value().getString(), ins, ctx);
 }
 
 } // namespace tmg::rt

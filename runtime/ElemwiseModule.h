@@ -16,4 +16,8 @@ Tensor elemwiseMode(const Location &loc, llvm::StringRef mode, llvm::ArrayRef<Te
 /// The step of a call of an Elemwise module (any number of tensor inputs).
 StepFn lowerElemwiseModule(const Expr &e, const Module &m, LowerContext &ctx);
 
+/// The step of the `Elemwise` op def (an Apply whose `mode` attribute names
+/// the mode, over the Apply's inputs). Registered by the elementwise family.
+StepFn lowerElemwiseDef(const Expr &e, OpKind k, LowerContext &ctx);
+
 } // namespace tmg::rt

@@ -150,41 +150,46 @@ struct Decoder {
 
 } // namespace
 
-StepFn lowerFusedOp(const Expr &e, OpKind k, LowerContext &ctx) {
+StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
   Decoder d{e, ctx};
   Act act = parseAct(d.string("activation"), e);
   int64_t x = d.slot("inp"), w = d.slot("weight"), b = d.slot("bias", true);
   uint32_t o = ctx.slot(e.output(0));
-  if (k == OpKind::Conv2dAct) {
-    if (d.string("conv_mode") != "cross_correlation")
-      d.fail("only conv_mode='cross_correlation' is supported");
-    Conv2dParams p;
-    p.stride = d.pair("stride");
-    p.padding = d.pair("padding");
-    p.dilation = d.pair("dilation");
-    auto g = d.ints("groups");
-    if (g.size() != 1)
-      d.fail("'groups' must be one integer");
-    p.groups = g[0];
-    p.activation = epilogue(act);
-    // A weight read by getattr (the usual case) is packed once per plan.
-    std::shared_ptr<WeightPack> pack;
-    if (auto a = e.namedArg("weight"); a && a->node() && a->node()->expr() &&
-                                       (llvm::isa<GetAttr>(a->node()->expr()) ||
-                                        llvm::isa<Constant>(a->node()->expr())))
-      pack = std::make_shared<WeightPack>(p.groups);
-    return [x, w, b, o, p, act, pack](Value *s, RunState &) {
-      Conv2dParams q = p;
-      std::shared_ptr<const PackedConvWeight> pw;
-      if (pack) {
-        pw = pack->get(s[w].tensor);
-        q.packed = pw.get();
-      }
-      Tensor y = conv2d(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), q);
-      applyTail(y, act);
-      s[o].tensor = std::move(y);
-    };
-  }
+  if (d.string("conv_mode") != "cross_correlation")
+    d.fail("only conv_mode='cross_correlation' is supported");
+  Conv2dParams p;
+  p.stride = d.pair("stride");
+  p.padding = d.pair("padding");
+  p.dilation = d.pair("dilation");
+  auto g = d.ints("groups");
+  if (g.size() != 1)
+    d.fail("'groups' must be one integer");
+  p.groups = g[0];
+  p.activation = epilogue(act);
+  // A weight read by getattr (the usual case) is packed once per plan.
+  std::shared_ptr<WeightPack> pack;
+  if (auto a = e.namedArg("weight"); a && a->node() && a->node()->expr() &&
+                                     (llvm::isa<GetAttr>(a->node()->expr()) ||
+                                      llvm::isa<Constant>(a->node()->expr())))
+    pack = std::make_shared<WeightPack>(p.groups);
+  return [x, w, b, o, p, act, pack](Value *s, RunState &) {
+    Conv2dParams q = p;
+    std::shared_ptr<const PackedConvWeight> pw;
+    if (pack) {
+      pw = pack->get(s[w].tensor);
+      q.packed = pw.get();
+    }
+    Tensor y = conv2d(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), q);
+    applyTail(y, act);
+    s[o].tensor = std::move(y);
+  };
+}
+
+StepFn lowerLinearAct(const Expr &e, OpKind, LowerContext &ctx) {
+  Decoder d{e, ctx};
+  Act act = parseAct(d.string("activation"), e);
+  int64_t x = d.slot("inp"), w = d.slot("weight"), b = d.slot("bias", true);
+  uint32_t o = ctx.slot(e.output(0));
   return [x, w, b, o, act](Value *s, RunState &) {
     Tensor y = linear(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), epilogue(act));
     applyTail(y, act);

@@ -1,0 +1,97 @@
+//===- reduce.cpp - Kernels and lowering: reduction family ------*- C++ -*-===//
+//
+// sum, mean, max, min and prod (functions and tensor methods; axis None
+// reduces every axis), argmax/argmin, and cumsum, whose kernel lives here
+// (the others are in Reduce.cpp).
+//
+//===----------------------------------------------------------------------===//
+#include "KernelUtil.h"
+#include "Lowering.h"
+
+namespace tmg::rt {
+
+using namespace detail;
+
+// ---- Kernels ------------------------------------------------------------------
+
+Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
+  requireDef("cumsum", x);
+  int64_t r = int64_t(x.rank());
+  if (r == 0 || axis < -r || axis >= r)
+    raise("cumsum: axis {} is out of range for {}", axis, shapeStr(x.shape()));
+  if (axis < 0)
+    axis += r;
+  int64_t outer = 1, n = x.dim(size_t(axis)), inner = 1;
+  for (int64_t i = 0; i < axis; ++i)
+    outer *= x.dim(size_t(i));
+  for (int64_t i = axis + 1; i < r; ++i)
+    inner *= x.dim(size_t(i));
+  bool fl = isFloat(x.dtype());
+  Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
+#pragma omp parallel for if (outer * inner > 4096) schedule(static)
+  for (int64_t oi = 0; oi < outer * inner; ++oi) {
+    int64_t o = oi / inner, in = oi % inner;
+    double accF = 0;
+    int64_t accI = 0;
+    for (int64_t k = 0; k < n; ++k) {
+      int64_t j = reverse ? n - 1 - k : k;
+      int64_t idx = (o * n + j) * inner + in;
+      double v = x.at(idx);
+      if (exclusive) {
+        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      }
+      accF += v;
+      accI += int64_t(v);
+      if (!exclusive) {
+        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      }
+    }
+  }
+  return out.dtype() == x.dtype() ? out : cast(out, x.dtype());
+}
+
+// ---- Lowering -----------------------------------------------------------------
+
+namespace {
+
+template <ReduceOp Op> StepFn lowerReduce(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> axes = a.axes("axis");
+  bool keep = a.boolean("keepdims");
+  return unaryStep(a.first(), outSlot(e, ctx), [axes, keep](const Tensor &x) {
+    return reduce(Op, x, axes, keep);
+  });
+}
+
+template <bool Max> StepFn lowerArgReduce(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> axes = a.axes("axis");
+  bool keep = a.boolean("keepdims");
+  return unaryStep(a.tensor("inp"), outSlot(e, ctx), [axes, keep](const Tensor &x) {
+    return Max ? argmax(x, axes, keep) : argmin(x, axes, keep);
+  });
+}
+
+StepFn lowerCumsum(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  int64_t axis = a.integer("axis");
+  bool ex = a.boolean("exclusive"), rev = a.boolean("reverse");
+  return unaryStep(a.tensor("inp"), outSlot(e, ctx),
+                   [axis, ex, rev](const Tensor &t) { return cumsum(t, axis, ex, rev); });
+}
+
+} // namespace
+
+void registerReduceLowering(LowerTable &t) {
+  using K = OpKind;
+  t.add("reduce", {K::Sum, K::MSum}, lowerReduce<ReduceOp::Sum>);
+  t.add("reduce", {K::Mean, K::MMean}, lowerReduce<ReduceOp::Mean>);
+  t.add("reduce", {K::Max, K::MMax}, lowerReduce<ReduceOp::Max>);
+  t.add("reduce", {K::Min, K::MMin}, lowerReduce<ReduceOp::Min>);
+  t.add("reduce", {K::Prod, K::MProd}, lowerReduce<ReduceOp::Prod>);
+  t.add("reduce", {K::Argmax}, lowerArgReduce<true>);
+  t.add("reduce", {K::Argmin}, lowerArgReduce<false>);
+  t.add("reduce", {K::Cumsum}, lowerCumsum);
+}
+
+} // namespace tmg::rt

@@ -1,0 +1,181 @@
+//===- shape.cpp - Lowering of the shape family -----------------*- C++ -*-===//
+//
+// Reshapes, flatten, transpose, broadcast_to, squeeze and expand_dims make
+// views where the layout allows (their operand is read as a view); concat,
+// stack, split and pad copy. The GetVarShape op def (what `x.shape`
+// records) yields the shape as an int32 tensor.
+//
+//===----------------------------------------------------------------------===//
+#include "Lowering.h"
+
+namespace tmg::rt {
+namespace {
+
+/// The integers of a method's positional arguments after `self`
+/// (`x.reshape(2, 3)` or `x.reshape((2, 3))`).
+std::vector<int64_t> methodInts(const Args &a, llvm::StringRef what) {
+  const Expr &e = a.expr();
+  std::vector<int64_t> out;
+  for (size_t i = 1; i < e.numArgs(); ++i) {
+    auto v = Args::ints(e.arg(i).def, a, what);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
+StepFn lowerReshape(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> shape = a.ints("target_shape");
+  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+                   [shape](const Tensor &x) { return reshape(x, shape); });
+}
+
+StepFn lowerMReshape(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> shape = methodInts(a, "shape");
+  return unaryStep(a.tensor("self").asView(), outSlot(e, ctx),
+                   [shape](const Tensor &x) { return reshape(x, shape); });
+}
+
+StepFn lowerFlatten(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  int64_t s0 = a.integer("start_axis"), s1 = a.integer("end_axis");
+  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+                   [s0, s1](const Tensor &x) { return flatten(x, s0, s1); });
+}
+
+StepFn lowerMFlatten(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  return unaryStep(a.tensor("self").asView(), outSlot(e, ctx),
+                   [](const Tensor &x) { return flatten(x, 0, -1); });
+}
+
+StepFn lowerTranspose(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> perm = a.ints("pattern");
+  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+                   [perm](const Tensor &x) { return transpose(x, perm); });
+}
+
+StepFn lowerMTranspose(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> perm = methodInts(a, "pattern");
+  return unaryStep(a.tensor("self").asView(), outSlot(e, ctx),
+                   [perm](const Tensor &x) { return transpose(x, perm); });
+}
+
+StepFn lowerBroadcastTo(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> shape = a.ints("shape");
+  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+                   [shape](const Tensor &x) { return broadcastTo(x, shape); });
+}
+
+StepFn lowerSqueeze(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> axes = a.axes("axis");
+  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+                   [axes](const Tensor &x) { return squeeze(x, axes); });
+}
+
+StepFn lowerExpandDims(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> axes = a.ints("axis");
+  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+                   [axes](const Tensor &x) { return expandDims(x, axes); });
+}
+
+/// concat and stack of a list of tensors.
+template <bool Stack> StepFn lowerJoin(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<Src> xs = a.list("inps");
+  int64_t axis = a.integer("axis");
+  uint32_t o = outSlot(e, ctx);
+  return [xs, axis, o](Value *s, RunState &) {
+    std::vector<Tensor> ts;
+    ts.reserve(xs.size());
+    for (const Src &x : xs)
+      ts.push_back(x.get(s));
+    s[o].tensor = Stack ? stack(ts, axis) : concat(ts, axis);
+  };
+}
+
+StepFn lowerSplit(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  TreeDef ns = a.constant("nsplits_or_sections");
+  int64_t axis = a.integer("axis");
+  Src x = a.tensor("inp");
+  std::vector<uint32_t> outs;
+  for (size_t i = 0; i < e.numOutputs(); ++i)
+    outs.push_back(outSlot(e, ctx, i));
+  bool equal = ns.isConst();
+  std::vector<int64_t> v = Args::ints(ns, a, "nsplits_or_sections");
+  return [x, outs, equal, v, axis](Value *s, RunState &) {
+    std::vector<Tensor> parts = equal ? split(x.get(s), v[0], axis) : splitAt(x.get(s), v, axis);
+    if (parts.size() != outs.size())
+      raise("split produced {} parts for {} outputs", parts.size(), outs.size());
+    for (size_t i = 0; i < outs.size(); ++i)
+      s[outs[i]].tensor = std::move(parts[i]);
+  };
+}
+
+PadMode padMode(const std::string &m, const Args &a) {
+  if (m == "constant")
+    return PadMode::Constant;
+  if (m == "reflect")
+    return PadMode::Reflect;
+  if (m == "edge" || m == "replicate")
+    return PadMode::Edge;
+  a.fail(fmt::format("unsupported pad mode '{}'", m));
+}
+
+StepFn lowerPad(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<std::pair<int64_t, int64_t>> pw;
+  TreeDef t = a.constant("pad_width");
+  for (size_t i = 0; i < t.numChildren(); ++i) {
+    auto v = Args::ints(t.child(i), a, "pad_width");
+    if (v.size() != 2)
+      a.fail("pad_width needs (before, after) pairs");
+    pw.emplace_back(v[0], v[1]);
+  }
+  PadMode mode = padMode(a.string("mode"), a);
+  double value = a.number("constant_value");
+  return unaryStep(a.tensor("src"), outSlot(e, ctx),
+                   [pw, mode, value](const Tensor &x) { return pad(x, pw, mode, value); });
+}
+
+/// `GetVarShape(x)`: x's shape as a 1-d int32 tensor.
+StepFn lowerGetVarShape(const Expr &e, OpKind, LowerContext &ctx) {
+  if (e.numInputs() != 1 || e.numOutputs() != 1)
+    raiseAt(Location::atExpr(e.id()), "the runtime does not implement op def '{}'",
+            llvm::cast<Apply>(e).opdef().name().str());
+  uint32_t x = ctx.slot(e.input(0)), o = ctx.slot(e.output(0));
+  return [x, o](Value *s, RunState &) {
+    const Tensor &t = s[x].tensor;
+    std::vector<int64_t> dims(t.shape().begin(), t.shape().end());
+    s[o].tensor = Tensor::fromInts({int64_t(dims.size())}, dims, DType::Int32);
+  };
+}
+
+} // namespace
+
+void registerShapeLowering(LowerTable &t) {
+  using K = OpKind;
+  t.add("shape", {K::Reshape}, lowerReshape);
+  t.add("shape", {K::MReshape}, lowerMReshape);
+  t.add("shape", {K::Flatten}, lowerFlatten);
+  t.add("shape", {K::MFlatten}, lowerMFlatten);
+  t.add("shape", {K::Transpose}, lowerTranspose);
+  t.add("shape", {K::MTranspose}, lowerMTranspose);
+  t.add("shape", {K::BroadcastTo}, lowerBroadcastTo);
+  t.add("shape", {K::Squeeze}, lowerSqueeze);
+  t.add("shape", {K::ExpandDims}, lowerExpandDims);
+  t.add("shape", {K::Concat}, lowerJoin<false>);
+  t.add("shape", {K::Stack}, lowerJoin<true>);
+  t.add("shape", {K::Split}, lowerSplit);
+  t.add("shape", {K::Pad}, lowerPad);
+  t.add("shape", {K::GetVarShape}, lowerGetVarShape);
+}
+
+} // namespace tmg::rt

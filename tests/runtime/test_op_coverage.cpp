@@ -1,0 +1,92 @@
+//===- test_op_coverage.cpp - The runtime's lowering table ------*- C++ -*-===//
+//
+// The lowering table lists each op under its Ops.def family, covers the ops
+// the interpreter runs, and an op without a lowering fails with an error
+// naming it; the op defs (GetVarShape, Elemwise, Copy) run through the same
+// table.
+//
+//===----------------------------------------------------------------------===//
+#include <algorithm>
+
+#include "tm/ir/Builder.h"
+#include "tm/ir/OpTable.h"
+#include "tm/ir/TracedModule.h"
+#include "tm/runtime/Interpreter.h"
+#include "tm/runtime/OpCoverage.h"
+
+using namespace tmg;
+using namespace tmg::rt;
+
+namespace {
+bool hasKernel(OpKind k) {
+  std::vector<OpKind> missing = opsWithoutKernel();
+  return std::find(missing.begin(), missing.end(), k) == missing.end();
+}
+} // namespace
+
+TEST_CASE("the runtime table files each op under its family", "[runtime][coverage]") {
+  CHECK(kernelFamily(OpKind::Conv2d) == "conv");
+  CHECK(kernelFamily(OpKind::ConvNd) == "conv");
+  CHECK(kernelFamily(OpKind::Add) == "elementwise");
+  CHECK(kernelFamily(OpKind::Relu) == "activation");
+  CHECK(kernelFamily(OpKind::GetVarShape) == "shape");
+  for (OpKind k : allOpKinds())
+    if (hasKernel(k))
+      CHECK(kernelFamily(k) == op(k).family());
+    else
+      CHECK(kernelFamily(k).empty());
+}
+
+TEST_CASE("ops the runtime runs have a kernel", "[runtime][coverage]") {
+  for (OpKind k : {OpKind::Add, OpKind::MAdd, OpKind::MRSub, OpKind::Conv2d, OpKind::Relu,
+                   OpKind::GetVarShape, OpKind::Linear, OpKind::MaxPool2d, OpKind::Softmax,
+                   OpKind::Sum, OpKind::Reshape, OpKind::MGetItem, OpKind::Zeros,
+                   OpKind::Interpolate, OpKind::FakeQuantize, OpKind::Conv2dAct,
+                   OpKind::LinearAct, OpKind::ScatterNd, OpKind::ResizeNd}) {
+    INFO(opKindName(k));
+    CHECK(hasKernel(k));
+  }
+  std::vector<OpKind> missing = opsWithoutKernel();
+  CHECK(missing.size() < kNumOpKinds);
+  CHECK(std::is_sorted(missing.begin(), missing.end()));
+}
+
+TEST_CASE("an op without a kernel is named in the error", "[runtime][coverage]") {
+  REQUIRE(!hasKernel(OpKind::FloorDiv));
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}, {"y", Shape{3}}});
+  b.finish(b.callFunction("floor_div", {b.arg(0), b.arg(1)}));
+  Interpreter interp(*tm);
+  CHECK_THROWS_WITH(interp.run({Tensor::zeros({3}), Tensor::zeros({3})}),
+                    Catch::Contains("the runtime does not implement 'elemwise.floor_div'"));
+}
+
+TEST_CASE("GetVarShape runs through the table", "[runtime][coverage]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 5, 7}}});
+  b.finish(b.apply(op(OpKind::GetVarShape), {b.arg(0)})[0]);
+  Interpreter interp(*tm);
+  RunResult r = interp.run({Tensor::zeros({2, 5, 7})});
+  REQUIRE(r.outputs.size() == 1);
+  const Tensor &s = r.outputs[0];
+  CHECK(s.dtype() == DType::Int32);
+  REQUIRE(s.numel() == 3);
+  CHECK(s.at(0) == 2);
+  CHECK(s.at(1) == 5);
+  CHECK(s.at(2) == 7);
+}
+
+TEST_CASE("the Elemwise and Copy op defs run through the table", "[runtime][coverage]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}, {"y", Shape{3}}});
+  Node *sum = b.apply(op(OpKind::ElemwiseDef), {b.arg(0), b.arg(1)}, 1,
+                      TreeDef::dict({{Scalar("mode"), TreeDef::constant(Scalar("ADD"))}}))[0];
+  Node *copy = b.apply(op(OpKind::CopyDef), {sum})[0];
+  b.finish(copy);
+  Interpreter interp(*tm);
+  RunResult r =
+      interp.run({Tensor::fromFloats({3}, {1, 2, 3}), Tensor::fromFloats({3}, {10, 20, 30})});
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(r.outputs[0].at(0) == 11);
+  CHECK(r.outputs[0].at(2) == 33);
+}
