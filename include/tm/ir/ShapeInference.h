@@ -4,21 +4,25 @@
 // inputs have known types (and whose constant arguments are known), compute
 // the dtype and shape of each output, as tracing records them. The builder
 // uses it for every call it creates; readers and passes can call it to
-// re-derive types after an edit.
+// re-derive types after an edit. Each op's rule lives in its family's file,
+// ir/ops/<family>.cpp.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <vector>
 
 #include <llvm/ADT/SmallVector.h>
+#include <llvm/ADT/StringRef.h>
 
 #include "tm/ir/Tensor.h"
 
 namespace tmg {
 
 class Expr;
+enum class OpKind : uint16_t;
 
 /// A tensor's static type; either part may be unknown.
 struct TensorType {
@@ -39,5 +43,13 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
 /// tmg::Error naming the expr, op and shapes when the known types do not fit
 /// (e.g. a conv whose input channels do not match its weight).
 std::optional<TensorTypes> inferTypes(const Expr &e);
+
+/// The builtin ops without a shape rule (calls of them stay untyped), in
+/// Ops.def order.
+std::vector<OpKind> opsWithoutShapeRule();
+
+/// The family whose file (ir/ops/<family>.cpp) holds the shape rule of `k`;
+/// empty when `k` has none.
+llvm::StringRef shapeRuleFamily(OpKind k);
 
 } // namespace tmg

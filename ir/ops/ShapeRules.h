@@ -1,0 +1,140 @@
+//===- ShapeRules.h - What op shape rules are written with ------*- C++ -*-===//
+//
+// Private to the IR layer. A shape rule computes an op's output types from
+// the expr being inferred, seen through a ShapeContext (its operands, its
+// constant arguments, failure reporting). Each op family registers its rules
+// in `ir/ops/<family>.cpp` through its `register<Family>ShapeRules`, and
+// `inferTypes` (ShapeInference.cpp) finds them in one ShapeRuleTable. The
+// helpers a family shares with the builtin-module rules (conv, pool and
+// flatten arithmetic) are declared here too.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <llvm/ADT/StringRef.h>
+
+#include "tm/ir/Expr.h"
+#include "tm/ir/OpTable.h"
+#include "tm/ir/ShapeInference.h"
+
+namespace tmg::shapes {
+
+using Types = std::optional<TensorTypes>;
+
+/// A tensor operand, or a Python scalar (weakly typed, shape ()).
+struct Operand {
+  std::optional<Shape> shape;
+  std::optional<DType> dtype;
+  bool weak = false;
+};
+
+/// The int of a constant TreeDef.
+std::optional<int64_t> intOf(const TreeDef &t);
+/// An int, or a tuple or list of ints.
+std::optional<std::vector<int64_t>> intsOf(const TreeDef &t);
+bool isNoneDef(const TreeDef &t);
+/// An int or an (a, b) pair, as conv and pool parameters are given.
+std::optional<std::pair<int64_t, int64_t>> pairOf(const TreeDef &t);
+/// The result dtype of a binary op on `a` and `b` (both dtypes known); a
+/// weak Python scalar takes the other operand's dtype.
+DType promote(const Operand &a, const Operand &b);
+
+/// The expr whose output types are inferred, with what rules read of it.
+class ShapeContext {
+public:
+  /// `name` is what failures name (the op or module type); it refers to a
+  /// schema or module type, which outlive the inference.
+  ShapeContext(const Expr &e, llvm::StringRef name) : e_(e), name_(name) {}
+
+  const Expr &expr() const { return e_; }
+
+  /// Throws tmg::Error at the expr, naming the op.
+  [[noreturn]] void fail(const std::string &msg) const;
+
+  /// One output of shape `s` and dtype `t`.
+  Types one(std::optional<Shape> s, std::optional<DType> t) const {
+    // Not an initializer list: that would copy the shape once more.
+    TensorTypes v;
+    v.push_back(TensorType{std::move(s), t});
+    return v;
+  }
+
+  std::optional<ArgRef> arg(llvm::StringRef name) const {
+    return e_.namedArg(name);
+  }
+
+  /// A tensor node as an operand (nullopt for other nodes).
+  static std::optional<Operand> operand(const Node *n);
+  /// An argument as an operand: a tensor node or a constant Python scalar.
+  std::optional<Operand> operand(const std::optional<ArgRef> &a) const;
+  /// The receiver or first tensor argument.
+  std::optional<Operand> first() const;
+  /// Argument `name` when it is a constant (holds no node).
+  std::optional<TreeDef> constArg(llvm::StringRef name) const;
+
+  /// The type of the first argument (unary elementwise ops).
+  Types same() const;
+  /// A broadcasting binary op on (x, y) or (self, value): bool results for
+  /// predicates (`toBool`), float ones for true division (`toFloat`).
+  Types binary(bool toBool, bool toFloat) const;
+
+  /// `a` in [-rank, rank), made non-negative.
+  int64_t normAxis(int64_t a, size_t rank) const;
+  /// Output spatial size of a conv or pool.
+  int64_t window(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
+                 const char *what) const;
+  /// Tensor operands of a list argument (concat, stack).
+  std::optional<std::vector<Operand>> listOperands(llvm::StringRef name) const;
+
+private:
+  const Node *firstPositionalNode() const;
+
+  const Expr &e_;
+  llvm::StringRef name_;
+};
+
+/// A shape rule: the output types of an expr of op `k`, nullopt when an
+/// input type it needs is unknown.
+using ShapeRule = Types (*)(const ShapeContext &c, OpKind k);
+using ShapeRuleTable = OpTable<ShapeRule>;
+
+/// The rules of every builtin op that has one, built once.
+const ShapeRuleTable &shapeRuleTable();
+
+void registerElementwiseShapeRules(ShapeRuleTable &t);
+void registerActivationShapeRules(ShapeRuleTable &t);
+void registerLinalgShapeRules(ShapeRuleTable &t);
+void registerConvShapeRules(ShapeRuleTable &t);
+void registerPoolShapeRules(ShapeRuleTable &t);
+void registerNormShapeRules(ShapeRuleTable &t);
+void registerReduceShapeRules(ShapeRuleTable &t);
+void registerShapeShapeRules(ShapeRuleTable &t);
+void registerIndexShapeRules(ShapeRuleTable &t);
+void registerCreationShapeRules(ShapeRuleTable &t);
+void registerResizeShapeRules(ShapeRuleTable &t);
+void registerQuantShapeRules(ShapeRuleTable &t);
+
+/// Conv or transposed conv over `spatial` dims (conv.cpp; also the Conv2d
+/// and ConvTranspose2d modules).
+Types convShape(const ShapeContext &c, const std::optional<Operand> &x,
+                const std::optional<Operand> &w, size_t spatial, TreeDef stride,
+                TreeDef pad, TreeDef dil, int64_t groups, bool transposed,
+                TreeDef outPad = TreeDef::constant(Scalar(0)));
+/// 2-d max or average pooling of NCHW `x` (pool.cpp; also the pool modules).
+Types poolShape(const ShapeContext &c, const std::optional<Operand> &x,
+                TreeDef kernel, TreeDef stride, TreeDef pad);
+/// Axes start..end (inclusive, negatives from the end) merged into one
+/// (shape.cpp; also the Flatten module).
+Types flattenShape(const ShapeContext &c, const std::optional<Operand> &x,
+                   int64_t start, int64_t end);
+/// The N-d window ops with ONNX-style paddings: conv_nd, conv_transpose_nd
+/// (conv family), max_pool_nd and avg_pool_nd (pool family).
+Types windowNdShape(const ShapeContext &c, OpKind k);
+
+} // namespace tmg::shapes

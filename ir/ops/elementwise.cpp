@@ -1,0 +1,94 @@
+//===- elementwise.cpp - Shape rules of the elementwise ops ---------------===//
+//
+// Output types of the elementwise family: broadcasting binary arithmetic,
+// predicates (bool results), unary math that keeps its input's type, where,
+// and astype.
+//
+//===----------------------------------------------------------------------===//
+#include "ShapeRules.h"
+
+namespace tmg::shapes {
+namespace {
+
+Types arithmetic(const ShapeContext &c, OpKind) {
+  return c.binary(false, false);
+}
+Types trueDivision(const ShapeContext &c, OpKind) {
+  return c.binary(false, true);
+}
+Types predicate(const ShapeContext &c, OpKind) { return c.binary(true, false); }
+Types sameType(const ShapeContext &c, OpKind) { return c.same(); }
+
+/// Unary predicates: the input's shape, bool.
+Types unaryPredicate(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  return x ? c.one(std::move(x->shape), DType::Bool) : std::nullopt;
+}
+
+/// The broadcast of mask, x and y; the promoted dtype of x and y.
+Types where(const ShapeContext &c, OpKind) {
+  auto m = c.operand(c.arg("mask")), x = c.operand(c.arg("x")),
+       y = c.operand(c.arg("y"));
+  if (!m || !x || !y || !m->shape || !x->shape || !y->shape)
+    return std::nullopt;
+  auto s = broadcastShapes(*m->shape, *x->shape);
+  if (s)
+    s = broadcastShapes(*s, *y->shape);
+  if (!s)
+    c.fail(fmt::format("shapes {}, {} and {} do not broadcast",
+                       shapeStr(*m->shape), shapeStr(*x->shape),
+                       shapeStr(*y->shape)));
+  return c.one(s, x->dtype && y->dtype ? std::optional<DType>(promote(*x, *y))
+                                       : std::nullopt);
+}
+
+/// x.astype(dtype): x's shape, the named dtype.
+Types astype(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  auto dt = c.constArg("dtype");
+  if (!x || !dt || !dt->isConst() || !dt->value().isString())
+    return std::nullopt;
+  auto t = parseDType(dt->value().getString());
+  if (!t)
+    c.fail(fmt::format("unknown dtype '{}'", dt->value().getString()));
+  return c.one(std::move(x->shape), t);
+}
+
+} // namespace
+
+void registerElementwiseShapeRules(ShapeRuleTable &t) {
+  t.add("elementwise",
+        {OpKind::Add,     OpKind::Sub,     OpKind::Mul,       OpKind::Pow,
+         OpKind::Maximum, OpKind::Minimum, OpKind::Mod,       OpKind::FloorDiv,
+         OpKind::Fmod,    OpKind::MAdd,    OpKind::MRAdd,     OpKind::MIAdd,
+         OpKind::MSub,    OpKind::MRSub,   OpKind::MISub,     OpKind::MMul,
+         OpKind::MRMul,   OpKind::MIMul,   OpKind::MFloorDiv, OpKind::MMod,
+         OpKind::MPow,    OpKind::MRPow},
+        arithmetic);
+  t.add("elementwise",
+        {OpKind::Div, OpKind::MTrueDiv, OpKind::MRTrueDiv, OpKind::MITrueDiv},
+        trueDivision);
+  t.add("elementwise",
+        {OpKind::Equal, OpKind::NotEqual, OpKind::Less, OpKind::LessEqual,
+         OpKind::Greater, OpKind::GreaterEqual, OpKind::LogicalAnd,
+         OpKind::LogicalOr, OpKind::LogicalXor, OpKind::MEq, OpKind::MNe,
+         OpKind::MLt, OpKind::MLe, OpKind::MGt, OpKind::MGe, OpKind::MAnd,
+         OpKind::MOr},
+        predicate);
+  t.add("elementwise", {OpKind::LogicalNot, OpKind::IsNan, OpKind::IsInf},
+        unaryPredicate);
+  t.add("elementwise",
+        {OpKind::Neg,   OpKind::Abs,        OpKind::Exp,    OpKind::Log,
+         OpKind::Sqrt,  OpKind::Rsqrt,      OpKind::Erf,    OpKind::Tanh,
+         OpKind::Sin,   OpKind::Cos,        OpKind::Floor,  OpKind::Ceil,
+         OpKind::Round, OpKind::Clip,       OpKind::Sign,   OpKind::Tan,
+         OpKind::Asin,  OpKind::Reciprocal, OpKind::Acos,   OpKind::Atan,
+         OpKind::Sinh,  OpKind::Cosh,       OpKind::Asinh,  OpKind::Acosh,
+         OpKind::Atanh, OpKind::Copy,       OpKind::MNeg,   OpKind::MPos,
+         OpKind::MAbs,  OpKind::MInvert,    OpKind::MDetach},
+        sameType);
+  t.add("elementwise", {OpKind::Where}, where);
+  t.add("elementwise", {OpKind::MAstype}, astype);
+}
+
+} // namespace tmg::shapes

@@ -1,0 +1,148 @@
+//===- index.cpp - Shape rules of the indexing ops ------------------------===//
+//
+// Output types of the index family: embedding, gather and take (shaped by
+// their indices), scatters and __setitem__ (their input's type), and
+// __getitem__ with constant ints, slices, Ellipsis and None.
+//
+//===----------------------------------------------------------------------===//
+#include "ShapeRules.h"
+
+#include <algorithm>
+
+namespace tmg::shapes {
+namespace {
+
+/// The indices' shape plus weight's embedding dim; weight's dtype.
+Types embedding(const ShapeContext &c, OpKind) {
+  auto x = c.operand(c.arg("inp")), w = c.operand(c.arg("weight"));
+  if (!x || !w || !x->shape || !w->shape || w->shape->size() != 2)
+    return std::nullopt;
+  Shape out = *x->shape;
+  out.push_back((*w->shape)[1]);
+  return c.one(out, w->dtype);
+}
+
+Types gather(const ShapeContext &c, OpKind) {
+  auto x = c.first(), idx = c.operand(c.arg("index"));
+  return x && idx ? c.one(idx->shape, x->dtype) : std::nullopt;
+}
+
+/// take: the input's axis replaced by the indices' dims.
+Types take(const ShapeContext &c, OpKind) {
+  auto x = c.first(), idx = c.operand(c.arg("indices"));
+  auto ax = c.constArg("axis");
+  std::optional<int64_t> a;
+  if (ax)
+    a = intOf(*ax);
+  if (!x || !idx || !x->shape || !idx->shape || !a)
+    return std::nullopt;
+  int64_t a0 = a.value(), r = int64_t(x->shape->size()),
+          axis = a0 < 0 ? a0 + r : a0;
+  if (axis < 0 || axis >= r)
+    c.fail(
+        fmt::format("axis {} is out of range for {}", a0, shapeStr(*x->shape)));
+  Shape out(x->shape->begin(), x->shape->begin() + axis);
+  out.append(idx->shape->begin(), idx->shape->end());
+  out.append(x->shape->begin() + axis + 1, x->shape->end());
+  return c.one(out, x->dtype);
+}
+
+/// The length of dim `n` sliced by `it` (a constant Slice TreeDef), or
+/// nullopt when a bound is not a constant int or None.
+std::optional<int64_t> sliceLength(const ShapeContext &c, const TreeDef &it,
+                                   int64_t n) {
+  auto part = [&](size_t i) -> std::optional<std::optional<int64_t>> {
+    const TreeDef &p = it.child(i);
+    if (isNoneDef(p))
+      return std::optional<int64_t>();
+    if (auto v = intOf(p))
+      return std::optional<int64_t>(*v);
+    return std::nullopt;
+  };
+  auto b = part(0), en = part(1), st = part(2);
+  if (!b || !en || !st)
+    return std::nullopt;
+  int64_t step = st->value_or(1);
+  if (step == 0)
+    c.fail("slice step cannot be zero");
+  auto clampIdx = [&](std::optional<int64_t> v, int64_t dflt) {
+    if (!v)
+      return dflt;
+    int64_t r = *v < 0 ? *v + n : *v;
+    return step > 0 ? std::clamp<int64_t>(r, 0, n)
+                    : std::clamp<int64_t>(r, -1, n - 1);
+  };
+  int64_t s0 = clampIdx(*b, step > 0 ? 0 : n - 1);
+  int64_t s1 = clampIdx(*en, step > 0 ? n : -1);
+  return step > 0 ? std::max<int64_t>(0, (s1 - s0 + step - 1) / step)
+                  : std::max<int64_t>(0, (s0 - s1 - step - 1) / -step);
+}
+
+/// Basic indexing with constant ints, slices, Ellipsis and None.
+Types getitem(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  auto idx = c.constArg("index");
+  if (!x || !x->shape || !idx)
+    return std::nullopt;
+  std::vector<TreeDef> items;
+  if (idx->kind() == TreeDef::Kind::Tuple)
+    for (size_t i = 0; i < idx->numChildren(); ++i)
+      items.push_back(idx->child(i));
+  else
+    items.push_back(*idx);
+  const Shape &xs = *x->shape;
+  size_t consumed = 0;
+  for (const auto &it : items)
+    if (!(it.isConst() &&
+          (it.value().isNone() || it.value().kind() == Scalar::Kind::Ellipsis)))
+      ++consumed;
+  if (consumed > xs.size())
+    c.fail(fmt::format("too many indices for {}", shapeStr(xs)));
+  Shape out;
+  size_t dim = 0;
+  for (const auto &it : items) {
+    if (it.isConst() && it.value().kind() == Scalar::Kind::Ellipsis) {
+      size_t skip = xs.size() - consumed;
+      for (size_t i = 0; i < skip; ++i)
+        out.push_back(xs[dim++]);
+      consumed = xs.size();
+      continue;
+    }
+    if (it.isConst() && it.value().isNone()) {
+      out.push_back(1);
+      continue;
+    }
+    if (auto i = intOf(it)) {
+      if (*i < -xs[dim] || *i >= xs[dim])
+        c.fail(fmt::format("index {} is out of range for dim {} of {}", *i, dim,
+                           shapeStr(xs)));
+      ++dim;
+      continue;
+    }
+    if (it.kind() == TreeDef::Kind::Slice) {
+      auto len = sliceLength(c, it, xs[dim]);
+      if (!len)
+        return std::nullopt;
+      out.push_back(*len);
+      ++dim;
+      continue;
+    }
+    return std::nullopt; // tensor indices: data dependent
+  }
+  for (; dim < xs.size(); ++dim)
+    out.push_back(xs[dim]);
+  return c.one(out, x->dtype);
+}
+
+} // namespace
+
+void registerIndexShapeRules(ShapeRuleTable &t) {
+  t.add("index", {OpKind::Embedding}, embedding);
+  t.add("index", {OpKind::Gather}, gather);
+  t.add("index", {OpKind::Take}, take);
+  t.add("index", {OpKind::MGetItem}, getitem);
+  t.add("index", {OpKind::Scatter, OpKind::ScatterNd, OpKind::MSetItem},
+        [](const ShapeContext &c, OpKind) { return c.same(); });
+}
+
+} // namespace tmg::shapes

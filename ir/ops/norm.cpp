@@ -1,0 +1,18 @@
+//===- norm.cpp - Shape rules of the normalisation ops --------------------===//
+//
+// Output types of the norm family: softmax, log-softmax, batch and layer
+// norm keep their input's shape and dtype.
+//
+//===----------------------------------------------------------------------===//
+#include "ShapeRules.h"
+
+namespace tmg::shapes {
+
+void registerNormShapeRules(ShapeRuleTable &t) {
+  t.add("norm",
+        {OpKind::Softmax, OpKind::LogSoftmax, OpKind::BatchNorm,
+         OpKind::LayerNorm},
+        [](const ShapeContext &c, OpKind) { return c.same(); });
+}
+
+} // namespace tmg::shapes

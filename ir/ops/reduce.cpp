@@ -1,0 +1,58 @@
+//===- reduce.cpp - Shape rules of the reductions -------------------------===//
+//
+// Output types of the reduce family: sum, mean, max, min and prod over
+// given axes (or all), keeping reduced dims as 1 on request; argmax and
+// argmin the same with an int64 result; cumsum keeps its input's type.
+//
+//===----------------------------------------------------------------------===//
+#include "ShapeRules.h"
+
+namespace tmg::shapes {
+namespace {
+
+Types reduceShape(const ShapeContext &c, bool toIndex) {
+  auto x = c.first();
+  auto ax = c.constArg("axis");
+  auto kd = c.constArg("keepdims");
+  if (!x || !x->shape || !ax || !kd || !kd->isConst())
+    return std::nullopt;
+  bool keep = kd->value().isBool() && kd->value().getBool();
+  const Shape &xs = *x->shape;
+  std::vector<bool> drop(xs.size(), false);
+  if (isNoneDef(*ax)) {
+    drop.assign(xs.size(), true);
+  } else {
+    auto axes = intsOf(*ax);
+    if (!axes)
+      return std::nullopt;
+    for (int64_t a : *axes) {
+      int64_t r = int64_t(xs.size());
+      if (a < -r || a >= r)
+        c.fail(fmt::format("axis {} is out of range for {}", a, shapeStr(xs)));
+      drop[a < 0 ? a + r : a] = true;
+    }
+  }
+  Shape out;
+  for (size_t i = 0; i < xs.size(); ++i)
+    if (!drop[i])
+      out.push_back(xs[i]);
+    else if (keep)
+      out.push_back(1);
+  return c.one(out, toIndex ? std::optional<DType>(DType::Int64) : x->dtype);
+}
+
+} // namespace
+
+void registerReduceShapeRules(ShapeRuleTable &t) {
+  t.add("reduce",
+        {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min, OpKind::Prod,
+         OpKind::MSum, OpKind::MMean, OpKind::MMax, OpKind::MMin,
+         OpKind::MProd},
+        [](const ShapeContext &c, OpKind) { return reduceShape(c, false); });
+  t.add("reduce", {OpKind::Argmax, OpKind::Argmin},
+        [](const ShapeContext &c, OpKind) { return reduceShape(c, true); });
+  t.add("reduce", {OpKind::Cumsum},
+        [](const ShapeContext &c, OpKind) { return c.same(); });
+}
+
+} // namespace tmg::shapes
