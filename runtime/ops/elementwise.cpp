@@ -115,34 +115,57 @@ Tensor isInf(const Tensor &x, bool positive, bool negative) {
       flags);
 }
 
-Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
-  auto [x, y] = broadcastPair("mod", a, b);
+/// A broadcast binary kernel with one formula for floating-point dtypes
+/// (computed in double, stored as float32) and one for integer dtypes
+/// (computed in int64); the result has the promoted dtype.
+template <typename FloatFn, typename IntFn>
+static Tensor floatOrIntBinary(const char *name, const Tensor &a, const Tensor &b,
+                               FloatFn floatFn, IntFn intFn) {
+  auto [x, y] = broadcastPair(name, a, b);
   DType t = promoteTypes(a.dtype(), b.dtype());
   bool fl = isFloat(t);
   Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
   int64_t n = out.numel();
   if (fl) {
     float *o = out.data<float>();
-    for (int64_t i = 0; i < n; ++i) {
-      double p = x.at(i), q = y.at(i);
-      double r = std::fmod(p, q);
-      if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
-        r += q;
-      o[i] = float(r);
-    }
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = float(floatFn(x.at(i), y.at(i)));
   } else {
     int64_t *o = out.data<int64_t>();
     for (int64_t i = 0; i < n; ++i) {
-      int64_t p = int64_t(x.at(i)), q = int64_t(y.at(i));
+      int64_t q = int64_t(y.at(i));
       if (q == 0)
-        raise("mod: integer division by zero");
-      int64_t r = p % q;
-      if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
-        r += q;
-      o[i] = r;
+        raise("{}: integer division by zero", name);
+      o[i] = intFn(int64_t(x.at(i)), q);
     }
   }
   return out.dtype() == t ? out : cast(out, t);
+}
+
+Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
+  return floatOrIntBinary(
+      "mod", a, b,
+      [fmodMode](double p, double q) {
+        double r = std::fmod(p, q);
+        if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
+          r += q;
+        return r;
+      },
+      [fmodMode](int64_t p, int64_t q) {
+        int64_t r = p % q;
+        if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
+          r += q;
+        return r;
+      });
+}
+
+Tensor floorDiv(const Tensor &a, const Tensor &b) {
+  return floatOrIntBinary(
+      "floor_div", a, b, [](double p, double q) { return std::floor(p / q); },
+      [](int64_t p, int64_t q) {
+        int64_t d = p / q;
+        return (p % q != 0 && ((p < 0) != (q < 0))) ? d - 1 : d;
+      });
 }
 
 // ---- Lowering -----------------------------------------------------------------
@@ -238,11 +261,15 @@ StepFn lowerIsInf(const Expr &e, OpKind, LowerContext &ctx) {
 }
 
 /// `mod` (Python's sign convention) and `fmod` (C's).
-template <bool Fmod> StepFn lowerMod(const Expr &e, OpKind, LowerContext &ctx) {
+/// `mod`, `fmod`, `floor_div` and the `%` and `//` methods.
+enum class IntDivOp { Mod, Fmod, FloorDiv };
+template <IntDivOp Op> StepFn lowerIntDiv(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  return binaryStep(a.tensor("x", a.dtypeOf("y")), a.tensor("y", a.dtypeOf("x")),
-                    outSlot(e, ctx),
-                    [](const Tensor &x, const Tensor &y) { return mod(x, y, Fmod); });
+  return binaryStep(lhsOperand(a), rhsOperand(a), outSlot(e, ctx),
+                    [](const Tensor &x, const Tensor &y) {
+                      return Op == IntDivOp::FloorDiv ? floorDiv(x, y)
+                                                      : mod(x, y, Op == IntDivOp::Fmod);
+                    });
 }
 
 void registerArithmetic(LowerTable &t) {
@@ -260,8 +287,9 @@ void registerArithmetic(LowerTable &t) {
   t.add("elementwise", {K::MRPow}, lowerBinary<B::Pow, true>);
   t.add("elementwise", {K::Maximum}, lowerBinary<B::Maximum>);
   t.add("elementwise", {K::Minimum}, lowerBinary<B::Minimum>);
-  t.add("elementwise", {K::Mod}, lowerMod<false>);
-  t.add("elementwise", {K::Fmod}, lowerMod<true>);
+  t.add("elementwise", {K::Mod, K::MMod}, lowerIntDiv<IntDivOp::Mod>);
+  t.add("elementwise", {K::Fmod}, lowerIntDiv<IntDivOp::Fmod>);
+  t.add("elementwise", {K::FloorDiv, K::MFloorDiv}, lowerIntDiv<IntDivOp::FloorDiv>);
 }
 
 void registerComparison(LowerTable &t) {

@@ -54,6 +54,9 @@ Tensor isInf(const Tensor &x, bool positive = true, bool negative = true);
 /// of b); true: C's fmod (sign of a). Integer dtypes stay integer (the
 /// result has the promoted dtype); integer division by zero throws.
 Tensor mod(const Tensor &a, const Tensor &b, bool fmod = false);
+/// Python's `//` with broadcasting: floor(a / b); integer dtypes stay
+/// integer (division by zero is an error).
+Tensor floorDiv(const Tensor &a, const Tensor &b);
 
 /// Cumulative sum along `axis` (negative counts from the end): exclusive
 /// leaves out the element itself, reverse sums from the end. Integer
