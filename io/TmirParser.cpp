@@ -1489,11 +1489,11 @@ readReproducer(const std::string &path) {
     return text.diagnostic();
   llvm::SmallVector<llvm::StringRef, 4> lines;
   llvm::StringRef(*text).split(lines, '\n', -1, false);
+  if (lines.size() != 3 || lines[0] != "tmgraph-reproducer 1")
+    return Diagnostic(Location::inFile(path, 1, 1),
+                      "not a tmgraph reproducer (expected 'tmgraph-reproducer 1', "
+                      "'model ...' and 'pipeline ...' lines)");
   try {
-    if (lines.size() != 3 || lines[0] != "tmgraph-reproducer 1")
-      throw Error(Location::inFile(path, 1, 1),
-                  "not a tmgraph reproducer (expected 'tmgraph-reproducer 1', "
-                  "'model ...' and 'pipeline ...' lines)");
     LineParser m(lines[1], path, 2), p(lines[2], path, 3);
     m.expect("model");
     std::string model = m.string();
