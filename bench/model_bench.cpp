@@ -417,9 +417,8 @@ int main(int argc, char **argv) {
     std::map<std::string, std::map<int, Latency>> results;
     bool ok = true;
     for (Model &m : models) {
-      Diagnostic d;
-      if (failed(verifyOrReport(*m.tm, &d))) {
-        std::fprintf(stderr, "%s: %s\n", m.name.c_str(), d.str().c_str());
+      if (auto r = verifyOrReport(*m.tm); r.failed()) {
+        std::fprintf(stderr, "%s: %s\n", m.name.c_str(), r.diagnostic().str().c_str());
         return 1;
       }
       auto flat = m.tm->flatten();

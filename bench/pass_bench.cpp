@@ -212,9 +212,8 @@ bool measure(const std::vector<size_t> &sizes, const std::string &profiled, Rows
         if (profile)
           perfToggle(true);
         double w0 = wallNow(), t0 = cpuNow();
-        Diagnostic d;
-        if (failed(pm.run(*m, &d))) {
-          std::fprintf(stderr, "%s\n", d.str().c_str());
+        if (auto r = pm.run(*m); r.failed()) {
+          std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
           return false;
         }
         double cpu = cpuNow() - t0, wall = wallNow() - w0;

@@ -74,14 +74,13 @@ int main(int argc, char **argv) {
     auto tm = buildSmallCnn();
     std::printf("== traced module (one graph per module and call signature)\n%s\n\n",
                 tm->str().c_str());
-    Diagnostic d;
-    if (failed(verifyOrReport(*tm, &d))) {
-      std::fprintf(stderr, "%s\n", d.str().c_str());
+    if (auto r = verifyOrReport(*tm); r.failed()) {
+      std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
       return 1;
     }
     auto flat = tm->flatten();
-    if (failed(verifyOrReport(*flat, &d))) {
-      std::fprintf(stderr, "%s\n", d.str().c_str());
+    if (auto r = verifyOrReport(*flat); r.failed()) {
+      std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
       return 1;
     }
     std::printf("== flattened, with ids ({:i})\n%s\n\n",
@@ -95,8 +94,8 @@ int main(int argc, char **argv) {
                   return n;
                 }());
     if (!save.empty()) {
-      if (failed(saveTmir(*tm, save, &d))) {
-        std::fprintf(stderr, "%s\n", d.str().c_str());
+      if (auto r = saveTmir(*tm, save); r.failed()) {
+        std::fprintf(stderr, "%s\n", r.diagnostic().str().c_str());
         return 1;
       }
       std::printf("wrote %s\n", save.c_str());

@@ -192,8 +192,7 @@ int fuzzRules(const uint8_t *data, size_t size) {
   int64_t budget = std::clamp<int64_t>(8192 / int64_t(std::max<size_t>(replace.size(), 1)), 1, 64);
   if (failed(pass.setOption("max-rewrites", budget)))
     finding("apply-rules lost its max-rewrites option", "");
-  Diagnostic diag;
-  if (failed(pass.setRules({rule}, &diag)))
+  if (failed(pass.setRules({rule})))
     return 0;
   static const std::string subject = RuleSubject;
   TmirReadOptions opts;

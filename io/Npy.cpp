@@ -165,8 +165,8 @@ std::string serializeNpy(const Tensor &t) {
   return out;
 }
 
-LogicalResult writeNpy(const std::string &path, const Tensor &t, Diagnostic *error) {
-  return writeFileBytes(path, serializeNpy(t), error);
+FailureOr<void> writeNpy(const std::string &path, const Tensor &t) {
+  return writeFileBytes(path, serializeNpy(t));
 }
 
 } // namespace tmg

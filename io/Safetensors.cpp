@@ -175,32 +175,24 @@ FailureOr<std::string> readFileBytes(const std::string &path) {
   return ss.str();
 }
 
-LogicalResult writeFileBytes(const std::string &path, llvm::StringRef bytes,
-                             Diagnostic *error) {
+FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) {
-      if (error)
-        *error = Diagnostic(Location::inFile(path),
-                            fmt::format("cannot write file: {}", std::strerror(errno)));
-      return failure();
-    }
+    if (!out)
+      return Diagnostic(Location::inFile(path),
+                        fmt::format("cannot write file: {}", std::strerror(errno)));
     out.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!out) {
-      if (error)
-        *error = Diagnostic(Location::inFile(path), "write error");
-      return failure();
-    }
+    if (!out)
+      return Diagnostic(Location::inFile(path), "write error");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    if (error)
-      *error = Diagnostic(Location::inFile(path),
-                          fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
+    Diagnostic d(Location::inFile(path),
+                 fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
     std::remove(tmp.c_str());
-    return failure();
+    return d;
   }
-  return success();
+  return {};
 }
 
 FailureOr<WeightFile> readSafetensors(const std::string &path) {
@@ -248,17 +240,14 @@ FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
   return out;
 }
 
-LogicalResult writeSafetensors(const std::string &path, const WeightFile &w,
-                               Diagnostic *error) {
+FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w) {
   auto bytes = serializeSafetensors(w);
   if (bytes.failed()) {
-    if (error) {
-      *error = bytes.diagnostic();
-      error->loc.file = path;
-    }
-    return failure();
+    Diagnostic d = bytes.diagnostic();
+    d.loc.file = path;
+    return d;
   }
-  return writeFileBytes(path, *bytes, error);
+  return writeFileBytes(path, *bytes);
 }
 
 } // namespace tmg

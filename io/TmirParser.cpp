@@ -553,9 +553,8 @@ private:
     auto bytes = checkTensorBytes(what, v.shape, *v.dtype, limits_);
     if (bytes.failed())
       p.fail(bytes.diagnostic().message, v.col);
-    Diagnostic d;
-    if (failed(budget_.add(what, *bytes, &d)))
-      p.fail(d.message, v.col);
+    if (auto r = budget_.add(what, *bytes); r.failed())
+      p.fail(r.diagnostic().message, v.col);
   }
 
   /// The tensor of a `param(...)` / `buffer(...)` / `tensor(...)` value;
@@ -1475,8 +1474,7 @@ FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path) {
   return loadTmir(path, TmirReadOptions());
 }
 
-LogicalResult saveTmir(const TracedModule &m, const std::string &path,
-                       Diagnostic *error) {
+FailureOr<void> saveTmir(const TracedModule &m, const std::string &path) {
   std::string stem = path;
   if (llvm::StringRef(stem).endswith(".tmir"))
     stem.resize(stem.size() - 5);
@@ -1491,29 +1489,27 @@ LogicalResult saveTmir(const TracedModule &m, const std::string &path,
   try {
     text = printTmir(m, o);
   } catch (const Error &e) {
-    if (error)
-      *error = e.diagnostic();
-    return failure();
+    return e.diagnostic();
   }
-  if (failed(writeSafetensors(weightsPath, w, error)))
-    return failure();
-  return writeFileBytes(path, text, error);
+  if (auto r = writeSafetensors(weightsPath, w); r.failed())
+    return r;
+  return writeFileBytes(path, text);
 }
 
 } // namespace tmg
 
 namespace tmg {
 
-LogicalResult writeReproducer(const std::string &path, const TracedModule &m,
-                              const std::string &pipeline, Diagnostic *error) {
+FailureOr<void> writeReproducer(const std::string &path, const TracedModule &m,
+                                const std::string &pipeline) {
   std::string model = path + ".tmir";
-  if (failed(saveTmir(m, model, error)))
-    return failure();
+  if (auto r = saveTmir(m, model); r.failed())
+    return r;
   size_t slash = model.rfind('/');
   std::string text = "tmgraph-reproducer 1\nmodel " +
                      pyStringRepr(slash == std::string::npos ? model : model.substr(slash + 1)) +
                      "\npipeline " + pyStringRepr(pipeline) + "\n";
-  return writeFileBytes(path, text, error);
+  return writeFileBytes(path, text);
 }
 
 FailureOr<std::pair<std::unique_ptr<TracedModule>, std::string>>
@@ -1523,11 +1519,11 @@ readReproducer(const std::string &path) {
     return text.diagnostic();
   llvm::SmallVector<llvm::StringRef, 4> lines;
   llvm::StringRef(*text).split(lines, '\n', -1, false);
+  if (lines.size() != 3 || lines[0] != "tmgraph-reproducer 1")
+    return Diagnostic(Location::inFile(path, 1, 1),
+                      "not a tmgraph reproducer (expected 'tmgraph-reproducer 1', "
+                      "'model ...' and 'pipeline ...' lines)");
   try {
-    if (lines.size() != 3 || lines[0] != "tmgraph-reproducer 1")
-      throw Error(Location::inFile(path, 1, 1),
-                  "not a tmgraph reproducer (expected 'tmgraph-reproducer 1', "
-                  "'model ...' and 'pipeline ...' lines)");
     LineParser m(lines[1], path, 2), p(lines[2], path, 3);
     m.expect("model");
     std::string model = m.string();

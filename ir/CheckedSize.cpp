@@ -117,20 +117,16 @@ FailureOr<int64_t> checkTensorBytes(llvm::StringRef what, llvm::ArrayRef<int64_t
   return *bytes;
 }
 
-LogicalResult ModelBytesBudget::add(llvm::StringRef what, int64_t bytes, Diagnostic *error) {
+FailureOr<void> ModelBytesBudget::add(llvm::StringRef what, int64_t bytes) {
   int64_t total;
-  if (__builtin_add_overflow(total_, bytes, &total) || total > limit_) {
-    if (error)
-      *error = Diagnostic(
-          Location(),
-          fmt::format("{}: the model's tensors reach {} with this one ({}), more than {}",
-                      what.str(), formatBytes(uint64_t(total_) + uint64_t(bytes)),
-                      formatBytes(uint64_t(bytes)),
-                      limitText(limit_, "maxModelBytes")));
-    return failure();
-  }
+  if (__builtin_add_overflow(total_, bytes, &total) || total > limit_)
+    return Diagnostic(
+        Location(),
+        fmt::format("{}: the model's tensors reach {} with this one ({}), more than {}",
+                    what.str(), formatBytes(uint64_t(total_) + uint64_t(bytes)),
+                    formatBytes(uint64_t(bytes)), limitText(limit_, "maxModelBytes")));
   total_ = total;
-  return success();
+  return {};
 }
 
 } // namespace tmg

@@ -249,16 +249,14 @@ std::vector<Diagnostic> verify(const TracedModule &m) {
   return diags;
 }
 
-LogicalResult verifyOrReport(const TracedModule &m, Diagnostic *out) {
+FailureOr<void> verifyOrReport(const TracedModule &m) {
   std::vector<Diagnostic> d = verify(m);
   if (d.empty())
-    return success();
-  if (out) {
-    *out = d[0];
-    for (size_t i = 1; i < d.size(); ++i)
-      out->note(d[i].str());
-  }
-  return failure();
+    return {};
+  Diagnostic first = d[0];
+  for (size_t i = 1; i < d.size(); ++i)
+    first.note(d[i].str());
+  return first;
 }
 
 } // namespace tmg

@@ -48,20 +48,20 @@ void Rewriter::rollback() {
   journal_.clear();
 }
 
-LogicalResult Rewriter::transact(const std::function<LogicalResult()> &f, Diagnostic *error) {
+FailureOr<bool> Rewriter::transact(const std::function<LogicalResult()> &f) {
   begin();
   try {
     if (succeeded(f())) {
       commit();
-      return success();
+      return true;
     }
   } catch (const Error &e) {
-    if (error)
-      *error = e.diagnostic();
     why_ = e.diagnostic().message;
+    rollback();
+    return e.diagnostic();
   }
   rollback();
-  return failure();
+  return false;
 }
 
 Rewriter::Entry &Rewriter::record(Entry::Kind kind) {

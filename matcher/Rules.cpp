@@ -422,22 +422,19 @@ std::vector<OptionSpec> ApplyRulesPass::optionSpecs() const {
   return specs;
 }
 
-LogicalResult ApplyRulesPass::useRules(const std::vector<RuleDecl> &rules, Diagnostic *error) {
+FailureOr<void> ApplyRulesPass::useRules(const std::vector<RuleDecl> &rules) {
   auto set = compileRuleSet(rules);
-  if (set.failed()) {
-    if (error)
-      *error = set.diagnostic();
-    return failure();
-  }
+  if (set.failed())
+    return set.diagnostic();
   rules_ = *set;
   usage_ = std::make_shared<Usage>();
   for (const RuleDecl &r : rules)
     usage_->rules.emplace_back(ruleName(r), r.loc);
-  return success();
+  return {};
 }
 
-LogicalResult ApplyRulesPass::setRules(std::vector<RuleDecl> rules, Diagnostic *error) {
-  return useRules(rules, error);
+FailureOr<void> ApplyRulesPass::setRules(std::vector<RuleDecl> rules) {
+  return useRules(rules);
 }
 
 FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
@@ -446,9 +443,8 @@ FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
     auto decls = parseRulesFile(file);
     if (decls.failed())
       return decls.diagnostic();
-    Diagnostic d;
-    if (failed(useRules(*decls, &d)))
-      return d;
+    if (auto r = useRules(*decls); r.failed())
+      return r.diagnostic();
     loadedFile_ = file;
   }
   if (!rules_)

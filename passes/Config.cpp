@@ -241,9 +241,8 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
         else
           fail(file, ov, fmt::format("option '{}' must be a boolean, number or string", opt));
         // Check against a fresh instance even if the pipeline lacks the pass.
-        Diagnostic d;
-        if (failed(r.create(pass)->setOption(opt, val, &d)))
-          fail(file, ov, d.message);
+        if (auto set = r.create(pass)->setOption(opt, val); set.failed())
+          fail(file, ov, set.diagnostic().message);
         forEachPass(out.pipeline.elements, [&](PipelineElement &e) {
           if (e.pass->name() == pass)
             (void)e.pass->setOption(opt, val);
@@ -258,9 +257,8 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
       auto *c = dynamic_cast<RuleConsumer *>(&p);
       if (!c)
         return;
-      Diagnostic d;
-      if (failed(c->setRules(out.rules, &d)))
-        throw Error(d);
+      if (auto set = c->setRules(out.rules); set.failed())
+        throw Error(set.diagnostic());
       given = true;
     };
     forEachPass(out.pipeline.elements, [&](PipelineElement &e) {

@@ -61,8 +61,7 @@ std::string closestName(llvm::StringRef name, const std::vector<std::string> &ca
 
 Pass::~Pass() = default;
 
-LogicalResult Pass::setOption(llvm::StringRef name, const OptionValue &v,
-                              Diagnostic *error) {
+FailureOr<void> Pass::setOption(llvm::StringRef name, const OptionValue &v) {
   std::vector<OptionSpec> specs = optionSpecs();
   for (const auto &s : specs) {
     if (s.name != name)
@@ -71,32 +70,26 @@ LogicalResult Pass::setOption(llvm::StringRef name, const OptionValue &v,
     // An int where a float is expected is fine.
     if (s.defaultValue.index() == 2 && v.index() == 1)
       val = double(std::get<int64_t>(v));
-    if (val.index() != s.defaultValue.index()) {
-      if (error)
-        *error = Diagnostic(Location(), fmt::format("option '{}' of pass '{}' expects {} {}, got "
-                                                    "{} '{}'",
-                                                    name.str(), this->name().str(),
-                                                    s.defaultValue.index() == 1 ? "an" : "a",
-                                                    optionTypeName(s.defaultValue).str(),
-                                                    optionTypeName(v).str(), optionValueStr(v)));
-      return failure();
-    }
+    if (val.index() != s.defaultValue.index())
+      return Diagnostic(Location(), fmt::format("option '{}' of pass '{}' expects {} {}, got "
+                                                "{} '{}'",
+                                                name.str(), this->name().str(),
+                                                s.defaultValue.index() == 1 ? "an" : "a",
+                                                optionTypeName(s.defaultValue).str(),
+                                                optionTypeName(v).str(), optionValueStr(v)));
     set_[name.str()] = val;
-    return success();
+    return {};
   }
-  if (error) {
-    std::vector<std::string> names;
-    for (const auto &s : specs)
-      names.push_back(s.name);
-    std::string msg = fmt::format("pass '{}' has no option '{}'", this->name().str(), name.str());
-    std::string c = closestName(name, names);
-    if (!c.empty())
-      msg += fmt::format("; did you mean '{}'?", c);
-    else
-      msg += " (it takes no options)";
-    *error = Diagnostic(Location(), msg);
-  }
-  return failure();
+  std::vector<std::string> names;
+  for (const auto &s : specs)
+    names.push_back(s.name);
+  std::string msg = fmt::format("pass '{}' has no option '{}'", this->name().str(), name.str());
+  std::string c = closestName(name, names);
+  if (!c.empty())
+    msg += fmt::format("; did you mean '{}'?", c);
+  else
+    msg += " (it takes no options)";
+  return Diagnostic(Location(), msg);
 }
 
 OptionValue Pass::option(llvm::StringRef name) const {
@@ -247,34 +240,29 @@ std::vector<const PassRegistry::Preset *> PassRegistry::presets() const {
   return out;
 }
 
-LogicalResult loadPassPlugin(const std::string &path, PassRegistry &r, Diagnostic *error) {
+FailureOr<void> loadPassPlugin(const std::string &path, PassRegistry &r) {
   void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!h) {
-    if (error)
-      *error = Diagnostic(Location::inFile(path), fmt::format("cannot load pass plugin: {}",
-                                                              dlerror()));
-    return failure();
-  }
+  if (!h)
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("cannot load pass plugin: {}", dlerror()));
   using Entry = void (*)(PassRegistry &);
   auto entry = reinterpret_cast<Entry>(dlsym(h, "tmgRegisterPasses"));
   if (!entry) {
-    if (error)
-      *error = Diagnostic(Location::inFile(path),
-                          "not a pass plugin: it does not export tmgRegisterPasses");
     dlclose(h);
-    return failure();
+    return Diagnostic(Location::inFile(path),
+                      "not a pass plugin: it does not export tmgRegisterPasses");
   }
+  // The plugin's registration code is outside the library: a tmg::Error it
+  // throws becomes the returned diagnostic, located at the plugin.
   try {
     entry(r);
   } catch (const Error &e) {
-    if (error) {
-      *error = e.diagnostic();
-      error->loc.file = path;
-    }
-    return failure();
+    Diagnostic d = e.diagnostic();
+    d.loc.file = path;
+    return d;
   }
   // The library stays loaded: its passes live in the registry.
-  return success();
+  return {};
 }
 
 } // namespace tmg

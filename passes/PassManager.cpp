@@ -43,7 +43,7 @@ void PassManager::emit(const std::string &s) {
     std::fputs(s.c_str(), stderr);
 }
 
-LogicalResult PassManager::run(TracedModule &m, Diagnostic *error) {
+FailureOr<void> PassManager::run(TracedModule &m) {
   auto t0 = std::chrono::steady_clock::now();
   FailureOr<bool> r = runElements(pipeline_.elements, m);
   total_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -51,12 +51,9 @@ LogicalResult PassManager::run(TracedModule &m, Diagnostic *error) {
     emit(timingReport());
   if (opts_.stats)
     emit(ctx_.stats().str());
-  if (r.failed()) {
-    if (error)
-      *error = r.diagnostic();
-    return failure();
-  }
-  return success();
+  if (r.failed())
+    return r.diagnostic();
+  return {};
 }
 
 FailureOr<bool> PassManager::runElements(std::vector<PipelineElement> &els, TracedModule &m) {

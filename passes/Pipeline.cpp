@@ -231,9 +231,8 @@ private:
            at);
     }
     options([&](const std::string &k, OptionValue v, size_t kat) {
-      Diagnostic d;
-      if (failed(e.pass->setOption(k, v, &d)))
-        fail(d.message, kat);
+      if (auto set = e.pass->setOption(k, v); set.failed())
+        fail(set.diagnostic().message, kat);
     });
     return e;
   }

@@ -6,9 +6,8 @@
 namespace tmg {
 
 FailureOr<bool> VerifyPass::run(TracedModule &m, PassContext &) {
-  Diagnostic d;
-  if (failed(verifyOrReport(m, &d)))
-    return d;
+  if (auto r = verifyOrReport(m); r.failed())
+    return r.diagnostic();
   return false;
 }
 

@@ -140,17 +140,14 @@ FailureOr<std::string> readInput(const std::string &path) {
   return bytes;
 }
 
-LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes, Diagnostic *error) {
+FailureOr<void> writeOutput(const std::string &path, llvm::StringRef bytes) {
   if (path != "-")
-    return writeFileBytes(path, bytes, error);
+    return writeFileBytes(path, bytes);
   if (std::fwrite(bytes.data(), 1, bytes.size(), stdout) != bytes.size() ||
-      std::fflush(stdout) != 0) {
-    if (error)
-      *error = Diagnostic(Location::inFile("<stdout>"),
-                          std::string("write error: ") + std::strerror(errno));
-    return failure();
-  }
-  return success();
+      std::fflush(stdout) != 0)
+    return Diagnostic(Location::inFile("<stdout>"),
+                      std::string("write error: ") + std::strerror(errno));
+  return {};
 }
 
 ModelFormat detectFormat(llvm::StringRef path, llvm::StringRef bytes) {

@@ -89,8 +89,7 @@ private:
 /// text.
 FailureOr<std::string> readInput(const std::string &path);
 /// Writes `bytes` to `path`, or standard output for "-".
-LogicalResult writeOutput(const std::string &path, llvm::StringRef bytes,
-                          Diagnostic *error);
+FailureOr<void> writeOutput(const std::string &path, llvm::StringRef bytes);
 
 /// What a model file holds, from its suffix or, for stdin and unknown
 /// suffixes, from its first bytes.

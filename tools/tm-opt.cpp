@@ -220,15 +220,14 @@ int writeModel(Options &o, const TracedModule &m) {
       return Tool.usageError("cannot tell the format of '" + out.str() +
                              "' from its suffix: name it .tmir, .onnx or .dot, or give --emit");
   }
-  Diagnostic d;
   if (emit == Emit::Dot) {
     DotOptions dot;
     dot.hideParams = o.dotHideParams;
     dot.hideGetAttrs = o.dotHideGetattrs;
     dot.maxDepth = o.dotDepth;
     dot.colorByOp = o.dotColor;
-    if (failed(tools::writeOutput(o.output, printDot(m, dot), &d)))
-      return Tool.fail(d);
+    if (auto r = tools::writeOutput(o.output, printDot(m, dot)); r.failed())
+      return Tool.fail(r.diagnostic());
     return tools::ExitOk;
   }
   if (emit == Emit::Onnx) {
@@ -242,6 +241,7 @@ int writeModel(Options &o, const TracedModule &m) {
                               : (slash == llvm::StringRef::npos ? out : out.substr(slash + 1)).str() +
                                     ".data";
       }
+      Diagnostic d;
       if (failed(io::exportOnnx(m, o.output, eo, &d)))
         return Tool.fail(d);
       return tools::ExitOk;
@@ -251,8 +251,8 @@ int writeModel(Options &o, const TracedModule &m) {
     auto bytes = io::exportOnnxBytes(m);
     if (bytes.failed())
       return Tool.fail(bytes.diagnostic());
-    if (failed(tools::writeOutput(o.output, *bytes, &d)))
-      return Tool.fail(d);
+    if (auto r = tools::writeOutput(o.output, *bytes); r.failed())
+      return Tool.fail(r.diagnostic());
     return tools::ExitOk;
 #else
     return Tool.usageError("this tmgraph was built without ONNX support (meson -Donnx=enabled)");
@@ -262,8 +262,8 @@ int writeModel(Options &o, const TracedModule &m) {
     if (!o.weightsFile.empty())
       return Tool.usageError("--weights-file applies to .tmir on stdout; a .tmir file gets its "
                              "weights beside it");
-    if (failed(saveTmir(m, o.output, &d)))
-      return Tool.fail(d);
+    if (auto r = saveTmir(m, o.output); r.failed())
+      return Tool.fail(r.diagnostic());
     return tools::ExitOk;
   }
   // On stdout the weights go inline unless a weights file is named, so that
@@ -280,11 +280,11 @@ int writeModel(Options &o, const TracedModule &m) {
   std::string text = printTmir(m, w);
   if (!o.weightsFile.empty()) {
     weights.metadata["format"] = "tmgraph";
-    if (failed(writeSafetensors(o.weightsFile, weights, &d)))
-      return Tool.fail(d);
+    if (auto r = writeSafetensors(o.weightsFile, weights); r.failed())
+      return Tool.fail(r.diagnostic());
   }
-  if (failed(tools::writeOutput("-", text, &d)))
-    return Tool.fail(d);
+  if (auto r = tools::writeOutput("-", text); r.failed())
+    return Tool.fail(r.diagnostic());
   return tools::ExitOk;
 }
 
@@ -292,9 +292,8 @@ int run(Options &o) {
   PassRegistry &registry = PassRegistry::global();
   registerAllPasses(registry);
   for (const auto &p : o.plugins) {
-    Diagnostic d;
-    if (failed(loadPassPlugin(p, registry, &d)))
-      return Tool.fail(d);
+    if (auto r = loadPassPlugin(p, registry); r.failed())
+      return Tool.fail(r.diagnostic());
   }
   if (o.listPasses) {
     listPasses(registry);
@@ -332,9 +331,8 @@ int run(Options &o) {
   if (!o.reproducer.empty()) {
     std::string path = o.reproducer;
     opts.onFailure = [path](const TracedModule &m, const Pipeline &p) {
-      Diagnostic d;
-      if (failed(writeReproducer(path, m, p.str(), &d)))
-        Tool.warn(d);
+      if (auto r = writeReproducer(path, m, p.str()); r.failed())
+        Tool.warn(r.diagnostic());
       else
         std::fprintf(stderr, "tm-opt: wrote reproducer %s\n", path.c_str());
     };
@@ -375,13 +373,12 @@ int run(Options &o) {
   bool ranPasses = !pipeline.elements.empty();
   if (ranPasses) {
     PassManager pm(std::move(pipeline), opts);
-    Diagnostic d;
-    if (failed(pm.run(*m, &d)))
-      return Tool.fail(d);
+    if (auto r = pm.run(*m); r.failed())
+      return Tool.fail(r.diagnostic());
   }
   if (!o.noVerify) {
-    Diagnostic d;
-    if (failed(verifyOrReport(*m, &d))) {
+    if (auto r = verifyOrReport(*m); r.failed()) {
+      Diagnostic d = r.diagnostic();
       // A module that verified when read and not after the passes is a bug
       // of a pass.
       if (ranPasses)

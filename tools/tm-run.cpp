@@ -219,13 +219,13 @@ int writeOutputs(Options &o, Model &m, const rt::RunResult &result, bool quiet) 
                   dtypeName(t.dtype()).str().c_str(), shapeStr(t.shape()).c_str());
     if (o.outputDir.empty())
       continue;
-    Diagnostic d;
-    if (failed(writeNpy(o.outputDir + "/" + outs[i]->name().str() + ".npy", t, &d)))
-      return Tool.fail(d);
+    if (auto r = writeNpy(o.outputDir + "/" + outs[i]->name().str() + ".npy", t); r.failed())
+      return Tool.fail(r.diagnostic());
     if (i < m.onnxOut.size() && m.onnxOut[i] != outs[i]->name() &&
-        m.onnxOut[i].find('/') == std::string::npos &&
-        failed(writeNpy(o.outputDir + "/" + m.onnxOut[i] + ".npy", t, &d)))
-      return Tool.fail(d);
+        m.onnxOut[i].find('/') == std::string::npos) {
+      if (auto r = writeNpy(o.outputDir + "/" + m.onnxOut[i] + ".npy", t); r.failed())
+        return Tool.fail(r.diagnostic());
+    }
   }
   return -1;
 }
@@ -328,9 +328,8 @@ int run(Options &o) {
       std::fputs(profile.report().c_str(), stdout);
   }
   if (!o.profileTrace.empty()) {
-    Diagnostic d;
-    if (failed(tools::writeOutput(o.profileTrace, profile.chromeTrace(), &d)))
-      return Tool.fail(d);
+    if (auto r = tools::writeOutput(o.profileTrace, profile.chromeTrace()); r.failed())
+      return Tool.fail(r.diagnostic());
   }
   return compareOutputs(o, m, result);
 }

@@ -49,9 +49,8 @@ int main(int argc, char **argv) {
   tmg::PipelineOptions opts;
   opts.stats = true;
   tmg::PassManager pm(std::move(*pipeline), opts);
-  tmg::Diagnostic d;
-  if (tmg::failed(pm.run(**module, &d))) {
-    std::fprintf(stderr, "embed: %s\n", d.str().c_str());
+  if (auto r = pm.run(**module); r.failed()) {
+    std::fprintf(stderr, "embed: %s\n", r.diagnostic().str().c_str());
     return 2;
   }
   tmg::InternalGraph &g = (*module)->graph();

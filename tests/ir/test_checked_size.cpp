@@ -54,10 +54,10 @@ TEST_CASE("checked sizes: limits name the tensor, the dims and the size", "[ir][
 
   l.maxModelBytes = 100;
   ModelBytesBudget budget(l);
-  Diagnostic d;
-  CHECK(succeeded(budget.add("a", 60, &d)));
-  CHECK(failed(budget.add("b", 60, &d)));
-  CHECK_THAT(d.message, Catch::Contains("b: the model's tensors reach 120 bytes with this one "
+  CHECK(succeeded(budget.add("a", 60)));
+  auto r = budget.add("b", 60);
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("b: the model's tensors reach 120 bytes with this one "
                                         "(60 bytes), more than the limit of 100 bytes "
                                         "(SizeLimits::maxModelBytes"));
   CHECK(budget.total() == 60);

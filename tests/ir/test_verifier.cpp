@@ -30,9 +30,9 @@ TEST_CASE("verifier: use before definition (order)", "[ir][verifier]") {
   auto d = find(*tm, "used before its definition");
   REQUIRE(d.size() == 1);
   CHECK(d[0].loc.exprId == add->id());
-  Diagnostic first;
-  CHECK(failed(verifyOrReport(*tm, &first)));
-  CHECK(first.str().find("expr %7") != std::string::npos);
+  auto r = verifyOrReport(*tm);
+  REQUIRE(r.failed());
+  CHECK(r.diagnostic().str().find("expr %7") != std::string::npos);
 }
 
 TEST_CASE("verifier: duplicate names, ids and bad structures", "[ir][verifier]") {

@@ -39,9 +39,8 @@ inline Expr *exprNamed(InternalGraph &g, llvm::StringRef outName) {
 }
 
 inline void requireVerified(const TracedModule &m) {
-  Diagnostic d;
-  if (failed(verifyOrReport(m, &d)))
-    FAIL(d.str());
+  if (auto r = verifyOrReport(m); r.failed())
+    FAIL(r.diagnostic().str());
 }
 
 } // namespace mtest

@@ -110,18 +110,34 @@ TEST_CASE("rewriter: erasing exprs in use is an error; transact rolls back on th
   std::string before = g.str();
   Rewriter rw(g);
   CHECK_THROWS_WITH(rw.eraseExpr(exprNamed(g, "relu_out")), Catch::Contains("still used"));
-  Diagnostic d;
-  LogicalResult r = rw.transact(
-      [&] {
-        rw.setInsertionPoint(exprNamed(g, "relu_out"));
-        rw.callFunction("tanh", {g.input(1)});
-        rw.callFunction("relu", {g.input(1), g.input(1)}); // does not bind: throws
-        return success();
-      },
-      &d);
-  CHECK(failed(r));
-  CHECK(d.message.find("takes 1 positional arguments but 2 were given") != std::string::npos);
+  FailureOr<bool> r = rw.transact([&] {
+    rw.setInsertionPoint(exprNamed(g, "relu_out"));
+    rw.callFunction("tanh", {g.input(1)});
+    rw.callFunction("relu", {g.input(1), g.input(1)}); // does not bind: throws
+    return success();
+  });
+  REQUIRE(r.failed());
+  CHECK(r.diagnostic().message.find("takes 1 positional arguments but 2 were given") != std::string::npos);
   CHECK(g.str() == before);
+  requireVerified(*m);
+
+  // A function that declines is rolled back without an error.
+  FailureOr<bool> declined = rw.transact([&] {
+    rw.setInsertionPoint(exprNamed(g, "relu_out"));
+    rw.callFunction("tanh", {g.input(1)});
+    return failure();
+  });
+  REQUIRE(declined.succeeded());
+  CHECK_FALSE(*declined);
+  CHECK(g.str() == before);
+  FailureOr<bool> applied = rw.transact([&] {
+    rw.setInsertionPoint(exprNamed(g, "relu_out"));
+    rw.callFunction("tanh", {g.input(1)});
+    return success();
+  });
+  REQUIRE(applied.succeeded());
+  CHECK(*applied);
+  CHECK(g.str() != before);
   requireVerified(*m);
 }
 
@@ -284,9 +300,8 @@ TEST_CASE("fold-double-relu keeps the numerics; runs in a pipeline on several th
   o.stats = true;
   o.output = [](const std::string &) {};
   PassManager pm(std::move(*p), o);
-  Diagnostic d;
-  if (failed(pm.run(*m, &d)))
-    FAIL(d.str());
+  if (auto r = pm.run(*m); r.failed())
+    FAIL(r.diagnostic().str());
   // relu(relu(x)) folds first; then relu6(relu(x)) and relu(relu6(x))
   // fold twice more on the x side (each new relu6 is matched again).
   CHECK(m->graph().str() == "Net.Graph (self, x, y) {\n"

@@ -30,9 +30,8 @@ void runConfig(TracedModule &m, const std::string &text) {
   PipelineOptions o = p->options;
   o.verifyEach = true;
   PassManager pm(std::move(p->pipeline), o);
-  Diagnostic d;
-  if (failed(pm.run(m, &d)))
-    FAIL(d.str());
+  if (auto r = pm.run(m); r.failed())
+    FAIL(r.diagnostic().str());
 }
 } // namespace
 
@@ -170,8 +169,7 @@ TEST_CASE("apply-rules reads a rules file; without rules it fails", "[rules]") {
   auto p = Pipeline::parse("apply-rules{file=" + path + "},compile", reg());
   REQUIRE(p.succeeded());
   PassManager pm(std::move(*p), {});
-  Diagnostic d;
-  REQUIRE(succeeded(pm.run(*m, &d)));
+  REQUIRE(succeeded(pm.run(*m)));
   CHECK(m->graph().str() == "Net.Graph (self, x) {\n"
                             "\t%4:\tsigmoid_out_1 = nn.sigmoid(x, )\n"
                             "\treturn sigmoid_out_1\n"
@@ -183,7 +181,9 @@ TEST_CASE("apply-rules reads a rules file; without rules it fails", "[rules]") {
   }
   auto p2 = Pipeline::parse("apply-rules{file=" + path + "}", reg());
   PassManager pm2(std::move(*p2), {});
-  REQUIRE(failed(pm2.run(*m, &d)));
+  auto r2 = pm2.run(*m);
+  REQUIRE(r2.failed());
+  Diagnostic d = r2.diagnostic();
   INFO(d.str());
   CHECK(d.str() == path + ":2:32, pass 'apply-rules': error: expected ')' to close the "
                          "arguments, found the end of the text\n"
@@ -191,8 +191,9 @@ TEST_CASE("apply-rules reads a rules file; without rules it fails", "[rules]") {
   std::remove(path.c_str());
   auto p3 = Pipeline::parse("apply-rules", reg());
   PassManager pm3(std::move(*p3), {});
-  REQUIRE(failed(pm3.run(*m, &d)));
-  CHECK(d.str().find("apply-rules has no rules") != std::string::npos);
+  auto r3 = pm3.run(*m);
+  REQUIRE(r3.failed());
+  CHECK(r3.diagnostic().str().find("apply-rules has no rules") != std::string::npos);
 }
 
 TEST_CASE("pattern passes: a rule that grows the graph without end stops at max-growth",
@@ -211,8 +212,9 @@ TEST_CASE("pattern passes: a rule that grows the graph without end stops at max-
   auto p = Pipeline::parse("apply-rules{file=" + path + ",max-iterations=1000}", reg());
   REQUIRE(p.succeeded());
   PassManager pm(std::move(*p), {});
-  Diagnostic d;
-  REQUIRE(failed(pm.run(*m, &d)));
+  auto r = pm.run(*m);
+  REQUIRE(r.failed());
+  Diagnostic d = r.diagnostic();
   std::remove(path.c_str());
   INFO(d.str());
   CHECK(d.loc.pass == "apply-rules");
@@ -225,8 +227,9 @@ TEST_CASE("pattern passes: a rule that grows the graph without end stops at max-
   auto p2 = Pipeline::parse("fold-double-relu{max-growth=-2}", reg());
   REQUIRE(p2.succeeded());
   PassManager pm2(std::move(*p2), {});
-  REQUIRE(failed(pm2.run(*m, &d)));
-  CHECK(d.str().find("option 'max-growth' must be >= 0") != std::string::npos);
+  auto r2 = pm2.run(*m);
+  REQUIRE(r2.failed());
+  CHECK(r2.diagnostic().str().find("option 'max-growth' must be >= 0") != std::string::npos);
 }
 
 TEST_CASE("pattern passes: hitting max-time-ms is an error naming the pass and patterns",
@@ -245,9 +248,10 @@ TEST_CASE("pattern passes: hitting max-time-ms is an error naming the pass and p
       "apply-rules{file=" + path + ",max-iterations=1000000000000,max-time-ms=40}", reg());
   REQUIRE(p.succeeded());
   PassManager pm(std::move(*p), {});
-  Diagnostic d;
   auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(failed(pm.run(*m, &d)));
+  auto r = pm.run(*m);
+  REQUIRE(r.failed());
+  Diagnostic d = r.diagnostic();
   double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   std::remove(path.c_str());
   INFO(d.str());
@@ -265,11 +269,12 @@ TEST_CASE("pattern passes: hitting max-time-ms is an error naming the pass and p
   auto p2 = Pipeline::parse("fold-double-relu{max-time-ms=-1}", reg());
   REQUIRE(p2.succeeded());
   PassManager pm2(std::move(*p2), {});
-  REQUIRE(failed(pm2.run(*m, &d)));
-  CHECK(d.str().find("option 'max-time-ms' must be >= 0") != std::string::npos);
+  auto r2 = pm2.run(*m);
+  REQUIRE(r2.failed());
+  CHECK(r2.diagnostic().str().find("option 'max-time-ms' must be >= 0") != std::string::npos);
   // A generous limit changes nothing.
   auto p3 = Pipeline::parse("fold-double-relu{max-time-ms=60000,test-convergence=true}", reg());
   REQUIRE(p3.succeeded());
   PassManager pm3(std::move(*p3), {});
-  REQUIRE(succeeded(pm3.run(*m, &d)));
+  REQUIRE(succeeded(pm3.run(*m)));
 }

@@ -96,9 +96,8 @@ std::string runCase(const std::string &text, std::string &expected) {
     p = std::move(*t);
   }
   PassManager pm(std::move(p), o);
-  Diagnostic d;
-  if (failed(pm.run(**m, &d)))
-    return "error: " + strip(d.str());
+  if (auto r = pm.run(**m); r.failed())
+    return "error: " + strip(r.diagnostic().str());
   return (*m)->graph().str();
 }
 } // namespace

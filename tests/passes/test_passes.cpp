@@ -31,9 +31,8 @@ std::string runPipeline(TracedModule &m, llvm::StringRef text, PipelineOptions o
   auto p = Pipeline::parse(text, reg());
   REQUIRE(p.succeeded());
   PassManager pm(std::move(*p), o);
-  Diagnostic d;
-  if (failed(pm.run(m, &d)))
-    FAIL(d.str());
+  if (auto r = pm.run(m); r.failed())
+    FAIL(r.diagnostic().str());
   return log;
 }
 } // namespace
@@ -145,9 +144,9 @@ TEST_CASE("replace-node reports every skipped use", "[passes]") {
   CHECK(g.getMethodByType("__add__").asUnique()->input(0) == neg);
   auto p = Pipeline::parse("replace-node{pairs=\"MyBlock_nope:MyBlock_x\"}", reg());
   PassManager pm(std::move(*p), {});
-  Diagnostic d;
-  CHECK(failed(pm.run(*tm, &d)));
-  CHECK(d.str().find("pass 'replace-node': error: replace-node: 'MyBlock_nope:MyBlock_x' is "
+  auto r = pm.run(*tm);
+  REQUIRE(r.failed());
+  CHECK(r.diagnostic().str().find("pass 'replace-node': error: replace-node: 'MyBlock_nope:MyBlock_x' is "
                      "not a pair of full node names") != std::string::npos);
 }
 
@@ -184,15 +183,14 @@ TEST_CASE("a failing pass writes a reproducer that replays", "[passes]") {
   std::string seen;
   PipelineOptions o;
   o.onFailure = [&](const TracedModule &m, const Pipeline &p) {
-    Diagnostic d;
-    REQUIRE(succeeded(writeReproducer("repro.txt", m, p.str(), &d)));
+    REQUIRE(succeeded(writeReproducer("repro.txt", m, p.str())));
     seen = p.str();
   };
   auto p = Pipeline::parse("merge-getattr,verify", reg());
   PassManager pm(std::move(*p), o);
-  Diagnostic d;
-  REQUIRE(failed(pm.run(*tm, &d)));
-  CHECK(d.loc.pass == "verify");
+  auto run = pm.run(*tm);
+  REQUIRE(run.failed());
+  CHECK(run.diagnostic().loc.pass == "verify");
   CHECK(seen == "merge-getattr,verify");
   auto r = readReproducer("repro.txt");
   // The broken module is rejected when read back, at the line of the use.
@@ -207,8 +205,7 @@ TEST_CASE("a failing pass writes a reproducer that replays", "[passes]") {
 
 TEST_CASE("reproducers round-trip module and pipeline", "[passes]") {
   auto tm = tracedMyModule();
-  Diagnostic d;
-  REQUIRE(succeeded(writeReproducer("ok-repro.txt", *tm, "flatten,compile", &d)));
+  REQUIRE(succeeded(writeReproducer("ok-repro.txt", *tm, "flatten,compile")));
   auto r = readReproducer("ok-repro.txt");
   REQUIRE(r.succeeded());
   CHECK(r->second == "flatten,compile");
@@ -221,9 +218,8 @@ TEST_CASE("reproducers round-trip module and pipeline", "[passes]") {
 TEST_CASE("a pass plugin built outside the project loads and runs", "[passes][plugin]") {
   PassRegistry r;
   registerBuiltinPasses(r);
-  Diagnostic d;
-  if (failed(loadPassPlugin(TM_PLUGIN_PATH, r, &d)))
-    FAIL(d.str());
+  if (auto loaded = loadPassPlugin(TM_PLUGIN_PATH, r); loaded.failed())
+    FAIL(loaded.diagnostic().str());
   REQUIRE(r.contains("fold-neg-neg"));
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
@@ -232,13 +228,14 @@ TEST_CASE("a pass plugin built outside the project loads and runs", "[passes][pl
   auto p = Pipeline::parse("fold-neg-neg,compile", r);
   REQUIRE(p.succeeded());
   PassManager pm(std::move(*p), {});
-  REQUIRE(succeeded(pm.run(*tm, &d)));
+  REQUIRE(succeeded(pm.run(*tm)));
   CHECK(tm->graph().str() == "Net.Graph (self, x) {\n"
                              "\t%4:\trelu_out = nn.relu(x, )\n"
                              "\treturn relu_out\n"
                              "}");
-  CHECK(failed(loadPassPlugin("/nonexistent/plugin.so", r, &d)));
-  CHECK(d.str().find("cannot load pass plugin") != std::string::npos);
+  auto missing = loadPassPlugin("/nonexistent/plugin.so", r);
+  REQUIRE(missing.failed());
+  CHECK(missing.diagnostic().str().find("cannot load pass plugin") != std::string::npos);
 }
 
 #include "tm/passes/Drivers.h"

@@ -35,8 +35,7 @@ std::unique_ptr<TracedModule> loadedModel() {
              ("tmgraph-concurrency-" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   std::string path = (dir / "model.tmir").string();
-  Diagnostic err;
-  REQUIRE(succeeded(saveTmir(*tracedMyModule(), path, &err)));
+  REQUIRE(succeeded(saveTmir(*tracedMyModule(), path)));
   auto m = loadTmir(path);
   std::filesystem::remove_all(dir);
   REQUIRE(m.succeeded());
@@ -100,9 +99,8 @@ TEST_CASE("pipelines on separate modules in separate threads do not interfere",
         PipelineOptions o;
         o.threads = 2; // graph-local passes fan out inside each thread too
         PassManager pm(pipeline->clone(), o);
-        Diagnostic err;
-        if (failed(pm.run(*m, &err))) {
-          got[t] = "error: " + err.str();
+        if (auto r = pm.run(*m); r.failed()) {
+          got[t] = "error: " + r.diagnostic().str();
           return;
         }
         got[t] = printTmir(*m);

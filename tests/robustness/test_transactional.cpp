@@ -143,9 +143,9 @@ TEST_CASE("a pass that fails after changing the module is rolled back",
     // Fresh copy through the full pipeline: fails in its last pass.
     auto run = tracedMyModule();
     PassManager pm(*Pipeline::parse(text, PassRegistry::global()), {});
-    Diagnostic err;
-    REQUIRE(failed(pm.run(*run, &err)));
-    CHECK_THAT(err.str(), Catch::Contains("restored to its state before pass"));
+    auto r = pm.run(*run);
+    REQUIRE(r.failed());
+    CHECK_THAT(r.diagnostic().str(), Catch::Contains("restored to its state before pass"));
     CHECK(verify(*run).empty());
     CHECK(printTmir(*run) == before);
     CHECK(rt::Interpreter(*run).run({input()}).outputs.at(0).bitwiseEqual(want));
@@ -208,9 +208,9 @@ TEST_CASE("atomic passes fail without changing the module, snapshot or not",
       PipelineOptions o;
       o.transactional = transactional;
       PassManager pm(*Pipeline::parse(pass, PassRegistry::global()), o);
-      Diagnostic err;
-      REQUIRE(failed(pm.run(*tm, &err)));
-      CHECK_THAT(err.str(), Catch::Contains("is not a prefix") &&
+      auto r = pm.run(*tm);
+      REQUIRE(r.failed());
+      CHECK_THAT(r.diagnostic().str(), Catch::Contains("is not a prefix") &&
                                 Catch::Contains("is atomic: it left the module unchanged"));
       CHECK(tm->str() == before);
       // With the qualname repaired the same pass changes the top graph.

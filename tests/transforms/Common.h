@@ -34,9 +34,8 @@ inline std::string run(TracedModule &m, llvm::StringRef text) {
   o.verifyEach = true;
   o.output = [](const std::string &) {};
   PassManager pm(std::move(*p), o);
-  Diagnostic d;
-  if (failed(pm.run(m, &d)))
-    FAIL(d.str());
+  if (auto r = pm.run(m); r.failed())
+    FAIL(r.diagnostic().str());
   std::string remarks;
   for (const Diagnostic &r : pm.context().remarks())
     remarks += r.str() + "\n";

@@ -20,7 +20,6 @@ namespace tmg {
 FailureOr<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef filename = "<memory>");
 FailureOr<Tensor> readNpy(const std::string &path);
 std::string serializeNpy(const Tensor &t);
-LogicalResult writeNpy(const std::string &path, const Tensor &t,
-                       Diagnostic *error = nullptr);
+FailureOr<void> writeNpy(const std::string &path, const Tensor &t);
 
 } // namespace tmg

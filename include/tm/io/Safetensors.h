@@ -41,13 +41,11 @@ FailureOr<WeightFile> readSafetensors(const std::string &path);
 
 /// Serialises tensors (names must be unique; order kept).
 FailureOr<std::string> serializeSafetensors(const WeightFile &w);
-LogicalResult writeSafetensors(const std::string &path, const WeightFile &w,
-                               Diagnostic *error = nullptr);
+FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w);
 
 /// Reads a whole file; a Diagnostic names the file when it cannot.
 FailureOr<std::string> readFileBytes(const std::string &path);
 /// Writes a whole file atomically (temporary file + rename).
-LogicalResult writeFileBytes(const std::string &path, llvm::StringRef bytes,
-                             Diagnostic *error = nullptr);
+FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes);
 
 } // namespace tmg

@@ -74,14 +74,12 @@ FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path);
 FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path,
                                                   const TmirReadOptions &opts);
 /// Writes `path` (.tmir) and, beside it, `<stem>.safetensors`.
-LogicalResult saveTmir(const TracedModule &m, const std::string &path,
-                       Diagnostic *error = nullptr);
+FailureOr<void> saveTmir(const TracedModule &m, const std::string &path);
 
 /// A reproducer: `path` names a small text file holding the pipeline;
 /// the module goes beside it as `<path>.tmir` + `.safetensors`.
-LogicalResult writeReproducer(const std::string &path, const TracedModule &m,
-                              const std::string &pipeline,
-                              Diagnostic *error = nullptr);
+FailureOr<void> writeReproducer(const std::string &path, const TracedModule &m,
+                                const std::string &pipeline);
 /// Reads a reproducer: the module and the pipeline text.
 FailureOr<std::pair<std::unique_ptr<TracedModule>, std::string>>
 readReproducer(const std::string &path);

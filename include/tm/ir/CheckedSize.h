@@ -66,8 +66,16 @@ public:
   explicit ModelBytesBudget(const SizeLimits &limits)
       : limit_(limits.resolved().maxModelBytes) {}
   /// Adds `bytes` for tensor `what`; a Diagnostic when the total would
-  /// pass the limit.
-  LogicalResult add(llvm::StringRef what, int64_t bytes, Diagnostic *error);
+  /// pass the limit (the total is then unchanged).
+  FailureOr<void> add(llvm::StringRef what, int64_t bytes);
+  /// `add` with the diagnostic written to `*error` (io/OnnxImport.cpp's
+  /// form; other callers use the one above).
+  LogicalResult add(llvm::StringRef what, int64_t bytes, Diagnostic *error) {
+    FailureOr<void> r = add(what, bytes);
+    if (r.failed() && error)
+      *error = r.diagnostic();
+    return r;
+  }
   int64_t total() const { return total_; }
 
 private:

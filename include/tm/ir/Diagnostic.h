@@ -3,7 +3,9 @@
 // The error model of tmgraph (DESIGN.md "Error model"):
 //  * a Diagnostic is a message with a location (file:line:col, expr %id, pass
 //    name, option) and notes;
-//  * functions whose failure is expected return FailureOr<T> / LogicalResult;
+//  * functions whose failure is expected return FailureOr<T>, or
+//    FailureOr<void> when there is no payload: success or the Diagnostic;
+//  * LogicalResult is for outcomes that are not errors ("did not apply");
 //  * operator-style APIs that cannot return a status throw tmg::Error, which
 //    carries the same Diagnostic.
 // Asserts are reserved for internal invariants.
@@ -165,6 +167,38 @@ public:
 
 private:
   std::variant<T, Diagnostic> v_;
+};
+
+/// Success, or the Diagnostic explaining the failure: the payload-free form
+/// of FailureOr<T>, for fallible operations that produce nothing (write a
+/// file, verify, set an option). It is a FailureOr rather than a separate
+/// status type so that every fallible API has one shape: test it, read
+/// diagnostic(), convert it to LogicalResult. `return {};` is success.
+template <> class [[nodiscard]] FailureOr<void> {
+public:
+  FailureOr() = default;
+  FailureOr(Diagnostic d) : d_(std::move(d)) {}
+  FailureOr(Error e) : d_(e.diagnostic()) {}
+
+  bool succeeded() const { return !d_.has_value(); }
+  bool failed() const { return d_.has_value(); }
+  explicit operator bool() const { return succeeded(); }
+
+  /// Throws the diagnostic as tmg::Error on failure.
+  void value() const {
+    if (failed())
+      throw Error(*d_);
+  }
+  /// The diagnostic; only valid on failure.
+  const Diagnostic &diagnostic() const {
+    if (!d_)
+      throw std::logic_error("FailureOr<void>::diagnostic() on success");
+    return *d_;
+  }
+  operator LogicalResult() const { return LogicalResult::success(succeeded()); }
+
+private:
+  std::optional<Diagnostic> d_;
 };
 
 } // namespace tmg

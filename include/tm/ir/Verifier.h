@@ -31,6 +31,6 @@ void verifyGraph(const InternalGraph &g, std::vector<Diagnostic> &diags);
 std::vector<Diagnostic> verify(const TracedModule &m);
 /// `verify` as a result: success, or the first diagnostic with the others
 /// as notes.
-LogicalResult verifyOrReport(const TracedModule &m, Diagnostic *out = nullptr);
+FailureOr<void> verifyOrReport(const TracedModule &m);
 
 } // namespace tmg

@@ -70,10 +70,10 @@ public:
   /// Undoes every edit since begin().
   void rollback();
   bool inTransaction() const { return open_; }
-  /// Runs `f` in a transaction: commits when it succeeds, rolls back when
-  /// it fails or throws tmg::Error (the diagnostic goes to `error`).
-  LogicalResult transact(const std::function<LogicalResult()> &f,
-                         Diagnostic *error = nullptr);
+  /// Runs `f` in a transaction: true when `f` succeeds (committed), false
+  /// when it returns failure (rolled back: it did not apply), the
+  /// diagnostic when it throws tmg::Error (rolled back).
+  FailureOr<bool> transact(const std::function<LogicalResult()> &f);
 
   // -- Where new exprs go ----------------------------------------------------------
   void setInsertionPoint(Expr *before) { before_ = before; }

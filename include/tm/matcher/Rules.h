@@ -70,12 +70,12 @@ public:
   static constexpr const char *Description =
       "apply declarative rewrite rules ([[rules]] of the config, or a rules file)";
   std::vector<OptionSpec> optionSpecs() const override;
-  LogicalResult setRules(std::vector<RuleDecl> rules, Diagnostic *error) override;
+  FailureOr<void> setRules(std::vector<RuleDecl> rules) override;
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
 
 private:
-  LogicalResult useRules(const std::vector<RuleDecl> &rules, Diagnostic *error);
+  FailureOr<void> useRules(const std::vector<RuleDecl> &rules);
 
   /// Which rules matched (shared by the graphs' threads of one run).
   struct Usage {

@@ -74,8 +74,7 @@ public:
 
   /// Sets an option (type-checked against its spec). Returns a Diagnostic
   /// naming the option and the closest known name on error.
-  LogicalResult setOption(llvm::StringRef name, const OptionValue &v,
-                          Diagnostic *error = nullptr);
+  FailureOr<void> setOption(llvm::StringRef name, const OptionValue &v);
   /// The current value (the default unless set).
   OptionValue option(llvm::StringRef name) const;
   bool boolOption(llvm::StringRef name) const;
@@ -235,8 +234,7 @@ std::string closestName(llvm::StringRef name, const std::vector<std::string> &ca
 
 /// Loads a pass plugin: a shared library exporting
 /// `extern "C" void tmgRegisterPasses(tmg::PassRegistry &)`.
-LogicalResult loadPassPlugin(const std::string &path, PassRegistry &r,
-                             Diagnostic *error = nullptr);
+FailureOr<void> loadPassPlugin(const std::string &path, PassRegistry &r);
 
 } // namespace tmg
 

@@ -112,7 +112,8 @@ struct RuleDecl {
 class RuleConsumer {
 public:
   virtual ~RuleConsumer();
-  virtual LogicalResult setRules(std::vector<RuleDecl> rules, Diagnostic *error) = 0;
+  /// Takes `rules`; the diagnostic of the first rule that does not compile.
+  virtual FailureOr<void> setRules(std::vector<RuleDecl> rules) = 0;
 };
 
 /// Reads the `[[rules]]` tables of a TOML text. With `rulesOnly`, any other
@@ -142,7 +143,7 @@ public:
   /// that pass, the Diagnostic names the pass, and `m` is restored to its
   /// state before that pass (options.transactional, the default) or left as
   /// the failing pass left it.
-  LogicalResult run(TracedModule &m, Diagnostic *error = nullptr);
+  FailureOr<void> run(TracedModule &m);
 
   const PassContext &context() const { return ctx_; }
   /// The `--time-passes` table.
