@@ -1,0 +1,113 @@
+//===- norm.cpp - ONNX mapping of normalisations ----------------*- C++ -*-===//
+//
+// The ONNX importers and exporters of the norm family: Softmax and
+// LogSoftmax (before opset 13 over the flattened trailing axes),
+// BatchNormalization in inference mode, and LayerNormalization,
+// InstanceNormalization and MeanVarianceNormalization (layer_norm where it
+// fits, else mean/variance arithmetic).
+//
+//===----------------------------------------------------------------------===//
+#include "Import.h"
+
+namespace tmg::io::onnxdetail {
+namespace {
+
+const char *softmaxFn(const NodeCx &c) {
+  return c.n.op_type() == "Softmax" ? "nn.softmax" : "nn.logsoftmax";
+}
+
+/// Opset 13 on: over one axis.
+void importSoftmax(NodeCx &c) {
+  int64_t ax = c.axis(c.ai("axis", -1), c.rank(0));
+  c.out(0, c.call(softmaxFn(c), {c.node(0)}, {{"axis", ax}}));
+}
+
+/// Before opset 13: over the axes from `axis` on, flattened into one.
+void importSoftmaxFlat(NodeCx &c) {
+  const char *fn = softmaxFn(c);
+  int64_t r = c.rank(0);
+  int64_t ax = c.axis(c.ai("axis", 1), std::max<int64_t>(r, 1));
+  const Shape &s = c.shape(0);
+  if (ax == r - 1)
+    return c.out(0, c.call(fn, {c.node(0)}, {{"axis", ax}}));
+  int64_t a = 1, bsz = 1;
+  for (int64_t i = 0; i < r; ++i)
+    (i < ax ? a : bsz) *= s[i];
+  Node *f = c.call("tensor.reshape", {c.node(0), tupleOf({a, bsz})});
+  f = c.call(fn, {f}, {{"axis", int64_t(1)}});
+  c.out(0, c.call("tensor.reshape", {f, tupleOf(s)}));
+}
+
+void importBatchNorm(NodeCx &c) {
+  if (c.ai("training_mode", 0) || c.n.output_size() > 1)
+    c.fail("training mode (running statistics outputs) is not supported");
+  c.out(0, c.call("nn.batch_norm", {c.node(0)},
+                  {{"running_mean", c.node(3)}, {"running_var", c.node(4)},
+                   {"weight", c.node(1)}, {"bias", c.node(2)},
+                   {"eps", c.af("epsilon", 1e-5)}}));
+}
+
+/// InstanceNormalization, MeanVarianceNormalization, LayerNormalization.
+void importMeanVarNorm(NodeCx &c) {
+  const std::string &op = c.n.op_type();
+  int64_t r = c.rank(0);
+  std::vector<int64_t> axes;
+  double eps = c.af("epsilon", 1e-5);
+  if (op == "InstanceNormalization") {
+    for (int64_t i = 2; i < r; ++i)
+      axes.push_back(i);
+  } else if (op == "MeanVarianceNormalization") {
+    for (int64_t a : c.ais("axes").value_or(std::vector<int64_t>{0, 2, 3}))
+      axes.push_back(c.axis(a, r));
+    eps = 1e-9;
+  } else {
+    for (int64_t i = c.axis(c.ai("axis", -1), r); i < r; ++i)
+      axes.push_back(i);
+  }
+  Node *x = c.node(0);
+  if (op == "LayerNormalization" && !c.wants(1) && !c.wants(2)) {
+    const Shape &xs = c.shape(0);
+    Shape ns(xs.begin() + axes[0], xs.end());
+    bool fits = c.shape(1) == ns && (!c.has(2) || c.shape(2) == ns);
+    if (fits)
+      return c.out(0, c.call("nn.layer_norm", {x, tupleOf(ns)},
+                             {{"affine", true}, {"weight", c.node(1)},
+                              {"bias", c.has(2) ? Arg(c.node(2)) : Arg::none()},
+                              {"eps", eps}}));
+  }
+  Node *m = c.call("math.mean", {x}, {{"axis", tupleOf(axes)}, {"keepdims", true}});
+  Node *dlt = c.call("elemwise.sub", {x, m});
+  Node *v = c.call("math.mean", {c.call("elemwise.mul", {dlt, dlt})},
+                   {{"axis", tupleOf(axes)}, {"keepdims", true}});
+  Node *inv = c.call("elemwise.rsqrt", {c.call("elemwise.add", {v, eps})});
+  Node *y = c.call("elemwise.mul", {dlt, inv});
+  if (op == "InstanceNormalization") {
+    Shape cs{c.shape(0)[1]};
+    for (int64_t i = 2; i < r; ++i)
+      cs.push_back(1);
+    y = c.call("elemwise.mul", {y, c.call("tensor.reshape", {c.node(1), tupleOf(cs)})});
+    y = c.call("elemwise.add", {y, c.call("tensor.reshape", {c.node(2), tupleOf(cs)})});
+  } else if (op == "LayerNormalization") {
+    y = c.call("elemwise.mul", {y, c.node(1)});
+    if (c.has(2))
+      y = c.call("elemwise.add", {y, c.node(2)});
+    c.out(1, m);
+    c.out(2, inv);
+  }
+  c.out(0, y);
+}
+
+} // namespace
+
+void registerNormOnnxImport(OnnxImportTable &t) {
+  for (const char *op : {"Softmax", "LogSoftmax"}) {
+    t.add(op, 1, 12, importSoftmaxFlat);
+    t.add(op, 13, kMaxOpset, importSoftmax);
+  }
+  t.add("BatchNormalization", 1, kMaxOpset, importBatchNorm);
+  for (const char *op :
+       {"InstanceNormalization", "MeanVarianceNormalization", "LayerNormalization"})
+    t.add(op, 1, kMaxOpset, importMeanVarNorm);
+}
+
+} // namespace tmg::io::onnxdetail
