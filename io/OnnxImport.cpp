@@ -8,6 +8,12 @@
 // GetAttr (initializers) or Constant exprs only where a tensor operand
 // needs them, so shape arithmetic leaves no trace in the graph.
 //
+// This file is the driver: model loading, input shapes, external data,
+// validation, initializers, folding and graph outputs. Each ONNX op's
+// mapping is in the file of the family of the tmgraph op it becomes,
+// io/onnx/<family>.cpp, found through the importer table
+// (onnxImportTable) by op type and opset.
+//
 //===----------------------------------------------------------------------===//
 #include "onnx/Import.h"
 

@@ -6,6 +6,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
+
+#include <algorithm>
+#include <cmath>
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -69,6 +73,122 @@ void registerActivationOnnxImport(OnnxImportTable &t) {
   t.add("Selu", 1, kMaxOpset, importSelu);
   t.add("HardSigmoid", 1, kMaxOpset, importHardSigmoid);
   t.add("Dropout", 1, kMaxOpset, importDropout);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportRelu6(ExportCall &c) {
+  std::string x = c.first(c.od);
+  auto bound = [&](const char *name, double v) {
+    return c.init(Tensor::full({}, v, c.od), c.out + "_" + name);
+  };
+  c.simple("Clip", {x, bound("lower", 0.0), bound("upper", 6.0)});
+}
+
+/// One ONNX node with float attributes read from the expr's arguments.
+void exportWithAlphas(ExportCall &c, const char *op,
+                      std::initializer_list<std::pair<const char *, const char *>> attrs) {
+  c.simple(op, {c.first(c.od)});
+  for (auto [onnxName, argName] : attrs)
+    Exporter::attrF(c.n, onnxName, c.number(argName));
+}
+
+} // namespace
+
+std::string geluFactor(ExportCall &c, const std::string &x, bool tanhForm) {
+  const std::string &out = c.out;
+  auto k = [&](double v, const char *tag) {
+    return c.init(Tensor::full({}, v, DType::Float32), out + tag);
+  };
+  std::string t;
+  if (!tanhForm) {
+    t = c.emit("Erf", {c.emit("Div", {x, k(M_SQRT2, "_sqrt2")}, out + "_scaled")}, out + "_erf");
+  } else {
+    std::string cube = c.emit("Mul", {x, c.emit("Mul", {x, x}, out + "_sq")}, out + "_cube");
+    std::string in = c.emit("Add", {x, c.emit("Mul", {cube, k(0.044715, "_kappa")}, out + "_kc")},
+                            out + "_inner");
+    t = c.emit("Tanh", {c.emit("Mul", {in, k(std::sqrt(2.0 / M_PI), "_beta")}, out + "_arg")},
+               out + "_tanh");
+  }
+  std::string onePlus = c.emit("Add", {t, k(1.0, "_one")}, out + "_onep");
+  return c.emit("Mul", {onePlus, k(0.5, "_half")}, out + "_factor");
+}
+
+void exportFusedActivation(ExportCall &c, OpKind inner) {
+  std::string act = c.string("activation");
+  static const char *Known[] = {"none",      "relu",        "relu6", "sigmoid",  "silu",
+                                "hardswish", "hardsigmoid", "gelu",  "gelu_tanh"};
+  if (std::find(std::begin(Known), std::end(Known), act) == std::end(Known))
+    c.fail(fmt::format("unknown activation '{}'", act));
+  std::string pre = c.out + "_pre";
+  c.ex.exportCall(c.e, inner, &pre);
+  std::string x = c.nameOf(c.e.output(0));
+  if (act == "none")
+    return;
+  if (act == "relu") {
+    c.simple("Relu", {x});
+  } else if (act == "sigmoid") {
+    c.simple("Sigmoid", {x});
+  } else if (act == "hardswish") {
+    c.simple("HardSwish", {x});
+  } else if (act == "silu") {
+    c.simple("Mul", {x, c.emit("Sigmoid", {x}, c.out + "_sigmoid")});
+  } else if (act == "hardsigmoid") {
+    c.simple("HardSigmoid", {x});
+    Exporter::attrF(c.n, "alpha", 1.0 / 6.0);
+    Exporter::attrF(c.n, "beta", 0.5);
+  } else if (act == "gelu" || act == "gelu_tanh") {
+    c.simple("Mul", {x, geluFactor(c, x, act == "gelu_tanh")});
+  } else { // relu6
+    c.simple("Clip", {x, c.init(Tensor::full({}, 0.0, DType::Float32), c.out + "_lower"),
+                      c.init(Tensor::full({}, 6.0, DType::Float32), c.out + "_upper")});
+  }
+}
+
+void registerActivationOnnxExport(OnnxExportTable &t) {
+  const char *f = "activation";
+  static const std::pair<OpKind, const char *> unary[] = {{OpKind::Sigmoid, "Sigmoid"},
+                                                          {OpKind::Softplus, "Softplus"},
+                                                          {OpKind::Softsign, "Softsign"},
+                                                          {OpKind::Hswish, "HardSwish"}};
+  for (auto [k, op] : unary)
+    t.add(f, {k}, [op = op](ExportCall &c) { c.un(op); });
+  t.add(f, {OpKind::Relu}, [](ExportCall &c) { c.simple("Relu", {c.first(c.od)}); });
+  t.add(f, {OpKind::Hsigmoid}, [](ExportCall &c) {
+    c.simple("HardSigmoid", {c.first(c.od)});
+    Exporter::attrF(c.n, "alpha", 1.0 / 6.0);
+    Exporter::attrF(c.n, "beta", 0.5);
+  });
+  t.add(f, {OpKind::HardSigmoid},
+        [](ExportCall &c) {
+          exportWithAlphas(c, "HardSigmoid", {{"alpha", "alpha"}, {"beta", "beta"}});
+        });
+  t.add(f, {OpKind::LeakyRelu},
+        [](ExportCall &c) { exportWithAlphas(c, "LeakyRelu", {{"alpha", "negative_slope"}}); });
+  t.add(f, {OpKind::Elu}, [](ExportCall &c) { exportWithAlphas(c, "Elu", {{"alpha", "alpha"}}); });
+  t.add(f, {OpKind::Celu},
+        [](ExportCall &c) { exportWithAlphas(c, "Celu", {{"alpha", "alpha"}}); });
+  t.add(f, {OpKind::ThresholdedRelu},
+        [](ExportCall &c) { exportWithAlphas(c, "ThresholdedRelu", {{"alpha", "alpha"}}); });
+  t.add(f, {OpKind::Selu}, [](ExportCall &c) {
+    exportWithAlphas(c, "Selu", {{"alpha", "alpha"}, {"gamma", "scale"}});
+  });
+  t.add(f, {OpKind::Silu}, [](ExportCall &c) {
+    std::string x = c.first(c.od);
+    std::string s = c.emit("Sigmoid", {x}, c.out + "_sigmoid");
+    c.simple("Mul", {x, s});
+  });
+  t.add(f, {OpKind::Relu6}, exportRelu6);
+  t.add(f, {OpKind::Prelu}, [](ExportCall &c) {
+    c.simple("PRelu", {c.operand("inp", c.od), c.operand("weight", c.od)});
+  });
+  t.add(f, {OpKind::Gelu, OpKind::GeluTanh}, [](ExportCall &c) {
+    std::string x = c.first(DType::Float32);
+    c.simple("Mul", {x, geluFactor(c, x, c.k == OpKind::GeluTanh)});
+  });
+  t.add(f, {OpKind::Dropout}, [](ExportCall &c) { c.simple("Identity", {c.first()}); });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 
@@ -154,6 +155,51 @@ void importConvTranspose(NodeCx &c) {
 void registerConvOnnxImport(OnnxImportTable &t) {
   t.add("Conv", 1, kMaxOpset, importConv);
   t.add("ConvTranspose", 1, kMaxOpset, importConvTranspose);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportConv(ExportCall &c) {
+  OpKind k = c.k;
+  bool tr = k == OpKind::ConvTranspose2d || k == OpKind::ConvTransposeNd;
+  const Shape &ws = c.shapeOf(c.e.namedArg("weight")->node());
+  size_t nd = ws.size() - 2;
+  std::vector<std::string> ins = {c.operand("inp"), c.operand("weight")};
+  if (!c.isNone("bias")) {
+    std::string b = c.operand("bias");
+    const Shape &bs = c.shapeOf(c.e.namedArg("bias")->node());
+    if (bs.size() != 1)
+      b = c.emit("Reshape", {b, c.intsInit({-1}, c.out + "_bshape")}, c.out + "_bias");
+    ins.push_back(b);
+  }
+  onnx::NodeProto *n = c.simple(tr ? "ConvTranspose" : "Conv", ins);
+  std::vector<int64_t> pads = c.ints("padding");
+  if (pads.size() == 1)
+    pads.assign(2 * nd, pads[0]);
+  else if (pads.size() == nd)
+    pads.insert(pads.end(), pads.begin(), pads.end());
+  Exporter::attrIs(n, "kernel_shape", llvm::ArrayRef<int64_t>(ws).drop_front(2));
+  Exporter::attrIs(n, "strides", c.intsN("stride", nd));
+  Exporter::attrIs(n, "pads", pads);
+  Exporter::attrIs(n, "dilations", c.intsN("dilation", nd));
+  Exporter::attrI(n, "group", c.ints("groups")[0]);
+  if (tr)
+    Exporter::attrIs(n, "output_padding", c.intsN("output_padding", nd));
+  if (k == OpKind::Conv2d && c.string("conv_mode") != "cross_correlation")
+    c.fail("only cross-correlation convolutions have an ONNX form");
+}
+
+} // namespace
+
+void registerConvOnnxExport(OnnxExportTable &t) {
+  t.add("conv",
+        {OpKind::Conv1d, OpKind::Conv2d, OpKind::ConvNd, OpKind::ConvTranspose2d,
+         OpKind::ConvTransposeNd},
+        exportConv);
+  t.add("conv", {OpKind::Conv2dAct},
+        [](ExportCall &c) { exportFusedActivation(c, OpKind::Conv2d); });
 }
 
 } // namespace tmg::io::onnxdetail

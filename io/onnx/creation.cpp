@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 #include "tm/runtime/Kernels.h"
 
@@ -62,6 +63,46 @@ void registerCreationOnnxImport(OnnxImportTable &t) {
   t.add("Range", 1, kMaxOpset, importRange);
   t.add("Trilu", 1, kMaxOpset, importMask);
   t.add("EyeLike", 1, kMaxOpset, importMask);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+/// Creation ops with constant arguments: a Constant node of their value.
+void exportCreation(ExportCall &c) {
+  OpKind k = c.k;
+  auto dt2 = parseDType(c.string("dtype"));
+  if (!dt2)
+    c.fail("unknown dtype");
+  Tensor t;
+  if (k == OpKind::Arange) {
+    double start = c.number("start"), step = c.number("step"), stop;
+    if (c.isNone("stop")) {
+      stop = start;
+      start = 0;
+    } else {
+      stop = c.number("stop");
+    }
+    t = rt::arange(start, stop, step, *dt2);
+  } else {
+    double v = k == OpKind::Zeros ? 0.0 : k == OpKind::Ones ? 1.0 : c.number("value");
+    t = rt::full(c.ints("shape"), v, *dt2);
+  }
+  onnx::NodeProto *n;
+  std::string o = c.emit("Constant", {}, c.out, &n);
+  auto *a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  tensorToProto(t, *a->mutable_t());
+  c.bind(o);
+}
+
+} // namespace
+
+void registerCreationOnnxExport(OnnxExportTable &t) {
+  t.add("creation", {OpKind::Zeros, OpKind::Ones, OpKind::Full, OpKind::Arange},
+        exportCreation);
 }
 
 } // namespace tmg::io::onnxdetail

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -160,6 +161,125 @@ void registerElementwiseOnnxImport(OnnxImportTable &t) {
   t.add("Cast", 1, kMaxOpset, importCast);
   t.add("CastLike", 1, kMaxOpset, importCastLike);
   t.add("Shrink", 1, kMaxOpset, importShrink);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+/// Floor, Ceil, Round: computed in float32, then cast to the output dtype.
+void exportRounding(ExportCall &c, const char *op) {
+  c.simple(op, {c.first(DType::Float32)});
+  if (c.od != DType::Float32)
+    c.bind(c.cast(c.nameOf(c.e.output(0)), c.od));
+}
+
+void exportClip(ExportCall &c) {
+  std::string x = c.first();
+  auto bound = [&](const char *name) -> std::string {
+    if (c.isNone(name))
+      return "";
+    return c.init(Tensor::full({}, c.number(name), c.od), c.out + "_" + name);
+  };
+  c.simple("Clip", {x, bound("lower"), bound("upper")});
+}
+
+void exportLogical(ExportCall &c) {
+  const char *op = c.k == OpKind::LogicalAnd ? "And" : c.k == OpKind::LogicalOr ? "Or" : "Xor";
+  c.simple(op, {c.operand("x", DType::Bool), c.operand("y", DType::Bool)});
+}
+
+void registerArithmeticExports(OnnxExportTable &t) {
+  const char *f = "elementwise";
+  t.add(f, {OpKind::Add, OpKind::MAdd, OpKind::MRAdd, OpKind::MIAdd},
+        [](ExportCall &c) { c.arith("Add", c.k == OpKind::MRAdd); });
+  t.add(f, {OpKind::Sub, OpKind::MSub, OpKind::MISub}, [](ExportCall &c) { c.arith("Sub"); });
+  t.add(f, {OpKind::MRSub}, [](ExportCall &c) { c.arith("Sub", true); });
+  t.add(f, {OpKind::Mul, OpKind::MMul, OpKind::MRMul, OpKind::MIMul},
+        [](ExportCall &c) { c.arith("Mul", c.k == OpKind::MRMul); });
+  t.add(f, {OpKind::Div, OpKind::MTrueDiv, OpKind::MITrueDiv},
+        [](ExportCall &c) { c.arith("Div"); });
+  t.add(f, {OpKind::MRTrueDiv}, [](ExportCall &c) { c.arith("Div", true); });
+  t.add(f, {OpKind::Pow, OpKind::MPow}, [](ExportCall &c) { c.arith("Pow"); });
+  t.add(f, {OpKind::MRPow}, [](ExportCall &c) { c.arith("Pow", true); });
+  t.add(f, {OpKind::Maximum}, [](ExportCall &c) { c.arith("Max"); });
+  t.add(f, {OpKind::Minimum}, [](ExportCall &c) { c.arith("Min"); });
+  t.add(f, {OpKind::Mod}, [](ExportCall &c) {
+    if (isFloat(c.od))
+      c.fail("Python-style modulo of floats has no ONNX form");
+    c.simple("Mod", c.binArgs(c.od, false));
+  });
+  t.add(f, {OpKind::Fmod}, [](ExportCall &c) {
+    c.simple("Mod", c.binArgs(c.od, false));
+    Exporter::attrI(c.n, "fmod", 1);
+  });
+}
+
+void registerComparisonExports(OnnxExportTable &t) {
+  const char *f = "elementwise";
+  t.add(f, {OpKind::Equal, OpKind::MEq}, [](ExportCall &c) { c.cmp("Equal"); });
+  t.add(f, {OpKind::NotEqual, OpKind::MNe}, [](ExportCall &c) { c.cmp("Equal", true); });
+  t.add(f, {OpKind::Less, OpKind::MLt}, [](ExportCall &c) { c.cmp("Less"); });
+  t.add(f, {OpKind::LessEqual, OpKind::MLe}, [](ExportCall &c) { c.cmp("LessOrEqual"); });
+  t.add(f, {OpKind::Greater, OpKind::MGt}, [](ExportCall &c) { c.cmp("Greater"); });
+  t.add(f, {OpKind::GreaterEqual, OpKind::MGe},
+        [](ExportCall &c) { c.cmp("GreaterOrEqual"); });
+  t.add(f, {OpKind::LogicalAnd, OpKind::LogicalOr, OpKind::LogicalXor}, exportLogical);
+  t.add(f, {OpKind::LogicalNot},
+        [](ExportCall &c) { c.simple("Not", {c.operand("x", DType::Bool)}); });
+}
+
+void registerUnaryExports(OnnxExportTable &t) {
+  const char *f = "elementwise";
+  static const std::pair<OpKind, const char *> unary[] = {
+      {OpKind::Exp, "Exp"},     {OpKind::Log, "Log"},     {OpKind::Sqrt, "Sqrt"},
+      {OpKind::Erf, "Erf"},     {OpKind::Tanh, "Tanh"},   {OpKind::Sin, "Sin"},
+      {OpKind::Cos, "Cos"},     {OpKind::Tan, "Tan"},     {OpKind::Asin, "Asin"},
+      {OpKind::Acos, "Acos"},   {OpKind::Atan, "Atan"},   {OpKind::Sinh, "Sinh"},
+      {OpKind::Cosh, "Cosh"},   {OpKind::Asinh, "Asinh"}, {OpKind::Acosh, "Acosh"},
+      {OpKind::Atanh, "Atanh"}, {OpKind::Reciprocal, "Reciprocal"}};
+  for (auto [k, op] : unary)
+    t.add(f, {k}, [op = op](ExportCall &c) { c.un(op); });
+  // Computed in the output dtype whatever it is.
+  static const std::pair<OpKind, const char *> inOutDType[] = {
+      {OpKind::Neg, "Neg"}, {OpKind::MNeg, "Neg"}, {OpKind::Abs, "Abs"},
+      {OpKind::MAbs, "Abs"}, {OpKind::Sign, "Sign"}};
+  for (auto [k, op] : inOutDType)
+    t.add(f, {k}, [op = op](ExportCall &c) { c.simple(op, {c.first(c.od)}); });
+  t.add(f, {OpKind::Rsqrt}, [](ExportCall &c) {
+    std::string s = c.emit("Sqrt", {c.first(c.od)}, c.out + "_sqrt");
+    c.simple("Reciprocal", {s});
+  });
+  t.add(f, {OpKind::Floor}, [](ExportCall &c) { exportRounding(c, "Floor"); });
+  t.add(f, {OpKind::Ceil}, [](ExportCall &c) { exportRounding(c, "Ceil"); });
+  t.add(f, {OpKind::Round}, [](ExportCall &c) { exportRounding(c, "Round"); });
+  t.add(f, {OpKind::IsNan},
+        [](ExportCall &c) { c.simple("IsNaN", {c.first(DType::Float32)}); });
+  t.add(f, {OpKind::IsInf}, [](ExportCall &c) {
+    c.simple("IsInf", {c.first(DType::Float32)});
+    Exporter::attrI(c.n, "detect_positive", c.boolean("detect_positive"));
+    Exporter::attrI(c.n, "detect_negative", c.boolean("detect_negative"));
+  });
+}
+
+} // namespace
+
+void registerElementwiseOnnxExport(OnnxExportTable &t) {
+  registerArithmeticExports(t);
+  registerComparisonExports(t);
+  registerUnaryExports(t);
+  const char *f = "elementwise";
+  t.add(f, {OpKind::Clip}, exportClip);
+  t.add(f, {OpKind::Where}, [](ExportCall &c) {
+    c.simple("Where", {c.operand("mask", DType::Bool), c.operand("x", c.od),
+                       c.operand("y", c.od)});
+  });
+  t.add(f, {OpKind::Copy, OpKind::MPos, OpKind::MDetach},
+        [](ExportCall &c) { c.simple("Identity", {c.first()}); });
+  t.add(f, {OpKind::MAstype}, [](ExportCall &c) {
+    c.simple("Cast", {c.operand("self")});
+    Exporter::attrI(c.n, "to", toOnnxType(c.od));
+  });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -6,6 +6,9 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
+
+#include <limits>
 
 #include "tm/runtime/Kernels.h"
 
@@ -103,6 +106,95 @@ void registerIndexOnnxImport(OnnxImportTable &t) {
   t.add("GatherElements", 1, kMaxOpset, importGatherElements);
   for (const char *op : {"ScatterND", "ScatterElements", "Scatter"})
     t.add(op, 1, kMaxOpset, importScatter);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportScatter(ExportCall &c) {
+  // ONNX has max and min reductions from opset 18 on; we write opset 17.
+  std::string red = c.string("reduction");
+  if (red != "none" && red != "add" && red != "mul")
+    c.fail(fmt::format("reduction '{}' needs ONNX opset 18 (written: 17)", red));
+  if (c.k == OpKind::Scatter) {
+    c.simple("ScatterElements",
+             {c.operand("inp"), c.operand("index"), c.operand("source")});
+    Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  } else {
+    c.simple("ScatterND", {c.operand("inp"), c.operand("indices"), c.operand("updates")});
+  }
+  if (red != "none")
+    Exporter::attrS(c.n, "reduction", red);
+}
+
+/// __getitem__ with integer and slice indices: Slice, then Squeeze of the
+/// integer-indexed axes.
+void exportGetItem(ExportCall &c) {
+  TreeDef idx = c.constant("index");
+  std::vector<TreeDef> items;
+  if (idx.kind() == TreeDef::Kind::Tuple)
+    for (size_t i = 0; i < idx.numChildren(); ++i)
+      items.push_back(idx.child(i));
+  else
+    items.push_back(idx);
+  const Shape &xs = c.shapeOf(c.e.input(0));
+  std::vector<int64_t> starts, ends, axes, steps, squeeze;
+  auto opt = [&](const TreeDef &t, int64_t dflt) {
+    if (t.isConst() && t.value().isNone())
+      return dflt;
+    if (t.isConst() && t.value().isInt())
+      return t.value().getInt();
+    c.fail("slice bounds must be integers or None");
+  };
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TreeDef &t = items[i];
+    if (i >= xs.size())
+      c.fail("too many indices");
+    if (t.isConst() && t.value().isInt()) {
+      int64_t v = t.value().getInt();
+      starts.push_back(v);
+      ends.push_back(v == -1 ? std::numeric_limits<int64_t>::max() : v + 1);
+      axes.push_back(int64_t(i));
+      steps.push_back(1);
+      squeeze.push_back(int64_t(i));
+    } else if (t.kind() == TreeDef::Kind::Slice) {
+      int64_t st = opt(t.child(2), 1);
+      int64_t big = std::numeric_limits<int64_t>::max();
+      starts.push_back(opt(t.child(0), st > 0 ? 0 : big));
+      ends.push_back(opt(t.child(1), st > 0 ? big : std::numeric_limits<int64_t>::min()));
+      axes.push_back(int64_t(i));
+      steps.push_back(st);
+    } else {
+      c.fail("only integer and slice indices have an ONNX form");
+    }
+  }
+  const std::string &out = c.out;
+  std::string v = c.emit("Slice", {c.operand("self"), c.intsInit(starts, out + "_starts"),
+                                   c.intsInit(ends, out + "_ends"), c.intsInit(axes, out + "_axes"),
+                                   c.intsInit(steps, out + "_steps")},
+                         squeeze.empty() ? llvm::StringRef(out) : llvm::StringRef(out + "_sl"));
+  if (!squeeze.empty())
+    v = c.emit("Squeeze", {v, c.intsInit(squeeze, out + "_sq")}, out);
+  c.bind(v);
+}
+
+} // namespace
+
+void registerIndexOnnxExport(OnnxExportTable &t) {
+  t.add("index", {OpKind::Gather}, [](ExportCall &c) {
+    c.simple("GatherElements", {c.operand("inp"), c.operand("index")});
+    Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  });
+  t.add("index", {OpKind::Take}, [](ExportCall &c) {
+    c.simple("Gather", {c.operand("inp"), c.operand("indices")});
+    Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  });
+  t.add("index", {OpKind::Scatter, OpKind::ScatterNd}, exportScatter);
+  t.add("index", {OpKind::Embedding}, [](ExportCall &c) {
+    c.simple("Gather", {c.operand("weight"), c.operand("inp")});
+  });
+  t.add("index", {OpKind::MGetItem}, exportGetItem);
 }
 
 } // namespace tmg::io::onnxdetail

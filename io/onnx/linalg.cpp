@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -36,6 +37,62 @@ void registerLinalgOnnxImport(OnnxImportTable &t) {
   t.add("Gemm", 1, kMaxOpset, importGemm);
   t.add("MatMul", 1, kMaxOpset,
         [](NodeCx &c) { c.out(0, c.call("math.matmul", {c.node(0), c.node(1)})); });
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportLinear(ExportCall &c) {
+  std::string x = c.operand("inp"), w = c.operand("weight");
+  const Shape &xs = c.shapeOf(c.e.input(0));
+  if (xs.size() == 2) {
+    std::vector<std::string> ins = {x, w};
+    if (!c.isNone("bias"))
+      ins.push_back(c.operand("bias"));
+    c.simple("Gemm", ins);
+    Exporter::attrI(c.n, "transB", 1);
+    return;
+  }
+  onnx::NodeProto *t;
+  std::string wt = c.emit("Transpose", {w}, c.out + "_wt", &t);
+  Exporter::attrIs(t, "perm", {1, 0});
+  if (c.isNone("bias"))
+    return (void)c.simple("MatMul", {x, wt});
+  std::string mm = c.emit("MatMul", {x, wt}, c.out + "_mm");
+  c.simple("Add", {mm, c.operand("bias")});
+}
+
+void exportMatmul(ExportCall &c) {
+  bool method = c.method;
+  std::string a = method ? c.operand("self") : c.operand("inp1");
+  std::string b = method ? c.operand("value") : c.operand("inp2");
+  auto tr = [&](std::string v, const Node *nd, const char *flag) {
+    if (method || !c.boolean(flag))
+      return v;
+    size_t r = c.shapeOf(nd).size();
+    std::vector<int64_t> perm;
+    for (size_t i = 0; i < r; ++i)
+      perm.push_back(int64_t(i));
+    std::swap(perm[r - 1], perm[r - 2]);
+    onnx::NodeProto *t;
+    std::string o = c.emit("Transpose", {v}, c.out + "_t", &t);
+    Exporter::attrIs(t, "perm", perm);
+    return o;
+  };
+  const Expr &e = c.e;
+  a = tr(a, method ? e.namedArg("self")->node() : e.namedArg("inp1")->node(), "transpose_a");
+  b = tr(b, method ? e.namedArg("value")->node() : e.namedArg("inp2")->node(), "transpose_b");
+  c.simple("MatMul", {a, b});
+}
+
+} // namespace
+
+void registerLinalgOnnxExport(OnnxExportTable &t) {
+  t.add("linalg", {OpKind::Linear}, exportLinear);
+  t.add("linalg", {OpKind::Matmul, OpKind::MMatmul}, exportMatmul);
+  t.add("linalg", {OpKind::LinearAct},
+        [](ExportCall &c) { exportFusedActivation(c, OpKind::Linear); });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -108,6 +109,57 @@ void registerNormOnnxImport(OnnxImportTable &t) {
   for (const char *op :
        {"InstanceNormalization", "MeanVarianceNormalization", "LayerNormalization"})
     t.add(op, 1, kMaxOpset, importMeanVarNorm);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportSoftmax(ExportCall &c) {
+  std::string x = c.operand("inp");
+  int64_t r = int64_t(c.shapeOf(c.e.input(0)).size());
+  int64_t axis = c.isNone("axis") ? ((r == 0 || r == 1 || r == 3) ? 0 : 1) : c.ints("axis")[0];
+  c.simple(c.k == OpKind::Softmax ? "Softmax" : "LogSoftmax", {x});
+  Exporter::attrI(c.n, "axis", axis);
+}
+
+void exportBatchNorm(ExportCall &c) {
+  std::string x = c.operand("inp");
+  const Shape &xs = c.shapeOf(c.e.input(0));
+  int64_t C = xs.size() > 1 ? xs[1] : 1;
+  auto param = [&](const char *name, double dflt) {
+    if (c.isNone(name))
+      return c.init(Tensor::full({C}, dflt), c.out + "_" + name);
+    std::string v = c.operand(name, DType::Float32);
+    return c.emit("Reshape", {v, c.intsInit({C}, c.out + "_" + name + "_shape")},
+                  c.out + "_" + name + "_flat");
+  };
+  std::string w = param("weight", 1.0), b = param("bias", 0.0),
+              mn = param("running_mean", 0.0), vr = param("running_var", 1.0);
+  c.simple("BatchNormalization", {x, w, b, mn, vr});
+  Exporter::attrF(c.n, "epsilon", c.number("eps"));
+}
+
+void exportLayerNorm(ExportCall &c) {
+  std::vector<int64_t> ns = c.ints("normalized_shape");
+  std::string x = c.operand("inp");
+  std::string w = (!c.isNone("weight") && c.boolean("affine"))
+                      ? c.operand("weight")
+                      : c.init(Tensor::full(ns, 1.0), c.out + "_scale");
+  std::vector<std::string> ins = {x, w};
+  if (!c.isNone("bias") && c.boolean("affine"))
+    ins.push_back(c.operand("bias"));
+  c.simple("LayerNormalization", ins);
+  Exporter::attrI(c.n, "axis", -int64_t(ns.size()));
+  Exporter::attrF(c.n, "epsilon", c.number("eps"));
+}
+
+} // namespace
+
+void registerNormOnnxExport(OnnxExportTable &t) {
+  t.add("norm", {OpKind::Softmax, OpKind::LogSoftmax}, exportSoftmax);
+  t.add("norm", {OpKind::BatchNorm}, exportBatchNorm);
+  t.add("norm", {OpKind::LayerNorm}, exportLayerNorm);
 }
 
 } // namespace tmg::io::onnxdetail

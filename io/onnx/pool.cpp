@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -68,6 +69,49 @@ void registerPoolOnnxImport(OnnxImportTable &t) {
   t.add("AveragePool", 1, kMaxOpset, importPool);
   t.add("GlobalAveragePool", 1, kMaxOpset, importGlobalPool);
   t.add("GlobalMaxPool", 1, kMaxOpset, importGlobalPool);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportPool(ExportCall &c) {
+  OpKind k = c.k;
+  bool avg = k == OpKind::AvgPool2d || k == OpKind::AvgPoolNd;
+  std::vector<int64_t> ks = c.ints("kernel_size");
+  size_t nd = c.shapeOf(c.e.input(0)).size() - 2;
+  if (ks.size() == 1)
+    ks.assign(nd, ks[0]);
+  onnx::NodeProto *n = c.simple(avg ? "AveragePool" : "MaxPool", {c.operand("inp")});
+  std::vector<int64_t> pads = c.ints("padding");
+  if (pads.size() == 1)
+    pads.assign(2 * nd, pads[0]);
+  else if (pads.size() == nd)
+    pads.insert(pads.end(), pads.begin(), pads.end());
+  Exporter::attrIs(n, "kernel_shape", ks);
+  Exporter::attrIs(n, "strides", c.isNone("stride") ? ks : c.intsN("stride", nd));
+  Exporter::attrIs(n, "pads", pads);
+  if (k == OpKind::MaxPoolNd)
+    Exporter::attrIs(n, "dilations", c.intsN("dilation", nd));
+  if (k == OpKind::MaxPoolNd || k == OpKind::AvgPoolNd)
+    Exporter::attrI(n, "ceil_mode", c.boolean("ceil_mode"));
+  if (avg)
+    Exporter::attrI(n, "count_include_pad", c.string("mode") == "average");
+}
+
+void exportAdaptivePool(ExportCall &c) {
+  if (c.ints("oshp") != std::vector<int64_t>{1, 1} && c.ints("oshp") != std::vector<int64_t>{1})
+    c.fail("only a (1, 1) adaptive pooling has an ONNX form");
+  c.simple(c.k == OpKind::AdaptiveAvgPool2d ? "GlobalAveragePool" : "GlobalMaxPool",
+           {c.operand("inp")});
+}
+
+} // namespace
+
+void registerPoolOnnxExport(OnnxExportTable &t) {
+  t.add("pool", {OpKind::MaxPool2d, OpKind::AvgPool2d, OpKind::MaxPoolNd, OpKind::AvgPoolNd},
+        exportPool);
+  t.add("pool", {OpKind::AdaptiveAvgPool2d, OpKind::AdaptiveMaxPool2d}, exportAdaptivePool);
 }
 
 } // namespace tmg::io::onnxdetail

@@ -7,9 +7,14 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 
 void registerQuantOnnxImport(OnnxImportTable &) {}
+
+// -- Export -------------------------------------------------------------------
+
+void registerQuantOnnxExport(OnnxExportTable &) {}
 
 } // namespace tmg::io::onnxdetail

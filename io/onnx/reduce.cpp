@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -113,6 +114,54 @@ void registerReduceOnnxImport(OnnxImportTable &t) {
   t.add("ArgMin", 1, kMaxOpset, importArgReduce);
   t.add("Hardmax", 1, kMaxOpset, importHardmax);
   t.add("CumSum", 1, kMaxOpset, importCumSum);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportReduce(ExportCall &c) {
+  OpKind k = c.k;
+  const char *op = (k == OpKind::Sum || k == OpKind::MSum)     ? "ReduceSum"
+                   : (k == OpKind::Mean || k == OpKind::MMean) ? "ReduceMean"
+                   : (k == OpKind::Max || k == OpKind::MMax)   ? "ReduceMax"
+                   : (k == OpKind::Min || k == OpKind::MMin)   ? "ReduceMin"
+                                                               : "ReduceProd";
+  std::vector<int64_t> axes = c.isNone("axis") ? std::vector<int64_t>{} : c.ints("axis");
+  std::string x = c.first();
+  // ReduceSum takes its axes as an input from opset 13, the others from 18.
+  if (std::string(op) == "ReduceSum") {
+    c.simple(op, axes.empty() ? std::vector<std::string>{x}
+                              : std::vector<std::string>{x, c.intsInit(axes, c.out + "_axes")});
+  } else {
+    c.simple(op, {x});
+    if (!axes.empty())
+      Exporter::attrIs(c.n, "axes", axes);
+  }
+  Exporter::attrI(c.n, "keepdims", c.boolean("keepdims"));
+}
+
+void exportArgReduce(ExportCall &c) {
+  if (c.isNone("axis") || c.ints("axis").size() != 1)
+    c.fail("arg-reductions over several axes have no ONNX form");
+  c.simple(c.k == OpKind::Argmax ? "ArgMax" : "ArgMin", {c.operand("inp")});
+  Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  Exporter::attrI(c.n, "keepdims", c.boolean("keepdims"));
+}
+
+} // namespace
+
+void registerReduceOnnxExport(OnnxExportTable &t) {
+  t.add("reduce",
+        {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min, OpKind::Prod, OpKind::MSum,
+         OpKind::MMean, OpKind::MMax, OpKind::MMin, OpKind::MProd},
+        exportReduce);
+  t.add("reduce", {OpKind::Argmax, OpKind::Argmin}, exportArgReduce);
+  t.add("reduce", {OpKind::Cumsum}, [](ExportCall &c) {
+    c.simple("CumSum", {c.operand("inp"), c.intsInit({c.ints("axis")[0]}, c.out + "_axis")});
+    Exporter::attrI(c.n, "exclusive", c.boolean("exclusive"));
+    Exporter::attrI(c.n, "reverse", c.boolean("reverse"));
+  });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -71,6 +72,37 @@ void importResize(NodeCx &c) {
 void registerResizeOnnxImport(OnnxImportTable &t) {
   t.add("Resize", 1, kMaxOpset, importResize);
   t.add("Upsample", 1, kMaxOpset, importResize);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportResize(ExportCall &c) {
+  std::vector<int64_t> size = c.ints("size");
+  std::string x = c.operand("inp");
+  if (!c.isNone("scales")) {
+    TreeDef t = c.constant("scales");
+    std::vector<float> s;
+    for (size_t i = 0; i < t.numChildren(); ++i)
+      s.push_back(float(t.child(i).value().toDouble()));
+    c.simple("Resize",
+             {x, "", c.init(Tensor::fromFloats({int64_t(s.size())}, s), c.out + "_scales")});
+  } else {
+    c.simple("Resize", {x, "", "", c.intsInit(size, c.out + "_sizes")});
+  }
+  onnx::NodeProto *n = c.n;
+  Exporter::attrS(n, "mode", c.string("mode"));
+  Exporter::attrS(n, "coordinate_transformation_mode", c.string("coordinate_transformation_mode"));
+  Exporter::attrS(n, "nearest_mode", c.string("nearest_mode"));
+  Exporter::attrF(n, "cubic_coeff_a", c.number("cubic_coeff_a"));
+  Exporter::attrI(n, "exclude_outside", c.boolean("exclude_outside"));
+}
+
+} // namespace
+
+void registerResizeOnnxExport(OnnxExportTable &t) {
+  t.add("resize", {OpKind::ResizeNd}, exportResize);
 }
 
 } // namespace tmg::io::onnxdetail

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
+#include "Export.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -241,6 +242,104 @@ void registerShapeOnnxImport(OnnxImportTable &t) {
   t.add("Unsqueeze", 1, kMaxOpset, importUnsqueeze);
   t.add("DepthToSpace", 1, kMaxOpset, importDepthSpace);
   t.add("SpaceToDepth", 1, kMaxOpset, importDepthSpace);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportTranspose(ExportCall &c) {
+  std::vector<int64_t> perm;
+  if (c.method)
+    for (size_t i = 1; i < c.e.numArgs(); ++i) {
+      auto v = c.intsOf(c.e.arg(i).def);
+      perm.insert(perm.end(), v.begin(), v.end());
+    }
+  else
+    perm = c.ints("pattern");
+  c.simple("Transpose", {c.first()});
+  Exporter::attrIs(c.n, "perm", perm);
+}
+
+/// Concat, and Stack as Concat of inputs unsqueezed at the axis.
+void exportConcat(ExportCall &c) {
+  auto a = c.e.namedArg("inps");
+  std::vector<std::string> ins;
+  int64_t axis = c.ints("axis")[0];
+  for (size_t i = 0; i < a->def.numChildren(); ++i) {
+    Node *x = c.e.input(a->firstLeaf + i);
+    std::string v = c.nameOf(x);
+    if (Exporter::dt(x) != c.od)
+      v = c.cast(v, c.od);
+    if (c.k == OpKind::Stack) {
+      int64_t r = int64_t(c.shapeOf(x).size()) + 1;
+      v = c.emit("Unsqueeze", {v, c.intsInit({axis < 0 ? axis + r : axis}, c.out + "_axes")},
+                 c.out + "_in");
+    }
+    ins.push_back(v);
+  }
+  c.simple("Concat", ins);
+  Exporter::attrI(c.n, "axis", axis);
+}
+
+void exportSplit(ExportCall &c) {
+  int64_t axis = c.ints("axis")[0];
+  std::vector<int64_t> sizes;
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < c.e.numOutputs(); ++i) {
+    const Shape &s = c.shapeOf(c.e.output(i));
+    int64_t ax = axis < 0 ? axis + int64_t(s.size()) : axis;
+    sizes.push_back(s[ax]);
+    outs.push_back(c.ex.fresh(c.e.output(i)->name()));
+    c.bind(outs.back(), i);
+  }
+  onnx::NodeProto *n =
+      c.ex.node("Split", {c.operand("inp"), c.intsInit(sizes, c.out + "_split")}, outs);
+  Exporter::attrI(n, "axis", axis);
+}
+
+void exportPad(ExportCall &c) {
+  TreeDef pw = c.constant("pad_width");
+  std::vector<int64_t> b, a;
+  for (size_t i = 0; i < pw.numChildren(); ++i) {
+    auto v = c.intsOf(pw.child(i));
+    b.push_back(v[0]);
+    a.push_back(v[1]);
+  }
+  b.insert(b.end(), a.begin(), a.end());
+  std::string mode = c.string("mode");
+  if (mode == "replicate")
+    mode = "edge";
+  c.simple("Pad", {c.operand("src"), c.intsInit(b, c.out + "_pads"),
+                   c.init(Tensor::full({}, c.number("constant_value"), c.od), c.out + "_value")});
+  Exporter::attrS(c.n, "mode", mode);
+}
+
+/// GetVarShape (an op def applied to one tensor): Shape, as int32.
+void exportGetVarShape(ExportCall &c) {
+  if (c.e.numInputs() != 1)
+    c.fail("op def has no ONNX form");
+  std::string s = c.emit("Shape", {c.nameOf(c.e.input(0))}, c.e.output(0)->name());
+  c.bind(c.cast(s, DType::Int32));
+}
+
+} // namespace
+
+void registerShapeOnnxExport(OnnxExportTable &t) {
+  const char *f = "shape";
+  // Shape-changing ops whose static output shape is known: Reshape to it.
+  t.add(f,
+        {OpKind::Reshape, OpKind::MReshape, OpKind::Flatten, OpKind::MFlatten, OpKind::Squeeze,
+         OpKind::ExpandDims},
+        [](ExportCall &c) { c.reshapeToOutput(); });
+  t.add(f, {OpKind::Transpose, OpKind::MTranspose}, exportTranspose);
+  t.add(f, {OpKind::BroadcastTo}, [](ExportCall &c) {
+    c.simple("Expand", {c.operand("inp"), c.intsInit(c.ints("shape"), c.out + "_shape")});
+  });
+  t.add(f, {OpKind::Concat, OpKind::Stack}, exportConcat);
+  t.add(f, {OpKind::Split}, exportSplit);
+  t.add(f, {OpKind::Pad}, exportPad);
+  t.add(f, {OpKind::GetVarShape}, exportGetVarShape);
 }
 
 } // namespace tmg::io::onnxdetail
