@@ -32,8 +32,7 @@ void importRange(NodeCx &c) {
 }
 
 /// Trilu and EyeLike: a mask (or the eye) of the static shape.
-void importMask(NodeCx &c) {
-  bool eye = c.n.op_type() == "EyeLike";
+void importMask(NodeCx &c, bool eye) {
   const Shape &s = c.shape(0);
   if (s.size() < 2)
     c.fail("the input needs rank >= 2");
@@ -61,8 +60,8 @@ void importMask(NodeCx &c) {
 void registerCreationOnnxImport(OnnxImportTable &t) {
   t.add("ConstantOfShape", 1, kMaxOpset, importConstantOfShape);
   t.add("Range", 1, kMaxOpset, importRange);
-  t.add("Trilu", 1, kMaxOpset, importMask);
-  t.add("EyeLike", 1, kMaxOpset, importMask);
+  t.add("Trilu", 1, kMaxOpset, [](NodeCx &c) { importMask(c, false); });
+  t.add("EyeLike", 1, kMaxOpset, [](NodeCx &c) { importMask(c, true); });
 }
 
 // -- Export -------------------------------------------------------------------

@@ -40,19 +40,17 @@ void importMod(NodeCx &c) {
   c.out(0, c.call(c.ai("fmod", 0) ? "elemwise.fmod" : "elemwise.mod", {a, b}));
 }
 
-/// Max, Min, Sum, Mean of any number of inputs.
-void importVariadic(NodeCx &c) {
-  const std::string &op = c.n.op_type();
-  const char *fn = op == "Max" ? "elemwise.maximum" : op == "Min" ? "elemwise.minimum"
-                                                                  : "elemwise.add";
-  if (c.numIn() == 1 && op != "Mean")
+/// Max, Min, Sum, Mean of any number of inputs: `fn` folds them, and the
+/// mean divides by their number.
+void importVariadic(NodeCx &c, const char *fn, bool mean) {
+  if (c.numIn() == 1 && !mean)
     return c.outAlias(0, c.val(0));
   Node *acc = c.node(0);
   for (size_t i = 1; i < c.numIn(); ++i)
     acc = c.call(fn, {acc, c.node(i)});
-  if (op == "Mean" && c.numIn() > 1)
+  if (mean && c.numIn() > 1)
     acc = c.call("elemwise.div", {acc, double(c.numIn())});
-  if (op == "Mean" && c.numIn() == 1)
+  if (mean && c.numIn() == 1)
     return c.outAlias(0, c.val(0));
   c.out(0, acc);
 }
@@ -152,8 +150,10 @@ void registerElementwiseOnnxImport(OnnxImportTable &t) {
   t.add("Div", 1, kMaxOpset, [](NodeCx &c) { importKeepDType(c, "elemwise.div"); });
   t.add("Pow", 1, kMaxOpset, [](NodeCx &c) { importKeepDType(c, "elemwise.pow"); });
   t.add("Mod", 1, kMaxOpset, importMod);
-  for (const char *op : {"Max", "Min", "Sum", "Mean"})
-    t.add(op, 1, kMaxOpset, importVariadic);
+  t.add("Max", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.maximum", false); });
+  t.add("Min", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.minimum", false); });
+  t.add("Sum", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.add", false); });
+  t.add("Mean", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.add", true); });
   t.add("IsInf", 1, kMaxOpset, importIsInf);
   t.add("Clip", 1, 10, importClipAttrs);
   t.add("Clip", 11, kMaxOpset, importClipInputs);

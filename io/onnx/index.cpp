@@ -84,12 +84,12 @@ void importGatherElements(NodeCx &c) {
   c.out(0, c.call("tensor.gather", {c.node(0), ax, c.node(1)}));
 }
 
-/// ScatterND, ScatterElements and Scatter.
-void importScatter(NodeCx &c) {
+/// ScatterND (`nd`), ScatterElements and Scatter.
+void importScatter(NodeCx &c, bool nd) {
   std::string red = c.as("reduction", "none");
   if (!rt::parseScatterReduce(red))
     c.fail(fmt::format("unknown reduction '{}'", red));
-  if (c.n.op_type() == "ScatterND")
+  if (nd)
     return c.out(0, c.call("tensor.scatter_nd", {c.node(0), c.node(1), c.node(2)},
                            {{"reduction", red}}));
   int64_t ax = c.axis(c.ai("axis", 0), c.rank(0));
@@ -104,8 +104,9 @@ void registerIndexOnnxImport(OnnxImportTable &t) {
   t.add("Slice", 10, kMaxOpset, importSliceInputs);
   t.add("Gather", 1, kMaxOpset, importGather);
   t.add("GatherElements", 1, kMaxOpset, importGatherElements);
-  for (const char *op : {"ScatterND", "ScatterElements", "Scatter"})
-    t.add(op, 1, kMaxOpset, importScatter);
+  t.add("ScatterND", 1, kMaxOpset, [](NodeCx &c) { importScatter(c, true); });
+  for (const char *op : {"ScatterElements", "Scatter"})
+    t.add(op, 1, kMaxOpset, [](NodeCx &c) { importScatter(c, false); });
 }
 
 // -- Export -------------------------------------------------------------------

@@ -29,9 +29,9 @@ void importConstant(NodeCx &c) {
 
 /// loss[n, d...] = -input[n, target[n, d...], d...] * weight[target],
 /// entries whose target is ignore_index weigh 0; then none/sum/mean (the
-/// mean divides by the sum of the weights).
-void importLoss(NodeCx &c) {
-  bool sce = c.n.op_type() == "SoftmaxCrossEntropyLoss";
+/// mean divides by the sum of the weights). SoftmaxCrossEntropyLoss (`sce`)
+/// takes the logsoftmax of its input first.
+void importLoss(NodeCx &c, bool sce) {
   Node *x = c.node(0), *t = c.node(1);
   DType fdt = c.dtype(0).value_or(DType::Float32);
   if (sce) {
@@ -69,8 +69,8 @@ void importLoss(NodeCx &c) {
 void registerMiscOnnxImport(OnnxImportTable &t) {
   t.add("Constant", 1, kMaxOpset, importConstant);
   t.add("Identity", 1, kMaxOpset, [](NodeCx &c) { c.outAlias(0, c.val(0)); });
-  t.add("NegativeLogLikelihoodLoss", 1, kMaxOpset, importLoss);
-  t.add("SoftmaxCrossEntropyLoss", 1, kMaxOpset, importLoss);
+  t.add("NegativeLogLikelihoodLoss", 1, kMaxOpset, [](NodeCx &c) { importLoss(c, false); });
+  t.add("SoftmaxCrossEntropyLoss", 1, kMaxOpset, [](NodeCx &c) { importLoss(c, true); });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -13,19 +13,14 @@
 namespace tmg::io::onnxdetail {
 namespace {
 
-const char *softmaxFn(const NodeCx &c) {
-  return c.n.op_type() == "Softmax" ? "nn.softmax" : "nn.logsoftmax";
-}
-
-/// Opset 13 on: over one axis.
-void importSoftmax(NodeCx &c) {
+/// Softmax or LogSoftmax (`fn`) from opset 13 on: over one axis.
+void importSoftmax(NodeCx &c, const char *fn) {
   int64_t ax = c.axis(c.ai("axis", -1), c.rank(0));
-  c.out(0, c.call(softmaxFn(c), {c.node(0)}, {{"axis", ax}}));
+  c.out(0, c.call(fn, {c.node(0)}, {{"axis", ax}}));
 }
 
 /// Before opset 13: over the axes from `axis` on, flattened into one.
-void importSoftmaxFlat(NodeCx &c) {
-  const char *fn = softmaxFn(c);
+void importSoftmaxFlat(NodeCx &c, const char *fn) {
   int64_t r = c.rank(0);
   int64_t ax = c.axis(c.ai("axis", 1), std::max<int64_t>(r, 1));
   const Shape &s = c.shape(0);
@@ -48,16 +43,17 @@ void importBatchNorm(NodeCx &c) {
                    {"eps", c.af("epsilon", 1e-5)}}));
 }
 
+enum class MeanVarNorm { Instance, MeanVariance, Layer };
+
 /// InstanceNormalization, MeanVarianceNormalization, LayerNormalization.
-void importMeanVarNorm(NodeCx &c) {
-  const std::string &op = c.n.op_type();
+void importMeanVarNorm(NodeCx &c, MeanVarNorm op) {
   int64_t r = c.rank(0);
   std::vector<int64_t> axes;
   double eps = c.af("epsilon", 1e-5);
-  if (op == "InstanceNormalization") {
+  if (op == MeanVarNorm::Instance) {
     for (int64_t i = 2; i < r; ++i)
       axes.push_back(i);
-  } else if (op == "MeanVarianceNormalization") {
+  } else if (op == MeanVarNorm::MeanVariance) {
     for (int64_t a : c.ais("axes").value_or(std::vector<int64_t>{0, 2, 3}))
       axes.push_back(c.axis(a, r));
     eps = 1e-9;
@@ -66,7 +62,7 @@ void importMeanVarNorm(NodeCx &c) {
       axes.push_back(i);
   }
   Node *x = c.node(0);
-  if (op == "LayerNormalization" && !c.wants(1) && !c.wants(2)) {
+  if (op == MeanVarNorm::Layer && !c.wants(1) && !c.wants(2)) {
     const Shape &xs = c.shape(0);
     Shape ns(xs.begin() + axes[0], xs.end());
     bool fits = c.shape(1) == ns && (!c.has(2) || c.shape(2) == ns);
@@ -82,13 +78,13 @@ void importMeanVarNorm(NodeCx &c) {
                    {{"axis", tupleOf(axes)}, {"keepdims", true}});
   Node *inv = c.call("elemwise.rsqrt", {c.call("elemwise.add", {v, eps})});
   Node *y = c.call("elemwise.mul", {dlt, inv});
-  if (op == "InstanceNormalization") {
+  if (op == MeanVarNorm::Instance) {
     Shape cs{c.shape(0)[1]};
     for (int64_t i = 2; i < r; ++i)
       cs.push_back(1);
     y = c.call("elemwise.mul", {y, c.call("tensor.reshape", {c.node(1), tupleOf(cs)})});
     y = c.call("elemwise.add", {y, c.call("tensor.reshape", {c.node(2), tupleOf(cs)})});
-  } else if (op == "LayerNormalization") {
+  } else if (op == MeanVarNorm::Layer) {
     y = c.call("elemwise.mul", {y, c.node(1)});
     if (c.has(2))
       y = c.call("elemwise.add", {y, c.node(2)});
@@ -101,14 +97,19 @@ void importMeanVarNorm(NodeCx &c) {
 } // namespace
 
 void registerNormOnnxImport(OnnxImportTable &t) {
-  for (const char *op : {"Softmax", "LogSoftmax"}) {
-    t.add(op, 1, 12, importSoftmaxFlat);
-    t.add(op, 13, kMaxOpset, importSoftmax);
+  static const std::pair<const char *, const char *> softmaxes[] = {
+      {"Softmax", "nn.softmax"}, {"LogSoftmax", "nn.logsoftmax"}};
+  for (auto [op, fn] : softmaxes) {
+    t.add(op, 1, 12, [fn = fn](NodeCx &c) { importSoftmaxFlat(c, fn); });
+    t.add(op, 13, kMaxOpset, [fn = fn](NodeCx &c) { importSoftmax(c, fn); });
   }
   t.add("BatchNormalization", 1, kMaxOpset, importBatchNorm);
-  for (const char *op :
-       {"InstanceNormalization", "MeanVarianceNormalization", "LayerNormalization"})
-    t.add(op, 1, kMaxOpset, importMeanVarNorm);
+  static const std::pair<const char *, MeanVarNorm> meanVar[] = {
+      {"InstanceNormalization", MeanVarNorm::Instance},
+      {"MeanVarianceNormalization", MeanVarNorm::MeanVariance},
+      {"LayerNormalization", MeanVarNorm::Layer}};
+  for (auto [op, kind] : meanVar)
+    t.add(op, 1, kMaxOpset, [kind = kind](NodeCx &c) { importMeanVarNorm(c, kind); });
 }
 
 // -- Export -------------------------------------------------------------------

@@ -11,8 +11,7 @@
 namespace tmg::io::onnxdetail {
 namespace {
 
-void importPool(NodeCx &c) {
-  bool isMax = c.n.op_type() == "MaxPool";
+void importPool(NodeCx &c, bool isMax) {
   const Shape &xs = c.shape(0);
   if (xs.size() < 3)
     c.fail(fmt::format("input {} needs spatial axes", shapeStr(xs)));
@@ -50,8 +49,7 @@ void importPool(NodeCx &c) {
                    {"mode", mode}}));
 }
 
-void importGlobalPool(NodeCx &c) {
-  bool avg = c.n.op_type() == "GlobalAveragePool";
+void importGlobalPool(NodeCx &c, bool avg) {
   if (c.rank(0) == 4 && c.dtype(0) == DType::Float32)
     return c.out(0, c.call(avg ? "nn.adaptive_avg_pool2d" : "nn.adaptive_max_pool2d",
                            {c.node(0), tupleOf({1, 1})}));
@@ -65,10 +63,10 @@ void importGlobalPool(NodeCx &c) {
 } // namespace
 
 void registerPoolOnnxImport(OnnxImportTable &t) {
-  t.add("MaxPool", 1, kMaxOpset, importPool);
-  t.add("AveragePool", 1, kMaxOpset, importPool);
-  t.add("GlobalAveragePool", 1, kMaxOpset, importGlobalPool);
-  t.add("GlobalMaxPool", 1, kMaxOpset, importGlobalPool);
+  t.add("MaxPool", 1, kMaxOpset, [](NodeCx &c) { importPool(c, true); });
+  t.add("AveragePool", 1, kMaxOpset, [](NodeCx &c) { importPool(c, false); });
+  t.add("GlobalAveragePool", 1, kMaxOpset, [](NodeCx &c) { importGlobalPool(c, true); });
+  t.add("GlobalMaxPool", 1, kMaxOpset, [](NodeCx &c) { importGlobalPool(c, false); });
 }
 
 // -- Export -------------------------------------------------------------------

@@ -12,8 +12,11 @@
 namespace tmg::io::onnxdetail {
 namespace {
 
-void importReduce(NodeCx &c) {
-  const std::string &op = c.n.op_type();
+/// A reduction composed from tmgraph ops: `x` reduced with the keyword
+/// arguments `kw` (axis, keepdims).
+using ReduceComposer = Node *(*)(const NodeCx &c, Node *x, const std::vector<KwArg> &kw);
+
+void importReduce(NodeCx &c, ReduceComposer compose) {
   int64_t r = c.rank(0);
   std::optional<std::vector<int64_t>> axes = c.ais("axes");
   if (c.has(1))
@@ -31,28 +34,50 @@ void importReduce(NodeCx &c) {
   }
   std::vector<KwArg> kw = {{"axis", ax}, {"keepdims", keep}};
   Node *x = c.node(0);
-  if (op == "ReduceMean") return c.out(0, c.call("math.mean", {x}, kw));
-  if (op == "ReduceSum") return c.out(0, c.call("math.sum", {x}, kw));
-  if (op == "ReduceMax") return c.out(0, c.call("math.max", {x}, kw));
-  if (op == "ReduceMin") return c.out(0, c.call("math.min", {x}, kw));
-  if (op == "ReduceProd") return c.out(0, c.call("math.prod", {x}, kw));
-  if (op == "ReduceL1")
-    return c.out(0, c.call("math.sum", {c.call("elemwise.abs", {x})}, kw));
-  if (op == "ReduceSumSquare")
-    return c.out(0, c.call("math.sum", {c.call("elemwise.mul", {x, x})}, kw));
-  if (op == "ReduceL2")
-    return c.out(0, c.call("elemwise.sqrt",
-                           {c.call("math.sum", {c.call("elemwise.mul", {x, x})}, kw)}));
-  if (op == "ReduceLogSum")
-    return c.out(0, c.call("elemwise.log", {c.call("math.sum", {x}, kw)}));
-  // ReduceLogSumExp
-  c.out(0, c.call("elemwise.log", {c.call("math.sum", {c.call("elemwise.exp", {x})}, kw)}));
+  c.out(0, compose(c, x, kw));
 }
 
-void importArgReduce(NodeCx &c) {
+struct Reduction {
+  const char *op;
+  ReduceComposer compose;
+};
+
+const Reduction reductions[] = {
+    {"ReduceMean", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.mean", {x}, kw);
+     }},
+    {"ReduceSum", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.sum", {x}, kw);
+     }},
+    {"ReduceMax", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.max", {x}, kw);
+     }},
+    {"ReduceMin", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.min", {x}, kw);
+     }},
+    {"ReduceProd", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.prod", {x}, kw);
+     }},
+    {"ReduceL1", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.sum", {c.call("elemwise.abs", {x})}, kw);
+     }},
+    {"ReduceSumSquare", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.sum", {c.call("elemwise.mul", {x, x})}, kw);
+     }},
+    {"ReduceL2", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("elemwise.sqrt", {c.call("math.sum", {c.call("elemwise.mul", {x, x})}, kw)});
+     }},
+    {"ReduceLogSum", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("elemwise.log", {c.call("math.sum", {x}, kw)});
+     }},
+    {"ReduceLogSumExp", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("elemwise.log", {c.call("math.sum", {c.call("elemwise.exp", {x})}, kw)});
+     }},
+};
+
+void importArgReduce(NodeCx &c, const char *fn) {
   int64_t r = c.rank(0), ax = c.axis(c.ai("axis", 0), r);
   bool keep = c.ai("keepdims", 1);
-  const char *fn = c.n.op_type() == "ArgMax" ? "math.argmax" : "math.argmin";
   Node *x = c.node(0);
   if (!c.ai("select_last_index", 0))
     return c.out(0, c.call(fn, {x}, {{"axis", ax}, {"keepdims", keep}}));
@@ -106,12 +131,10 @@ void importCumSum(NodeCx &c) {
 } // namespace
 
 void registerReduceOnnxImport(OnnxImportTable &t) {
-  for (const char *op : {"ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax",
-                         "ReduceMean", "ReduceMin", "ReduceProd", "ReduceSum",
-                         "ReduceSumSquare"})
-    t.add(op, 1, kMaxOpset, importReduce);
-  t.add("ArgMax", 1, kMaxOpset, importArgReduce);
-  t.add("ArgMin", 1, kMaxOpset, importArgReduce);
+  for (const Reduction &r : reductions)
+    t.add(r.op, 1, kMaxOpset, [compose = r.compose](NodeCx &c) { importReduce(c, compose); });
+  t.add("ArgMax", 1, kMaxOpset, [](NodeCx &c) { importArgReduce(c, "math.argmax"); });
+  t.add("ArgMin", 1, kMaxOpset, [](NodeCx &c) { importArgReduce(c, "math.argmin"); });
   t.add("Hardmax", 1, kMaxOpset, importHardmax);
   t.add("CumSum", 1, kMaxOpset, importCumSum);
 }

@@ -29,8 +29,7 @@ void resizeTargets(NodeCx &c, bool upsample, std::vector<double> &scales,
   }
 }
 
-void importResize(NodeCx &c) {
-  bool upsample = c.n.op_type() == "Upsample";
+void importResize(NodeCx &c, bool upsample) {
   const Shape &s = c.shape(0);
   int64_t r = int64_t(s.size());
   bool legacy = c.opset < 11 || upsample;
@@ -70,8 +69,8 @@ void importResize(NodeCx &c) {
 } // namespace
 
 void registerResizeOnnxImport(OnnxImportTable &t) {
-  t.add("Resize", 1, kMaxOpset, importResize);
-  t.add("Upsample", 1, kMaxOpset, importResize);
+  t.add("Resize", 1, kMaxOpset, [](NodeCx &c) { importResize(c, false); });
+  t.add("Upsample", 1, kMaxOpset, [](NodeCx &c) { importResize(c, true); });
 }
 
 // -- Export -------------------------------------------------------------------

@@ -199,8 +199,8 @@ void importUnsqueeze(NodeCx &c) {
   c.out(0, c.call("tensor.expand_dims", {c.node(0), tupleOf(a)}));
 }
 
-/// DepthToSpace and SpaceToDepth: reshape, transpose, reshape.
-void importDepthSpace(NodeCx &c) {
+/// DepthToSpace (`toSpace`) and SpaceToDepth: reshape, transpose, reshape.
+void importDepthSpace(NodeCx &c, bool toSpace) {
   const Shape &s = c.shape(0);
   if (s.size() != 4)
     c.fail("input must be NCHW");
@@ -208,7 +208,7 @@ void importDepthSpace(NodeCx &c) {
   if (bs <= 0)
     c.fail("blocksize must be positive");
   Node *x = c.node(0);
-  if (c.n.op_type() == "DepthToSpace") {
+  if (toSpace) {
     bool crd = c.as("mode", "DCR") == "CRD";
     Shape t1 = crd ? Shape{N, C / (bs * bs), bs, bs, H, W} : Shape{N, bs, bs, C / (bs * bs), H, W};
     std::vector<int64_t> perm = crd ? std::vector<int64_t>{0, 1, 4, 2, 5, 3}
@@ -240,8 +240,8 @@ void registerShapeOnnxImport(OnnxImportTable &t) {
   t.add("Pad", 11, kMaxOpset, importPadInputs);
   t.add("Squeeze", 1, kMaxOpset, importSqueeze);
   t.add("Unsqueeze", 1, kMaxOpset, importUnsqueeze);
-  t.add("DepthToSpace", 1, kMaxOpset, importDepthSpace);
-  t.add("SpaceToDepth", 1, kMaxOpset, importDepthSpace);
+  t.add("DepthToSpace", 1, kMaxOpset, [](NodeCx &c) { importDepthSpace(c, true); });
+  t.add("SpaceToDepth", 1, kMaxOpset, [](NodeCx &c) { importDepthSpace(c, false); });
 }
 
 // -- Export -------------------------------------------------------------------
