@@ -18,12 +18,10 @@
 #include "onnx/Export.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <map>
-#include <tuple>
 #include <set>
 #include <unordered_map>
 

@@ -19,10 +19,8 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cmath>
 #include <cstring>
 #include <fstream>
-#include <limits>
 #include <map>
 #include <optional>
 #include <set>
@@ -36,7 +34,6 @@
 #include "tm/ir/ModuleCheck.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/runtime/Interpreter.h"
-#include "tm/runtime/Kernels.h"
 
 namespace tmg::io {
 namespace {
