@@ -37,6 +37,7 @@
 
 #include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
+#include "tm/ir/OpSchema.h"
 #include "tm/ir/TracedModule.h"
 
 namespace tmg::io {
@@ -89,9 +90,18 @@ FailureOr<OnnxModel> importOnnx(const std::string &path,
 FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string &name,
                                      const OnnxImportOptions &opts = {});
 
-/// The ONNX op types (default domain) the importer maps.
+/// The ONNX op types (default domain) the importer maps, sorted: the keys
+/// of its table of per-family importers (io/onnx/<family>.cpp).
 const std::vector<std::string> &onnxSupportedOps();
 bool isOnnxOpSupported(const std::string &opType);
+/// The same list, by value.
+std::vector<std::string> onnxImportedOps();
+/// The op types of the default ONNX domain known to libonnx's schema
+/// registry (deprecated ones left out) that the importer does not map,
+/// sorted.
+std::vector<std::string> onnxOpsWithoutImport();
+/// The builtin ops (Ops.def order) the exporter has no ONNX form for.
+std::vector<OpKind> opsWithoutOnnxExport();
 /// Op types used by the model at `path` (sorted, unique), for skip
 /// accounting. Fails on an unreadable model.
 FailureOr<std::vector<std::string>> onnxModelOps(const std::string &path);

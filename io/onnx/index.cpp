@@ -1,0 +1,201 @@
+//===- index.cpp - ONNX mapping of indexing ops -----------------*- C++ -*-===//
+//
+// The ONNX importers and exporters of the index family: Slice (as
+// __getitem__ with clamped bounds), Gather (take), GatherElements (gather)
+// and the scatters.
+//
+//===----------------------------------------------------------------------===//
+#include "Import.h"
+#include "Export.h"
+
+#include <limits>
+
+#include "tm/runtime/Kernels.h"
+
+namespace tmg::io::onnxdetail {
+namespace {
+
+/// Slice's bounds made a __getitem__ index of slices.
+void emitSlice(NodeCx &c, const std::vector<int64_t> &starts, const std::vector<int64_t> &ends,
+               std::vector<int64_t> axes, std::vector<int64_t> steps) {
+  const Shape &s = c.shape(0);
+  int64_t r = int64_t(s.size());
+  if (axes.empty())
+    for (size_t i = 0; i < starts.size(); ++i)
+      axes.push_back(int64_t(i));
+  if (steps.empty())
+    steps.assign(starts.size(), 1);
+  if (ends.size() != starts.size() || axes.size() != starts.size() ||
+      steps.size() != starts.size())
+    c.fail("starts, ends, axes and steps differ in length");
+  std::vector<Arg> idx;
+  for (int64_t i = 0; i < r; ++i)
+    idx.push_back(Arg::slice(Arg::none(), Arg::none(), Arg::none()));
+  for (size_t i = 0; i < starts.size(); ++i) {
+    int64_t ax = c.axis(axes[i], r), dim = s[ax], st = steps[i];
+    if (st == 0)
+      c.fail("a step is 0");
+    int64_t b0 = starts[i], e0 = ends[i];
+    if (b0 < 0)
+      b0 = std::max<int64_t>(b0, -dim - 1) + dim;
+    if (e0 < 0)
+      e0 = std::max<int64_t>(e0, -dim - 1) + dim;
+    if (st > 0) {
+      b0 = std::clamp<int64_t>(b0, 0, dim);
+      e0 = std::clamp<int64_t>(e0, 0, dim);
+      idx[ax] = Arg::slice(b0, e0, st);
+    } else {
+      b0 = std::clamp<int64_t>(b0, -1, dim - 1);
+      e0 = std::clamp<int64_t>(e0, -1, dim - 1);
+      if (b0 < 0)
+        b0 = e0; // empty
+      idx[ax] = Arg::slice(b0, e0 < 0 ? Arg::none() : Arg(e0), st);
+    }
+  }
+  c.out(0, c.method(c.node(0), "__getitem__", {Arg::tuple(idx)}));
+}
+
+/// Slice before opset 10: bounds are attributes.
+void importSliceAttrs(NodeCx &c) {
+  c.shape(0);
+  emitSlice(c, c.ais("starts").value_or(std::vector<int64_t>{}),
+            c.ais("ends").value_or(std::vector<int64_t>{}),
+            c.ais("axes").value_or(std::vector<int64_t>{}), {});
+}
+
+/// Slice from opset 10: bounds are inputs.
+void importSliceInputs(NodeCx &c) {
+  c.shape(0);
+  std::vector<int64_t> starts = c.ints(1), ends = c.ints(2), axes, steps;
+  if (c.has(3))
+    axes = c.ints(3);
+  if (c.has(4))
+    steps = c.ints(4);
+  emitSlice(c, starts, ends, axes, steps);
+}
+
+void importGather(NodeCx &c) {
+  int64_t ax = c.axis(c.ai("axis", 0), c.rank(0));
+  c.out(0, c.call("tensor.take", {c.node(0), c.node(1)}, {{"axis", ax}}));
+}
+
+void importGatherElements(NodeCx &c) {
+  int64_t ax = c.axis(c.ai("axis", 0), c.rank(0));
+  c.out(0, c.call("tensor.gather", {c.node(0), ax, c.node(1)}));
+}
+
+/// ScatterND (`nd`), ScatterElements and Scatter.
+void importScatter(NodeCx &c, bool nd) {
+  std::string red = c.as("reduction", "none");
+  if (!rt::parseScatterReduce(red))
+    c.fail(fmt::format("unknown reduction '{}'", red));
+  if (nd)
+    return c.out(0, c.call("tensor.scatter_nd", {c.node(0), c.node(1), c.node(2)},
+                           {{"reduction", red}}));
+  int64_t ax = c.axis(c.ai("axis", 0), c.rank(0));
+  c.out(0, c.call("tensor.scatter", {c.node(0), ax, c.node(1), c.node(2)},
+                  {{"reduction", red}}));
+}
+
+} // namespace
+
+void registerIndexOnnxImport(OnnxImportTable &t) {
+  t.add("Slice", 1, 9, importSliceAttrs);
+  t.add("Slice", 10, kMaxOpset, importSliceInputs);
+  t.add("Gather", 1, kMaxOpset, importGather);
+  t.add("GatherElements", 1, kMaxOpset, importGatherElements);
+  t.add("ScatterND", 1, kMaxOpset, [](NodeCx &c) { importScatter(c, true); });
+  for (const char *op : {"ScatterElements", "Scatter"})
+    t.add(op, 1, kMaxOpset, [](NodeCx &c) { importScatter(c, false); });
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportScatter(ExportCall &c) {
+  // ONNX has max and min reductions from opset 18 on; we write opset 17.
+  std::string red = c.string("reduction");
+  if (red != "none" && red != "add" && red != "mul")
+    c.fail(fmt::format("reduction '{}' needs ONNX opset 18 (written: 17)", red));
+  if (c.k == OpKind::Scatter) {
+    c.simple("ScatterElements",
+             {c.operand("inp"), c.operand("index"), c.operand("source")});
+    Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  } else {
+    c.simple("ScatterND", {c.operand("inp"), c.operand("indices"), c.operand("updates")});
+  }
+  if (red != "none")
+    Exporter::attrS(c.n, "reduction", red);
+}
+
+/// __getitem__ with integer and slice indices: Slice, then Squeeze of the
+/// integer-indexed axes.
+void exportGetItem(ExportCall &c) {
+  TreeDef idx = c.constant("index");
+  std::vector<TreeDef> items;
+  if (idx.kind() == TreeDef::Kind::Tuple)
+    for (size_t i = 0; i < idx.numChildren(); ++i)
+      items.push_back(idx.child(i));
+  else
+    items.push_back(idx);
+  const Shape &xs = c.shapeOf(c.e.input(0));
+  std::vector<int64_t> starts, ends, axes, steps, squeeze;
+  auto opt = [&](const TreeDef &t, int64_t dflt) {
+    if (t.isConst() && t.value().isNone())
+      return dflt;
+    if (t.isConst() && t.value().isInt())
+      return t.value().getInt();
+    c.fail("slice bounds must be integers or None");
+  };
+  for (size_t i = 0; i < items.size(); ++i) {
+    const TreeDef &t = items[i];
+    if (i >= xs.size())
+      c.fail("too many indices");
+    if (t.isConst() && t.value().isInt()) {
+      int64_t v = t.value().getInt();
+      starts.push_back(v);
+      ends.push_back(v == -1 ? std::numeric_limits<int64_t>::max() : v + 1);
+      axes.push_back(int64_t(i));
+      steps.push_back(1);
+      squeeze.push_back(int64_t(i));
+    } else if (t.kind() == TreeDef::Kind::Slice) {
+      int64_t st = opt(t.child(2), 1);
+      int64_t big = std::numeric_limits<int64_t>::max();
+      starts.push_back(opt(t.child(0), st > 0 ? 0 : big));
+      ends.push_back(opt(t.child(1), st > 0 ? big : std::numeric_limits<int64_t>::min()));
+      axes.push_back(int64_t(i));
+      steps.push_back(st);
+    } else {
+      c.fail("only integer and slice indices have an ONNX form");
+    }
+  }
+  const std::string &out = c.out;
+  std::string v = c.emit("Slice", {c.operand("self"), c.intsInit(starts, out + "_starts"),
+                                   c.intsInit(ends, out + "_ends"), c.intsInit(axes, out + "_axes"),
+                                   c.intsInit(steps, out + "_steps")},
+                         squeeze.empty() ? llvm::StringRef(out) : llvm::StringRef(out + "_sl"));
+  if (!squeeze.empty())
+    v = c.emit("Squeeze", {v, c.intsInit(squeeze, out + "_sq")}, out);
+  c.bind(v);
+}
+
+} // namespace
+
+void registerIndexOnnxExport(OnnxExportTable &t) {
+  t.add("index", {OpKind::Gather}, [](ExportCall &c) {
+    c.simple("GatherElements", {c.operand("inp"), c.operand("index")});
+    Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  });
+  t.add("index", {OpKind::Take}, [](ExportCall &c) {
+    c.simple("Gather", {c.operand("inp"), c.operand("indices")});
+    Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  });
+  t.add("index", {OpKind::Scatter, OpKind::ScatterNd}, exportScatter);
+  t.add("index", {OpKind::Embedding}, [](ExportCall &c) {
+    c.simple("Gather", {c.operand("weight"), c.operand("inp")});
+  });
+  t.add("index", {OpKind::MGetItem}, exportGetItem);
+}
+
+} // namespace tmg::io::onnxdetail

@@ -1,0 +1,98 @@
+//===- linalg.cpp - ONNX mapping of linear algebra ops ----------*- C++ -*-===//
+//
+// The ONNX importers and exporters of the linalg family: Gemm (as linear
+// when it is one, else matmul with scaling), MatMul, and the export of
+// linear, matmul and linear with a fused activation.
+//
+//===----------------------------------------------------------------------===//
+#include "Import.h"
+#include "Export.h"
+
+namespace tmg::io::onnxdetail {
+namespace {
+
+void importGemm(NodeCx &c) {
+  double alpha = c.af("alpha", 1.0), beta = c.af("beta", 1.0);
+  bool ta = c.ai("transA", 0), tb = c.ai("transB", 0);
+  Node *A = c.node(0), *B = c.node(1);
+  if (!ta && tb && alpha == 1.0 && beta == 1.0 && c.rank(0) == 2 &&
+      (!c.has(2) || c.rank(2) == 1))
+    return c.out(0, c.call("nn.linear", {A, B},
+                           {{"bias", c.has(2) ? Arg(c.node(2)) : Arg::none()}}));
+  Node *y = c.call("math.matmul", {A, B}, {{"transpose_a", ta}, {"transpose_b", tb}});
+  if (alpha != 1.0)
+    y = c.call("elemwise.mul", {y, alpha});
+  if (c.has(2)) {
+    Node *C = c.node(2);
+    if (beta != 1.0)
+      C = c.call("elemwise.mul", {C, beta});
+    y = c.call("elemwise.add", {y, C});
+  }
+  c.out(0, y);
+}
+
+} // namespace
+
+void registerLinalgOnnxImport(OnnxImportTable &t) {
+  t.add("Gemm", 1, kMaxOpset, importGemm);
+  t.add("MatMul", 1, kMaxOpset,
+        [](NodeCx &c) { c.out(0, c.call("math.matmul", {c.node(0), c.node(1)})); });
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportLinear(ExportCall &c) {
+  std::string x = c.operand("inp"), w = c.operand("weight");
+  const Shape &xs = c.shapeOf(c.e.input(0));
+  if (xs.size() == 2) {
+    std::vector<std::string> ins = {x, w};
+    if (!c.isNone("bias"))
+      ins.push_back(c.operand("bias"));
+    c.simple("Gemm", ins);
+    Exporter::attrI(c.n, "transB", 1);
+    return;
+  }
+  onnx::NodeProto *t;
+  std::string wt = c.emit("Transpose", {w}, c.out + "_wt", &t);
+  Exporter::attrIs(t, "perm", {1, 0});
+  if (c.isNone("bias"))
+    return (void)c.simple("MatMul", {x, wt});
+  std::string mm = c.emit("MatMul", {x, wt}, c.out + "_mm");
+  c.simple("Add", {mm, c.operand("bias")});
+}
+
+void exportMatmul(ExportCall &c) {
+  bool method = c.method;
+  std::string a = method ? c.operand("self") : c.operand("inp1");
+  std::string b = method ? c.operand("value") : c.operand("inp2");
+  auto tr = [&](std::string v, const Node *nd, const char *flag) {
+    if (method || !c.boolean(flag))
+      return v;
+    size_t r = c.shapeOf(nd).size();
+    std::vector<int64_t> perm;
+    for (size_t i = 0; i < r; ++i)
+      perm.push_back(int64_t(i));
+    std::swap(perm[r - 1], perm[r - 2]);
+    onnx::NodeProto *t;
+    std::string o = c.emit("Transpose", {v}, c.out + "_t", &t);
+    Exporter::attrIs(t, "perm", perm);
+    return o;
+  };
+  const Expr &e = c.e;
+  a = tr(a, method ? e.namedArg("self")->node() : e.namedArg("inp1")->node(), "transpose_a");
+  b = tr(b, method ? e.namedArg("value")->node() : e.namedArg("inp2")->node(), "transpose_b");
+  c.simple("MatMul", {a, b});
+}
+
+} // namespace
+
+void registerLinalgOnnxExport(OnnxExportTable &t) {
+  t.add("linalg", {OpKind::Linear}, exportLinear);
+  t.add("linalg", {OpKind::Matmul, OpKind::MMatmul}, exportMatmul);
+  t.add("linalg", {OpKind::LinearAct},
+        [](ExportCall &c) { exportFusedActivation(c, OpKind::Linear); });
+}
+
+} // namespace tmg::io::onnxdetail

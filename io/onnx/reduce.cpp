@@ -1,0 +1,190 @@
+//===- reduce.cpp - ONNX mapping of reductions ------------------*- C++ -*-===//
+//
+// The ONNX importers and exporters of the reduce family: the Reduce* ops
+// (axes as attribute or input; L1, L2, LogSum, LogSumExp and SumSquare
+// composed from sum), ArgMax/ArgMin (select_last_index by reversing the
+// axis), Hardmax (an argmax compared with the axis' indices) and CumSum.
+//
+//===----------------------------------------------------------------------===//
+#include "Import.h"
+#include "Export.h"
+
+namespace tmg::io::onnxdetail {
+namespace {
+
+/// A reduction composed from tmgraph ops: `x` reduced with the keyword
+/// arguments `kw` (axis, keepdims).
+using ReduceComposer = Node *(*)(const NodeCx &c, Node *x, const std::vector<KwArg> &kw);
+
+void importReduce(NodeCx &c, ReduceComposer compose) {
+  int64_t r = c.rank(0);
+  std::optional<std::vector<int64_t>> axes = c.ais("axes");
+  if (c.has(1))
+    axes = c.ints(1);
+  bool keep = c.ai("keepdims", 1);
+  if ((!axes || axes->empty()) && c.ai("noop_with_empty_axes", 0))
+    return c.outAlias(0, c.val(0));
+  Arg ax = Arg::none();
+  if (axes && !axes->empty()) {
+    std::vector<int64_t> a;
+    for (int64_t v : *axes)
+      a.push_back(c.axis(v, r));
+    std::sort(a.begin(), a.end());
+    ax = tupleOf(a);
+  }
+  std::vector<KwArg> kw = {{"axis", ax}, {"keepdims", keep}};
+  Node *x = c.node(0);
+  c.out(0, compose(c, x, kw));
+}
+
+struct Reduction {
+  const char *op;
+  ReduceComposer compose;
+};
+
+const Reduction reductions[] = {
+    {"ReduceMean", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.mean", {x}, kw);
+     }},
+    {"ReduceSum", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.sum", {x}, kw);
+     }},
+    {"ReduceMax", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.max", {x}, kw);
+     }},
+    {"ReduceMin", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.min", {x}, kw);
+     }},
+    {"ReduceProd", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.prod", {x}, kw);
+     }},
+    {"ReduceL1", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.sum", {c.call("elemwise.abs", {x})}, kw);
+     }},
+    {"ReduceSumSquare", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("math.sum", {c.call("elemwise.mul", {x, x})}, kw);
+     }},
+    {"ReduceL2", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("elemwise.sqrt", {c.call("math.sum", {c.call("elemwise.mul", {x, x})}, kw)});
+     }},
+    {"ReduceLogSum", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("elemwise.log", {c.call("math.sum", {x}, kw)});
+     }},
+    {"ReduceLogSumExp", [](const NodeCx &c, Node *x, const std::vector<KwArg> &kw) {
+       return c.call("elemwise.log", {c.call("math.sum", {c.call("elemwise.exp", {x})}, kw)});
+     }},
+};
+
+void importArgReduce(NodeCx &c, const char *fn) {
+  int64_t r = c.rank(0), ax = c.axis(c.ai("axis", 0), r);
+  bool keep = c.ai("keepdims", 1);
+  Node *x = c.node(0);
+  if (!c.ai("select_last_index", 0))
+    return c.out(0, c.call(fn, {x}, {{"axis", ax}, {"keepdims", keep}}));
+  // Last index: the first index of the reversed axis, mirrored.
+  std::vector<Arg> idx;
+  for (int64_t i = 0; i < r; ++i)
+    idx.push_back(i == ax ? Arg::slice(Arg::none(), Arg::none(), int64_t(-1))
+                          : Arg::slice(Arg::none(), Arg::none(), Arg::none()));
+  Node *rev = c.method(x, "__getitem__", {Arg::tuple(idx)});
+  Node *i = c.call(fn, {rev}, {{"axis", ax}, {"keepdims", keep}});
+  Node *last = c.constant(Tensor::fromInts({}, {c.shape(0)[ax] - 1}, DType::Int64));
+  c.out(0, c.call("elemwise.sub", {last, i}));
+}
+
+void importHardmax(NodeCx &c) {
+  const Shape &s = c.shape(0);
+  int64_t r = int64_t(s.size());
+  Node *x = c.node(0);
+  int64_t ax;
+  if (c.opset >= 13) {
+    ax = c.axis(c.ai("axis", -1), r);
+  } else {
+    int64_t a0 = c.axis(c.ai("axis", 1), r), a = 1, b2 = 1;
+    for (int64_t i = 0; i < r; ++i)
+      (i < a0 ? a : b2) *= s[i];
+    x = c.call("tensor.reshape", {x, tupleOf({a, b2})});
+    ax = 1;
+  }
+  auto *xt = llvm::cast<TensorNode>(x);
+  Shape cur = *xt->shape();
+  Shape is(cur.size(), 1);
+  is[ax] = cur[ax];
+  std::vector<int64_t> iota(cur[ax]);
+  for (int64_t i = 0; i < cur[ax]; ++i)
+    iota[i] = i;
+  Node *am = c.call("math.argmax", {x}, {{"axis", ax}, {"keepdims", true}});
+  Node *eq = c.call("elemwise.equal", {am, c.constant(Tensor::fromInts(is, iota))});
+  Node *y = c.astype(eq, c.dtype(0).value_or(DType::Float32));
+  if (c.opset < 13)
+    y = c.call("tensor.reshape", {y, tupleOf(s)});
+  c.out(0, y);
+}
+
+void importCumSum(NodeCx &c) {
+  int64_t ax = c.axis(c.ints(1).at(0), c.rank(0));
+  c.out(0, c.call("tensor.cumsum", {c.node(0), ax},
+                  {{"exclusive", bool(c.ai("exclusive", 0))},
+                   {"reverse", bool(c.ai("reverse", 0))}}));
+}
+
+} // namespace
+
+void registerReduceOnnxImport(OnnxImportTable &t) {
+  for (const Reduction &r : reductions)
+    t.add(r.op, 1, kMaxOpset, [compose = r.compose](NodeCx &c) { importReduce(c, compose); });
+  t.add("ArgMax", 1, kMaxOpset, [](NodeCx &c) { importArgReduce(c, "math.argmax"); });
+  t.add("ArgMin", 1, kMaxOpset, [](NodeCx &c) { importArgReduce(c, "math.argmin"); });
+  t.add("Hardmax", 1, kMaxOpset, importHardmax);
+  t.add("CumSum", 1, kMaxOpset, importCumSum);
+}
+
+// -- Export -------------------------------------------------------------------
+
+namespace {
+
+void exportReduce(ExportCall &c) {
+  OpKind k = c.k;
+  const char *op = (k == OpKind::Sum || k == OpKind::MSum)     ? "ReduceSum"
+                   : (k == OpKind::Mean || k == OpKind::MMean) ? "ReduceMean"
+                   : (k == OpKind::Max || k == OpKind::MMax)   ? "ReduceMax"
+                   : (k == OpKind::Min || k == OpKind::MMin)   ? "ReduceMin"
+                                                               : "ReduceProd";
+  std::vector<int64_t> axes = c.isNone("axis") ? std::vector<int64_t>{} : c.ints("axis");
+  std::string x = c.first();
+  // ReduceSum takes its axes as an input from opset 13, the others from 18.
+  if (std::string(op) == "ReduceSum") {
+    c.simple(op, axes.empty() ? std::vector<std::string>{x}
+                              : std::vector<std::string>{x, c.intsInit(axes, c.out + "_axes")});
+  } else {
+    c.simple(op, {x});
+    if (!axes.empty())
+      Exporter::attrIs(c.n, "axes", axes);
+  }
+  Exporter::attrI(c.n, "keepdims", c.boolean("keepdims"));
+}
+
+void exportArgReduce(ExportCall &c) {
+  if (c.isNone("axis") || c.ints("axis").size() != 1)
+    c.fail("arg-reductions over several axes have no ONNX form");
+  c.simple(c.k == OpKind::Argmax ? "ArgMax" : "ArgMin", {c.operand("inp")});
+  Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  Exporter::attrI(c.n, "keepdims", c.boolean("keepdims"));
+}
+
+} // namespace
+
+void registerReduceOnnxExport(OnnxExportTable &t) {
+  t.add("reduce",
+        {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min, OpKind::Prod, OpKind::MSum,
+         OpKind::MMean, OpKind::MMax, OpKind::MMin, OpKind::MProd},
+        exportReduce);
+  t.add("reduce", {OpKind::Argmax, OpKind::Argmin}, exportArgReduce);
+  t.add("reduce", {OpKind::Cumsum}, [](ExportCall &c) {
+    c.simple("CumSum", {c.operand("inp"), c.intsInit({c.ints("axis")[0]}, c.out + "_axis")});
+    Exporter::attrI(c.n, "exclusive", c.boolean("exclusive"));
+    Exporter::attrI(c.n, "reverse", c.boolean("reverse"));
+  });
+}
+
+} // namespace tmg::io::onnxdetail
