@@ -52,13 +52,35 @@ TEST_CASE("ops the runtime runs have a kernel", "[runtime][coverage]") {
 }
 
 TEST_CASE("an op without a kernel is named in the error", "[runtime][coverage]") {
-  REQUIRE(!hasKernel(OpKind::FloorDiv));
+  REQUIRE(!hasKernel(OpKind::MInvert));
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
-  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}, {"y", Shape{3}}});
-  b.finish(b.callFunction("floor_div", {b.arg(0), b.arg(1)}));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}});
+  b.finish(b.callMethod(b.arg(0), "__invert__", {}));
   Interpreter interp(*tm);
-  CHECK_THROWS_WITH(interp.run({Tensor::zeros({3}), Tensor::zeros({3})}),
-                    Catch::Contains("the runtime does not implement 'elemwise.floor_div'"));
+  CHECK_THROWS_WITH(interp.run({Tensor::zeros({3})}),
+                    Catch::Contains("the runtime does not implement '__invert__'"));
+}
+
+TEST_CASE("floor_div and % follow Python's signs", "[runtime][elementwise]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}, {"y", Shape{4}}});
+  Node *q = b.callFunction("floor_div", {b.arg(0), b.arg(1)});
+  Node *r = b.callMethod(b.arg(0), "__mod__", {b.arg(1)});
+  Node *qi = b.callMethod(b.callMethod(b.arg(0), "astype", {"int32"}), "__floordiv__",
+                          {b.callMethod(b.arg(1), "astype", {"int32"})});
+  b.finish(Arg::tuple({q, r, qi}));
+  Interpreter interp(*tm);
+  // 7 // 2 = 3, -7 // 2 = -4, 7 // -2 = -4, -7 // -2 = 3; x % y has y's sign.
+  RunResult res = interp.run({Tensor::fromFloats({4}, {7, -7, 7, -7}),
+                              Tensor::fromFloats({4}, {2, 2, -2, -2})});
+  REQUIRE(res.outputs.size() == 3);
+  const double quot[] = {3, -4, -4, 3}, rem[] = {1, 1, -1, -1};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(res.outputs[0].at(i) == quot[i]);
+    CHECK(res.outputs[1].at(i) == rem[i]);
+    CHECK(res.outputs[2].at(i) == quot[i]);
+  }
+  CHECK(res.outputs[2].dtype() == DType::Int32);
 }
 
 TEST_CASE("GetVarShape runs through the table", "[runtime][coverage]") {
