@@ -480,8 +480,8 @@ FailureOr<std::string> exportOnnxBytes(const TracedModule &m, const OnnxExportOp
   }
 }
 
-LogicalResult exportOnnx(const TracedModule &m, const std::string &path,
-                         const OnnxExportOptions &opts, Diagnostic *diag) {
+FailureOr<void> exportOnnx(const TracedModule &m, const std::string &path,
+                           const OnnxExportOptions &opts) {
   try {
     onnx::ModelProto model = buildModel(m, opts);
     std::string location = opts.externalData;
@@ -502,14 +502,12 @@ LogicalResult exportOnnx(const TracedModule &m, const std::string &path,
       raise("cannot write the file: {}", std::strerror(errno));
     if (!model.SerializeToOstream(&f) || !f.flush())
       raise("cannot write the file (disk full?)");
-    return success();
+    return {};
   } catch (const Error &e) {
-    if (diag) {
-      *diag = e.diagnostic();
-      if (diag->loc.file.empty() && diag->loc.exprId < 0)
-        diag->loc.file = path;
-    }
-    return failure();
+    Diagnostic d = e.diagnostic();
+    if (d.loc.file.empty() && d.loc.exprId < 0)
+      d.loc.file = path;
+    return d;
   }
 }
 

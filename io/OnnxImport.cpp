@@ -487,9 +487,8 @@ void Importer::validateTensors(const onnx::GraphProto &g) {
     } catch (const Error &e) {
       raise("{}: {}", where, e.diagnostic().message);
     }
-    Diagnostic d;
-    if (failed(budget.add(where, bytes, &d)))
-      throw Error(d);
+    if (auto r = budget.add(where, bytes); r.failed())
+      throw Error(r.diagnostic());
   };
   for (const auto &init : g.initializer())
     check(init, "initializer '" + init.name() + "'");

@@ -241,9 +241,8 @@ int writeModel(Options &o, const TracedModule &m) {
                               : (slash == llvm::StringRef::npos ? out : out.substr(slash + 1)).str() +
                                     ".data";
       }
-      Diagnostic d;
-      if (failed(io::exportOnnx(m, o.output, eo, &d)))
-        return Tool.fail(d);
+      if (auto r = io::exportOnnx(m, o.output, eo); r.failed())
+        return Tool.fail(r.diagnostic());
       return tools::ExitOk;
     }
     if (o.onnxExternalData.getNumOccurrences())

@@ -131,7 +131,9 @@ struct OnnxExportOptions {
 /// Constant nodes. Ops without an ONNX form are an error naming the expr.
 FailureOr<std::string> exportOnnxBytes(const TracedModule &m,
                                        const OnnxExportOptions &opts = {});
-LogicalResult exportOnnx(const TracedModule &m, const std::string &path,
-                         const OnnxExportOptions &opts = {}, Diagnostic *diag = nullptr);
+/// exportOnnxBytes written to `path` (with external data beside it when
+/// asked, or when the initializers pass protobuf's 2 GB limit).
+FailureOr<void> exportOnnx(const TracedModule &m, const std::string &path,
+                           const OnnxExportOptions &opts = {});
 
 } // namespace tmg::io

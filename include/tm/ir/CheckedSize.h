@@ -68,14 +68,6 @@ public:
   /// Adds `bytes` for tensor `what`; a Diagnostic when the total would
   /// pass the limit (the total is then unchanged).
   FailureOr<void> add(llvm::StringRef what, int64_t bytes);
-  /// `add` with the diagnostic written to `*error` (io/OnnxImport.cpp's
-  /// form; other callers use the one above).
-  LogicalResult add(llvm::StringRef what, int64_t bytes, Diagnostic *error) {
-    FailureOr<void> r = add(what, bytes);
-    if (r.failed() && error)
-      *error = r.diagnostic();
-    return r;
-  }
   int64_t total() const { return total_; }
 
 private:
