@@ -100,6 +100,39 @@ Tensor logicalNot(const Tensor &x) {
   return out;
 }
 
+static void requireBoolOrInt(const char *name, const Tensor &t) {
+  if (isFloat(t.dtype()))
+    raise("{}: needs bool or integer tensors, got {}", name, dtypeName(t.dtype()).str());
+}
+
+Tensor bitwise(LogicalOp op, const Tensor &a, const Tensor &b) {
+  const char *name = op == LogicalOp::And ? "__and__" : op == LogicalOp::Or ? "__or__" : "__xor__";
+  requireBoolOrInt(name, a);
+  requireBoolOrInt(name, b);
+  if (a.dtype() == DType::Bool && b.dtype() == DType::Bool)
+    return logical(op, a, b);
+  auto [x, y] = broadcastPair(name, a, b);
+  Tensor out = Tensor::empty(x.shape(), DType::Int64);
+  int64_t *o = out.data<int64_t>();
+  for (int64_t i = 0; i < out.numel(); ++i) {
+    int64_t p = int64_t(x.at(i)), q = int64_t(y.at(i));
+    o[i] = op == LogicalOp::And ? (p & q) : op == LogicalOp::Or ? (p | q) : (p ^ q);
+  }
+  DType t = promoteTypes(a.dtype(), b.dtype());
+  return t == DType::Int64 ? out : cast(out, t);
+}
+
+Tensor invert(const Tensor &x) {
+  requireBoolOrInt("__invert__", x);
+  if (x.dtype() == DType::Bool)
+    return logicalNot(x);
+  Tensor out = Tensor::empty(x.shape(), DType::Int64);
+  int64_t *o = out.data<int64_t>();
+  for (int64_t i = 0; i < out.numel(); ++i)
+    o[i] = ~int64_t(x.at(i));
+  return x.dtype() == DType::Int64 ? out : cast(out, x.dtype());
+}
+
 Tensor isNan(const Tensor &x) {
   return boolMap("isnan", x, [](float v, const void *) { return std::isnan(v); }, nullptr);
 }
@@ -243,6 +276,17 @@ template <LogicalOp Op> StepFn lowerLogical(const Expr &e, OpKind, LowerContext 
                     [](const Tensor &x, const Tensor &y) { return logical(Op, x, y); });
 }
 
+template <LogicalOp Op> StepFn lowerBitwise(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  return binaryStep(lhsOperand(a), rhsOperand(a), outSlot(e, ctx),
+                    [](const Tensor &x, const Tensor &y) { return bitwise(Op, x, y); });
+}
+
+StepFn lowerInvert(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  return unaryStep(a.tensor("self"), outSlot(e, ctx), [](const Tensor &t) { return invert(t); });
+}
+
 StepFn lowerLogicalNot(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   return unaryStep(a.tensor("x"), outSlot(e, ctx), [](const Tensor &t) { return logicalNot(t); });
@@ -305,6 +349,9 @@ void registerComparison(LowerTable &t) {
   t.add("elementwise", {K::LogicalOr}, lowerLogical<LogicalOp::Or>);
   t.add("elementwise", {K::LogicalXor}, lowerLogical<LogicalOp::Xor>);
   t.add("elementwise", {K::LogicalNot}, lowerLogicalNot);
+  t.add("elementwise", {K::MAnd}, lowerBitwise<LogicalOp::And>);
+  t.add("elementwise", {K::MOr}, lowerBitwise<LogicalOp::Or>);
+  t.add("elementwise", {K::MInvert}, lowerInvert);
   t.add("elementwise", {K::IsNan}, lowerIsNan);
   t.add("elementwise", {K::IsInf}, lowerIsInf);
 }

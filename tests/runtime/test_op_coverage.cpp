@@ -52,13 +52,13 @@ TEST_CASE("ops the runtime runs have a kernel", "[runtime][coverage]") {
 }
 
 TEST_CASE("an op without a kernel is named in the error", "[runtime][coverage]") {
-  REQUIRE(!hasKernel(OpKind::MInvert));
+  REQUIRE(!hasKernel(OpKind::MBroadcast));
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}});
-  b.finish(b.callMethod(b.arg(0), "__invert__", {}));
+  b.finish(b.callMethod(b.arg(0), "_broadcast", {3}));
   Interpreter interp(*tm);
   CHECK_THROWS_WITH(interp.run({Tensor::zeros({3})}),
-                    Catch::Contains("the runtime does not implement '__invert__'"));
+                    Catch::Contains("the runtime does not implement '_broadcast'"));
 }
 
 TEST_CASE("floor_div and % follow Python's signs", "[runtime][elementwise]") {
@@ -81,6 +81,40 @@ TEST_CASE("floor_div and % follow Python's signs", "[runtime][elementwise]") {
     CHECK(res.outputs[2].at(i) == quot[i]);
   }
   CHECK(res.outputs[2].dtype() == DType::Int32);
+}
+
+TEST_CASE("& | ~ are logical on bool and bitwise on integers", "[runtime][elementwise]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}, {"y", Shape{4}}});
+  Node *xi = b.callMethod(b.arg(0), "astype", {"int32"});
+  Node *yi = b.callMethod(b.arg(1), "astype", {"int32"});
+  Node *xb = b.callMethod(b.arg(0), "__gt__", {0});
+  Node *yb = b.callMethod(b.arg(1), "__gt__", {0});
+  b.finish(Arg::tuple({b.callMethod(xi, "__and__", {yi}), b.callMethod(xi, "__or__", {yi}),
+                       b.callMethod(xi, "__invert__", {}), b.callMethod(xb, "__and__", {yb}),
+                       b.callMethod(xb, "__invert__", {})}));
+  Interpreter interp(*tm);
+  RunResult res = interp.run({Tensor::fromFloats({4}, {12, 5, 0, -1}),
+                              Tensor::fromFloats({4}, {10, 3, 7, 6})});
+  REQUIRE(res.outputs.size() == 5);
+  const double band[] = {8, 1, 0, 6}, bor[] = {14, 7, 7, -1}, inv[] = {-13, -6, -1, 0};
+  const double land[] = {1, 1, 0, 0}, lnot[] = {0, 0, 1, 1};
+  for (int i = 0; i < 4; ++i) {
+    CHECK(res.outputs[0].at(i) == band[i]);
+    CHECK(res.outputs[1].at(i) == bor[i]);
+    CHECK(res.outputs[2].at(i) == inv[i]);
+    CHECK(res.outputs[3].at(i) == land[i]);
+    CHECK(res.outputs[4].at(i) == lnot[i]);
+  }
+  CHECK(res.outputs[0].dtype() == DType::Int32);
+  CHECK(res.outputs[3].dtype() == DType::Bool);
+  // Floating-point operands are an error, as in the reference.
+  auto tf = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder bf = GraphBuilder::top(*tf, {{"x", Shape{2}}});
+  bf.finish(bf.callMethod(bf.arg(0), "__invert__", {}));
+  Interpreter fi(*tf);
+  CHECK_THROWS_WITH(fi.run({Tensor::zeros({2})}),
+                    Catch::Contains("__invert__: needs bool or integer tensors, got float32"));
 }
 
 TEST_CASE("GetVarShape runs through the table", "[runtime][coverage]") {

@@ -46,6 +46,11 @@ enum class LogicalOp : uint8_t { And, Or, Xor };
 /// bool result.
 Tensor logical(LogicalOp op, const Tensor &a, const Tensor &b);
 Tensor logicalNot(const Tensor &x);
+/// Python's `&`, `|`, `^` and `~` on tensors: logical on bool tensors,
+/// bitwise on integer ones (in the promoted dtype); floating-point operands
+/// are an error, as in the reference.
+Tensor bitwise(LogicalOp op, const Tensor &a, const Tensor &b);
+Tensor invert(const Tensor &x);
 /// Bool: NaN elements; infinite elements of the chosen signs.
 Tensor isNan(const Tensor &x);
 Tensor isInf(const Tensor &x, bool positive = true, bool negative = true);
