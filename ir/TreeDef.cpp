@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <unordered_map>
 
 #include <llvm/ADT/Hashing.h>
 
@@ -329,10 +330,17 @@ static TreeDef makeDict(TreeDef::Kind k,
   std::vector<Scalar> keys;
   children.reserve(items.size());
   keys.reserve(items.size());
+  // Key hash -> index in `keys`: linear in the items (an ONNX model's node
+  // name dict has one entry per node).
+  std::unordered_multimap<size_t, size_t> seen;
+  seen.reserve(items.size());
   for (auto &[k2, v] : items) {
-    for (const Scalar &seen : keys)
-      if (seen == k2)
+    size_t h = k2.hash();
+    auto [b, e] = seen.equal_range(h);
+    for (auto it = b; it != e; ++it)
+      if (keys[it->second] == k2)
         raise("duplicate dict key {}", k2.repr());
+    seen.emplace(h, keys.size());
     keys.push_back(k2);
     children.push_back(std::move(v));
   }
