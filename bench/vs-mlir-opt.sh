@@ -13,7 +13,7 @@
 #   mlir-opt x.mlir --canonicalize --cse -o out.mlir
 #
 # Each command reads, rewrites and writes the whole program in one
-# process. The script prints, per command, the median and the range of the
+# process; odd rounds run the commands in reverse order. The script prints, per command, the median and the range of the
 # process's CPU time (user + sys) and wall time over the rounds, its peak
 # RSS, and the ratio of the medians to mlir-opt's. With several build
 # directories (two builds of tmgraph, say) their commands alternate too, so
@@ -59,17 +59,21 @@ if [ -n "$mlir" ]; then
     "$mlir $prog.mlir --canonicalize --cse -o $work/out.mlir" >> "$rows"
 fi
 
+# Row numbers; odd rounds run the rows in reverse order, so that no
+# command always runs right after the same other one.
+awk '{ print NR "\t" $0 }' "$rows" > "$work/rows.fwd"
+awk '{ l[NR] = $0 } END { for (i = NR; i >= 1; i--) print l[i] }' "$work/rows.fwd" > "$work/rows.rev"
 times="$work/times"
 : > "$times"
 r=0
 while [ "$r" -lt "$rounds" ]; do
-  k=0
-  while IFS="$(printf '\t')" read -r label cmd; do
-    k=$((k + 1))
+  order="$work/rows.fwd"
+  [ $((r % 2)) -eq 0 ] || order="$work/rows.rev"
+  while IFS="$(printf '\t')" read -r k label cmd; do
     # %e wall s, %U + %S CPU s, %M peak RSS KB.
     /usr/bin/time -f "%e %U %S %M" -o "$work/t" sh -c "$cmd" > /dev/null
     printf '%s %s\n' "$k" "$(cat "$work/t")" >> "$times"
-  done < "$rows"
+  done < "$order"
   r=$((r + 1))
 done
 
