@@ -22,6 +22,7 @@
 #include <set>
 #include <unordered_map>
 
+#include <llvm/ADT/DenseSet.h>
 #include <onnx/shape_inference/implementation.h>
 
 #include "tm/ir/Builder.h"
@@ -814,7 +815,17 @@ OnnxModel Importer::run() {
     outs.push_back(x);
     outputNames.push_back(o.name());
   }
+  // The nodes' names now: finish() deletes the dead exprs and their nodes,
+  // so afterwards only the nodes still in the graph may be read.
+  std::vector<std::string> nodeNamesNow;
+  nodeNamesNow.reserve(nodeNames.size());
+  for (auto &[node, name] : nodeNames)
+    nodeNamesNow.push_back(node->name().str());
   b.finish(outs.size() == 1 ? outs[0] : Arg::tuple(outs));
+  llvm::DenseSet<const Node *> live(b.graph().inputs().begin(), b.graph().inputs().end());
+  for (Expr *e : b.graph())
+    for (Node *o : e->outputs())
+      live.insert(o);
   std::vector<TreeDef> ins, outsDef;
   for (auto &s : inputNames)
     ins.push_back(TreeDef::constant(Scalar(s)));
@@ -825,9 +836,10 @@ OnnxModel Importer::run() {
   tm->setValue("onnx_params", TreeDef::dict(paramNames));
   std::vector<std::pair<Scalar, TreeDef>> nodeNameDict;
   std::set<std::string> seenNodes;
-  for (auto &[node, name] : nodeNames)
-    if (seenNodes.insert(node->name().str()).second)
-      nodeNameDict.emplace_back(Scalar(node->name().str()), TreeDef::constant(Scalar(name)));
+  for (size_t i = 0; i < nodeNames.size(); ++i)
+    if (live.contains(nodeNames[i].first) && seenNodes.insert(nodeNamesNow[i]).second)
+      nodeNameDict.emplace_back(Scalar(nodeNamesNow[i]),
+                                TreeDef::constant(Scalar(nodeNames[i].second)));
   tm->setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
   keepModelInfo(*tm);
   std::vector<Diagnostic> tooBig;
