@@ -200,11 +200,10 @@ TEST_CASE("compile removes dead exprs but keeps disable_remove and its inputs", 
   checkVerified(*tm);
 }
 
-TEST_CASE("the body index follows every edit, and compile agrees with a naive liveness",
+TEST_CASE("the unused list follows every edit, and compile agrees with a naive liveness",
           "[ir][graph]") {
-  // The graph keeps its body in an array while only appends happened (or
-  // since rebuildBodyIndex); the verifier compares it with the body list,
-  // and its list of unused exprs (compile's work list) with the use counts.
+  // The verifier compares the graph's list of unused exprs (compile's work
+  // list) with the use counts.
   std::mt19937 rng(11);
   for (int round = 0; round < 40; ++round) {
     auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
@@ -218,7 +217,6 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
     };
     for (int i = 0; i < 30; ++i)
       addOne();
-    CHECK(g.bodyIndexInternal() != nullptr); // appends keep it
     for (int step = 0; step < 25; ++step) {
       switch (rng() % 7) {
       case 0: { // insert in the middle (inputs defined before the point)
@@ -283,13 +281,6 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
         // disable_remove exprs stay on the list (outputs count as uses).
         for (const Expr *e : g.unusedExprs())
           CHECK(e->removeDisabled());
-        // compile keeps the body index when it deleted only from the end;
-        // rebuilding brings it back otherwise.
-        if (const std::vector<Expr *> *ix = g.bodyIndexInternal())
-          CHECK(std::vector<Expr *>(g.begin(), g.end()) == *ix);
-        g.rebuildBodyIndex();
-        REQUIRE(g.bodyIndexInternal() != nullptr);
-        CHECK(std::vector<Expr *>(g.begin(), g.end()) == *g.bodyIndexInternal());
         // Dead nodes are freed now: compare pointers only.
         vals.erase(std::remove_if(vals.begin(), vals.end(),
                                   [&](Node *n) { return !liveNodes.count(n); }),

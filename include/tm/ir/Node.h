@@ -147,9 +147,6 @@ public:
     nameSize_ = uint32_t(name.size());
   }
   void setExprInternal(Expr *e) { expr_ = e; }
-  /// Starts loading what deleting this node touches besides the node: its
-  /// names' block (also what reading the qualname needs).
-  void prefetchNames() const { names_.prefetch(); }
 
 protected:
   Node(Kind k, Expr *e, int64_t id) : kind_(k), expr_(e), id_(id) {}

@@ -24,43 +24,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <utility>
 
 namespace tmg::detail {
-
-/// One prefetch that GCC keeps: it deletes `__builtin_prefetch` calls it
-/// finds inside loops (they have no effect it must preserve), also
-/// straight-line ones inlined into a loop body; the empty asm that uses the
-/// address keeps it.
-inline void prefetchLine(const void *a) {
-  __builtin_prefetch(a);
-  asm volatile("" : : "r"(a));
-}
-
-/// Starts loading the cache lines of the `bytes` bytes at `p` (a hint: `p`
-/// need not be valid). The pool lays a graph's objects out in creation
-/// order, so walks over large graphs fetch the objects they reach next.
-inline void prefetchBytes(const void *p, size_t bytes) {
-  // Every line the range touches, also the last one of a range that
-  // straddles a line boundary.
-  uintptr_t end = uintptr_t(p) + bytes;
-  for (uintptr_t a = uintptr_t(p) & ~uintptr_t(63); a < end; a += 64)
-    prefetchLine(reinterpret_cast<const void *>(a));
-}
-
-/// prefetchBytes for a size known at compile time: the same lines, from
-/// straight-line code (a prefetch per possible line, no loop). Hot loops
-/// that fetch a few objects per step spent more instructions on the loop
-/// of prefetchBytes than on their own work.
-template <size_t Bytes> inline void prefetchObject(const void *p) {
-  static_assert(Bytes > 0);
-  const char *c = static_cast<const char *>(p);
-  [c]<size_t... K>(std::index_sequence<K...>) {
-    (prefetchLine(c + K * 64), ...);
-  }(std::make_index_sequence<(Bytes + 63) / 64>{});
-  // The last line of an object that straddles one more line boundary.
-  prefetchLine(c + Bytes - 1);
-}
 
 /// A block of at least `size` bytes, aligned to 16.
 void *poolAllocate(size_t size);

@@ -62,11 +62,6 @@ public:
   const char *data() const { return rep_ ? chars(rep_) : ""; }
   size_t size() const { return rep_ ? rep_->size : 0; }
   bool empty() const { return rep_ == nullptr; }
-  /// Starts loading the string's block (for loops that release many).
-  void prefetch() const {
-    if (rep_)
-      __builtin_prefetch(rep_, 1);
-  }
 
   friend bool operator==(const SharedString &a, const SharedString &b) {
     return a.rep_ == b.rep_ || a.ref() == b.ref();
