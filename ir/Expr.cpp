@@ -143,9 +143,8 @@ ModuleNode::ModuleNode(Expr *e, int64_t id)
 
 Expr::~Expr() {
   dropAllInputs();
-  // Last first, as the graph destroys its body (see ~InternalGraph).
-  for (size_t i = outputs_.size(); i-- > 0;)
-    delete outputs_[i];
+  for (Node *o : outputs_)
+    delete o;
 }
 
 llvm::StringRef Expr::kindName() const {

@@ -38,15 +38,11 @@ InternalGraph::InternalGraph(std::string name, std::string qualname)
 InternalGraph::~InternalGraph() {
   // One walk: each expr forgets its input uses (whose nodes may belong to
   // exprs destroyed earlier in the walk) and is destroyed; no expr
-  // dereferences the nodes it used. From the back: the pool's free lists are
-  // LIFO, so the next graph built from them gets its blocks in the order
-  // this body had them (ascending when it was built in order), and its walks
-  // read memory forwards.
+  // dereferences the nodes it used.
   std::vector<Expr *> body;
   body.reserve(size_);
   for (Expr *e = first_; e; e = e->next_)
     body.push_back(e);
-  std::reverse(body.begin(), body.end());
   deleteGraphExprs(body);
   for (auto &e : inputExprs_)
     e->forgetInputsInternal();

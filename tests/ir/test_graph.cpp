@@ -119,36 +119,6 @@ TEST_CASE("get_dep_exprs matches the reference's order on random DAGs", "[ir][gr
   }
 }
 
-TEST_CASE("after poolSortFreeLists the pool hands freed blocks out in address order",
-          "[ir][pool]") {
-  // Blocks of one size class (48 bytes), freed in a random order; after
-  // the sort the next allocations come in ascending order (from these
-  // blocks and any of the class that earlier tests freed). Without it the
-  // LIFO lists would hand them out in the reverse of the shuffle.
-  constexpr size_t N = 1000, Size = 48;
-  std::vector<void *> blocks;
-  for (size_t i = 0; i < N; ++i)
-    blocks.push_back(detail::poolAllocate(Size));
-  std::vector<void *> shuffled = blocks;
-  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
-  for (void *p : shuffled)
-    detail::poolDeallocate(p, Size);
-  detail::poolSortFreeLists();
-  std::vector<void *> again;
-  for (size_t i = 0; i < N; ++i)
-    again.push_back(detail::poolAllocate(Size));
-  for (void *p : again)
-    std::memset(p, 0xab, Size); // every block is usable
-  if (detail::poolEnabled()) {
-    CHECK(std::is_sorted(again.begin(), again.end(), std::less<void *>()));
-    CHECK(std::set<void *>(again.begin(), again.end()).size() == N);
-  } else {
-    CHECK(again.size() == N); // ::operator new: nothing to order
-  }
-  for (void *p : again)
-    detail::poolDeallocate(p, Size);
-}
-
 TEST_CASE("scratch flags start clear, are independent and leave the rest alone",
           "[ir][graph]") {
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));

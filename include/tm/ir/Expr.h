@@ -61,7 +61,6 @@ public:
     Constant,
     Apply
   };
-  TM_POOL_ALLOCATED
   virtual ~Expr();
   Expr(const Expr &) = delete;
   Expr &operator=(const Expr &) = delete;

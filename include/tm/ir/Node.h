@@ -21,7 +21,6 @@
 #include <llvm/ADT/iterator_range.h>
 #include <llvm/Support/Casting.h>
 
-#include "tm/ir/Pool.h"
 #include "tm/ir/SharedString.h"
 #include "tm/ir/Tensor.h"
 
@@ -62,7 +61,6 @@ struct NodeFormat {
 class Node {
 public:
   enum class Kind : uint8_t { Tensor, Module };
-  TM_POOL_ALLOCATED
   virtual ~Node();
   Node(const Node &) = delete;
   Node &operator=(const Node &) = delete;
@@ -162,7 +160,7 @@ private:
 
   Kind kind_;
   /// The name is the first nameSize_ characters of names_, the qualname
-  /// the rest: one pool block per node for both (they are created, copied
+  /// the rest: one block per node for both (they are created, copied
   /// and destroyed together), its size kept in the padding after kind_.
   uint32_t nameSize_ = 0;
   Expr *expr_;
