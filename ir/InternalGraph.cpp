@@ -84,12 +84,10 @@ ModuleNode *InternalGraph::self() const {
 }
 
 int64_t InternalGraph::nextNodeId() {
-  static thread_local int64_t orphanIds = 0;
-  return owner_ ? owner_->nextNodeId() : orphanIds++;
+  return owner_ ? owner_->nextNodeId() : orphanNodeIds_++;
 }
 int64_t InternalGraph::nextExprId() {
-  static thread_local int64_t orphanIds = 0;
-  return owner_ ? owner_->nextExprId() : orphanIds++;
+  return owner_ ? owner_->nextExprId() : orphanExprIds_++;
 }
 
 //===----------------------------------------------------------------------===//

@@ -185,6 +185,8 @@ public:
   /// Moves `e` to just before `before` (nullptr = end).
   void moveBefore(Expr *e, Expr *before);
 
+  /// Ids from the owning module's counters; a graph without an owner counts
+  /// its own, from 0.
   int64_t nextNodeId();
   int64_t nextExprId();
 
@@ -341,6 +343,8 @@ private:
   std::vector<std::unique_ptr<Expr>> inputExprs_; ///< owned Input exprs
   Expr *first_ = nullptr, *last_ = nullptr;
   size_t size_ = 0;
+  /// The id counters of a graph without an owner.
+  int64_t orphanNodeIds_ = 0, orphanExprIds_ = 0;
   /// Every body expr no output of which is needed (used by an expr or a
   /// graph output); each knows its position, Expr::unusedIndex_. Kept by
   /// every use-list and output-list edit, insertion and removal, so compile
