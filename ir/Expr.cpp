@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "Pool.h"
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/InternalGraph.h"
 #include "tm/ir/Module.h"
@@ -26,6 +27,11 @@ NodeFormat NodeFormat::parse(llvm::StringRef spec) {
   f.withGraph = spec.contains('p');
   return f;
 }
+
+void *Node::operator new(size_t size) { return detail::poolAllocate(size); }
+void Node::operator delete(void *p, size_t size) noexcept { detail::poolDeallocate(p, size); }
+void *Expr::operator new(size_t size) { return detail::poolAllocate(size); }
+void Expr::operator delete(void *p, size_t size) noexcept { detail::poolDeallocate(p, size); }
 
 Node::~Node() = default;
 

@@ -1,6 +1,8 @@
 //===- SharedString.cpp - Immutable reference-counted strings -------------===//
 #include "tm/ir/SharedString.h"
 
+#include "Pool.h"
+
 #include <cstdint>
 #include <cstring>
 #include <new>
@@ -14,7 +16,7 @@ SharedString::Rep *SharedString::make(llvm::StringRef s, llvm::StringRef tail) {
     return nullptr;
   if (size > UINT32_MAX)
     throw std::length_error("tmg::SharedString: string longer than 4 GiB");
-  auto *r = static_cast<Rep *>(::operator new(sizeof(Rep) + size));
+  auto *r = static_cast<Rep *>(detail::poolAllocate(sizeof(Rep) + size));
   r->refs.store(1, std::memory_order_relaxed);
   r->size = uint32_t(size);
   // (An empty StringRef may hold a null pointer, which memcpy must not get.)
@@ -32,7 +34,7 @@ void SharedString::release(Rep *r) noexcept {
   // overlap, where the locked instruction waited for each in turn.
   if (r->refs.load(std::memory_order_acquire) == 1 ||
       r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    ::operator delete(r);
+    detail::poolDeallocate(r, sizeof(Rep) + r->size);
 }
 
 } // namespace tmg

@@ -61,6 +61,9 @@ public:
     Constant,
     Apply
   };
+  /// From the IR's size-class pool (ir/Pool.h).
+  static void *operator new(size_t size);
+  static void operator delete(void *p, size_t size) noexcept;
   virtual ~Expr();
   Expr(const Expr &) = delete;
   Expr &operator=(const Expr &) = delete;

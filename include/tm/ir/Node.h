@@ -61,6 +61,9 @@ struct NodeFormat {
 class Node {
 public:
   enum class Kind : uint8_t { Tensor, Module };
+  /// From the IR's size-class pool (ir/Pool.h).
+  static void *operator new(size_t size);
+  static void operator delete(void *p, size_t size) noexcept;
   virtual ~Node();
   Node(const Node &) = delete;
   Node &operator=(const Node &) = delete;
