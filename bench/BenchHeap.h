@@ -10,7 +10,6 @@
 #include <unistd.h>
 #include <vector>
 
-#include "tm/ir/Pool.h"
 #ifdef __GLIBC__
 #include <malloc.h>
 #include <sys/mman.h>
@@ -48,20 +47,6 @@ inline bool reserveHeap(size_t bytes) {
   (void)bytes;
 #endif
   return true;
-}
-
-/// Puts the IR pool into the same state before each run builds its input:
-/// its free lists sorted by address (tmg::detail::poolSortFreeLists).
-/// Free lists are LIFO, so without this the blocks a run's input gets
-/// depend on what the runs before it freed and in which order, and a
-/// graph built late in a benchmark was walked 2-3x slower than the same
-/// graph built first (tm-ir-bench's `str` at 1e6: 187 against 66 ms),
-/// by amounts that differ per size and skewed the growth factors.
-/// `AgedHeap` (the benchmarks' --aged-heap) skips it, to measure that.
-inline bool AgedHeap = false;
-inline void resetHeapOrder() {
-  if (!AgedHeap)
-    tmg::detail::poolSortFreeLists();
 }
 
 /// Evicts everything the timed operation is about to touch from the caches,

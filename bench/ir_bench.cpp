@@ -12,16 +12,13 @@
 // reserveHeap in BenchHeap.h) so that page faults and TLB misses of the
 // machine do not masquerade as non-linear algorithms.
 //
-//   tm-ir-bench [--max-size N] [--reps R] [--only TEXT] [--aged-heap]
+//   tm-ir-bench [--max-size N] [--reps R] [--only TEXT]
 //
 // --max-size (default 1000000) drops the larger sizes for a quick run;
 // --reps R (default 3) sets the runs per size: 3R at 1e4, R at 1e5 and
 // max(1, R/3) at 1e6, which keeps a default run within ~2 minutes;
 // --only times just the operations whose name contains TEXT (for
-// profiling: with TM_PERF_CTL, see BenchHeap.h, perf records only them);
-// --aged-heap builds each input on the heap as the earlier runs left it
-// (by default the pool's free lists are sorted first: resetHeapOrder in
-// BenchHeap.h).
+// profiling: with TM_PERF_CTL, see BenchHeap.h, perf records only them).
 //
 // Exits with 1 when a target is missed, 2 on bad usage or a broken fixture.
 //
@@ -252,7 +249,6 @@ template <typename Setup, typename Op, typename Check>
 Timing bestOf(int reps, Setup setup, Op op, Check check) {
   Timing best;
   for (int r = 0; r < reps; ++r) {
-    resetHeapOrder();
     auto input = setup();
     flushCaches();
     perfToggle(true);
@@ -427,15 +423,11 @@ size_t parseCount(llvm::StringRef flag, const char *value) {
 
 int main(int argc, char **argv) {
   const char *usage =
-      "usage: tm-ir-bench [--max-size N] [--reps R] [--only TEXT] [--aged-heap]";
+      "usage: tm-ir-bench [--max-size N] [--reps R] [--only TEXT]";
   size_t maxSize = Sizes[Size1e6];
   int reps = 3;
   for (int i = 1; i < argc; ++i) {
     llvm::StringRef a = argv[i];
-    if (a == "--aged-heap") { // the one flag without a value
-      AgedHeap = true;
-      continue;
-    }
     const char *value = i + 1 < argc ? argv[++i] : nullptr;
     if (a == "--max-size")
       maxSize = parseCount(a, value);

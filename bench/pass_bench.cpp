@@ -22,11 +22,10 @@
 // all of them (see BenchProcess.h: from one process to the next the 1e6
 // row moved by up to 1.2x, the snapshot control's too).
 //
-//   tm-pass-bench [--max-size N] [--processes P] [--profile PASS] [--aged-heap]
+//   tm-pass-bench [--max-size N] [--processes P] [--profile PASS]
 //
 // --profile PASS toggles perf around that pass's runs alone (TM_PERF_CTL,
-// see BenchHeap.h); --aged-heap builds each module on the heap as the
-// earlier runs left it (resetHeapOrder in BenchHeap.h).
+// see BenchHeap.h).
 //
 //===----------------------------------------------------------------------===//
 #include <algorithm>
@@ -195,7 +194,6 @@ bool measure(const std::vector<size_t> &sizes, const std::string &profiled, Rows
       if (r % every != every / 2 || r / every >= repsFor(n))
         continue;
       std::array<double, 4> &best = out.best[s];
-      resetHeapOrder();
       auto m = makeModule(n);
       out.totals[s] = totalExprs(*m);
       // What a transactional run copies before a non-atomic pass.
@@ -238,13 +236,11 @@ int main(int argc, char **argv) {
       maxSize = std::strtoull(argv[++i], nullptr, 10);
     else if (std::string(argv[i]) == "--profile" && i + 1 < argc)
       profiled = argv[++i];
-    else if (std::string(argv[i]) == "--aged-heap")
-      AgedHeap = true;
     else if (std::string(argv[i]) == "--processes" && i + 1 < argc)
       processes = std::max(1, std::atoi(argv[++i]));
     else {
       std::fprintf(stderr, "usage: tm-pass-bench [--max-size N] [--processes P] "
-                           "[--profile PASS] [--aged-heap]\n");
+                           "[--profile PASS]\n");
       return 2;
     }
   }

@@ -16,10 +16,8 @@
 //    (bench/fx_replace_pattern.py run with /usr/bin/python3 when Debian's
 //    python3-torch is installed; `--no-torch` skips it). Target: >= 100x.
 //
-//   tm-pattern-bench [--max-size N] [--processes P] [--aged-heap] [--no-torch]
+//   tm-pattern-bench [--max-size N] [--processes P] [--no-torch]
 //
-// --aged-heap builds each graph on the heap as the earlier runs left it
-// (resetHeapOrder in BenchHeap.h).
 //   tm-pattern-bench --profile-match | --profile-driver    (for perf record)
 //
 //===----------------------------------------------------------------------===//
@@ -213,7 +211,7 @@ constexpr int Reps = 7;
 
 /// Every size Reps times in this process, in rounds that run each size once
 /// (so the sizes a growth factor compares are sampled in the same minutes),
-/// each run on a freshly built graph on a reset heap (resetHeapOrder), each
+/// each run on a freshly built graph, each
 /// timed step starting with cold caches (see BenchHeap.h).
 std::vector<double> measureSizes(const std::vector<size_t> &sizes) {
   FrozenPatternSet set(twentyPatterns());
@@ -221,7 +219,6 @@ std::vector<double> measureSizes(const std::vector<size_t> &sizes) {
   for (int r = 0; r < Reps; ++r)
     for (size_t s = 0; s < sizes.size(); ++s) {
       SizeRow &row = rows[s];
-      resetHeapOrder();
       auto tm = mixedGraph(sizes[s], 42);
       InternalGraph &g = tm->graph();
       row.exprs = double(g.size());
@@ -289,8 +286,6 @@ int main(int argc, char **argv) {
       torch = false;
     else if (a == "--processes" && i + 1 < argc)
       processes = std::max(1, std::atoi(argv[++i]));
-    else if (a == "--aged-heap")
-      AgedHeap = true;
     else if (a == "--profile-match") {
       // For `perf record`: matching alone, many times over one graph.
       FrozenPatternSet set(twentyPatterns());
@@ -324,7 +319,7 @@ int main(int argc, char **argv) {
       return 0;
     }
     else {
-      std::fprintf(stderr, "usage: tm-pattern-bench [--max-size N] [--processes P] [--aged-heap] [--no-torch]\n");
+      std::fprintf(stderr, "usage: tm-pattern-bench [--max-size N] [--processes P] [--no-torch]\n");
       return 2;
     }
   }

@@ -26,6 +26,7 @@
 #include <set>
 #include <unordered_map>
 
+#include <llvm/ADT/DenseSet.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -521,6 +522,37 @@ void Importer::validateTensors(const onnx::GraphProto &g) {
   }
 }
 
+/// The ONNX names as the top module's values: `onnx_inputs`,
+/// `onnx_outputs`, `onnx_params` and `onnx_node_names` (the node names of
+/// the nodes still in `g`; `nodeNamesNow[i]` is the tmgraph name
+/// `nodeNames[i].first` had before dead nodes were freed).
+static void recordOnnxNames(TracedModule &tm, const InternalGraph &g,
+                            const std::vector<std::string> &inputNames,
+                            const std::vector<std::string> &outputNames,
+                            const std::vector<std::pair<Scalar, TreeDef>> &paramNames,
+                            const std::vector<std::pair<Node *, std::string>> &nodeNames,
+                            const std::vector<std::string> &nodeNamesNow) {
+  llvm::DenseSet<const Node *> live(g.inputs().begin(), g.inputs().end());
+  for (Expr *e : g)
+    for (Node *o : e->outputs())
+      live.insert(o);
+  std::vector<TreeDef> ins, outsDef;
+  for (auto &s : inputNames)
+    ins.push_back(TreeDef::constant(Scalar(s)));
+  for (auto &s : outputNames)
+    outsDef.push_back(TreeDef::constant(Scalar(s)));
+  tm.setValue("onnx_inputs", TreeDef::tuple(ins));
+  tm.setValue("onnx_outputs", TreeDef::tuple(outsDef));
+  tm.setValue("onnx_params", TreeDef::dict(paramNames));
+  std::vector<std::pair<Scalar, TreeDef>> nodeNameDict;
+  std::set<std::string> seenNodes;
+  for (size_t i = 0; i < nodeNames.size(); ++i)
+    if (live.contains(nodeNames[i].first) && seenNodes.insert(nodeNamesNow[i]).second)
+      nodeNameDict.emplace_back(Scalar(nodeNamesNow[i]),
+                                TreeDef::constant(Scalar(nodeNames[i].second)));
+  tm.setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
+}
+
 OnnxModel Importer::run() {
   for (const auto &o : model_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
@@ -638,21 +670,14 @@ OnnxModel Importer::run() {
     outs.push_back(x);
     outputNames.push_back(o.name());
   }
-  b.finish(outs.size() == 1 ? outs[0] : Arg::tuple(outs));
-  std::vector<TreeDef> ins, outsDef;
-  for (auto &s : inputNames)
-    ins.push_back(TreeDef::constant(Scalar(s)));
-  for (auto &s : outputNames)
-    outsDef.push_back(TreeDef::constant(Scalar(s)));
-  tm->setValue("onnx_inputs", TreeDef::tuple(ins));
-  tm->setValue("onnx_outputs", TreeDef::tuple(outsDef));
-  tm->setValue("onnx_params", TreeDef::dict(paramNames));
-  std::vector<std::pair<Scalar, TreeDef>> nodeNameDict;
-  std::set<std::string> seenNodes;
+  // The nodes' names now: finish() deletes the dead exprs and their nodes,
+  // so afterwards only the nodes still in the graph may be read.
+  std::vector<std::string> nodeNamesNow;
+  nodeNamesNow.reserve(nodeNames.size());
   for (auto &[node, name] : nodeNames)
-    if (seenNodes.insert(node->name().str()).second)
-      nodeNameDict.emplace_back(Scalar(node->name().str()), TreeDef::constant(Scalar(name)));
-  tm->setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
+    nodeNamesNow.push_back(node->name().str());
+  b.finish(outs.size() == 1 ? outs[0] : Arg::tuple(outs));
+  recordOnnxNames(*tm, b.graph(), inputNames, outputNames, paramNames, nodeNames, nodeNamesNow);
   keepModelInfo(*tm);
   std::vector<Diagnostic> tooBig;
   checkNodeSizes(*tm, limits_, tooBig);

@@ -23,6 +23,7 @@
 #include <map>
 #include <tuple>
 
+#include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/StringSet.h>
 
 #include "TmirCommon.h"
@@ -115,96 +116,23 @@ void sortStringsBytewise(std::vector<llvm::StringRef> &v) {
 
 namespace {
 
-uint64_t hashName(llvm::StringRef s) {
-  uint64_t h = 0x9E3779B97F4A7C15ull ^ s.size();
-  const char *p = s.data();
-  size_t n = s.size();
-  for (; n >= 8; p += 8, n -= 8) {
-    uint64_t w;
-    std::memcpy(&w, p, 8);
-    h = (h ^ w) * 0xbf58476d1ce4e5b9ull;
-    h ^= h >> 31;
-  }
-  if (n) {
-    uint64_t w = 0;
-    std::memcpy(&w, p, n);
-    h = (h ^ w) * 0x94d049bb133111ebull;
-    h ^= h >> 29;
-  }
-  h ^= h >> 32;
-  return h ? h : 1; // 0 marks an empty slot
-}
-
 /// The names `ns` uses that are not in `own`, in no particular order,
-/// written into `storage` (the returned StringRefs point into it).
-///
-/// A graph of n exprs has about 2n used names (each node's, plus the
-/// qualname helpers "method_add_7"), so at 10^6 exprs both sets are far
-/// larger than the caches and a plain hash set costs a few cache misses per
-/// name. Here the hashes are computed in sequential passes and the table
-/// slots are prefetched several names ahead.
+/// written into `storage` (the returned StringRefs point into it: most
+/// names are made from a counter on the fly).
 std::vector<llvm::StringRef> namesNotIn(const NameSpace &ns, llvm::ArrayRef<llvm::StringRef> own,
                                         std::string &storage) {
-  constexpr size_t Ahead = 16;
-  struct Slot {
-    uint64_t hash;
-    const char *data;
-    size_t size;
-  };
-  size_t cap = 16;
-  while (cap < 2 * own.size())
-    cap *= 2;
-  std::vector<Slot> table(cap, Slot{0, nullptr, 0});
-  size_t mask = cap - 1;
-  std::vector<uint64_t> hashes(own.size());
-  for (size_t i = 0; i < own.size(); ++i)
-    hashes[i] = hashName(own[i]);
-  for (size_t i = 0; i < own.size(); ++i) {
-    if (i + Ahead < own.size())
-      __builtin_prefetch(&table[hashes[i + Ahead] & mask], 1);
-    for (size_t k = hashes[i] & mask;; k = (k + 1) & mask) {
-      Slot &sl = table[k];
-      if (!sl.hash) {
-        sl = {hashes[i], own[i].data(), own[i].size()};
-        break;
-      }
-      if (sl.hash == hashes[i] && llvm::StringRef(sl.data, sl.size) == own[i])
-        break;
-    }
-  }
-  // The namespace's names, copied into one buffer (most are made from a
-  // counter on the fly), with their hashes.
+  llvm::DenseSet<llvm::StringRef> ownSet(own.begin(), own.end());
   std::vector<std::pair<size_t, size_t>> spans;
-  spans.reserve(ns.size());
-  hashes.clear();
-  hashes.reserve(ns.size());
   ns.forEachUsedName([&](llvm::StringRef n) {
+    if (ownSet.contains(n))
+      return;
     spans.emplace_back(storage.size(), n.size());
     storage.append(n.data(), n.size());
-    hashes.push_back(hashName(n));
   });
-  std::vector<llvm::StringRef> names;
-  names.reserve(spans.size());
-  for (auto [off, len] : spans)
-    names.emplace_back(storage.data() + off, len);
   std::vector<llvm::StringRef> out;
-  out.reserve(names.size() > own.size() ? names.size() - own.size() : 0);
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (i + Ahead < names.size())
-      __builtin_prefetch(&table[hashes[i + Ahead] & mask]);
-    bool found = false;
-    for (size_t k = hashes[i] & mask;; k = (k + 1) & mask) {
-      const Slot &sl = table[k];
-      if (!sl.hash)
-        break;
-      if (sl.hash == hashes[i] && llvm::StringRef(sl.data, sl.size) == names[i]) {
-        found = true;
-        break;
-      }
-    }
-    if (!found)
-      out.push_back(names[i]);
-  }
+  out.reserve(spans.size());
+  for (auto [off, len] : spans)
+    out.emplace_back(storage.data() + off, len);
   return out;
 }
 

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "Pool.h"
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/InternalGraph.h"
 #include "tm/ir/Module.h"
@@ -26,6 +27,11 @@ NodeFormat NodeFormat::parse(llvm::StringRef spec) {
   f.withGraph = spec.contains('p');
   return f;
 }
+
+void *Node::operator new(size_t size) { return detail::poolAllocate(size); }
+void Node::operator delete(void *p, size_t size) noexcept { detail::poolDeallocate(p, size); }
+void *Expr::operator new(size_t size) { return detail::poolAllocate(size); }
+void Expr::operator delete(void *p, size_t size) noexcept { detail::poolDeallocate(p, size); }
 
 Node::~Node() = default;
 
@@ -143,9 +149,8 @@ ModuleNode::ModuleNode(Expr *e, int64_t id)
 
 Expr::~Expr() {
   dropAllInputs();
-  // Last first, as the graph destroys its body (see ~InternalGraph).
-  for (size_t i = outputs_.size(); i-- > 0;)
-    delete outputs_[i];
+  for (Node *o : outputs_)
+    delete o;
 }
 
 llvm::StringRef Expr::kindName() const {

@@ -19,7 +19,7 @@
 //   whole flat graph, which at 10^5 exprs and more no longer fits in the
 //   caches: it does not copy exprs dead in their sub-graph, nor duplicate
 //   GetAttrs (it merges them as it copies), nor the calls themselves; and
-//   appending keeps the body index and the GetAttr list valid. The result
+//   appending keeps the GetAttr list in order. The result
 //   is the plain algorithm's, use-list order included (see UseKey).
 //
 //===----------------------------------------------------------------------===//
@@ -514,7 +514,7 @@ private:
     if (!f.top)
       dead = deadExprs(*f.g);
     size_t nextDead = 0;
-    detail::forEachCopied(*f.g, f.map, [&](Expr *e) {
+    auto copyOne = [&](Expr *e) {
       if (nextDead < dead.size() && dead[nextDead] == e) {
         ++nextDead;
         // Dead in every inlined copy: compile would delete it. Its output
@@ -536,7 +536,9 @@ private:
         return;
       }
       emitCopy(f, *e);
-    });
+    };
+    for (Expr *e : *f.g)
+      copyOne(e);
   }
 
   /// True when `ga` (of the top graph, the first of its path) has a module

@@ -26,10 +26,9 @@ std::string ReplaceReport::str() const {
 /// Deletes the exprs of a graph being destroyed, in the given order; each
 /// forgets its input uses unread (their nodes may be gone already).
 static void deleteGraphExprs(llvm::ArrayRef<Expr *> exprs) {
-  for (size_t i = 0; i < exprs.size(); ++i) {
-    detail::prefetchExprWalk(exprs, i);
-    exprs[i]->forgetInputsInternal();
-    delete exprs[i];
+  for (Expr *e : exprs) {
+    e->forgetInputsInternal();
+    delete e;
   }
 }
 
@@ -39,19 +38,11 @@ InternalGraph::InternalGraph(std::string name, std::string qualname)
 InternalGraph::~InternalGraph() {
   // One walk: each expr forgets its input uses (whose nodes may belong to
   // exprs destroyed earlier in the walk) and is destroyed; no expr
-  // dereferences the nodes it used. From the back: the pool's free lists are
-  // LIFO, so the next graph built from them gets its blocks in the order
-  // this body had them (ascending when it was built in order), and its walks
-  // read memory forwards.
+  // dereferences the nodes it used.
   std::vector<Expr *> body;
-  if (bodyIndexValid_) {
-    body = std::move(bodyIndex_);
-  } else {
-    body.reserve(size_);
-    for (Expr *e = first_; e; e = e->next_)
-      body.push_back(e);
-  }
-  std::reverse(body.begin(), body.end());
+  body.reserve(size_);
+  for (Expr *e = first_; e; e = e->next_)
+    body.push_back(e);
   deleteGraphExprs(body);
   for (auto &e : inputExprs_)
     e->forgetInputsInternal();
@@ -93,12 +84,10 @@ ModuleNode *InternalGraph::self() const {
 }
 
 int64_t InternalGraph::nextNodeId() {
-  static thread_local int64_t orphanIds = 0;
-  return owner_ ? owner_->nextNodeId() : orphanIds++;
+  return owner_ ? owner_->nextNodeId() : orphanNodeIds_++;
 }
 int64_t InternalGraph::nextExprId() {
-  static thread_local int64_t orphanIds = 0;
-  return owner_ ? owner_->nextExprId() : orphanIds++;
+  return owner_ ? owner_->nextExprId() : orphanExprIds_++;
 }
 
 //===----------------------------------------------------------------------===//
@@ -131,12 +120,6 @@ void InternalGraph::linkBefore(Expr *e, Expr *before) {
   ++size_;
   if (e->outputsUnused())
     addUnused(e);
-  if (bodyIndexValid_) {
-    if (before)
-      dropBodyIndex();
-    else
-      bodyIndex_.push_back(e);
-  }
   if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
     ga->indexInGraph_ = getAttrs_.size();
     getAttrs_.push_back(ga);
@@ -214,12 +197,6 @@ void InternalGraph::unlinkFromBody(Expr *e) {
   --size_;
   if (e->unusedIndex_ != Expr::NoUnusedIndex)
     removeUnused(e);
-  if (bodyIndexValid_) {
-    if (!bodyIndex_.empty() && bodyIndex_.back() == e)
-      bodyIndex_.pop_back();
-    else
-      dropBodyIndex();
-  }
   if (auto *ga = llvm::dyn_cast<GetAttr>(e)) {
     GetAttr *last = getAttrs_.back();
     if (last != ga) {
@@ -320,10 +297,8 @@ Node *InternalGraph::adoptInputInternal(std::unique_ptr<Expr> input) {
 
 /// Calls `f(graph, expr)` for every expr of `g` in exprs()'s order: its
 /// inputs, then its body, each callee graph (when `recursive`) right after
-/// its first call; `visited` holds the graphs walked already. Through the
-/// body index the exprs ahead are fetched, with their output nodes when
-/// `WithOutputs` (for walks that read them).
-template <bool WithOutputs = false, typename F>
+/// its first call; `visited` holds the graphs walked already.
+template <typename F>
 static void walkExprs(const InternalGraph *g, bool recursive,
                       llvm::DenseSet<const InternalGraph *> &visited, F &&f) {
   for (Node *in : g->inputs())
@@ -335,26 +310,9 @@ static void walkExprs(const InternalGraph *g, bool recursive,
     if (auto *cm = llvm::dyn_cast<CallMethod>(e))
       if (InternalGraph *sub = cm->calleeGraph())
         if (visited.insert(sub).second)
-          walkExprs<WithOutputs>(sub, recursive, visited, f);
+          walkExprs(sub, recursive, visited, f);
   };
-  const std::vector<Expr *> *index = g->bodyIndexInternal();
-  if (WithOutputs && index) {
-    // Only the lines renumbering touches: the expr's first line, outputs
-    // and id, and each output node's first line (its id); fetching whole
-    // exprs and nodes moved a third more memory at 1e6 exprs.
-    constexpr size_t Ahead = detail::ExprWalkAhead;
-    const std::vector<Expr *> &ix = *index;
-    for (size_t i = 0; i < ix.size(); ++i) {
-      if (i + 2 * Ahead < ix.size())
-        ix[i + 2 * Ahead]->prefetchForRenumbering();
-      if (i + Ahead < ix.size())
-        for (const Node *o : ix[i + Ahead]->outputs())
-          __builtin_prefetch(o, 1);
-      visit(ix[i]);
-    }
-    return;
-  }
-  for (Expr *e : *g) // (fetches the exprs ahead through the index)
+  for (Expr *e : *g)
     visit(e);
 }
 
@@ -536,28 +494,7 @@ void InternalGraph::addOutputNode(Node *node) {
 ReplaceReport InternalGraph::replaceNode(
     llvm::ArrayRef<std::pair<Node *, Node *>> repl) {
   ReplaceReport report;
-  // Pairs are independent: fetch the nodes of the pairs ahead, and the
-  // producer and first user of those nearer, so a long list does not wait
-  // for memory pair by pair.
-  constexpr size_t Ahead = 4;
-  auto fetchNodes = [&](size_t k) {
-    __builtin_prefetch(repl[k].first);
-    __builtin_prefetch(repl[k].second);
-  };
-  auto fetchNeighbours = [&](size_t k) {
-    if (Node *o = repl[k].first; o && o->firstUse())
-      __builtin_prefetch(o->firstUse()->user());
-    if (Node *n = repl[k].second; n && n->expr())
-      __builtin_prefetch(n->expr());
-  };
-  for (size_t k = repl.size(); k-- > 0 && k + 2 * Ahead >= repl.size();)
-    fetchNodes(k);
   for (auto it = repl.rbegin(); it != repl.rend(); ++it) {
-    size_t k = size_t(repl.rend() - it) - 1; // index of *it
-    if (k >= 2 * Ahead)
-      fetchNodes(k - 2 * Ahead);
-    if (k >= Ahead)
-      fetchNeighbours(k - Ahead);
     Node *old = it->first, *nw = it->second;
     if (!old || !nw)
       raise("replace_node: null node");
@@ -641,47 +578,14 @@ llvm::StringRef detail::attrPathOf(llvm::StringRef oq, llvm::StringRef qual, int
           qual.str(), oq.str(), out.str());
 }
 
-/// Calls `f` on each GetAttr of `gas` in order. Reading a GetAttr's path
-/// is a chain of three misses in a large graph (the expr, its output node,
-/// the node's qualname block); fetching each link a few GetAttrs ahead
-/// overlaps them.
-template <typename F> static void forEachGetAttr(llvm::ArrayRef<GetAttr *> gas, F &&f) {
-  constexpr size_t Ahead = 8; // GetAttrs per stage
-  size_t n = gas.size();
-  auto fetchExpr = [&](size_t k) {
-    // The merge reads the output list and the attribute path: two or
-    // three of the object's five lines.
-    gas[k]->prefetchOutputs();
-    gas[k]->prefetchAttrName();
-  };
-  // Most graphs have a few dozen GetAttrs: start the first stage for the
-  // head of the list at once rather than leave it to wait.
-  for (size_t k = 0; k < std::min(n, 3 * Ahead); ++k)
-    fetchExpr(k);
-  for (size_t i = 0; i < n; ++i) {
-    if (i + 3 * Ahead < n)
-      fetchExpr(i + 3 * Ahead);
-    // The node's qualname and use count (its first two lines).
-    if (i + 2 * Ahead < n && gas[i + 2 * Ahead]->numOutputs())
-      detail::prefetchBytes(gas[i + 2 * Ahead]->output(0), 72);
-    if (i + Ahead < n && gas[i + Ahead]->numOutputs())
-      gas[i + Ahead]->output(0)->prefetchNames();
-    f(gas[i]);
-  }
-}
-
 void InternalGraph::sortGetAttrs() {
   if (getAttrsSorted_)
     return;
   // Keys read once, in the list's order; the sort then stays in the cache.
   std::vector<std::pair<uint64_t, GetAttr *>> keyed;
   keyed.reserve(getAttrs_.size());
-  constexpr size_t Ahead = 8;
-  for (size_t i = 0; i < getAttrs_.size(); ++i) {
-    if (i + Ahead < getAttrs_.size())
-      __builtin_prefetch(&getAttrs_[i + Ahead]->order_);
-    keyed.emplace_back(getAttrs_[i]->order_, getAttrs_[i]);
-  }
+  for (GetAttr *ga : getAttrs_)
+    keyed.emplace_back(ga->order_, ga);
   auto byKey = [](const auto &a, const auto &b) { return a.first < b.first; };
   std::sort(keyed.begin(), keyed.end(), byKey);
   for (size_t i = 0; i < keyed.size(); ++i) {
@@ -689,27 +593,6 @@ void InternalGraph::sortGetAttrs() {
     getAttrs_[i]->indexInGraph_ = i;
   }
   getAttrsSorted_ = true;
-}
-
-void InternalGraph::prefetchGetAttrState() const {
-  __builtin_prefetch(&qualname_);
-  // unused_ is declared first and mergedVersion_ last of these (private
-  // members are laid out in declaration order).
-  const char *begin = reinterpret_cast<const char *>(&unused_);
-  const char *end = reinterpret_cast<const char *>(&mergedVersion_ + 1);
-  detail::prefetchBytes(begin, size_t(end - begin));
-}
-
-/// Graphs of a hierarchy are many and small, each cold: the walks over
-/// several graphs call `prefetch` on the graph a few ahead.
-template <typename P, typename F>
-static void forEachGraph(llvm::ArrayRef<InternalGraph *> graphs, P &&prefetch, F &&f) {
-  constexpr size_t Ahead = 8;
-  for (size_t k = 0; k < graphs.size(); ++k) {
-    if (k + Ahead < graphs.size())
-      prefetch(graphs[k + Ahead]);
-    f(graphs[k]);
-  }
 }
 
 void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs,
@@ -720,67 +603,32 @@ void InternalGraph::planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs,
   if (graphs.empty())
     return;
   ends.reserve(graphs.size());
-  for (InternalGraph *g : graphs)
-    g->sortGetAttrs();
-  // One stream of the GetAttrs of all the graphs, so that the fetches run
-  // ahead across graph boundaries (a graph's own list is often shorter than
-  // the look-ahead).
-  std::vector<GetAttr *> all;
-  if (graphs.size() > 1) {
-    size_t total = 0;
-    for (InternalGraph *g : graphs)
-      total += g->getAttrs_.size();
-    all.reserve(total);
-    constexpr size_t Ahead = 4;
-    for (size_t k = 0; k < graphs.size(); ++k) {
-      if (k + Ahead < graphs.size()) {
-        const std::vector<GetAttr *> &next = graphs[k + Ahead]->getAttrs_;
-        detail::prefetchBytes(next.data(),
-                              std::min<size_t>(next.size() * sizeof(GetAttr *), 512));
-      }
-      all.insert(all.end(), graphs[k]->getAttrs_.begin(), graphs[k]->getAttrs_.end());
-    }
-  }
-  llvm::ArrayRef<GetAttr *> stream = graphs.size() > 1 ? llvm::ArrayRef<GetAttr *>(all)
-                                                       : llvm::ArrayRef<GetAttr *>(graphs[0]->getAttrs_);
   // The first GetAttr of each path; its keys view the nodes' qualnames.
   llvm::SmallDenseMap<llvm::StringRef, Node *, 64> seen;
-  size_t k = 0, i = 0, end = graphs[0]->getAttrs_.size();
-  InternalGraph *g = graphs[0];
-  bool selfChecked = false;
-  auto nextGraph = [&] {
-    ends.push_back(steps.size()); // its plan is complete
-    if (++k == graphs.size())
-      return false;
-    g = graphs[k];
-    end += g->getAttrs_.size();
+  for (InternalGraph *g : graphs) {
+    g->sortGetAttrs();
     seen.clear();
-    selfChecked = false;
-    return true;
-  };
-  forEachGetAttr(stream, [&](GetAttr *ga) {
-    while (i == end)
-      nextGraph();
-    ++i;
-    Node *out = ga->output(0);
-    llvm::StringRef attr = getAttrPath(*ga, g->qualname_);
-    auto [it, inserted] = seen.try_emplace(attr, out);
-    if (!inserted) {
-      // A duplicate: its users move to the first GetAttr of the path.
-      if (it->second != out && out->hasUsers())
-        steps.push_back({ga, out, it->second, {}});
-      return;
-    }
-    if (attr != ga->attrName()) {
-      // Re-pointing at self needs self (throws without).
-      if (!selfChecked) {
-        (void)g->self();
-        selfChecked = true;
+    bool selfChecked = false;
+    for (GetAttr *ga : g->getAttrs_) {
+      Node *out = ga->output(0);
+      llvm::StringRef attr = getAttrPath(*ga, g->qualname_);
+      auto [it, inserted] = seen.try_emplace(attr, out);
+      if (!inserted) {
+        // A duplicate: its users move to the first GetAttr of the path.
+        if (it->second != out && out->hasUsers())
+          steps.push_back({ga, out, it->second, {}});
+        continue;
       }
-      steps.push_back({ga, out, nullptr, attr});
+      if (attr != ga->attrName()) {
+        // Re-pointing at self needs self (throws without).
+        if (!selfChecked) {
+          (void)g->self();
+          selfChecked = true;
+        }
+        steps.push_back({ga, out, nullptr, attr});
+      }
     }
-  });
-  while (nextGraph()) {
+    ends.push_back(steps.size()); // its plan is complete
   }
 }
 
@@ -793,12 +641,10 @@ void InternalGraph::checkGetAttrs() {
 
 void InternalGraph::checkGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
   llvm::SmallVector<InternalGraph *, 1> todo;
-  auto prefetch = [](const InternalGraph *g) { g->prefetchGetAttrState(); };
-  forEachGraph(graphs, prefetch, [&](InternalGraph *g) {
+  for (InternalGraph *g : graphs)
     if (!g->getAttrs_.empty() && g->mergedVersion_ != g->version_ &&
         g->planVersion_ != g->version_)
       todo.push_back(g);
-  });
   std::vector<GetAttrMergeStep> steps;
   std::vector<size_t> ends;
   planGetAttrMerges(todo, steps, ends);
@@ -820,16 +666,15 @@ bool InternalGraph::mergeGetAttrs() {
 
 size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
   llvm::SmallVector<InternalGraph *, 1> todo, unplanned, done;
-  auto prefetch = [](const InternalGraph *g) { g->prefetchGetAttrState(); };
-  forEachGraph(graphs, prefetch, [&](InternalGraph *g) {
+  for (InternalGraph *g : graphs) {
     if (g->getAttrs_.empty() || g->mergedVersion_ == g->version_) {
       done.push_back(g);
-      return;
+      continue;
     }
     todo.push_back(g);
     if (g->planVersion_ != g->version_)
       unplanned.push_back(g);
-  });
+  }
   // Plan first (a failure changes nothing), except the graphs that
   // checkGetAttrs planned since their last change.
   std::vector<GetAttrMergeStep> steps;
@@ -879,29 +724,8 @@ size_t InternalGraph::mergeGetAttrs(llvm::ArrayRef<InternalGraph *> graphs) {
     return true;
   };
   nextGraph();
-  // Moving a use touches the duplicate's output node, its first use (a slot
-  // of the user expr) and the user; fetch them a few steps ahead, each
-  // link one stage after the one it is read from.
-  constexpr size_t Ahead = 8;
-  size_t n = steps.size();
-  auto in = [n](ptrdiff_t j) { return j >= 0 && size_t(j) < n; };
-  // The loop starts 3 * Ahead steps early so that the first steps are
-  // fetched too.
-  for (ptrdiff_t i = -ptrdiff_t(3 * Ahead); i < ptrdiff_t(n); ++i) {
-    if (in(i + 3 * Ahead)) { // its use list: the first two lines
-      detail::prefetchBytes(steps[i + 3 * Ahead].out, 72);
-      // The duplicate's first line: losing its last use lists it unused.
-      __builtin_prefetch(steps[i + 3 * Ahead].ga);
-    }
-    if (in(i + 2 * Ahead))
-      if (Use *u = steps[i + 2 * Ahead].out->firstUse())
-        __builtin_prefetch(u);
-    if (in(i + Ahead))
-      if (Use *u = steps[i + Ahead].out->firstUse())
-        __builtin_prefetch(u->user());
-    if (i < 0)
-      continue;
-    while (size_t(i) == ends[k - 1])
+  for (size_t i = 0; i < steps.size(); ++i) {
+    while (i == ends[k - 1])
       nextGraph();
     const GetAttrMergeStep &st = steps[i];
     if (st.base) {
@@ -967,16 +791,6 @@ llvm::ArrayRef<Expr *> InternalGraph::moduleRefExprs() {
   return refExprs_;
 }
 
-void InternalGraph::rebuildBodyIndex() {
-  if (bodyIndexValid_)
-    return;
-  bodyIndex_.clear();
-  bodyIndex_.reserve(size_);
-  for (Expr *e = first_; e; e = e->next_)
-    bodyIndex_.push_back(e);
-  bodyIndexValid_ = true;
-}
-
 size_t InternalGraph::compile() {
   mergeGetAttrs();
   return removeDeadExprs();
@@ -1000,14 +814,7 @@ size_t InternalGraph::removeDeadExprs() {
   // cache.
   llvm::SmallVector<Expr *, 8> kept;
   size_t removed = 0;
-  // Deleting an expr reads all of it, its output nodes and their names: the
-  // entries below the top of the stack (deletions do not reorder them) are
-  // fetched ahead.
   while (!unused_.empty()) {
-    size_t n = unused_.size();
-    detail::prefetchExprPipeline([&](size_t k) -> const Expr * {
-      return k < n ? unused_[n - 1 - k] : nullptr;
-    });
     Expr *e = unused_.back();
     if (e->disableRemove_) {
       unused_.pop_back();
@@ -1108,41 +915,27 @@ static bool sortTwoRuns(std::vector<std::pair<int64_t, Node *>> &v) {
 void InternalGraph::resetIds() {
   // One walk in exprs(true)'s order (inputs, then the body, each callee
   // graph after its first call; shared sub-graphs once) numbers the exprs
-  // and reads the old ids of their output nodes. When an edit dropped this
-  // graph's body index (removing dead exprs does), the walk re-creates it:
-  // it reads the body in order anyway.
+  // and reads the old ids of their output nodes.
   int64_t eid = 0;
   bool negative = false;
   std::vector<std::pair<int64_t, Node *>> keyed;
   keyed.reserve(size_ + size_ / 4 + inputs_.size());
   llvm::DenseSet<const InternalGraph *> visited;
   visited.insert(this);
-  std::vector<Expr *> index; // this graph's body, when re-created
-  bool rebuild = !bodyIndexValid_;
-  if (rebuild)
-    index.reserve(size_);
   // So is the module-reference list (a walk over the graph's exprs and
   // output nodes less for the updateRefs after a flatten).
   bool refs = refExprsVersion_ != version_;
   if (refs)
     refExprs_.clear();
-  walkExprs<true>(this, true, visited, [&](const InternalGraph *g, Expr *e) {
+  walkExprs(this, true, visited, [&](const InternalGraph *g, Expr *e) {
     e->setIdInternal(eid++);
     for (Node *n : e->outputs()) {
       keyed.emplace_back(n->id(), n);
       negative |= n->id() < 0;
     }
-    if (g == this && e->inBody()) {
-      if (rebuild)
-        index.push_back(e);
-      if (refs && detail::isModuleRefExpr(e))
-        refExprs_.push_back(e);
-    }
+    if (g == this && e->inBody() && refs && detail::isModuleRefExpr(e))
+      refExprs_.push_back(e);
   });
-  if (rebuild) {
-    bodyIndex_ = std::move(index);
-    bodyIndexValid_ = true;
-  }
   if (refs)
     refExprsVersion_ = version_;
   // Nodes are numbered in the order of their old ids, as the reference's

@@ -1,15 +1,14 @@
 //===- Pool.cpp - Size-class pool for IR objects --------------------------===//
-#include "tm/ir/Pool.h"
-#include "tm/ir/SharedString.h"
+//
+// See Pool.h.
+//
+//===----------------------------------------------------------------------===//
+#include "Pool.h"
 
-#include <algorithm>
 #include <atomic>
 #include <cstdint>
-#include <cstring>
-#include <functional>
 #include <mutex>
 #include <new>
-#include <stdexcept>
 #include <vector>
 
 #if defined(__has_feature)
@@ -35,8 +34,6 @@ void poolDeallocate(void *p, size_t) noexcept {
   // Unsized: clang declares sized deallocation only with -fsized-deallocation.
   ::operator delete(p);
 }
-void poolSortFreeLists() {}
-bool poolEnabled() { return false; }
 
 #else
 
@@ -100,13 +97,7 @@ struct Cache {
 Cache deadCache = {{}, {}, nullptr, nullptr};
 bool isDead(const Cache &c) { return &c == &deadCache; }
 
-/// The thread's cache, allocated on the thread's first use. Every
-/// allocation and free reads this pointer: the build uses TLS descriptors
-/// (-mtls-dialect=gnu2, see meson.build) where the compiler has them, so
-/// that the read is a few instructions, not a __tls_get_addr call (5% of
-/// compile's time with the default dialect). Not the initial-exec model:
-/// it would make all of the library's thread-local data static TLS, and a
-/// dlopen() of the library (from Python, say) fails for want of it.
+/// The thread's cache, allocated on the thread's first use.
 thread_local Cache *tlCache = nullptr;
 
 /// Hands the thread's blocks and slab remainder to the global reserve when
@@ -201,19 +192,13 @@ void *allocateDead(size_t cls) {
 }
 
 void *poolAllocate(size_t size) {
-  // The common paths make no call, so they need no stack frame (see
-  // poolDeallocate). The dead cache has no slab and no free blocks: it
-  // always takes allocateOther.
+  // The dead cache has no slab and no free blocks: it always takes
+  // allocateOther.
   Cache *c = tlCache;
   if (size <= MaxPooled && c) [[likely]] {
     size_t cls = classOf(size);
     if (FreeBlock *b = c->free[cls]) {
-      // Freed blocks are cold: reading the link of the next one would make
-      // a run of allocations a chain of dependent cache misses. It starts
-      // loading now (for writing: its new object is built there).
-      FreeBlock *next = b->next;
-      c->free[cls] = next;
-      __builtin_prefetch(next, 1);
+      c->free[cls] = b->next;
       return b;
     }
     size_t bytes = classBytes(cls);
@@ -256,9 +241,6 @@ void *poolAllocate(size_t size) {
 }
 
 void poolDeallocate(void *p, size_t size) noexcept {
-  // The fast path makes no call (the TLS descriptor call preserves every
-  // register), so it needs no stack frame: IR teardown and compile free
-  // four blocks per expr.
   Cache *c = tlCache;
   if (p && size <= MaxPooled && c && !isDead(*c)) [[likely]] {
     size_t cls = classOf(size);
@@ -273,73 +255,7 @@ void poolDeallocate(void *p, size_t size) noexcept {
   deallocateSlow(p, size);
 }
 
-namespace {
-/// Relinks the list at `head` in ascending address order; `tail` gets its
-/// last block.
-void sortFreeList(FreeBlock *&head, FreeBlock *&tail, std::vector<FreeBlock *> &buf) {
-  if (!head)
-    return;
-  buf.clear();
-  for (FreeBlock *b = head; b; b = b->next)
-    buf.push_back(b);
-  std::sort(buf.begin(), buf.end(), std::less<FreeBlock *>());
-  for (size_t i = 0; i + 1 < buf.size(); ++i)
-    buf[i]->next = buf[i + 1];
-  buf.back()->next = nullptr;
-  head = buf.front();
-  tail = buf.back();
-}
-} // namespace
-
-bool poolEnabled() { return true; }
-
-void poolSortFreeLists() {
-  std::vector<FreeBlock *> buf;
-  Cache *c = tlCache;
-  if (c && !isDead(*c))
-    for (size_t k = 0; k < NumClasses; ++k)
-      sortFreeList(c->free[k], c->tail[k], buf);
-  Global &g = global();
-  std::lock_guard lock(g.mu);
-  for (size_t k = 0; k < NumClasses; ++k)
-    sortFreeList(g.free[k], g.tail[k], buf);
-}
-
 #endif
 
 } // namespace tmg::detail
 
-//===----------------------------------------------------------------------===//
-// SharedString blocks
-//===----------------------------------------------------------------------===//
-
-namespace tmg {
-
-SharedString::Rep *SharedString::make(llvm::StringRef s, llvm::StringRef tail) {
-  size_t size = s.size() + tail.size();
-  if (size == 0)
-    return nullptr;
-  if (size > UINT32_MAX)
-    throw std::length_error("tmg::SharedString: string longer than 4 GiB");
-  auto *r = static_cast<Rep *>(detail::poolAllocate(sizeof(Rep) + size));
-  r->refs.store(1, std::memory_order_relaxed);
-  r->size = uint32_t(size);
-  // (An empty StringRef may hold a null pointer, which memcpy must not get.)
-  if (!s.empty())
-    std::memcpy(chars(r), s.data(), s.size());
-  if (!tail.empty())
-    std::memcpy(chars(r) + s.size(), tail.data(), tail.size());
-  return r;
-}
-
-void SharedString::release(Rep *r) noexcept {
-  // The last reference (most blocks have one: a node's name) needs no
-  // locked decrement: no other thread holds a copy, so none can change the
-  // count. A plain load lets the misses of a loop that destroys many nodes
-  // overlap, where the locked instruction waited for each in turn.
-  if (r->refs.load(std::memory_order_acquire) == 1 ||
-      r->refs.fetch_sub(1, std::memory_order_acq_rel) == 1)
-    detail::poolDeallocate(r, sizeof(Rep) + r->size);
-}
-
-} // namespace tmg

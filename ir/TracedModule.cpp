@@ -307,7 +307,7 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
     }
   };
   cloneGraphInputsInto(src, dst, map);
-  detail::forEachCopied(src, map, [&](Expr *e) {
+  auto copyOne = [&](Expr *e) {
     auto c = cloneExprShallow(*e, e->id());
     for (size_t i = 0; i < e->numInputs(); ++i) {
       auto it = map.find(e->input(i));
@@ -319,7 +319,9 @@ void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
     }
     cloneOutputs(*e, *c);
     dst.insertExpr(std::move(c), nullptr);
-  });
+  };
+  for (Expr *e : src)
+    copyOne(e);
   std::vector<Node *> outs = dst.outputs_;
   outs.reserve(outs.size() + src.outputs_.size());
   for (Node *n : src.outputs_) {

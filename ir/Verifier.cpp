@@ -56,17 +56,7 @@ struct GraphVerifier {
     useCount.reserve(g.size() + g.inputs().size());
     uint64_t lastOrder = 0;
     bool first = true;
-    const std::vector<Expr *> *index = g.bodyIndexInternal();
-    size_t position = 0;
-    bool indexOk = !index || index->size() == g.size();
-    if (!indexOk)
-      error(nullptr, "internal: the graph's body index holds " + std::to_string(index->size()) +
-                         " exprs, its body " + std::to_string(g.size()));
     for (const Expr *e : g) {
-      if (index && indexOk && (*index)[position++] != e) {
-        error(e, "internal: the graph's body index disagrees with its body list here");
-        indexOk = false;
-      }
       if (e->graph() != &g || !e->inBody())
         error(e, "expr is linked into the graph but does not belong to it");
       if (!first && e->orderKey() <= lastOrder)

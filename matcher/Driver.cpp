@@ -166,20 +166,6 @@ struct Worklist : RewriteListener {
   /// The first round: the whole body.
   void firstRound() {
     cur.clear();
-    if (const std::vector<Expr *> *index = g->bodyIndexInternal()) {
-      // A graph built by appends keeps its body in an array: the exprs are
-      // fetched ahead from it instead of one list link at a time (a walk
-      // of the list of a 1e6-expr graph took 11-16 ns per expr).
-      cur.assign(index->begin(), index->end());
-      constexpr size_t Ahead = 16;
-      for (size_t k = 0, n = cur.size(); k < n; ++k) {
-        if (k + Ahead < n)
-          __builtin_prefetch(cur[k + Ahead], 1);
-        cur[k]->setScratchFlag(InRound, true);
-        cur[k]->setScratchFlag(Queued, false);
-      }
-      return;
-    }
     cur.reserve(g->size());
     for (Expr *e : g->body()) {
       e->setScratchFlag(InRound, true);
@@ -216,35 +202,6 @@ struct Worklist : RewriteListener {
       push(*n->users().begin());
   }
 };
-
-/// The exprs a round visits are far apart in memory, and matching one
-/// reads its first lines, its argument TreeDef, its input nodes and their
-/// producers: a chain of dependent loads, each a cache miss on a large
-/// graph. The visit of cur[i] fetches, in stages, what the visits of the
-/// next few exprs will read. (Entries ahead of i are in the graph or kept
-/// allocated by the rewriter, see Worklist.)
-inline void prefetchAhead(const std::vector<Expr *> &cur, size_t i) {
-  using detail::prefetchObject;
-  const size_t n = cur.size();
-  if (i + 8 < n)
-    prefetchObject<sizeof(CallFunction)>(cur[i + 8]);
-  if (i + 4 < n) {
-    const Expr *e = cur[i + 4];
-    size_t k = e->numInputs();
-    if (k > 0)
-      prefetchObject<sizeof(TensorNode)>(e->input(0));
-    if (k > 1)
-      prefetchObject<sizeof(TensorNode)>(e->input(1));
-  }
-  if (i + 2 < n) {
-    const Expr *e = cur[i + 2];
-    size_t k = e->numInputs();
-    if (k > 0)
-      prefetchObject<sizeof(CallFunction)>(e->input(0)->expr());
-    if (k > 1)
-      prefetchObject<sizeof(CallFunction)>(e->input(1)->expr());
-  }
-}
 
 } // namespace
 
@@ -296,7 +253,6 @@ GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &pat
           break;
         }
       }
-      prefetchAhead(wl.cur, i);
       for (const RewritePattern *p : patterns.candidatesOf(e, cands)) {
         if (!m.match(p->pattern(), e)) {
           if (config.onMatchFailure)

@@ -329,10 +329,6 @@ void Rewriter::eraseValid(Expr *e) {
     before_ = e->nextInGraph();
   size_t start = journal_.size();
   bool keep = keep_ && keep_(e);
-  // The outputs' names are released when the expr is destroyed, at the
-  // commit: their blocks start loading now.
-  for (Node *n : e->outputs())
-    n->prefetchNames();
   Entry &en = record(Entry::Erase);
   en.expr = e;
   en.next = e->nextInGraph();

@@ -119,36 +119,6 @@ TEST_CASE("get_dep_exprs matches the reference's order on random DAGs", "[ir][gr
   }
 }
 
-TEST_CASE("after poolSortFreeLists the pool hands freed blocks out in address order",
-          "[ir][pool]") {
-  // Blocks of one size class (48 bytes), freed in a random order; after
-  // the sort the next allocations come in ascending order (from these
-  // blocks and any of the class that earlier tests freed). Without it the
-  // LIFO lists would hand them out in the reverse of the shuffle.
-  constexpr size_t N = 1000, Size = 48;
-  std::vector<void *> blocks;
-  for (size_t i = 0; i < N; ++i)
-    blocks.push_back(detail::poolAllocate(Size));
-  std::vector<void *> shuffled = blocks;
-  std::shuffle(shuffled.begin(), shuffled.end(), std::mt19937(7));
-  for (void *p : shuffled)
-    detail::poolDeallocate(p, Size);
-  detail::poolSortFreeLists();
-  std::vector<void *> again;
-  for (size_t i = 0; i < N; ++i)
-    again.push_back(detail::poolAllocate(Size));
-  for (void *p : again)
-    std::memset(p, 0xab, Size); // every block is usable
-  if (detail::poolEnabled()) {
-    CHECK(std::is_sorted(again.begin(), again.end(), std::less<void *>()));
-    CHECK(std::set<void *>(again.begin(), again.end()).size() == N);
-  } else {
-    CHECK(again.size() == N); // ::operator new: nothing to order
-  }
-  for (void *p : again)
-    detail::poolDeallocate(p, Size);
-}
-
 TEST_CASE("scratch flags start clear, are independent and leave the rest alone",
           "[ir][graph]") {
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
@@ -200,11 +170,10 @@ TEST_CASE("compile removes dead exprs but keeps disable_remove and its inputs", 
   checkVerified(*tm);
 }
 
-TEST_CASE("the body index follows every edit, and compile agrees with a naive liveness",
+TEST_CASE("the unused list follows every edit, and compile agrees with a naive liveness",
           "[ir][graph]") {
-  // The graph keeps its body in an array while only appends happened (or
-  // since rebuildBodyIndex); the verifier compares it with the body list,
-  // and its list of unused exprs (compile's work list) with the use counts.
+  // The verifier compares the graph's list of unused exprs (compile's work
+  // list) with the use counts.
   std::mt19937 rng(11);
   for (int round = 0; round < 40; ++round) {
     auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
@@ -218,7 +187,6 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
     };
     for (int i = 0; i < 30; ++i)
       addOne();
-    CHECK(g.bodyIndexInternal() != nullptr); // appends keep it
     for (int step = 0; step < 25; ++step) {
       switch (rng() % 7) {
       case 0: { // insert in the middle (inputs defined before the point)
@@ -283,13 +251,6 @@ TEST_CASE("the body index follows every edit, and compile agrees with a naive li
         // disable_remove exprs stay on the list (outputs count as uses).
         for (const Expr *e : g.unusedExprs())
           CHECK(e->removeDisabled());
-        // compile keeps the body index when it deleted only from the end;
-        // rebuilding brings it back otherwise.
-        if (const std::vector<Expr *> *ix = g.bodyIndexInternal())
-          CHECK(std::vector<Expr *>(g.begin(), g.end()) == *ix);
-        g.rebuildBodyIndex();
-        REQUIRE(g.bodyIndexInternal() != nullptr);
-        CHECK(std::vector<Expr *>(g.begin(), g.end()) == *g.bodyIndexInternal());
         // Dead nodes are freed now: compare pointers only.
         vals.erase(std::remove_if(vals.begin(), vals.end(),
                                   [&](Node *n) { return !liveNodes.count(n); }),

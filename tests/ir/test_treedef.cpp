@@ -65,6 +65,16 @@ TEST_CASE("dicts are flattened in sorted key order", "[ir][treedef]") {
   TreeDef o = TreeDef::orderedDict({{Scalar("b"), TreeDef()}, {Scalar("a"), TreeDef()}});
   CHECK(o.key(0) == Scalar("b"));
   CHECK_THROWS_AS(TreeDef::dict({{Scalar("a"), TreeDef()}, {Scalar("a"), TreeDef()}}), Error);
+  CHECK_THROWS_AS(TreeDef::orderedDict({{Scalar("a"), TreeDef()},
+                                       {Scalar(1), TreeDef()},
+                                       {Scalar("a"), TreeDef()}}),
+                  Error);
+  // Keys of different types are different keys; 10^5 keys take linear time
+  // (an ONNX model's node-name dict has one per node).
+  std::vector<std::pair<Scalar, TreeDef>> many;
+  for (int64_t i = 0; i < 100000; ++i)
+    many.emplace_back(i % 2 ? Scalar(i) : Scalar("k" + std::to_string(i)), TreeDef());
+  CHECK(TreeDef::orderedDict(many).numLeaves() == 100000);
 }
 
 TEST_CASE("TreeDef prints nested structures as Python", "[ir][treedef]") {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -154,6 +155,28 @@ TEST_CASE("import: names, parameters, constants and shapes", "[onnx]") {
         acc += 0.5 * x.at(i * 3 + k);
       CHECK(y.at(i * 4 + o) == Approx(2 * acc));
     }
+}
+
+TEST_CASE("import: the node-name map lists the nodes that survive dead code removal", "[onnx]") {
+  // The import deletes dead nodes; their names (read from freed nodes, they
+  // were garbage) must not reach onnx_node_names.
+  ModelBuilder b(13);
+  b.input("x", {2});
+  b.node("Relu", {"x"}, {"h"}, "live_relu");
+  b.node("Neg", {"x"}, {"unused"}, "dead_neg");
+  b.node("Exp", {"h"}, {"y"}, "live_exp");
+  b.output("y", {2});
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  const TreeDef *names = r->module->value("onnx_node_names");
+  REQUIRE(names != nullptr);
+  REQUIRE(names->numChildren() == 2);
+  std::set<std::string> onnxNames;
+  for (size_t i = 0; i < names->numChildren(); ++i) {
+    onnxNames.insert(names->child(i).value().getString());
+    CHECK(!names->key(i).getString().empty());
+  }
+  CHECK(onnxNames == std::set<std::string>{"live_exp", "live_relu"});
 }
 
 TEST_CASE("import: Clip bounds as attributes (opset 6) and inputs (opset 13)", "[onnx]") {

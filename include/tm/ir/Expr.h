@@ -61,7 +61,9 @@ public:
     Constant,
     Apply
   };
-  TM_POOL_ALLOCATED
+  /// From the IR's size-class pool (ir/Pool.h).
+  static void *operator new(size_t size);
+  static void operator delete(void *p, size_t size) noexcept;
   virtual ~Expr();
   Expr(const Expr &) = delete;
   Expr &operator=(const Expr &) = delete;
@@ -94,18 +96,6 @@ public:
   size_t numOutputs() const { return outputs_.size(); }
   Node *output(size_t i) const { return outputs_[i]; }
   llvm::ArrayRef<Node *> outputs() const { return outputs_; }
-  /// Starts loading the output list (walks over exprs far apart in memory
-  /// that read only their outputs fetch just these lines).
-  void prefetchOutputs() const {
-    detail::prefetchBytes(&outputs_, sizeof(outputs_));
-  }
-  /// Starts loading what renumbering reads and writes of this expr: its
-  /// first line (kind, op), the output list and the id; not the inputs.
-  void prefetchForRenumbering() const {
-    __builtin_prefetch(this);
-    prefetchOutputs();
-    __builtin_prefetch(&id_, 1);
-  }
   /// Takes ownership of `n` as the last output and sets its producer.
   Node *addOutput(std::unique_ptr<Node> n);
   /// Releases ownership of output `i` (the caller re-homes it).
@@ -262,8 +252,6 @@ public:
   static bool classof(const Expr *e) { return e->kind() == Kind::GetAttr; }
   /// The (possibly dotted) attribute path: the reference's `GetAttr.name`.
   const std::string &attrName() const { return attr_; }
-  /// Starts loading the attribute path (see Expr::prefetchOutputs).
-  void prefetchAttrName() const { detail::prefetchBytes(&attr_, sizeof(attr_)); }
   void setAttrName(std::string a);
 
 private:

@@ -31,7 +31,6 @@
 #include "tm/ir/Filter.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/ir/Node.h"
-#include "tm/ir/Pool.h"
 #include "tm/ir/TreeDef.h"
 
 namespace tmg {
@@ -39,52 +38,6 @@ namespace tmg {
 class TracedModule;
 class InternalGraph;
 
-namespace detail {
-/// Software pipeline of a walk over `exprs` that reads each expr, its
-/// output nodes and their names (destroying or cloning a graph). In a large
-/// graph each of the three is a cache miss, and a miss on a name block
-/// stalls everything after it (its count is changed by an atomic, a full
-/// barrier on x86); call this at step `i`: it starts loading the expr
-/// 3*Ahead steps on, the nodes of the one 2*Ahead on (whose expr arrived
-/// by now) and the names of those Ahead on, so the misses overlap.
-/// `at(k)` is the expr the walk reaches k steps on, or null. Walks that do
-/// not read names (renumbering) leave out the last stage: `Names` false.
-constexpr size_t ExprWalkAhead = 4;
-template <bool Names = true, typename At> void prefetchExprPipeline(At at) {
-  constexpr size_t Ahead = ExprWalkAhead;
-  if (const Expr *e = at(3 * Ahead))
-    prefetchBytes(e, sizeof(CallFunction));
-  if (const Expr *e = at(2 * Ahead))
-    for (const Node *o : e->outputs())
-      prefetchBytes(o, sizeof(TensorNode));
-  if constexpr (Names)
-    if (const Expr *e = at(Ahead))
-      for (const Node *o : e->outputs())
-        o->prefetchNames();
-}
-/// The pipeline of a walk over `exprs` in order, at step `i`.
-template <bool Names = true>
-inline void prefetchExprWalk(llvm::ArrayRef<Expr *> exprs, size_t i) {
-  prefetchExprPipeline<Names>([&](size_t k) -> const Expr * {
-    return i + k < exprs.size() ? exprs[i + k] : nullptr;
-  });
-}
-
-/// Starts loading the bucket where `map` starts looking for `key` (DenseMap
-/// probes from hash & (buckets - 1)), so that a lookup or insert a few
-/// steps later hits the cache; a walk that maps the nodes of a large graph
-/// otherwise misses on nearly every access (the keys are hashed apart).
-template <typename K, typename V>
-void prefetchLookup(const llvm::DenseMap<K, V> &map, const K &key) {
-  using Bucket = typename llvm::DenseMap<K, V>::value_type;
-  size_t numBuckets = map.getMemorySize() / sizeof(Bucket);
-  if (numBuckets == 0)
-    return;
-  size_t b = llvm::DenseMapInfo<K>::getHashValue(key) & (numBuckets - 1);
-  __builtin_prefetch(
-      static_cast<const Bucket *>(map.getPointerIntoBucketsArray()) + b);
-}
-} // namespace detail
 void cloneGraphInto(const InternalGraph &src, InternalGraph &dst,
                     llvm::DenseMap<const Node *, Node *> *nodeMap);
 /// The first part of cloneGraphInto: copies `src`'s inputs (Input exprs
@@ -162,11 +115,10 @@ public:
     using pointer = Expr **;
     using reference = Expr *;
     iterator() = default;
-    iterator(Expr *e, const InternalGraph *g, size_t pos = 0) : e_(e), g_(g), pos_(pos) {}
+    iterator(Expr *e, const InternalGraph *g) : e_(e), g_(g) {}
     Expr *operator*() const { return e_; }
     iterator &operator++() {
       e_ = e_->nextInGraph();
-      g_->prefetchBodyAt(++pos_ + PrefetchAhead);
       return *this;
     }
     iterator operator++(int) {
@@ -176,29 +128,18 @@ public:
     }
     iterator &operator--() {
       e_ = e_ ? e_->prevInGraph() : g_->last_;
-      --pos_;
       return *this;
     }
     bool operator==(const iterator &o) const { return e_ == o.e_; }
     bool operator!=(const iterator &o) const { return e_ != o.e_; }
 
-    /// How far ahead (in exprs) a walk fetches.
-    static constexpr size_t PrefetchAhead = 8;
-
   private:
     Expr *e_ = nullptr;
     const InternalGraph *g_ = nullptr;
-    /// Position of e_ in the body: only a hint for prefetching through the
-    /// body index, harmless when edits made it stale.
-    size_t pos_ = 0;
   };
   /// Body exprs in order (Input exprs excluded, as the reference's `_exprs`).
-  iterator begin() const {
-    for (size_t k = 0; k < iterator::PrefetchAhead; ++k)
-      prefetchBodyAt(k);
-    return iterator(first_, this);
-  }
-  iterator end() const { return iterator(nullptr, this, size_); }
+  iterator begin() const { return iterator(first_, this); }
+  iterator end() const { return iterator(nullptr, this); }
   llvm::iterator_range<iterator> body() const { return {begin(), end()}; }
   size_t size() const { return size_; }
   bool empty() const { return size_ == 0; }
@@ -244,6 +185,8 @@ public:
   /// Moves `e` to just before `before` (nullptr = end).
   void moveBefore(Expr *e, Expr *before);
 
+  /// Ids from the owning module's counters; a graph without an owner counts
+  /// its own, from 0.
   int64_t nextNodeId();
   int64_t nextExprId();
 
@@ -347,10 +290,6 @@ public:
   /// graph output), in no particular order (compile's work list; for tests
   /// and the verifier).
   llvm::ArrayRef<Expr *> unusedExprs() const { return unused_; }
-  /// Re-creates the body index (see bodyIndex_) when an insertion or a
-  /// removal in the middle of the body dropped it: one walk. Whole-graph
-  /// transforms that rebuild a body out of order (flatten) call it.
-  void rebuildBodyIndex();
   /// The body exprs whose module references TracedModule::updateRefs
   /// derives, in body order: GetAttrs and Constants with a module output,
   /// and module calls. Kept until the graph changes (version()), so that
@@ -375,10 +314,6 @@ public:
   /// plans compare it to know when to rebuild.
   uint64_t version() const { return version_; }
   void touch() { ++version_; }
-  /// The body index (see bodyIndex_), null when not kept; for the verifier.
-  const std::vector<Expr *> *bodyIndexInternal() const {
-    return bodyIndexValid_ ? &bodyIndex_ : nullptr;
-  }
 
 private:
   friend class iterator;
@@ -390,17 +325,6 @@ private:
   /// Takes `e` out of the body list (no version bump, no ownership change).
   void unlinkFromBody(Expr *e);
   void renumberOrder();
-  /// Starts loading the expr at body position `k` when the body index is
-  /// kept (a walk over a large graph is otherwise one miss per expr): the
-  /// lines of one call expr, the common kind.
-  void prefetchBodyAt(size_t k) const {
-    if (bodyIndexValid_ && k < bodyIndex_.size())
-      detail::prefetchBytes(bodyIndex_[k], sizeof(CallFunction));
-  }
-  void dropBodyIndex() {
-    bodyIndexValid_ = false;
-    bodyIndex_ = {};
-  }
   friend class Expr;
   /// Replaces outputs_, keeping the nodes' output counts (a graph output
   /// keeps its producer out of the unused list).
@@ -419,13 +343,8 @@ private:
   std::vector<std::unique_ptr<Expr>> inputExprs_; ///< owned Input exprs
   Expr *first_ = nullptr, *last_ = nullptr;
   size_t size_ = 0;
-  /// The body in order, while `bodyIndexValid_`: kept by appends (builders,
-  /// clones, parsers append) and by removals from the end, dropped by any
-  /// other insertion or removal, re-created by rebuildBodyIndex. Whole-body
-  /// walks that find it valid read exprs from an array and fetch them ahead
-  /// instead of chasing `prev_` one cache miss at a time.
-  std::vector<Expr *> bodyIndex_;
-  bool bodyIndexValid_ = true;
+  /// The id counters of a graph without an owner.
+  int64_t orphanNodeIds_ = 0, orphanExprIds_ = 0;
   /// Every body expr no output of which is needed (used by an expr or a
   /// graph output); each knows its position, Expr::unusedIndex_. Kept by
   /// every use-list and output-list edit, insertion and removal, so compile
@@ -449,10 +368,6 @@ private:
   static void planGetAttrMerges(llvm::ArrayRef<InternalGraph *> graphs,
                                 std::vector<GetAttrMergeStep> &steps,
                                 std::vector<size_t> &ends);
-  /// Starts loading what the getattr merge reads of the graph object (its
-  /// qualname, the unused and GetAttr lists, the versions): three lines of
-  /// its twenty.
-  void prefetchGetAttrState() const;
   /// The plan checkGetAttrs made, valid while version_ equals planVersion_
   /// (any structural change, qualnames included, moves version_).
   std::vector<GetAttrMergeStep> mergePlan_;
@@ -492,35 +407,6 @@ int64_t renumberNodesByOldId(std::vector<std::pair<int64_t, Node *>> &keyed);
 llvm::StringRef attrPathOf(llvm::StringRef oq, llvm::StringRef qual, int64_t exprId,
                            const Node &out);
 
-/// Calls `copy(e)` for each body expr `e` of `g` in order, for walks that
-/// copy a body through `map` (source node -> its copy: clone, inlining),
-/// fetching ahead what copying reads: the exprs, their output nodes and
-/// names (prefetchExprWalk), and the map entries of their inputs and
-/// outputs. Without the body index it is a plain walk.
-template <typename F>
-void forEachCopied(const InternalGraph &g,
-                   const llvm::DenseMap<const Node *, Node *> &map, F copy) {
-  llvm::ArrayRef<Expr *> index;
-  if (const auto *bi = g.bodyIndexInternal())
-    index = *bi;
-  size_t pos = 0;
-  for (Expr *e : g) {
-    if (!index.empty()) {
-      prefetchExprWalk(index, pos);
-      // The entries of the expr whose names were asked for last step: its
-      // expr and nodes arrived by now.
-      if (pos + ExprWalkAhead < index.size()) {
-        const Expr *a = index[pos + ExprWalkAhead];
-        for (size_t i = 0; i < a->numInputs(); ++i)
-          prefetchLookup<const Node *>(map, a->input(i));
-        for (const Node *o : a->outputs())
-          prefetchLookup(map, o);
-      }
-      ++pos;
-    }
-    copy(e);
-  }
-}
 } // namespace detail
 
 } // namespace tmg

@@ -21,7 +21,6 @@
 #include <llvm/ADT/iterator_range.h>
 #include <llvm/Support/Casting.h>
 
-#include "tm/ir/Pool.h"
 #include "tm/ir/SharedString.h"
 #include "tm/ir/Tensor.h"
 
@@ -62,7 +61,9 @@ struct NodeFormat {
 class Node {
 public:
   enum class Kind : uint8_t { Tensor, Module };
-  TM_POOL_ALLOCATED
+  /// From the IR's size-class pool (ir/Pool.h).
+  static void *operator new(size_t size);
+  static void operator delete(void *p, size_t size) noexcept;
   virtual ~Node();
   Node(const Node &) = delete;
   Node &operator=(const Node &) = delete;
@@ -147,9 +148,6 @@ public:
     nameSize_ = uint32_t(name.size());
   }
   void setExprInternal(Expr *e) { expr_ = e; }
-  /// Starts loading what deleting this node touches besides the node: its
-  /// names' block (also what reading the qualname needs).
-  void prefetchNames() const { names_.prefetch(); }
 
 protected:
   Node(Kind k, Expr *e, int64_t id) : kind_(k), expr_(e), id_(id) {}
@@ -165,7 +163,7 @@ private:
 
   Kind kind_;
   /// The name is the first nameSize_ characters of names_, the qualname
-  /// the rest: one pool block per node for both (they are created, copied
+  /// the rest: one block per node for both (they are created, copied
   /// and destroyed together), its size kept in the padding after kind_.
   uint32_t nameSize_ = 0;
   Expr *expr_;

@@ -1,13 +1,11 @@
 //===- SharedString.h - Immutable reference-counted strings -----*- C++ -*-===//
 //
 // Node names and qualnames are created, copied (clone, flatten, snapshots)
-// and destroyed by the million. As std::string each qualname was a heap
-// block of its own: glibc's malloc/free (with its chunk coalescing) were
-// more than half of destroying a large graph, and every clone copied the
-// bytes again. A SharedString is one pointer to an immutable block from
-// the IR pool (Pool.h) holding a reference count, the size and the
-// characters: copying shares the block (one atomic increment), destroying
-// the last copy returns it to the pool. The empty string holds no block.
+// and destroyed by the million. A SharedString is one pointer to an
+// immutable heap block holding a reference count, the size and the
+// characters: copying shares the block (one atomic increment) instead of
+// copying the bytes, destroying the last copy frees it. The empty string
+// holds no block.
 //
 // The count is atomic: a module may be cloned by several threads at once
 // (read-only use of a shared model), and blocks may be released by another
@@ -62,11 +60,6 @@ public:
   const char *data() const { return rep_ ? chars(rep_) : ""; }
   size_t size() const { return rep_ ? rep_->size : 0; }
   bool empty() const { return rep_ == nullptr; }
-  /// Starts loading the string's block (for loops that release many).
-  void prefetch() const {
-    if (rep_)
-      __builtin_prefetch(rep_, 1);
-  }
 
   friend bool operator==(const SharedString &a, const SharedString &b) {
     return a.rep_ == b.rep_ || a.ref() == b.ref();

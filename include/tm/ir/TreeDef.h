@@ -142,9 +142,6 @@ public:
   bool operator==(const TreeDef &o) const;
   bool operator!=(const TreeDef &o) const { return !(*this == o); }
   size_t hash() const;
-  /// The shared structure this TreeDef refers to: equal identities mean
-  /// equal TreeDefs (not conversely). For caches keyed by TreeDefs they keep.
-  const void *identity() const { return impl_.get(); }
 
   /// Structure with leaf placeholders: `((Module, Tensor, 1), {})`.
   std::string str() const;
