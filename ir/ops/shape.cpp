@@ -155,10 +155,15 @@ Types transpose(const ShapeContext &c, OpKind k) {
   return c.one(out, x->dtype);
 }
 
-Types broadcastTo(const ShapeContext &c, OpKind) {
+/// broadcast_to(x, shape) and x._broadcast(*shape).
+Types broadcastTo(const ShapeContext &c, OpKind k) {
   auto x = c.first();
-  auto s = c.constArg("shape");
-  auto v = s ? intsOf(*s) : std::nullopt;
+  std::optional<std::vector<int64_t>> v;
+  if (k == OpKind::MBroadcast) {
+    v = methodInts(c, true);
+  } else if (auto s = c.constArg("shape")) {
+    v = intsOf(*s);
+  }
   if (!x || !x->shape || !v)
     return std::nullopt;
   auto b = broadcastShapes(*x->shape, *v);
@@ -298,7 +303,7 @@ void registerShapeShapeRules(ShapeRuleTable &t) {
   t.add("shape", {OpKind::Flatten}, flatten);
   t.add("shape", {OpKind::MFlatten}, flattenMethod);
   t.add("shape", {OpKind::Transpose, OpKind::MTranspose}, transpose);
-  t.add("shape", {OpKind::BroadcastTo}, broadcastTo);
+  t.add("shape", {OpKind::BroadcastTo, OpKind::MBroadcast}, broadcastTo);
   t.add("shape", {OpKind::Concat, OpKind::Stack}, concatOrStack);
   t.add("shape", {OpKind::Split}, split);
   t.add("shape", {OpKind::Squeeze}, squeeze);

@@ -64,10 +64,12 @@ StepFn lowerMTranspose(const Expr &e, OpKind, LowerContext &ctx) {
                    [perm](const Tensor &x) { return transpose(x, perm); });
 }
 
-StepFn lowerBroadcastTo(const Expr &e, OpKind, LowerContext &ctx) {
+/// broadcast_to(inp, shape) and inp._broadcast(*shape).
+StepFn lowerBroadcastTo(const Expr &e, OpKind k, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<int64_t> shape = a.ints("shape");
-  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
+  bool method = k == OpKind::MBroadcast;
+  std::vector<int64_t> shape = method ? methodInts(a, "shape") : a.ints("shape");
+  return unaryStep(a.tensor(method ? "self" : "inp").asView(), outSlot(e, ctx),
                    [shape](const Tensor &x) { return broadcastTo(x, shape); });
 }
 
@@ -168,7 +170,7 @@ void registerShapeLowering(LowerTable &t) {
   t.add("shape", {K::MFlatten}, lowerMFlatten);
   t.add("shape", {K::Transpose}, lowerTranspose);
   t.add("shape", {K::MTranspose}, lowerMTranspose);
-  t.add("shape", {K::BroadcastTo}, lowerBroadcastTo);
+  t.add("shape", {K::BroadcastTo, K::MBroadcast}, lowerBroadcastTo);
   t.add("shape", {K::Squeeze}, lowerSqueeze);
   t.add("shape", {K::ExpandDims}, lowerExpandDims);
   t.add("shape", {K::Concat}, lowerJoin<false>);

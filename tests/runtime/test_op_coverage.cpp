@@ -52,13 +52,29 @@ TEST_CASE("ops the runtime runs have a kernel", "[runtime][coverage]") {
 }
 
 TEST_CASE("an op without a kernel is named in the error", "[runtime][coverage]") {
-  REQUIRE(!hasKernel(OpKind::MBroadcast));
+  // A function registered without a kernel.
+  OpRegistry::instance().registerFunction("test_rt", "no_kernel", {"x"});
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}});
-  b.finish(b.callMethod(b.arg(0), "_broadcast", {3}));
+  b.finish(b.callFunction("test_rt.no_kernel", {b.arg(0)}));
   Interpreter interp(*tm);
   CHECK_THROWS_WITH(interp.run({Tensor::zeros({3})}),
-                    Catch::Contains("the runtime does not implement '_broadcast'"));
+                    Catch::Contains("the runtime does not implement 'test_rt.no_kernel'"));
+}
+
+TEST_CASE("x._broadcast(*shape) runs as broadcast_to", "[runtime][shape]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3}}});
+  Node *y = b.callMethod(b.arg(0), "_broadcast", {2, 3});
+  CHECK(llvm::cast<TensorNode>(y)->shape() == Shape{2, 3});
+  b.finish(y);
+  Interpreter interp(*tm);
+  RunResult r = interp.run({Tensor::fromFloats({1, 3}, {1, 2, 3})});
+  REQUIRE(r.outputs.size() == 1);
+  REQUIRE(r.outputs[0].numel() == 6);
+  const double want[] = {1, 2, 3, 1, 2, 3};
+  for (int i = 0; i < 6; ++i)
+    CHECK(r.outputs[0].at(i) == want[i]);
 }
 
 TEST_CASE("floor_div and % follow Python's signs", "[runtime][elementwise]") {
