@@ -10,17 +10,24 @@ namespace tmg {
 
 static const char Magic[] = "\x93NUMPY";
 
+/// NumPy's descr of a dtype; "" for bfloat16, which NumPy does not have.
 static llvm::StringRef descrOf(DType t) {
   switch (t) {
   case DType::Float32: return "<f4";
+  case DType::Float64: return "<f8";
   case DType::Float16: return "<f2";
+  case DType::BFloat16: return "";
   case DType::Int8: return "|i1";
-  case DType::UInt8: return "|u1";
+  case DType::Int16: return "<i2";
   case DType::Int32: return "<i4";
   case DType::Int64: return "<i8";
+  case DType::UInt8: return "|u1";
+  case DType::UInt16: return "<u2";
+  case DType::UInt32: return "<u4";
+  case DType::UInt64: return "<u8";
   case DType::Bool: return "|b1";
   }
-  return "?";
+  return "";
 }
 
 static Diagnostic at(llvm::StringRef file, int64_t byte, std::string msg) {
@@ -84,15 +91,16 @@ FailureOr<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef file) {
                                     "with np.ascontiguousarray");
   descr = descr.trim("'");
   std::optional<DType> dtype;
-  for (DType t : {DType::Float32, DType::Float16, DType::Int8, DType::UInt8,
-                  DType::Int32, DType::Int64, DType::Bool})
-    if (descrOf(t) == descr || (descr.size() == 3 && descrOf(t).drop_front() == descr.drop_front() &&
+  for (DType t : allDTypes())
+    if (descrOf(t).empty())
+      continue;
+    else if (descrOf(t) == descr || (descr.size() == 3 && descrOf(t).drop_front() == descr.drop_front() &&
                                 (descr[0] == '|' || descr[0] == '<')))
       dtype = t;
   if (!dtype)
     return at(file, int64_t(start),
-              fmt::format("unsupported dtype '{}' (expected little-endian float32, "
-                          "float16, int8, uint8, int32, int64 or bool)",
+              fmt::format("unsupported dtype '{}' (expected a little-endian float, "
+                          "signed or unsigned integer, or bool)",
                           descr.str()));
   if (!shapeText.startswith("(") || !shapeText.endswith(")"))
     return at(file, int64_t(start),
@@ -144,6 +152,9 @@ FailureOr<Tensor> readNpy(const std::string &path) {
 }
 
 std::string serializeNpy(const Tensor &t) {
+  if (descrOf(t.dtype()).empty())
+    raise("{} has no NumPy dtype: .npy cannot hold it (cast it, or write safetensors)",
+          dtypeName(t.dtype()).str());
   std::string shape = "(";
   for (size_t i = 0; i < t.rank(); ++i)
     shape += std::to_string(t.dim(i)) + (t.rank() == 1 ? "," : i + 1 < t.rank() ? ", " : "");
@@ -166,6 +177,11 @@ std::string serializeNpy(const Tensor &t) {
 }
 
 FailureOr<void> writeNpy(const std::string &path, const Tensor &t) {
+  if (descrOf(t.dtype()).empty())
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("{} has no NumPy dtype: .npy cannot hold it (cast it, "
+                                  "or write safetensors)",
+                                  dtypeName(t.dtype()).str()));
   return writeFileBytes(path, serializeNpy(t));
 }
 

@@ -14,30 +14,28 @@ namespace onnxdetail {
 
 using onnx::TensorProto;
 
+/// ONNX element types and the dtypes they are read as (one to one).
+static constexpr std::pair<int32_t, DType> kOnnxTypes[] = {
+    {TensorProto::FLOAT, DType::Float32},   {TensorProto::DOUBLE, DType::Float64},
+    {TensorProto::FLOAT16, DType::Float16}, {TensorProto::BFLOAT16, DType::BFloat16},
+    {TensorProto::INT8, DType::Int8},       {TensorProto::INT16, DType::Int16},
+    {TensorProto::INT32, DType::Int32},     {TensorProto::INT64, DType::Int64},
+    {TensorProto::UINT8, DType::UInt8},     {TensorProto::UINT16, DType::UInt16},
+    {TensorProto::UINT32, DType::UInt32},   {TensorProto::UINT64, DType::UInt64},
+    {TensorProto::BOOL, DType::Bool},
+};
+
 std::optional<DType> fromOnnxType(int32_t t) {
-  switch (t) {
-  case TensorProto::FLOAT: return DType::Float32;
-  case TensorProto::DOUBLE: return DType::Float32;
-  case TensorProto::FLOAT16: return DType::Float16;
-  case TensorProto::INT8: return DType::Int8;
-  case TensorProto::UINT8: return DType::UInt8;
-  case TensorProto::INT32: return DType::Int32;
-  case TensorProto::INT64: return DType::Int64;
-  case TensorProto::BOOL: return DType::Bool;
-  default: return std::nullopt;
-  }
+  for (auto [onnxType, dtype] : kOnnxTypes)
+    if (onnxType == t)
+      return dtype;
+  return std::nullopt;
 }
 
 int32_t toOnnxType(DType t) {
-  switch (t) {
-  case DType::Float32: return TensorProto::FLOAT;
-  case DType::Float16: return TensorProto::FLOAT16;
-  case DType::Int8: return TensorProto::INT8;
-  case DType::UInt8: return TensorProto::UINT8;
-  case DType::Int32: return TensorProto::INT32;
-  case DType::Int64: return TensorProto::INT64;
-  case DType::Bool: return TensorProto::BOOL;
-  }
+  for (auto [onnxType, dtype] : kOnnxTypes)
+    if (dtype == t)
+      return onnxType;
   return TensorProto::UNDEFINED;
 }
 
@@ -47,17 +45,22 @@ std::string onnxTypeName(int32_t t) {
   return "type " + std::to_string(t);
 }
 
-/// Values a TensorProto holds in its typed field for its element type
-/// (-1 for element types tmgraph does not read).
+/// Values a TensorProto holds in the typed field ONNX defines for its
+/// element type (-1 for element types tmgraph does not read).
 static int64_t typedFieldCount(const TensorProto &p) {
   switch (p.data_type()) {
   case TensorProto::FLOAT: return p.float_data_size();
   case TensorProto::DOUBLE: return p.double_data_size();
   case TensorProto::INT64: return p.int64_data_size();
+  case TensorProto::UINT32:
+  case TensorProto::UINT64: return p.uint64_data_size();
   case TensorProto::INT32:
-  case TensorProto::FLOAT16:
+  case TensorProto::INT16:
   case TensorProto::INT8:
+  case TensorProto::UINT16:
   case TensorProto::UINT8:
+  case TensorProto::FLOAT16:
+  case TensorProto::BFLOAT16:
   case TensorProto::BOOL: return p.int32_data_size();
   default: return -1;
   }
@@ -85,8 +88,7 @@ int64_t validateTensorProto(const TensorProto &p, const std::string &what,
   // allocated 12 GB from a 1.6 kB file), and libonnx reads raw_data as the
   // dims say without checking its length.
   if (p.has_raw_data()) {
-    bool isDouble = p.data_type() == TensorProto::DOUBLE;
-    std::optional<int64_t> want = checkedByteSize(shape, isDouble ? 8 : dtypeSize(*dt));
+    std::optional<int64_t> want = checkedByteSize(shape, dtypeSize(*dt));
     if (!want || uint64_t(*want) != p.raw_data().size())
       raise("{} of shape {} ({}) has {} raw bytes, expected {}", what, shapeStr(shape),
             onnxTypeName(p.data_type()), p.raw_data().size(),
@@ -100,54 +102,39 @@ int64_t validateTensorProto(const TensorProto &p, const std::string &what,
   return *bytes;
 }
 
+/// Copies the typed field of `p` (as typedFieldCount picks it) into `t`:
+/// 16-bit floats arrive as bit patterns, the rest as values of a wider type.
+template <DType D> static void copyTypedField(const TensorProto &p, Tensor &t) {
+  using T = StorageT<D>;
+  T *o = t.data<T>();
+  auto copy = [&](const auto &field) {
+    int64_t i = 0;
+    for (auto v : field)
+      o[i++] = T(v);
+  };
+  if constexpr (D == DType::Float32)
+    copy(p.float_data());
+  else if constexpr (D == DType::Float64)
+    copy(p.double_data());
+  else if constexpr (D == DType::Int64)
+    copy(p.int64_data());
+  else if constexpr (D == DType::UInt32 || D == DType::UInt64)
+    copy(p.uint64_data());
+  else
+    copy(p.int32_data());
+}
+
 Tensor tensorFromProto(const TensorProto &p, const SizeLimits &limits) {
   validateTensorProto(p, "tensor '" + p.name() + "'", limits);
   auto dt = fromOnnxType(p.data_type());
   Shape shape(p.dims().begin(), p.dims().end());
-  int64_t n = *checkedNumel(shape);
-  bool isDouble = p.data_type() == TensorProto::DOUBLE;
   Tensor t = Tensor::empty(shape, *dt);
   if (p.has_raw_data()) {
-    const std::string &raw = p.raw_data();
-    if (isDouble) {
-      float *o = t.data<float>();
-      for (int64_t i = 0; i < n; ++i) {
-        double v;
-        std::memcpy(&v, raw.data() + 8 * i, 8);
-        o[i] = float(v);
-      }
-    } else if (n) {
-      std::memcpy(t.rawData(), raw.data(), raw.size());
-    }
+    if (!p.raw_data().empty())
+      std::memcpy(t.rawData(), p.raw_data().data(), p.raw_data().size());
     return t;
   }
-  switch (p.data_type()) {
-  case TensorProto::FLOAT:
-    std::copy(p.float_data().begin(), p.float_data().end(), t.data<float>());
-    break;
-  case TensorProto::DOUBLE:
-    for (int64_t i = 0; i < n; ++i)
-      t.data<float>()[i] = float(p.double_data(i));
-    break;
-  case TensorProto::INT64:
-    std::copy(p.int64_data().begin(), p.int64_data().end(), t.data<int64_t>());
-    break;
-  case TensorProto::INT32:
-    std::copy(p.int32_data().begin(), p.int32_data().end(), t.data<int32_t>());
-    break;
-  case TensorProto::FLOAT16:
-    for (int64_t i = 0; i < n; ++i)
-      t.data<uint16_t>()[i] = uint16_t(p.int32_data(i));
-    break;
-  case TensorProto::INT8:
-  case TensorProto::UINT8:
-  case TensorProto::BOOL:
-    for (int64_t i = 0; i < n; ++i)
-      t.data<uint8_t>()[i] = uint8_t(p.int32_data(i));
-    break;
-  default:
-    raise("tensor '{}': unsupported element type", p.name());
-  }
+  visitDType(*dt, [&](auto tag) { copyTypedField<decltype(tag)::value>(p, t); });
   return t;
 }
 

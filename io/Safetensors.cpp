@@ -25,19 +25,24 @@ const Tensor *WeightFile::find(llvm::StringRef name) const {
 llvm::StringRef safetensorsDType(DType t) {
   switch (t) {
   case DType::Float32: return "F32";
+  case DType::Float64: return "F64";
   case DType::Float16: return "F16";
+  case DType::BFloat16: return "BF16";
   case DType::Int8: return "I8";
-  case DType::UInt8: return "U8";
+  case DType::Int16: return "I16";
   case DType::Int32: return "I32";
   case DType::Int64: return "I64";
+  case DType::UInt8: return "U8";
+  case DType::UInt16: return "U16";
+  case DType::UInt32: return "U32";
+  case DType::UInt64: return "U64";
   case DType::Bool: return "BOOL";
   }
   return "?";
 }
 
 static std::optional<DType> parseSafetensorsDType(llvm::StringRef s) {
-  for (DType t : {DType::Float32, DType::Float16, DType::Int8, DType::UInt8,
-                  DType::Int32, DType::Int64, DType::Bool})
+  for (DType t : allDTypes())
     if (safetensorsDType(t) == s)
       return t;
   return std::nullopt;

@@ -589,18 +589,11 @@ private:
     Tensor t = Tensor::zeros(v.shape, *v.dtype);
     if (v.data.empty())
       return t;
-    for (int64_t i = 0; i < t.numel(); ++i) {
-      double x = v.data[i];
-      switch (t.dtype()) {
-      case DType::Float32: t.data<float>()[i] = float(x); break;
-      case DType::Float16: t.data<uint16_t>()[i] = floatToHalf(float(x)); break;
-      case DType::Int8: t.data<int8_t>()[i] = int8_t(x); break;
-      case DType::UInt8: t.data<uint8_t>()[i] = uint8_t(x); break;
-      case DType::Int32: t.data<int32_t>()[i] = int32_t(x); break;
-      case DType::Int64: t.data<int64_t>()[i] = int64_t(x); break;
-      case DType::Bool: t.data<uint8_t>()[i] = x != 0; break;
-      }
-    }
+    visitDType(t.dtype(), [&](auto tag) {
+      constexpr DType D = decltype(tag)::value;
+      for (int64_t i = 0; i < t.numel(); ++i)
+        t.data<StorageT<D>>()[i] = fromDouble<D>(v.data[i]);
+    });
     return t;
   }
 

@@ -17,38 +17,78 @@
 
 namespace tmg {
 
+llvm::ArrayRef<DType> allDTypes() {
+  static constexpr DType all[] = {
+#define TM_DTYPE(E, name, Storage, Kind) DType::E,
+#include "tm/ir/DTypes.def"
+  };
+  return all;
+}
+
 llvm::StringRef dtypeName(DType t) {
   switch (t) {
-  case DType::Float32: return "float32";
-  case DType::Float16: return "float16";
-  case DType::Int8: return "int8";
-  case DType::UInt8: return "uint8";
-  case DType::Int32: return "int32";
-  case DType::Int64: return "int64";
-  case DType::Bool: return "bool";
+#define TM_DTYPE(E, name, Storage, Kind)                                       \
+  case DType::E:                                                               \
+    return name;
+#include "tm/ir/DTypes.def"
   }
   return "?";
 }
 
 std::optional<DType> parseDType(llvm::StringRef name) {
-  for (DType t : {DType::Float32, DType::Float16, DType::Int8, DType::UInt8,
-                  DType::Int32, DType::Int64, DType::Bool})
+  for (DType t : allDTypes())
     if (dtypeName(t) == name)
       return t;
   return std::nullopt;
 }
 
 size_t dtypeSize(DType t) {
-  switch (t) {
-  case DType::Float32: case DType::Int32: return 4;
-  case DType::Float16: return 2;
-  case DType::Int8: case DType::UInt8: case DType::Bool: return 1;
-  case DType::Int64: return 8;
-  }
-  return 1;
+  return visitDType(t, [](auto tag) { return sizeof(StorageT<decltype(tag)::value>); });
 }
 
-bool isFloat(DType t) { return t == DType::Float32 || t == DType::Float16; }
+namespace {
+enum class DTypeKind { Float, Int, UInt, Bool };
+DTypeKind dtypeKind(DType t) {
+  switch (t) {
+#define TM_DTYPE(E, name, Storage, Kind)                                       \
+  case DType::E:                                                               \
+    return DTypeKind::Kind;
+#include "tm/ir/DTypes.def"
+  }
+  return DTypeKind::Float;
+}
+} // namespace
+
+bool isFloat(DType t) { return dtypeKind(t) == DTypeKind::Float; }
+bool isInteger(DType t) {
+  DTypeKind k = dtypeKind(t);
+  return k == DTypeKind::Int || k == DTypeKind::UInt;
+}
+bool isUnsigned(DType t) { return dtypeKind(t) == DTypeKind::UInt; }
+
+/// The signed integer dtype of `bytes` bytes (int64 for 8 and more).
+static DType signedOfSize(size_t bytes) {
+  return bytes <= 1 ? DType::Int8 : bytes == 2 ? DType::Int16 : bytes == 4 ? DType::Int32 : DType::Int64;
+}
+
+DType promoteTypes(DType a, DType b) {
+  if (a == DType::Bool && b == DType::Bool)
+    return DType::Int32;
+  if (a == b)
+    return a;
+  if (a == DType::Bool || b == DType::Bool)
+    return a == DType::Bool ? b : a;
+  if (isFloat(a) != isFloat(b))
+    return isFloat(a) ? a : b;
+  size_t sa = dtypeSize(a), sb = dtypeSize(b);
+  if (isFloat(a)) // float16 with bfloat16 meets in float32
+    return sa != sb ? (sa > sb ? a : b) : DType::Float32;
+  if (isUnsigned(a) == isUnsigned(b))
+    return sa > sb ? a : b;
+  // Signed with unsigned: a signed type that holds both (int64 at most).
+  size_t su = isUnsigned(a) ? sa : sb, ss = isUnsigned(a) ? sb : sa;
+  return signedOfSize(std::max(ss, 2 * su));
+}
 
 int64_t shapeNumel(llvm::ArrayRef<int64_t> shape) {
   if (std::optional<int64_t> n = checkedNumel(shape))
@@ -392,15 +432,10 @@ template <typename T> static void fillAs(Tensor &t, T v) {
 
 Tensor Tensor::full(llvm::ArrayRef<int64_t> shape, double value, DType dtype) {
   Tensor t = empty(shape, dtype);
-  switch (dtype) {
-  case DType::Float32: fillAs<float>(t, float(value)); break;
-  case DType::Float16: fillAs<uint16_t>(t, floatToHalf(float(value))); break;
-  case DType::Int8: fillAs<int8_t>(t, int8_t(value)); break;
-  case DType::UInt8: fillAs<uint8_t>(t, uint8_t(value)); break;
-  case DType::Int32: fillAs<int32_t>(t, int32_t(value)); break;
-  case DType::Int64: fillAs<int64_t>(t, int64_t(value)); break;
-  case DType::Bool: fillAs<uint8_t>(t, value != 0.0); break;
-  }
+  visitDType(dtype, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    fillAs<StorageT<D>>(t, fromDouble<D>(value));
+  });
   return t;
 }
 
@@ -442,18 +477,20 @@ Tensor Tensor::fromInts(llvm::ArrayRef<int64_t> shape,
   if (size_t(t.numel()) != values.size())
     raise("fromInts: shape {} has {} elements but {} values were given",
           shapeStr(shape), t.numel(), values.size());
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    int64_t v = values[i];
-    switch (dtype) {
-    case DType::Float32: t.data<float>()[i] = float(v); break;
-    case DType::Float16: t.data<uint16_t>()[i] = floatToHalf(float(v)); break;
-    case DType::Int8: t.data<int8_t>()[i] = int8_t(v); break;
-    case DType::UInt8: t.data<uint8_t>()[i] = uint8_t(v); break;
-    case DType::Int32: t.data<int32_t>()[i] = int32_t(v); break;
-    case DType::Int64: t.data<int64_t>()[i] = v; break;
-    case DType::Bool: t.data<uint8_t>()[i] = v != 0; break;
+  visitDType(dtype, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    using T = StorageT<D>;
+    T *p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) {
+      // Integers convert exactly (modular for narrower ones).
+      if constexpr (D == DType::Bool)
+        p[i] = values[i] != 0;
+      else if constexpr (std::is_integral_v<T> && !isHalfLike<D>)
+        p[i] = T(values[i]);
+      else
+        p[i] = fromDouble<D>(double(values[i]));
     }
-  }
+  });
   return t;
 }
 
@@ -525,16 +562,10 @@ double Tensor::at(int64_t i) const {
     }
   }
   const void *p = viewData();
-  switch (dtype_) {
-  case DType::Float32: return static_cast<const float *>(p)[off];
-  case DType::Float16: return halfToFloat(static_cast<const uint16_t *>(p)[off]);
-  case DType::Int8: return static_cast<const int8_t *>(p)[off];
-  case DType::UInt8: return static_cast<const uint8_t *>(p)[off];
-  case DType::Int32: return static_cast<const int32_t *>(p)[off];
-  case DType::Int64: return double(static_cast<const int64_t *>(p)[off]);
-  case DType::Bool: return static_cast<const uint8_t *>(p)[off] ? 1.0 : 0.0;
-  }
-  return 0;
+  return visitDType(dtype_, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    return toDouble<D>(static_cast<const StorageT<D> *>(p)[off]);
+  });
 }
 
 bool Tensor::bitwiseEqual(const Tensor &o) const {

@@ -108,33 +108,6 @@ Shape broadcastShapes(llvm::StringRef op, llvm::ArrayRef<int64_t> a,
   return out;
 }
 
-static int promotionRank(DType t) {
-  switch (t) {
-  case DType::Bool:
-    return 0;
-  case DType::UInt8:
-    return 1;
-  case DType::Int8:
-    return 2;
-  case DType::Int32:
-    return 3;
-  case DType::Int64:
-    return 4;
-  case DType::Float16:
-    return 5;
-  case DType::Float32:
-    return 6;
-  }
-  return 6;
-}
-
-DType promoteTypes(DType a, DType b) {
-  DType t = promotionRank(a) >= promotionRank(b) ? a : b;
-  if (t == DType::Bool || t == DType::UInt8 || t == DType::Int8)
-    return DType::Int32;
-  return t;
-}
-
 //===----------------------------------------------------------------------===//
 // Cast
 //===----------------------------------------------------------------------===//
@@ -143,13 +116,11 @@ template <DType From, DType To>
 static inline StorageT<To> convertElem(StorageT<From> v) {
   if constexpr (From == To) {
     return v;
-  } else if constexpr (From == DType::Float16) {
-    return convertElem<DType::Float32, To>(halfToFloat(v));
-  } else if constexpr (To == DType::Float16) {
-    if constexpr (From == DType::Bool)
-      return floatToHalf(v ? 1.0f : 0.0f);
-    else
-      return floatToHalf(float(v));
+  } else if constexpr (isHalfLike<From>) {
+    return convertElem<DType::Float32, To>(float(toDouble<From>(v)));
+  } else if constexpr (isHalfLike<To>) {
+    float f = From == DType::Bool ? (v ? 1.0f : 0.0f) : float(v);
+    return To == DType::Float16 ? floatToHalf(f) : floatToBFloat16(f);
   } else if constexpr (To == DType::Bool) {
     return v != 0 ? 1 : 0;
   } else if constexpr (From == DType::Bool) {
@@ -273,7 +244,7 @@ static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
   case BinaryOp::Mul:
     return runBinary(p, a, b, o, [](T x, T y) { return wrapMul(x, y); });
   case BinaryOp::Div:
-    // Integer division is lowered to float32 by the caller.
+    // Integer true division is computed by the caller.
     return runBinary(p, a, b, o, [](T x, T y) { return T(x / y); });
   case BinaryOp::Pow:
     if constexpr (std::is_integral_v<T>)
@@ -290,59 +261,58 @@ static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
   }
 }
 
+/// Throws for an integer pow with a negative exponent (no integer result).
+static void requireNonNegativeExponent(const Tensor &a, const Tensor &b, const Tensor &exp) {
+  bool negative = false;
+  visitDType(exp.dtype(), [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_signed_v<T>) {
+      Tensor dense = exp.contiguous();
+      const T *e = dense.data<T>();
+      for (int64_t i = 0; i < dense.numel() && !negative; ++i)
+        negative = e[i] < 0;
+    }
+  });
+  if (negative)
+    raise("pow: integer base {} with a negative integer exponent in {} "
+          "(cast to float first)",
+          describe("a", a), describe("b", b));
+}
+
 Tensor binary(BinaryOp op, const Tensor &a, const Tensor &b) {
   llvm::StringRef name = opName(op);
   requireDefined(name, a, "a");
   requireDefined(name, b, "b");
   Shape shape = broadcastShapes(name, a.shape(), b.shape());
   DType t = promoteTypes(a.dtype(), b.dtype());
-  if (t == DType::Float16)
-    return cast(binary(op, as(a, DType::Float32), as(b, DType::Float32)),
-                DType::Float16);
+  // 16-bit floats compute in float32 and round back.
+  if (t == DType::Float16 || t == DType::BFloat16)
+    return cast(binary(op, as(a, DType::Float32), as(b, DType::Float32)), t);
   Tensor ca = as(a, t), cb = as(b, t);
+  if (op == BinaryOp::Pow && isInteger(t))
+    requireNonNegativeExponent(a, b, cb);
 
-  if (op == BinaryOp::Pow && t != DType::Float32) {
-    bool negative = false;
-    visitDType(t, [&](auto tag) {
-      using T = StorageT<decltype(tag)::value>;
-      Tensor dense = cb.contiguous();
-      const T *e = dense.data<T>();
-      for (int64_t i = 0; i < dense.numel() && !negative; ++i)
-        negative = e[i] < 0;
-    });
-    if (negative)
-      raise("pow: integer base {} with a negative integer exponent in {} "
-            "(cast to float32 first)",
-            describe("a", a), describe("b", b));
-  }
-
-  DType outType = op == BinaryOp::Div ? DType::Float32 : t;
+  // Integer true division gives float32.
+  DType outType = op == BinaryOp::Div && !isFloat(t) ? DType::Float32 : t;
   Tensor out = Tensor::empty(shape, outType);
   if (out.numel() == 0)
     return out;
   auto plan = makeBroadcastPlan<2>(shape, {&ca, &cb});
-  switch (t) {
-  case DType::Float32:
-    binaryTyped(op, plan, viewElems<float>(ca), viewElems<float>(cb),
-                out.data<float>());
-    break;
-  case DType::Int32:
-  case DType::Int64:
-    visitDType(t, [&](auto tag) {
-      constexpr DType D = decltype(tag)::value;
-      if constexpr (D == DType::Int32 || D == DType::Int64) {
-        using T = StorageT<D>;
-        if (op == BinaryOp::Div)
-          runBinary(plan, viewElems<T>(ca), viewElems<T>(cb), out.data<float>(),
-                    [](T x, T y) { return float(double(x) / double(y)); });
-        else
-          binaryTyped(op, plan, viewElems<T>(ca), viewElems<T>(cb), out.data<T>());
-      }
-    });
-    break;
-  default:
-    raise("{}: unsupported dtype {}", name.str(), dtypeName(t).str());
-  }
+  visitDType(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    using T = StorageT<D>;
+    if constexpr (isHalfLike<D> || D == DType::Bool) {
+      raise("{}: unsupported dtype {}", name.str(), dtypeName(t).str()); // promoted away
+    } else if constexpr (std::is_integral_v<T>) {
+      if (op == BinaryOp::Div)
+        runBinary(plan, viewElems<T>(ca), viewElems<T>(cb), out.data<float>(),
+                  [](T x, T y) { return float(double(x) / double(y)); });
+      else
+        binaryTyped(op, plan, viewElems<T>(ca), viewElems<T>(cb), out.data<T>());
+    } else {
+      binaryTyped(op, plan, viewElems<T>(ca), viewElems<T>(cb), out.data<T>());
+    }
+  });
   return out;
 }
 
@@ -375,29 +345,21 @@ Tensor compare(CompareOp op, const Tensor &a, const Tensor &b) {
   requireDefined(name, b, "b");
   Shape shape = broadcastShapes(name, a.shape(), b.shape());
   DType t = promoteTypes(a.dtype(), b.dtype());
-  if (t == DType::Float16)
-    t = DType::Float32; // exact: every half is a float
+  if (t == DType::Float16 || t == DType::BFloat16)
+    t = DType::Float32; // exact: every 16-bit float is a float
   Tensor ca = as(a, t), cb = as(b, t);
   Tensor out = Tensor::empty(shape, DType::Bool);
   if (out.numel() == 0)
     return out;
   auto plan = makeBroadcastPlan<2>(shape, {&ca, &cb});
-  switch (t) {
-  case DType::Float32:
-    compareTyped(op, plan, viewElems<float>(ca), viewElems<float>(cb),
-                 out.data<uint8_t>());
-    break;
-  case DType::Int32:
-    compareTyped(op, plan, viewElems<int32_t>(ca), viewElems<int32_t>(cb),
-                 out.data<uint8_t>());
-    break;
-  case DType::Int64:
-    compareTyped(op, plan, viewElems<int64_t>(ca), viewElems<int64_t>(cb),
-                 out.data<uint8_t>());
-    break;
-  default:
-    raise("{}: unsupported dtype {}", name.str(), dtypeName(t).str());
-  }
+  visitDType(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    using T = StorageT<D>;
+    if constexpr (isHalfLike<D>)
+      raise("{}: unsupported dtype {}", name.str(), dtypeName(t).str()); // promoted away
+    else
+      compareTyped(op, plan, viewElems<T>(ca), viewElems<T>(cb), out.data<uint8_t>());
+  });
   return out;
 }
 
@@ -491,59 +453,55 @@ static void unaryInteger(UnaryOp op, const T *x, T *o, int64_t n) {
   }
 }
 
-static void unaryFloat(UnaryOp op, const float *x, float *o, int64_t n) {
+template <typename T> static void unaryFloat(UnaryOp op, const T *x, T *o, int64_t n) {
   // Transcendental functions cost tens of cycles: a smaller grain.
   constexpr int64_t Cheap = ElementwiseGrain, Costly = ElementwiseGrain / 16;
+  const T zero = 0, one = 1, half = 0.5, three = 3, six = 6;
   switch (op) {
   case UnaryOp::Neg:
-    return runUnary(x, o, n, Cheap, [](float v) { return -v; });
+    return runUnary(x, o, n, Cheap, [](T v) { return -v; });
   case UnaryOp::Abs:
-    return runUnary(x, o, n, Cheap, [](float v) { return std::fabs(v); });
+    return runUnary(x, o, n, Cheap, [](T v) { return std::fabs(v); });
   case UnaryOp::Exp:
-    return runUnary(x, o, n, Costly, [](float v) { return std::exp(v); });
+    return runUnary(x, o, n, Costly, [](T v) { return std::exp(v); });
   case UnaryOp::Log:
-    return runUnary(x, o, n, Costly, [](float v) { return std::log(v); });
+    return runUnary(x, o, n, Costly, [](T v) { return std::log(v); });
   case UnaryOp::Sqrt:
-    return runUnary(x, o, n, Cheap, [](float v) { return std::sqrt(v); });
+    return runUnary(x, o, n, Cheap, [](T v) { return std::sqrt(v); });
   case UnaryOp::Rsqrt:
-    return runUnary(x, o, n, Cheap,
-                    [](float v) { return 1.0f / std::sqrt(v); });
+    return runUnary(x, o, n, Cheap, [one](T v) { return one / std::sqrt(v); });
   case UnaryOp::Erf:
-    return runUnary(x, o, n, Costly, [](float v) { return std::erf(v); });
+    return runUnary(x, o, n, Costly, [](T v) { return std::erf(v); });
   case UnaryOp::Tanh:
-    return runUnary(x, o, n, Costly, [](float v) { return std::tanh(v); });
+    return runUnary(x, o, n, Costly, [](T v) { return std::tanh(v); });
   case UnaryOp::Sigmoid:
-    return runUnary(x, o, n, Costly,
-                    [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+    return runUnary(x, o, n, Costly, [one](T v) { return one / (one + std::exp(-v)); });
   case UnaryOp::Relu:
-    return runUnary(x, o, n, Cheap,
-                    [](float v) { return v < 0.0f ? 0.0f : v; });
+    return runUnary(x, o, n, Cheap, [zero](T v) { return v < zero ? zero : v; });
   case UnaryOp::Relu6:
-    return runUnary(x, o, n, Cheap, [](float v) {
-      return v < 0.0f ? 0.0f : (v > 6.0f ? 6.0f : v);
-    });
+    return runUnary(x, o, n, Cheap,
+                    [zero, six](T v) { return v < zero ? zero : (v > six ? six : v); });
   case UnaryOp::Gelu:
-    return runUnary(x, o, n, Costly, [](float v) {
-      return 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2)));
+    return runUnary(x, o, n, Costly, [half, one](T v) {
+      return half * v * (one + std::erf(v * T(M_SQRT1_2)));
     });
   case UnaryOp::GeluTanh:
-    return runUnary(x, o, n, Costly, [](float v) {
-      constexpr float K = 0.7978845608028654f; // sqrt(2 / pi)
-      return 0.5f * v * (1.0f + std::tanh(K * (v + 0.044715f * v * v * v)));
+    return runUnary(x, o, n, Costly, [half, one](T v) {
+      const T k = T(0.7978845608028654), c = T(0.044715); // sqrt(2 / pi)
+      return half * v * (one + std::tanh(k * (v + c * v * v * v)));
     });
   case UnaryOp::Silu:
-    return runUnary(x, o, n, Costly,
-                    [](float v) { return v / (1.0f + std::exp(-v)); });
+    return runUnary(x, o, n, Costly, [one](T v) { return v / (one + std::exp(-v)); });
   case UnaryOp::Hardswish:
-    return runUnary(x, o, n, Cheap, [](float v) {
-      float r = v + 3.0f;
-      r = r < 0.0f ? 0.0f : (r > 6.0f ? 6.0f : r);
-      return v * r * (1.0f / 6.0f);
+    return runUnary(x, o, n, Cheap, [zero, three, six](T v) {
+      T r = v + three;
+      r = r < zero ? zero : (r > six ? six : r);
+      return v * r * (T(1) / six);
     });
   case UnaryOp::Hardsigmoid:
-    return runUnary(x, o, n, Cheap, [](float v) {
-      float r = v * (1.0f / 6.0f) + 0.5f;
-      return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
+    return runUnary(x, o, n, Cheap, [zero, one, half, six](T v) {
+      T r = v * (one / six) + half;
+      return r < zero ? zero : (r > one ? one : r);
     });
   }
 }
@@ -552,40 +510,43 @@ Tensor unary(UnaryOp op, const Tensor &x) {
   llvm::StringRef name = opName(op);
   requireDefined(name, x, "input");
   DType t = x.dtype();
-  if (t == DType::Float16)
-    return cast(unary(op, cast(x, DType::Float32)), DType::Float16);
-  if (t != DType::Float32)
-    t = isIntegerPreserving(op) ? promoteTypes(t, DType::Int32)
-                                : DType::Float32;
+  if (t == DType::Float16 || t == DType::BFloat16)
+    return cast(unary(op, cast(x, DType::Float32)), t);
+  // Integers keep their dtype where the op does (bool counts as int32);
+  // the other ops compute on them in float32.
+  if (!isFloat(t))
+    t = !isIntegerPreserving(op) ? DType::Float32 : t == DType::Bool ? DType::Int32 : t;
   Tensor cx = as(x, t);
   Tensor out = Tensor::empty(x.shape(), t);
   int64_t n = x.numel();
-  switch (t) {
-  case DType::Float32:
-    unaryFloat(op, cx.data<float>(), out.data<float>(), n);
-    break;
-  case DType::Int32:
-    unaryInteger(op, cx.data<int32_t>(), out.data<int32_t>(), n);
-    break;
-  case DType::Int64:
-    unaryInteger(op, cx.data<int64_t>(), out.data<int64_t>(), n);
-    break;
-  default:
-    raise("{}: unsupported dtype {}", name.str(), dtypeName(t).str());
-  }
+  visitDType(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    using T = StorageT<D>;
+    if constexpr (isHalfLike<D> || D == DType::Bool)
+      raise("{}: unsupported dtype {}", name.str(), dtypeName(t).str()); // converted away
+    else if constexpr (std::is_floating_point_v<T>)
+      unaryFloat(op, cx.data<T>(), out.data<T>(), n);
+    else
+      unaryInteger(op, cx.data<T>(), out.data<T>(), n);
+  });
   return out;
 }
 
 Tensor leakyRelu(const Tensor &x, double negativeSlope) {
   requireDefined("leaky_relu", x, "input");
-  if (x.dtype() == DType::Float16)
-    return cast(leakyRelu(cast(x, DType::Float32), negativeSlope),
-                DType::Float16);
-  Tensor cx = as(x, DType::Float32);
-  Tensor out = Tensor::empty(x.shape(), DType::Float32);
-  float s = float(negativeSlope);
-  runUnary(cx.data<float>(), out.data<float>(), x.numel(), ElementwiseGrain,
-           [s](float v) { return v >= 0.0f ? v : v * s; });
+  if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
+    return cast(leakyRelu(cast(x, DType::Float32), negativeSlope), x.dtype());
+  DType t = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor cx = as(x, t);
+  Tensor out = Tensor::empty(x.shape(), t);
+  visitDType(t, [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_floating_point_v<T>) {
+      T s = T(negativeSlope);
+      runUnary(cx.data<T>(), out.data<T>(), x.numel(), ElementwiseGrain,
+               [s](T v) { return v >= T(0) ? v : v * s; });
+    }
+  });
   return out;
 }
 
@@ -597,16 +558,14 @@ Tensor clip(const Tensor &x, std::optional<double> lower,
   if (lower && upper && *lower > *upper)
     raise("clip: lower bound {} is greater than upper bound {} for {}", *lower,
           *upper, describe("input", x));
-  if (x.dtype() == DType::Float16)
-    return cast(clip(cast(x, DType::Float32), lower, upper), DType::Float16);
-  DType t = x.dtype() == DType::Float32 ? DType::Float32
-                                        : promoteTypes(x.dtype(), x.dtype());
+  if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
+    return cast(clip(cast(x, DType::Float32), lower, upper), x.dtype());
+  DType t = x.dtype() == DType::Bool ? DType::Int32 : x.dtype();
   Tensor cx = as(x, t);
   Tensor out = Tensor::empty(x.shape(), t);
   visitDType(t, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
-    if constexpr (D == DType::Float32 || D == DType::Int32 ||
-                  D == DType::Int64) {
+    if constexpr (!isHalfLike<D> && D != DType::Bool) {
       using T = StorageT<D>;
       T lo = std::numeric_limits<T>::lowest();
       T hi = std::numeric_limits<T>::max();

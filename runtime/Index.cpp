@@ -297,21 +297,14 @@ template <typename F>
 void visitScatter(llvm::StringRef op, DType t, ScatterReduce r, F &&f) {
   if (r == ScatterReduce::None)
     return visitBySize(dtypeSize(t), f);
-  switch (t) {
-  case DType::Float32:
-    return f(float{});
-  case DType::Int8:
-    return f(int8_t{});
-  case DType::UInt8:
-    return f(uint8_t{});
-  case DType::Int32:
-    return f(int32_t{});
-  case DType::Int64:
-    return f(int64_t{});
-  default:
-    raise("{}: a reduction needs a float32 or integer input, got {}", op.str(),
-          dtypeName(t).str());
-  }
+  visitDType(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    if constexpr (isHalfLike<D> || D == DType::Bool)
+      raise("{}: a reduction needs a float32, float64 or integer input, got {}", op.str(),
+            dtypeName(t).str());
+    else
+      f(StorageT<D>{});
+  });
 }
 
 void requireSameDType(llvm::StringRef op, const Tensor &x, const Tensor &u) {

@@ -125,40 +125,7 @@ void parallelFor(int64_t n, int64_t grain, Body &&body) {
 
 //===-- Dtype dispatch ----------------------------------------------------===//
 
-/// The C++ element type a dtype is stored as (float16 as raw bits, bool as
-/// one byte holding 0 or 1).
-template <DType D> struct StorageOf;
-template <> struct StorageOf<DType::Float32> { using type = float; };
-template <> struct StorageOf<DType::Float16> { using type = uint16_t; };
-template <> struct StorageOf<DType::Int8> { using type = int8_t; };
-template <> struct StorageOf<DType::UInt8> { using type = uint8_t; };
-template <> struct StorageOf<DType::Int32> { using type = int32_t; };
-template <> struct StorageOf<DType::Int64> { using type = int64_t; };
-template <> struct StorageOf<DType::Bool> { using type = uint8_t; };
-template <DType D> using StorageT = typename StorageOf<D>::type;
-
-template <DType D> using DTypeTag = std::integral_constant<DType, D>;
-
-/// Calls f(DTypeTag<D>{}) for the runtime dtype t.
-template <typename F> decltype(auto) visitDType(DType t, F &&f) {
-  switch (t) {
-  case DType::Float32:
-    return f(DTypeTag<DType::Float32>{});
-  case DType::Float16:
-    return f(DTypeTag<DType::Float16>{});
-  case DType::Int8:
-    return f(DTypeTag<DType::Int8>{});
-  case DType::UInt8:
-    return f(DTypeTag<DType::UInt8>{});
-  case DType::Int32:
-    return f(DTypeTag<DType::Int32>{});
-  case DType::Int64:
-    return f(DTypeTag<DType::Int64>{});
-  case DType::Bool:
-    return f(DTypeTag<DType::Bool>{});
-  }
-  return f(DTypeTag<DType::Float32>{});
-}
+// StorageT, visitDType, fromDouble and toDouble are in tm/ir/Tensor.h.
 
 /// Calls f(T{}) with an unsigned integer type of `bytes` bytes: data
 /// movement kernels copy elements without interpreting them.
@@ -172,28 +139,6 @@ template <typename F> decltype(auto) visitBySize(size_t bytes, F &&f) {
     return f(uint32_t{});
   default:
     return f(uint64_t{});
-  }
-}
-
-/// A double converted to dtype D's storage: floating to integer truncates
-/// toward zero and saturates (NaN gives 0), bool is v != 0, float16 rounds
-/// to nearest even.
-template <DType D> StorageT<D> fromDouble(double v) {
-  using T = StorageT<D>;
-  if constexpr (D == DType::Float16) {
-    return floatToHalf(float(v));
-  } else if constexpr (D == DType::Bool) {
-    return v != 0.0 ? 1 : 0;
-  } else if constexpr (std::is_floating_point_v<T>) {
-    return T(v);
-  } else {
-    if (v != v)
-      return 0;
-    if (v <= double(std::numeric_limits<T>::min()))
-      return std::numeric_limits<T>::min();
-    if (v >= double(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return T(v);
   }
 }
 

@@ -247,19 +247,12 @@ static Prepared prepare(llvm::StringRef op, const Tensor &x,
   return p;
 }
 
-/// The dtype a reduction computes in: float16 via float32, small integers
-/// and bool as int32.
+/// The dtype a reduction computes in: 16-bit floats via float32, bool as
+/// int32, every other dtype in itself.
 static DType computeType(DType t) {
-  switch (t) {
-  case DType::Float32:
-  case DType::Int32:
-  case DType::Int64:
-    return t;
-  case DType::Float16:
+  if (t == DType::Float16 || t == DType::BFloat16)
     return DType::Float32;
-  default:
-    return DType::Int32;
-  }
+  return t == DType::Bool ? DType::Int32 : t;
 }
 
 Tensor reduce(ReduceOp op, const Tensor &x, llvm::ArrayRef<int64_t> axes,
@@ -269,12 +262,10 @@ Tensor reduce(ReduceOp op, const Tensor &x, llvm::ArrayRef<int64_t> axes,
   DType ct = computeType(x.dtype());
   if (ct != x.dtype()) {
     Tensor r = reduce(op, cast(x, ct), axes, keepdims);
-    return (x.dtype() == DType::Float16 && op != ReduceOp::Mean)
-               ? cast(r, DType::Float16)
-               : r;
+    return (isFloat(x.dtype()) && op != ReduceOp::Mean) ? cast(r, x.dtype()) : r;
   }
   Prepared p = prepare(name, x, axes, keepdims);
-  DType outType = op == ReduceOp::Mean ? DType::Float32 : ct;
+  DType outType = op == ReduceOp::Mean && ct != DType::Float64 ? DType::Float32 : ct;
   Tensor out = Tensor::empty(p.outShape, outType);
   if (out.numel() == 0)
     return out;
@@ -289,8 +280,7 @@ Tensor reduce(ReduceOp op, const Tensor &x, llvm::ArrayRef<int64_t> axes,
   }
   visitDType(ct, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
-    if constexpr (D == DType::Float32 || D == DType::Int32 ||
-                  D == DType::Int64) {
+    if constexpr (!isHalfLike<D> && D != DType::Bool) {
       using T = StorageT<D>;
       using Wide = std::conditional_t<std::is_floating_point_v<T>, double, T>;
       const T *px = p.data.template data<T>();
@@ -303,10 +293,11 @@ Tensor reduce(ReduceOp op, const Tensor &x, llvm::ArrayRef<int64_t> axes,
         break;
       }
       case ReduceOp::Mean: {
-        float *po = out.data<float>();
+        using Out = std::conditional_t<D == DType::Float64, double, float>;
+        Out *po = out.data<Out>();
         double n = double(p.reducedCount);
         runReduce<SumOp<T, double>>(
-            px, l, [&](int64_t i, double a) { po[i] = float(a / n); });
+            px, l, [&](int64_t i, double a) { po[i] = Out(a / n); });
         break;
       }
       case ReduceOp::Prod: {
@@ -370,8 +361,7 @@ static Tensor argReduce(llvm::StringRef op, const Tensor &x,
   int64_t *po = out.data<int64_t>();
   visitDType(ct, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
-    if constexpr (D == DType::Float32 || D == DType::Int32 ||
-                  D == DType::Int64) {
+    if constexpr (!isHalfLike<D> && D != DType::Bool) {
       using T = StorageT<D>;
       const T *px = p.data.template data<T>();
       const ReduceLayout l = p.layout;

@@ -35,6 +35,14 @@ void importKeepDType(NodeCx &c, const char *fn) {
     c.out(0, c.astype(o.node, *dt));
 }
 
+/// BitShift on unsigned integers: the tensor methods << and >>.
+void importBitShift(NodeCx &c) {
+  std::string dir = c.as("direction", "");
+  if (dir != "LEFT" && dir != "RIGHT")
+    c.fail(fmt::format("direction must be LEFT or RIGHT, got '{}'", dir));
+  c.out(0, c.method(c.node(0), dir == "LEFT" ? "__lshift__" : "__rshift__", {c.node(1)}));
+}
+
 void importMod(NodeCx &c) {
   Node *a = c.node(0), *b = c.node(1);
   c.out(0, c.call(c.ai("fmod", 0) ? "elemwise.fmod" : "elemwise.mod", {a, b}));
@@ -150,6 +158,7 @@ void registerElementwiseOnnxImport(OnnxImportTable &t) {
   t.add("Div", 1, kMaxOpset, [](NodeCx &c) { importKeepDType(c, "elemwise.div"); });
   t.add("Pow", 1, kMaxOpset, [](NodeCx &c) { importKeepDType(c, "elemwise.pow"); });
   t.add("Mod", 1, kMaxOpset, importMod);
+  t.add("BitShift", 11, kMaxOpset, importBitShift);
   t.add("Max", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.maximum", false); });
   t.add("Min", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.minimum", false); });
   t.add("Sum", 1, kMaxOpset, [](NodeCx &c) { importVariadic(c, "elemwise.add", false); });
@@ -189,8 +198,20 @@ void exportLogical(ExportCall &c) {
   c.simple(op, {c.operand("x", DType::Bool), c.operand("y", DType::Bool)});
 }
 
+void exportBitShift(ExportCall &c) {
+  if (!isUnsigned(c.od))
+    c.fail(fmt::format("ONNX BitShift shifts unsigned integers only, not {}",
+                       dtypeName(c.od).str()));
+  auto *n = c.simple("BitShift", c.binArgs(c.od, false));
+  auto *a = n->add_attribute();
+  a->set_name("direction");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(c.k == OpKind::MLShift ? "LEFT" : "RIGHT");
+}
+
 void registerArithmeticExports(OnnxExportTable &t) {
   const char *f = "elementwise";
+  t.add(f, {OpKind::MLShift, OpKind::MRShift}, exportBitShift);
   t.add(f, {OpKind::Add, OpKind::MAdd, OpKind::MRAdd, OpKind::MIAdd},
         [](ExportCall &c) { c.arith("Add", c.k == OpKind::MRAdd); });
   t.add(f, {OpKind::Sub, OpKind::MSub, OpKind::MISub}, [](ExportCall &c) { c.arith("Sub"); });

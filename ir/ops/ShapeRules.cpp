@@ -49,18 +49,7 @@ DType promote(const Operand &a, const Operand &b) {
     return isFloat(*a.dtype) && !isFloat(*b.dtype) ? DType::Float32 : *b.dtype;
   if (b.weak && !a.weak)
     return isFloat(*b.dtype) && !isFloat(*a.dtype) ? DType::Float32 : *a.dtype;
-  DType x = *a.dtype, y = *b.dtype;
-  if (x == y)
-    return x;
-  if (isFloat(x) || isFloat(y))
-    return DType::Float32;
-  if (x == DType::Int64 || y == DType::Int64)
-    return DType::Int64;
-  if (x == DType::Bool)
-    return y;
-  if (y == DType::Bool)
-    return x;
-  return DType::Int32;
+  return promoteTypes(*a.dtype, *b.dtype);
 }
 
 //===----------------------------------------------------------------------===//

@@ -17,6 +17,12 @@ Types trueDivision(const ShapeContext &c, OpKind) {
   return c.binary(false, true);
 }
 Types predicate(const ShapeContext &c, OpKind) { return c.binary(true, false); }
+/// & | ^ : logical (bool) on two bools, bitwise (promoted integer) otherwise.
+Types bitwise(const ShapeContext &c, OpKind) {
+  auto x = c.operand(c.arg("self")), y = c.operand(c.arg("value"));
+  bool bools = x && y && x->dtype == DType::Bool && y->dtype == DType::Bool;
+  return c.binary(bools, false);
+}
 Types sameType(const ShapeContext &c, OpKind) { return c.same(); }
 
 /// Unary predicates: the input's shape, bool.
@@ -63,7 +69,7 @@ void registerElementwiseShapeRules(ShapeRuleTable &t) {
          OpKind::Fmod,    OpKind::MAdd,    OpKind::MRAdd,     OpKind::MIAdd,
          OpKind::MSub,    OpKind::MRSub,   OpKind::MISub,     OpKind::MMul,
          OpKind::MRMul,   OpKind::MIMul,   OpKind::MFloorDiv, OpKind::MMod,
-         OpKind::MPow,    OpKind::MRPow},
+         OpKind::MPow,    OpKind::MRPow,   OpKind::MLShift,   OpKind::MRShift},
         arithmetic);
   t.add("elementwise",
         {OpKind::Div, OpKind::MTrueDiv, OpKind::MRTrueDiv, OpKind::MITrueDiv},
@@ -72,9 +78,9 @@ void registerElementwiseShapeRules(ShapeRuleTable &t) {
         {OpKind::Equal, OpKind::NotEqual, OpKind::Less, OpKind::LessEqual,
          OpKind::Greater, OpKind::GreaterEqual, OpKind::LogicalAnd,
          OpKind::LogicalOr, OpKind::LogicalXor, OpKind::MEq, OpKind::MNe,
-         OpKind::MLt, OpKind::MLe, OpKind::MGt, OpKind::MGe, OpKind::MAnd,
-         OpKind::MOr},
+         OpKind::MLt, OpKind::MLe, OpKind::MGt, OpKind::MGe},
         predicate);
+  t.add("elementwise", {OpKind::MAnd, OpKind::MOr, OpKind::MXor}, bitwise);
   t.add("elementwise", {OpKind::LogicalNot, OpKind::IsNan, OpKind::IsInf},
         unaryPredicate);
   t.add("elementwise",

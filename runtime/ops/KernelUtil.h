@@ -28,19 +28,43 @@ inline void requireDef(const char *op, const Tensor &x) {
     raise("{}: input is undefined", op);
 }
 
-/// Applies f elementwise in float32; the result has dtype `out` (float16
-/// inputs give float16 back, integer inputs float32 unless keepInt).
+/// The floating dtype a float kernel computes `t` in: float64 in itself,
+/// everything else (16-bit floats, integers, bool) in float32.
+inline DType floatComputeType(const char *, DType t) {
+  return t == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
+/// `x` for a kernel that computes in float32 only: 16-bit floats and
+/// integers convert exactly or nearly so; float64 is an error naming `op`
+/// (never narrowed silently).
+inline Tensor asFloat32(const char *op, const Tensor &x) {
+  if (x.dtype() == DType::Float64)
+    raise("{}: float64 is not supported (this kernel computes in float32; cast the "
+          "input to float32 first)",
+          op);
+  return x.dtype() == DType::Float32 ? x : cast(x, DType::Float32);
+}
+
+/// Applies f elementwise in floatComputeType (f takes and returns float or
+/// double); 16-bit float inputs give their dtype back, integer inputs float32
+/// unless keepInt.
 template <typename F> Tensor mapFloat(const char *op, const Tensor &x, bool keepInt, F f) {
   requireDef(op, x);
-  Tensor in = x.dtype() == DType::Float32 ? x : cast(x, DType::Float32);
-  Tensor out = Tensor::empty(x.shape(), DType::Float32);
-  const float *p = in.data<float>();
-  float *q = out.data<float>();
-  int64_t n = x.numel();
+  DType t = floatComputeType(op, x.dtype());
+  Tensor in = (x.dtype() == t ? x : cast(x, t)).contiguous();
+  Tensor out = Tensor::empty(x.shape(), t);
+  visitDType(t, [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T *p = in.data<T>();
+      T *q = out.data<T>();
+      int64_t n = x.numel();
 #pragma omp parallel for if (n > 65536) schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    q[i] = f(p[i]);
-  if (x.dtype() == DType::Float16 || (keepInt && !isFloat(x.dtype()) && x.dtype() != DType::Bool))
+      for (int64_t i = 0; i < n; ++i)
+        q[i] = T(f(p[i]));
+    }
+  });
+  if ((isFloat(x.dtype()) && x.dtype() != t) || (keepInt && isInteger(x.dtype())))
     return cast(out, x.dtype());
   return out;
 }

@@ -20,48 +20,61 @@ using namespace detail;
 // ---- Kernels ------------------------------------------------------------------
 
 Tensor elu(const Tensor &x, double alpha) {
-  float a = float(alpha);
-  return mapFloat("elu", x, false, [a](float v) { return v > 0 ? v : a * std::expm1(v); });
+  return mapFloat("elu", x, false, [alpha](auto v) {
+    using T = decltype(v);
+    return v > 0 ? v : T(alpha) * std::expm1(v);
+  });
 }
 
 Tensor selu(const Tensor &x, double alpha, double scale) {
-  float a = float(alpha), g = float(scale);
-  return mapFloat("selu", x, false,
-                  [a, g](float v) { return v > 0 ? g * v : g * a * std::expm1(v); });
+  return mapFloat("selu", x, false, [alpha, scale](auto v) {
+    using T = decltype(v);
+    return v > 0 ? T(scale) * v : T(scale) * T(alpha) * std::expm1(v);
+  });
 }
 
 Tensor celu(const Tensor &x, double alpha) {
   if (alpha == 0)
     raise("celu: alpha must not be 0");
-  float a = float(alpha);
-  return mapFloat("celu", x, false, [a](float v) {
-    return std::max(0.0f, v) + std::min(0.0f, a * std::expm1(v / a));
+  return mapFloat("celu", x, false, [alpha](auto v) {
+    using T = decltype(v);
+    T a = T(alpha);
+    return std::max(T(0), v) + std::min(T(0), a * std::expm1(v / a));
   });
 }
 
 Tensor hardSigmoid(const Tensor &x, double alpha, double beta) {
-  float a = float(alpha), b = float(beta);
-  return mapFloat("hard_sigmoid", x, false,
-                  [a, b](float v) { return std::max(0.0f, std::min(1.0f, a * v + b)); });
+  return mapFloat("hard_sigmoid", x, false, [alpha, beta](auto v) {
+    using T = decltype(v);
+    return std::max(T(0), std::min(T(1), T(alpha) * v + T(beta)));
+  });
 }
 
 Tensor thresholdedRelu(const Tensor &x, double alpha) {
-  float a = float(alpha);
-  return mapFloat("thresholded_relu", x, false, [a](float v) { return v > a ? v : 0.0f; });
+  return mapFloat("thresholded_relu", x, false, [alpha](auto v) {
+    using T = decltype(v);
+    return v > T(alpha) ? v : T(0);
+  });
 }
 
 Tensor prelu(const Tensor &x, const Tensor &slope) {
   auto [a, s] = broadcastPair("prelu", x, slope);
-  Tensor af = a.dtype() == DType::Float32 ? a : cast(a, DType::Float32);
-  Tensor sf = s.dtype() == DType::Float32 ? s : cast(s, DType::Float32);
-  Tensor out = Tensor::empty(af.shape(), DType::Float32);
-  const float *p = af.data<float>(), *q = sf.data<float>();
-  float *o = out.data<float>();
-  int64_t n = out.numel();
+  DType t = floatComputeType("prelu", x.dtype());
+  Tensor af = a.dtype() == t ? a : cast(a, t);
+  Tensor sf = s.dtype() == t ? s : cast(s, t);
+  Tensor out = Tensor::empty(af.shape(), t);
+  visitDType(t, [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T *p = af.data<T>(), *q = sf.data<T>();
+      T *o = out.data<T>();
+      int64_t n = out.numel();
 #pragma omp parallel for if (n > 65536) schedule(static)
-  for (int64_t i = 0; i < n; ++i)
-    o[i] = p[i] < 0 ? q[i] * p[i] : p[i];
-  return x.dtype() == DType::Float16 ? cast(out, DType::Float16) : out;
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = p[i] < 0 ? q[i] * p[i] : p[i];
+    }
+  });
+  return isFloat(x.dtype()) && x.dtype() != t ? cast(out, x.dtype()) : out;
 }
 
 // ---- Lowering -----------------------------------------------------------------

@@ -42,7 +42,7 @@ Tensor convBias(const char *op, const Tensor &bias, int64_t O) {
     return Tensor();
   if (bias.numel() != O)
     raise("{}: bias {} needs {} elements", op, shapeStr(bias.shape()), O);
-  return bias.dtype() == DType::Float32 ? bias : cast(bias, DType::Float32);
+  return asFloat32(op, bias);
 }
 
 } // namespace
@@ -54,8 +54,8 @@ Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const Wind
   const char *op = "conv_nd";
   size_t nd;
   WindowNd p = convWindow(op, x0, w0, p0, nd);
-  Tensor x = x0.dtype() == DType::Float32 ? x0 : cast(x0, DType::Float32);
-  Tensor w = w0.dtype() == DType::Float32 ? w0 : cast(w0, DType::Float32);
+  Tensor x = asFloat32(op, x0);
+  Tensor w = asFloat32(op, w0);
   int64_t N = x.dim(0), C = x.dim(1), O = w.dim(0);
   if (groups < 1 || C % groups || O % groups || w.dim(1) * groups != C)
     raise("{}: input {} with {} groups does not fit weight {}", op, shapeStr(x.shape()), groups,
@@ -122,8 +122,8 @@ Tensor convTransposeNd(const Tensor &x0, const Tensor &w0, const Tensor &bias,
   WindowNd p = convWindow(op, x0, w0, p0, nd);
   if (outputPadding.size() != nd)
     raise("{}: output_padding needs {} entries", op, nd);
-  Tensor x = x0.dtype() == DType::Float32 ? x0 : cast(x0, DType::Float32);
-  Tensor w = w0.dtype() == DType::Float32 ? w0 : cast(w0, DType::Float32);
+  Tensor x = asFloat32(op, x0);
+  Tensor w = asFloat32(op, w0);
   int64_t N = x.dim(0), C = x.dim(1);
   if (groups < 1 || C % groups || w.dim(0) != C)
     raise("{}: input {} with {} groups does not fit weight {}", op, shapeStr(x.shape()), groups,

@@ -22,14 +22,24 @@ using namespace detail;
 
 namespace {
 
-Tensor boolMap(const char *op, const Tensor &x, bool (*f)(float, const void *), const void *ctx) {
+/// A bool per element of x: pred(v) on x's values in float32 or float64
+/// (integers and bool are never NaN or infinite: all false).
+template <typename Pred> Tensor boolMap(const char *op, const Tensor &x, Pred pred) {
   requireDef(op, x);
-  Tensor in = x.dtype() == DType::Float32 ? x : cast(x, DType::Float32);
-  Tensor out = Tensor::empty(x.shape(), DType::Bool);
-  const float *p = in.data<float>();
-  uint8_t *q = out.data<uint8_t>();
-  for (int64_t i = 0; i < x.numel(); ++i)
-    q[i] = f(p[i], ctx) ? 1 : 0;
+  Tensor out = Tensor::zeros(x.shape(), DType::Bool);
+  if (!isFloat(x.dtype()))
+    return out;
+  DType t = floatComputeType(op, x.dtype());
+  Tensor in = (x.dtype() == t ? x : cast(x, t)).contiguous();
+  visitDType(t, [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_floating_point_v<T>) {
+      const T *p = in.data<T>();
+      uint8_t *q = out.data<uint8_t>();
+      for (int64_t i = 0; i < x.numel(); ++i)
+        q[i] = pred(p[i]) ? 1 : 0;
+    }
+  });
   return out;
 }
 
@@ -50,28 +60,29 @@ llvm::StringRef opName(MathOp op) {
 Tensor mathUnary(MathOp op, const Tensor &x) {
   const char *name = opName(op).data();
   switch (op) {
-  case MathOp::Floor: return mapFloat(name, x, true, [](float v) { return std::floor(v); });
-  case MathOp::Ceil: return mapFloat(name, x, true, [](float v) { return std::ceil(v); });
+  case MathOp::Floor: return mapFloat(name, x, true, [](auto v) { return std::floor(v); });
+  case MathOp::Ceil: return mapFloat(name, x, true, [](auto v) { return std::ceil(v); });
   case MathOp::Round:
-    return mapFloat(name, x, true, [](float v) { return float(roundHalfEven(v)); });
+    return mapFloat(name, x, true, [](auto v) { return decltype(v)(roundHalfEven(v)); });
   case MathOp::Sign:
-    return mapFloat(name, x, true, [](float v) { return v > 0 ? 1.0f : v < 0 ? -1.0f : v; });
-  case MathOp::Sin: return mapFloat(name, x, false, [](float v) { return std::sin(v); });
-  case MathOp::Cos: return mapFloat(name, x, false, [](float v) { return std::cos(v); });
-  case MathOp::Tan: return mapFloat(name, x, false, [](float v) { return std::tan(v); });
-  case MathOp::Asin: return mapFloat(name, x, false, [](float v) { return std::asin(v); });
-  case MathOp::Acos: return mapFloat(name, x, false, [](float v) { return std::acos(v); });
-  case MathOp::Atan: return mapFloat(name, x, false, [](float v) { return std::atan(v); });
-  case MathOp::Sinh: return mapFloat(name, x, false, [](float v) { return std::sinh(v); });
-  case MathOp::Cosh: return mapFloat(name, x, false, [](float v) { return std::cosh(v); });
-  case MathOp::Asinh: return mapFloat(name, x, false, [](float v) { return std::asinh(v); });
-  case MathOp::Acosh: return mapFloat(name, x, false, [](float v) { return std::acosh(v); });
-  case MathOp::Atanh: return mapFloat(name, x, false, [](float v) { return std::atanh(v); });
-  case MathOp::Reciprocal: return mapFloat(name, x, false, [](float v) { return 1.0f / v; });
+    return mapFloat(name, x, true, [](auto v) { using T = decltype(v);
+      return v > 0 ? T(1) : v < 0 ? T(-1) : v; });
+  case MathOp::Sin: return mapFloat(name, x, false, [](auto v) { return std::sin(v); });
+  case MathOp::Cos: return mapFloat(name, x, false, [](auto v) { return std::cos(v); });
+  case MathOp::Tan: return mapFloat(name, x, false, [](auto v) { return std::tan(v); });
+  case MathOp::Asin: return mapFloat(name, x, false, [](auto v) { return std::asin(v); });
+  case MathOp::Acos: return mapFloat(name, x, false, [](auto v) { return std::acos(v); });
+  case MathOp::Atan: return mapFloat(name, x, false, [](auto v) { return std::atan(v); });
+  case MathOp::Sinh: return mapFloat(name, x, false, [](auto v) { return std::sinh(v); });
+  case MathOp::Cosh: return mapFloat(name, x, false, [](auto v) { return std::cosh(v); });
+  case MathOp::Asinh: return mapFloat(name, x, false, [](auto v) { return std::asinh(v); });
+  case MathOp::Acosh: return mapFloat(name, x, false, [](auto v) { return std::acosh(v); });
+  case MathOp::Atanh: return mapFloat(name, x, false, [](auto v) { return std::atanh(v); });
+  case MathOp::Reciprocal: return mapFloat(name, x, false, [](auto v) { return decltype(v)(1) / v; });
   case MathOp::Softsign:
-    return mapFloat(name, x, false, [](float v) { return v / (1.0f + std::fabs(v)); });
+    return mapFloat(name, x, false, [](auto v) { return v / (decltype(v)(1) + std::fabs(v)); });
   case MathOp::Softplus:
-    return mapFloat(name, x, false, [](float v) {
+    return mapFloat(name, x, false, [](auto v) {
       return v > 0 ? v + std::log1p(std::exp(-v)) : std::log1p(std::exp(v));
     });
   }
@@ -105,74 +116,110 @@ static void requireBoolOrInt(const char *name, const Tensor &t) {
     raise("{}: needs bool or integer tensors, got {}", name, dtypeName(t.dtype()).str());
 }
 
-Tensor bitwise(LogicalOp op, const Tensor &a, const Tensor &b) {
-  const char *name = op == LogicalOp::And ? "__and__" : op == LogicalOp::Or ? "__or__" : "__xor__";
+/// out = f(x, y) over the broadcast of two integer operands, in their
+/// promoted dtype.
+template <typename F>
+static Tensor integerBinary(const char *name, const Tensor &a, const Tensor &b, F f) {
   requireBoolOrInt(name, a);
   requireBoolOrInt(name, b);
+  auto [x0, y0] = broadcastPair(name, a, b);
+  DType t = promoteTypes(a.dtype(), b.dtype());
+  Tensor x = cast(x0, t), y = cast(y0, t), out = Tensor::empty(x.shape(), t);
+  visitDType(t, [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_integral_v<T>) {
+      const T *px = x.data<T>(), *py = y.data<T>();
+      T *o = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i)
+        o[i] = T(f(px[i], py[i]));
+    }
+  });
+  return out;
+}
+
+Tensor bitwise(LogicalOp op, const Tensor &a, const Tensor &b) {
+  const char *name = op == LogicalOp::And ? "__and__" : op == LogicalOp::Or ? "__or__" : "__xor__";
   if (a.dtype() == DType::Bool && b.dtype() == DType::Bool)
     return logical(op, a, b);
-  auto [x, y] = broadcastPair(name, a, b);
-  Tensor out = Tensor::empty(x.shape(), DType::Int64);
-  int64_t *o = out.data<int64_t>();
-  for (int64_t i = 0; i < out.numel(); ++i) {
-    int64_t p = int64_t(x.at(i)), q = int64_t(y.at(i));
-    o[i] = op == LogicalOp::And ? (p & q) : op == LogicalOp::Or ? (p | q) : (p ^ q);
-  }
-  DType t = promoteTypes(a.dtype(), b.dtype());
-  return t == DType::Int64 ? out : cast(out, t);
+  return integerBinary(name, a, b, [op](auto p, auto q) {
+    return op == LogicalOp::And ? (p & q) : op == LogicalOp::Or ? (p | q) : (p ^ q);
+  });
+}
+
+Tensor bitShift(const Tensor &a, const Tensor &b, bool left) {
+  const char *name = left ? "__lshift__" : "__rshift__";
+  bool negative = false;
+  Tensor out = integerBinary(name, a, b, [left, &negative](auto p, auto q) {
+    using T = decltype(p);
+    using U = std::make_unsigned_t<T>;
+    constexpr int bits = int(sizeof(T) * 8);
+    bool neg = false, negP = false;
+    if constexpr (std::is_signed_v<T>) {
+      neg = q < 0;
+      negP = p < 0;
+    }
+    negative |= neg;
+    if (neg || q >= T(bits))
+      return left ? T(0) : (negP ? T(-1) : T(0));
+    return left ? T(U(p) << q) : T(p >> q);
+  });
+  if (negative)
+    raise("{}: negative shift count in b {}", name, shapeStr(b.shape()));
+  return out;
 }
 
 Tensor invert(const Tensor &x) {
   requireBoolOrInt("__invert__", x);
   if (x.dtype() == DType::Bool)
     return logicalNot(x);
-  Tensor out = Tensor::empty(x.shape(), DType::Int64);
-  int64_t *o = out.data<int64_t>();
-  for (int64_t i = 0; i < out.numel(); ++i)
-    o[i] = ~int64_t(x.at(i));
-  return x.dtype() == DType::Int64 ? out : cast(out, x.dtype());
+  Tensor in = x.contiguous(), out = Tensor::empty(x.shape(), x.dtype());
+  visitDType(x.dtype(), [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    if constexpr (std::is_integral_v<T>)
+      for (int64_t i = 0; i < out.numel(); ++i)
+        out.data<T>()[i] = T(~in.data<T>()[i]);
+  });
+  return out;
 }
 
 Tensor isNan(const Tensor &x) {
-  return boolMap("isnan", x, [](float v, const void *) { return std::isnan(v); }, nullptr);
+  return boolMap("isnan", x, [](auto v) { return std::isnan(v); });
 }
 
 Tensor isInf(const Tensor &x, bool positive, bool negative) {
-  bool flags[2] = {positive, negative};
-  return boolMap(
-      "isinf", x,
-      [](float v, const void *c) {
-        auto *f = static_cast<const bool *>(c);
-        return std::isinf(v) && ((v > 0 && f[0]) || (v < 0 && f[1]));
-      },
-      flags);
+  return boolMap("isinf", x, [positive, negative](auto v) {
+    return std::isinf(v) && ((v > 0 && positive) || (v < 0 && negative));
+  });
 }
 
 /// A broadcast binary kernel with one formula for floating-point dtypes
-/// (computed in double, stored as float32) and one for integer dtypes
-/// (computed in int64); the result has the promoted dtype.
+/// (computed in double) and one for integer dtypes (computed in the
+/// operands' promoted dtype, which the result has).
 template <typename FloatFn, typename IntFn>
 static Tensor floatOrIntBinary(const char *name, const Tensor &a, const Tensor &b,
                                FloatFn floatFn, IntFn intFn) {
-  auto [x, y] = broadcastPair(name, a, b);
+  auto [x0, y0] = broadcastPair(name, a, b);
   DType t = promoteTypes(a.dtype(), b.dtype());
-  bool fl = isFloat(t);
-  Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
+  Tensor x = cast(x0, t), y = cast(y0, t);
+  Tensor out = Tensor::empty(x.shape(), t);
   int64_t n = out.numel();
-  if (fl) {
-    float *o = out.data<float>();
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = float(floatFn(x.at(i), y.at(i)));
-  } else {
-    int64_t *o = out.data<int64_t>();
-    for (int64_t i = 0; i < n; ++i) {
-      int64_t q = int64_t(y.at(i));
-      if (q == 0)
-        raise("{}: integer division by zero", name);
-      o[i] = intFn(int64_t(x.at(i)), q);
+  visitDType(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    using T = StorageT<D>;
+    const T *px = x.data<T>(), *py = y.data<T>();
+    T *o = out.data<T>();
+    if constexpr (std::is_floating_point_v<T> || isHalfLike<D>) {
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = fromDouble<D>(floatFn(toDouble<D>(px[i]), toDouble<D>(py[i])));
+    } else {
+      for (int64_t i = 0; i < n; ++i) {
+        if (py[i] == 0)
+          raise("{}: integer division by zero", name);
+        o[i] = T(intFn(px[i], py[i]));
+      }
     }
-  }
-  return out.dtype() == t ? out : cast(out, t);
+  });
+  return out;
 }
 
 Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
@@ -184,10 +231,14 @@ Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
           r += q;
         return r;
       },
-      [fmodMode](int64_t p, int64_t q) {
-        int64_t r = p % q;
-        if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
-          r += q;
+      [fmodMode](auto p, auto q) {
+        // Signed operands widen to int64; x % -1 is 0 (INT64_MIN % -1
+        // would overflow). Unsigned ones are never negative.
+        using W = std::conditional_t<std::is_signed_v<decltype(p)>, int64_t, uint64_t>;
+        W r = std::is_signed_v<W> && W(q) == W(-1) ? W(0) : W(p) % W(q);
+        if constexpr (std::is_signed_v<W>)
+          if (!fmodMode && r != 0 && ((r < 0) != (q < 0)))
+            r += q;
         return r;
       });
 }
@@ -195,9 +246,14 @@ Tensor mod(const Tensor &a, const Tensor &b, bool fmodMode) {
 Tensor floorDiv(const Tensor &a, const Tensor &b) {
   return floatOrIntBinary(
       "floor_div", a, b, [](double p, double q) { return std::floor(p / q); },
-      [](int64_t p, int64_t q) {
-        int64_t d = p / q;
-        return (p % q != 0 && ((p < 0) != (q < 0))) ? d - 1 : d;
+      [](auto p, auto q) {
+        using W = std::conditional_t<std::is_signed_v<decltype(p)>, int64_t, uint64_t>;
+        if (std::is_signed_v<W> && W(q) == W(-1)) // wraps as the dtype does
+          return W(uint64_t(0) - uint64_t(p));
+        W d = W(p) / W(q);
+        if constexpr (std::is_signed_v<W>)
+          return (W(p) % W(q) != 0 && ((p < 0) != (q < 0))) ? d - 1 : d;
+        return d;
       });
 }
 
@@ -282,6 +338,12 @@ template <LogicalOp Op> StepFn lowerBitwise(const Expr &e, OpKind, LowerContext 
                     [](const Tensor &x, const Tensor &y) { return bitwise(Op, x, y); });
 }
 
+template <bool Left> StepFn lowerShift(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  return binaryStep(lhsOperand(a), rhsOperand(a), outSlot(e, ctx),
+                    [](const Tensor &x, const Tensor &y) { return bitShift(x, y, Left); });
+}
+
 StepFn lowerInvert(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   return unaryStep(a.tensor("self"), outSlot(e, ctx), [](const Tensor &t) { return invert(t); });
@@ -351,6 +413,9 @@ void registerComparison(LowerTable &t) {
   t.add("elementwise", {K::LogicalNot}, lowerLogicalNot);
   t.add("elementwise", {K::MAnd}, lowerBitwise<LogicalOp::And>);
   t.add("elementwise", {K::MOr}, lowerBitwise<LogicalOp::Or>);
+  t.add("elementwise", {K::MXor}, lowerBitwise<LogicalOp::Xor>);
+  t.add("elementwise", {K::MLShift}, lowerShift<true>);
+  t.add("elementwise", {K::MRShift}, lowerShift<false>);
   t.add("elementwise", {K::MInvert}, lowerInvert);
   t.add("elementwise", {K::IsNan}, lowerIsNan);
   t.add("elementwise", {K::IsInf}, lowerIsInf);

@@ -37,7 +37,7 @@ Tensor poolNd(const char *op, const Tensor &x0, const WindowNd &p, bool isMax) {
   requireDef(op, x0);
   size_t nd = p.kernel.size();
   checkWindow(op, x0, p, nd);
-  Tensor x = x0.dtype() == DType::Float32 ? x0 : cast(x0, DType::Float32);
+  Tensor x = asFloat32(op, x0);
   Shape outShape{x.dim(0), x.dim(1)};
   std::vector<int64_t> in(nd), out(nd);
   for (size_t i = 0; i < nd; ++i) {

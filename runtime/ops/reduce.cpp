@@ -26,27 +26,36 @@ Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
     outer *= x.dim(size_t(i));
   for (int64_t i = axis + 1; i < r; ++i)
     inner *= x.dim(size_t(i));
-  bool fl = isFloat(x.dtype());
-  Tensor out = Tensor::empty(x.shape(), fl ? DType::Float32 : DType::Int64);
+  // 16-bit floats sum in float32 and bool in int64; the result has x's dtype.
+  DType t = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16 ? DType::Float32
+            : x.dtype() == DType::Bool                                   ? DType::Int64
+                                                                          : x.dtype();
+  Tensor in = (t == x.dtype() ? x : cast(x, t)).contiguous();
+  Tensor out = Tensor::empty(x.shape(), t);
+  visitDType(t, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    using T = StorageT<D>;
+    if constexpr (!isHalfLike<D> && D != DType::Bool) {
+      // Floats accumulate in double; integers wrap as their dtype does.
+      using Acc = std::conditional_t<std::is_floating_point_v<T>, double, uint64_t>;
+      const T *px = in.data<T>();
+      T *po = out.data<T>();
 #pragma omp parallel for if (outer * inner > 4096) schedule(static)
-  for (int64_t oi = 0; oi < outer * inner; ++oi) {
-    int64_t o = oi / inner, in = oi % inner;
-    double accF = 0;
-    int64_t accI = 0;
-    for (int64_t k = 0; k < n; ++k) {
-      int64_t j = reverse ? n - 1 - k : k;
-      int64_t idx = (o * n + j) * inner + in;
-      double v = x.at(idx);
-      if (exclusive) {
-        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
-      }
-      accF += v;
-      accI += int64_t(v);
-      if (!exclusive) {
-        fl ? (void)(out.data<float>()[idx] = float(accF)) : (void)(out.data<int64_t>()[idx] = accI);
+      for (int64_t oi = 0; oi < outer * inner; ++oi) {
+        int64_t o = oi / inner, i = oi % inner;
+        Acc acc = 0;
+        for (int64_t k = 0; k < n; ++k) {
+          int64_t idx = (o * n + (reverse ? n - 1 - k : k)) * inner + i;
+          Acc v = Acc(px[idx]);
+          if (exclusive)
+            po[idx] = T(acc);
+          acc += v;
+          if (!exclusive)
+            po[idx] = T(acc);
+        }
       }
     }
-  }
+  });
   return out.dtype() == x.dtype() ? out : cast(out, x.dtype());
 }
 

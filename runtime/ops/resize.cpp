@@ -27,7 +27,7 @@ Tensor resizeNd(const Tensor &x0, llvm::ArrayRef<int64_t> size, const ResizePara
   for (int64_t s : size)
     if (s < 0)
       raise("{}: negative output size", op);
-  Tensor x = x0.dtype() == DType::Float32 ? x0 : cast(x0, DType::Float32);
+  Tensor x = asFloat32(op, x0);
   Tensor y = Tensor::empty(size, DType::Float32);
   std::vector<int64_t> inStr = stridesOf(x.shape());
   // Per axis and output index: source taps and weights.
@@ -127,7 +127,7 @@ Tensor resizeNd(const Tensor &x0, llvm::ArrayRef<int64_t> size, const ResizePara
     }
     ys[i] = float(acc);
   }
-  return x0.dtype() == DType::Float16 ? cast(y, DType::Float16) : y;
+  return isFloat(x0.dtype()) && x0.dtype() != DType::Float32 ? cast(y, x0.dtype()) : y;
 }
 
 // ---- Lowering -----------------------------------------------------------------

@@ -523,7 +523,7 @@ TEST_CASE("readOnnxTensor reads raw and typed TensorProto data", "[onnx]") {
   }
   auto r = io::readOnnxTensor(path);
   REQUIRE(r.succeeded());
-  CHECK(r->dtype() == DType::Float32); // tmgraph has no float64
+  CHECK(r->dtype() == DType::Float64);
   CHECK(r->at(0) == 1.5);
   CHECK(r->at(1) == -2.25);
   CHECK(*io::onnxTensorTypeName(path) == "DOUBLE");

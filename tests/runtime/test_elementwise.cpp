@@ -208,9 +208,10 @@ TEST_CASE("integer unary ops keep or promote the dtype", "[elementwise]") {
   // Wrapping instead of undefined behaviour at the edge of the range.
   Tensor m = Tensor::fromInts({1}, {INT32_MIN}, DType::Int32);
   CHECK(rt::neg(m).data<int32_t>()[0] == INT32_MIN);
-  // Small integer types compute as int32.
+  // bool computes as int32; other integers keep their dtype.
   Tensor b = Tensor::fromInts({2}, {1, 0}, DType::Bool);
   CHECK(rt::neg(b).dtype() == DType::Int32);
+  CHECK(rt::neg(Tensor::fromInts({1}, {3}, DType::Int8)).dtype() == DType::Int8);
 }
 
 TEST_CASE("binary float ops broadcast like NumPy", "[elementwise][broadcast]") {
@@ -300,7 +301,7 @@ TEST_CASE("integer binary ops and dtype promotion", "[elementwise][dtype]") {
   CHECK(dt(DType::Int64, DType::Float32) == DType::Float32);
   CHECK(dt(DType::Int32, DType::Int64) == DType::Int64);
   CHECK(dt(DType::Bool, DType::Bool) == DType::Int32);
-  CHECK(dt(DType::UInt8, DType::Int8) == DType::Int32);
+  CHECK(dt(DType::UInt8, DType::Int8) == DType::Int16);
   CHECK(dt(DType::Float16, DType::Float16) == DType::Float16);
   CHECK(dt(DType::Float16, DType::Float32) == DType::Float32);
   CHECK(dt(DType::Int64, DType::Float16) == DType::Float16);

@@ -19,6 +19,8 @@ namespace tmg {
 
 FailureOr<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef filename = "<memory>");
 FailureOr<Tensor> readNpy(const std::string &path);
+/// The .npy bytes of `t`; throws tmg::Error for bfloat16, which NumPy has
+/// no dtype for (writeNpy returns that error instead).
 std::string serializeNpy(const Tensor &t);
 FailureOr<void> writeNpy(const std::string &path, const Tensor &t);
 

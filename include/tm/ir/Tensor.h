@@ -13,8 +13,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
+#include <limits>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <string>
 #include <utility>
 
@@ -24,15 +26,110 @@
 
 namespace tmg {
 
-enum class DType : uint8_t { Float32, Float16, Int8, UInt8, Int32, Int64, Bool };
+/// The element type of a tensor; the list is include/tm/ir/DTypes.def.
+enum class DType : uint8_t {
+#define TM_DTYPE(E, name, Storage, Kind) E,
+#include "tm/ir/DTypes.def"
+};
 
-/// "float32", "float16", "int8", "uint8", "int32", "int64", "bool".
+/// Every dtype, in enum order.
+llvm::ArrayRef<DType> allDTypes();
+/// "float32", "float64", "bfloat16", "int16", "uint64", "bool", ...
 llvm::StringRef dtypeName(DType t);
 /// Inverse of dtypeName; nullopt for an unknown name.
 std::optional<DType> parseDType(llvm::StringRef name);
 /// Bytes per element.
 size_t dtypeSize(DType t);
+/// float16, bfloat16, float32, float64.
 bool isFloat(DType t);
+/// Signed or unsigned integers (not bool).
+bool isInteger(DType t);
+bool isUnsigned(DType t);
+/// The dtype arithmetic on `a` and `b` computes in: the same dtype for
+/// equal ones (bool with bool: int32); otherwise bool yields to the other,
+/// a float beats an integer, the wider float or same-signed integer wins
+/// (float16 with bfloat16: float32), and signed with unsigned gives a
+/// signed integer holding both (int64 at most).
+DType promoteTypes(DType a, DType b);
+
+/// IEEE half and bfloat16 <-> float conversions (round to nearest even;
+/// NaN stays NaN).
+float halfToFloat(uint16_t h);
+uint16_t floatToHalf(float f);
+inline float bfloat16ToFloat(uint16_t h) {
+  uint32_t bits = uint32_t(h) << 16;
+  float f;
+  __builtin_memcpy(&f, &bits, 4);
+  return f;
+}
+inline uint16_t floatToBFloat16(float f) {
+  uint32_t bits;
+  __builtin_memcpy(&bits, &f, 4);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) // NaN: keep it quiet and NaN
+    return uint16_t((bits >> 16) | 0x40);
+  bits += 0x7fffu + ((bits >> 16) & 1u);
+  return uint16_t(bits >> 16);
+}
+
+/// The C++ type an element of dtype D is stored as (DTypes.def).
+template <DType D> struct StorageOf;
+#define TM_DTYPE(E, name, Storage, Kind)                                       \
+  template <> struct StorageOf<DType::E> { using type = Storage; };
+#include "tm/ir/DTypes.def"
+template <DType D> using StorageT = typename StorageOf<D>::type;
+template <DType D> using DTypeTag = std::integral_constant<DType, D>;
+
+/// Calls f(DTypeTag<D>{}) for the run-time dtype t: one instantiation of f
+/// per dtype, so kernels written over StorageT<D> cover every dtype.
+template <typename F> decltype(auto) visitDType(DType t, F &&f) {
+  switch (t) {
+#define TM_DTYPE(E, name, Storage, Kind)                                       \
+  case DType::E:                                                               \
+    return f(DTypeTag<DType::E>{});
+#include "tm/ir/DTypes.def"
+  }
+  return f(DTypeTag<DType::Float32>{});
+}
+
+/// Whether dtype D is stored as a 16-bit float pattern (float16, bfloat16)
+/// that kernels compute on as float.
+template <DType D>
+inline constexpr bool isHalfLike = D == DType::Float16 || D == DType::BFloat16;
+
+/// A double as dtype D's storage: floating to integer truncates toward
+/// zero and saturates (NaN gives 0), bool is v != 0, 16-bit floats round to
+/// nearest even.
+template <DType D> StorageT<D> fromDouble(double v) {
+  using T = StorageT<D>;
+  if constexpr (D == DType::Float16) {
+    return floatToHalf(float(v));
+  } else if constexpr (D == DType::BFloat16) {
+    return floatToBFloat16(float(v));
+  } else if constexpr (D == DType::Bool) {
+    return v != 0.0 ? 1 : 0;
+  } else if constexpr (std::is_floating_point_v<T>) {
+    return T(v);
+  } else {
+    if (v != v)
+      return 0;
+    if (v <= double(std::numeric_limits<T>::min()))
+      return std::numeric_limits<T>::min();
+    if (v >= double(std::numeric_limits<T>::max()))
+      return std::numeric_limits<T>::max();
+    return T(v);
+  }
+}
+
+/// An element of dtype D as a double (exact except for 64-bit integers
+/// beyond 2^53).
+template <DType D> inline double toDouble(StorageT<D> v) {
+  if constexpr (D == DType::Float16)
+    return halfToFloat(v);
+  else if constexpr (D == DType::BFloat16)
+    return bfloat16ToFloat(v);
+  else
+    return double(v);
+}
 
 /// A shape; dimensions are non-negative (size-0 dimensions are allowed).
 using Shape = llvm::SmallVector<int64_t, 4>;
@@ -202,9 +299,5 @@ private:
   int64_t offset_ = 0;
   bool contiguous_ = true;
 };
-
-/// IEEE half <-> float conversions (round to nearest even).
-float halfToFloat(uint16_t h);
-uint16_t floatToHalf(float f);
 
 } // namespace tmg

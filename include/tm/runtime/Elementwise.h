@@ -66,9 +66,9 @@ llvm::StringRef opName(CompareOp op);
 Shape broadcastShapes(llvm::StringRef op, llvm::ArrayRef<int64_t> a,
                       llvm::ArrayRef<int64_t> b);
 
-/// The dtype binary arithmetic on `a` and `b` returns (see the file
-/// comment); `div` differs only in returning float32 for integers.
-DType promoteTypes(DType a, DType b);
+/// The dtype binary arithmetic on `a` and `b` returns (tm/ir/Tensor.h);
+/// `div` differs only in returning float32 for integers.
+using tmg::promoteTypes;
 
 /// y = op(x), same shape.
 Tensor unary(UnaryOp op, const Tensor &x);

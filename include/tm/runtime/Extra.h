@@ -51,6 +51,11 @@ Tensor logicalNot(const Tensor &x);
 /// are an error, as in the reference.
 Tensor bitwise(LogicalOp op, const Tensor &a, const Tensor &b);
 Tensor invert(const Tensor &x);
+/// a << b (left) or a >> b (logical for unsigned, arithmetic for signed
+/// integers) in the promoted integer dtype; a shift by the dtype's width or
+/// more gives 0 (-1 for a negative signed a shifted right), a negative
+/// shift is an error.
+Tensor bitShift(const Tensor &a, const Tensor &b, bool left);
 /// Bool: NaN elements; infinite elements of the chosen signs.
 Tensor isNan(const Tensor &x);
 Tensor isInf(const Tensor &x, bool positive = true, bool negative = true);
