@@ -46,19 +46,6 @@ std::string optionValueStr(const OptionValue &v) {
   }
 }
 
-std::string closestName(llvm::StringRef name, const std::vector<std::string> &candidates) {
-  std::string best;
-  unsigned bestD = ~0u;
-  for (const auto &c : candidates) {
-    unsigned d = name.edit_distance(c, true, bestD);
-    if (d < bestD) {
-      bestD = d;
-      best = c;
-    }
-  }
-  return best;
-}
-
 Pass::~Pass() = default;
 
 FailureOr<void> Pass::setOption(llvm::StringRef name, const OptionValue &v) {

@@ -1,7 +1,7 @@
 //===- Passes.h - The optimisation pass classes (internal) ------*- C++ -*-===//
 #pragma once
 
-#include "tm/matcher/Driver.h"
+#include "tm/passes/PatternPass.h"
 #include "tm/passes/Drivers.h"
 #include "tm/passes/Pass.h"
 #include "tm/transforms/Transforms.h"

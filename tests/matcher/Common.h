@@ -8,7 +8,7 @@
 
 #include "tm/ir/IR.h"
 #include "tm/matcher/Driver.h"
-#include "tm/matcher/Rules.h"
+#include "tm/passes/RulePasses.h"
 
 namespace mtest {
 using namespace tmg;

@@ -31,6 +31,7 @@
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/ir/Diagnostic.h"
+#include "tm/ir/Suggest.h"
 #include "tm/ir/TracedModule.h"
 
 namespace tmg {
@@ -228,9 +229,6 @@ private:
 /// merge-getattr, replace-node, verify); safe to call more than once.
 /// `registerAllPasses` (tm/InitAllPasses.h) registers every pass tmgraph has.
 void registerBuiltinPasses(PassRegistry &r);
-
-/// The closest of `candidates` to `name` by edit distance ("" if none).
-std::string closestName(llvm::StringRef name, const std::vector<std::string> &candidates);
 
 /// Loads a pass plugin: a shared library exporting
 /// `extern "C" void tmgRegisterPasses(tmg::PassRegistry &)`.
