@@ -3,16 +3,6 @@
 
 namespace tmg {
 
-std::vector<OptionSpec> ApplyRulesPass::optionSpecs() const {
-  std::vector<OptionSpec> specs = {
-      {"file", std::string(), "a TOML file of [[rules]] (default: the config's rules)"},
-      {"warn-unused", false,
-       "warn about each rule that matched nothing in the first run of this pass"}};
-  for (OptionSpec &o : greedyOptionSpecs())
-    specs.push_back(std::move(o));
-  return specs;
-}
-
 FailureOr<void> ApplyRulesPass::useRules(const std::vector<RuleDecl> &rules) {
   auto set = compileRuleSet(rules);
   if (set.failed())
@@ -29,21 +19,20 @@ FailureOr<void> ApplyRulesPass::setRules(std::vector<RuleDecl> rules) {
 }
 
 FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
-  std::string file = stringOption("file");
-  if (!file.empty() && file != loadedFile_) {
-    auto decls = parseRulesFile(file);
+  if (!file->empty() && *file != loadedFile_) {
+    auto decls = parseRulesFile(*file);
     if (decls.failed())
       return decls.diagnostic();
     if (auto r = useRules(*decls); r.failed())
       return r.diagnostic();
-    loadedFile_ = file;
+    loadedFile_ = *file;
   }
   if (!rules_)
     return Diagnostic(Location::inPass(Name),
                       "apply-rules has no rules: give file=... or declare [[rules]] in the "
                       "pipeline config");
   FailureOr<bool> r = GraphPass<ApplyRulesPass>::run(m, ctx);
-  if (r.succeeded() && boolOption("warn-unused") && !usage_->reported) {
+  if (r.succeeded() && warnUnused && !usage_->reported) {
     usage_->reported = true;
     for (const auto &[name, loc] : usage_->rules)
       if (!usage_->matched.count(name)) {
@@ -57,13 +46,13 @@ FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
 }
 
 FailureOr<bool> ApplyRulesPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
-  GreedyResult r = applyPatternsGreedily(g, *rules_, greedyConfigOf(*this));
+  GreedyResult r = applyPatternsGreedily(g, *rules_, greedy.config(Name));
   {
     std::lock_guard l(usage_->mu);
     for (const auto &[name, n] : r.matched)
       usage_->matched.insert(name);
   }
-  return reportGreedyRun(r, g, ctx, *this);
+  return reportGreedyRun(r, g, ctx, *this, greedy);
 }
 
 } // namespace tmg

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tm/passes/PassManager.h"
+#include "tm/passes/RulePasses.h"
 
 namespace tmg {
 
@@ -28,6 +29,33 @@ void forEachPass(std::vector<PipelineElement> &els,
     else
       forEachPass(e.children, fn);
   }
+}
+
+/// A scalar of a pass option in a config file.
+OptionValue::Scalar optionScalar(const std::string &file, const std::string &opt,
+                                 const toml::node &n) {
+  if (n.is_boolean())
+    return *n.value<bool>();
+  if (n.is_integer())
+    return *n.value<int64_t>();
+  if (n.is_floating_point())
+    return *n.value<double>();
+  if (n.is_string())
+    return *n.value<std::string>();
+  fail(file, n, fmt::format("option '{}' must be a boolean, number, string or an array of "
+                            "them",
+                            opt));
+}
+
+/// The value of a pass option in a config file: a scalar or an array.
+OptionValue optionValue(const std::string &file, const std::string &opt, const toml::node &n) {
+  const toml::array *a = n.as_array();
+  if (!a)
+    return OptionValue(optionScalar(file, opt, n));
+  std::vector<OptionValue::Scalar> items;
+  for (const toml::node &x : *a)
+    items.push_back(optionScalar(file, opt, x));
+  return OptionValue(std::move(items));
 }
 
 const std::vector<std::string> PipelineKeys = {
@@ -146,17 +174,7 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
         fail(file, v, fmt::format("[passes.{}] must be a table of options", pass));
       for (auto &[ok, ov] : *t) {
         std::string opt(ok.str());
-        OptionValue val;
-        if (ov.is_boolean())
-          val = *ov.value<bool>();
-        else if (ov.is_integer())
-          val = *ov.value<int64_t>();
-        else if (ov.is_floating_point())
-          val = *ov.value<double>();
-        else if (ov.is_string())
-          val = *ov.value<std::string>();
-        else
-          fail(file, ov, fmt::format("option '{}' must be a boolean, number or string", opt));
+        OptionValue val = optionValue(file, opt, ov);
         // Check against a fresh instance even if the pipeline lacks the pass.
         if (auto set = r.create(pass)->setOption(opt, val); set.failed())
           fail(file, ov, set.diagnostic().message);
@@ -179,15 +197,14 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
       given = true;
     };
     forEachPass(out.pipeline.elements, [&](PipelineElement &e) {
-      if (e.pass->name() == "apply-rules" &&
-          std::get<std::string>(e.pass->option("file")).empty())
+      if (auto *a = dynamic_cast<ApplyRulesPass *>(e.pass.get()); a && a->file->empty())
         give(*e.pass);
     });
     if (!given) {
       if (!r.contains("apply-rules"))
         throw Error(out.rules.front().loc,
-                    "[[rules]] need the 'apply-rules' pass: link libtmgraph-matcher and call "
-                    "tmg::registerMatcherPasses");
+                    "[[rules]] need the 'apply-rules' pass: call tmg::registerMatcherPasses "
+                    "(tm/passes/RulePasses.h) on the registry");
       PipelineElement e;
       e.pass = r.create("apply-rules");
       e.loc = out.rules.front().loc;

@@ -5,35 +5,40 @@ namespace tmg {
 
 PatternPassBase::~PatternPassBase() = default;
 
-std::vector<OptionSpec> greedyOptionSpecs() {
-  return {{"max-iterations", int64_t(10), "rounds of the greedy driver"},
-          {"max-rewrites", int64_t(-1), "rewrites at most (-1: no limit)"},
-          {"max-growth", int64_t(16),
-           "the graph may grow to this many times its size plus 4096 exprs (0: no limit); "
-           "hitting it is an error"},
-          {"max-time-ms", int64_t(0),
-           "wall-clock limit of the driver per graph, in ms (0: none); hitting it is an error"},
-          {"test-convergence", false, "fail when the driver does not converge"}};
-}
+GreedyOptions::GreedyOptions(Pass &pass)
+    : maxIterations{pass, "max-iterations", llvm::cl::desc("rounds of the greedy driver"),
+                    llvm::cl::init(10)},
+      maxRewrites{pass, "max-rewrites", llvm::cl::desc("rewrites at most (-1: no limit)"),
+                  llvm::cl::init(-1)},
+      maxGrowth{pass, "max-growth",
+                llvm::cl::desc("the graph may grow to this many times its size plus 4096 "
+                               "exprs (0: no limit); hitting it is an error"),
+                llvm::cl::init(16)},
+      maxTimeMs{pass, "max-time-ms",
+                llvm::cl::desc("wall-clock limit of the driver per graph, in ms (0: none); "
+                               "hitting it is an error"),
+                llvm::cl::init(0)},
+      testConvergence{pass, "test-convergence",
+                      llvm::cl::desc("fail when the driver does not converge"),
+                      llvm::cl::init(false)} {}
 
-GreedyConfig greedyConfigOf(const Pass &pass) {
+GreedyConfig GreedyOptions::config(llvm::StringRef pass) const {
   GreedyConfig cfg;
-  cfg.maxIterations = pass.intOption("max-iterations");
-  cfg.maxRewrites = pass.intOption("max-rewrites");
-  cfg.maxGrowth = pass.intOption("max-growth");
+  cfg.maxIterations = maxIterations;
+  cfg.maxRewrites = maxRewrites;
+  cfg.maxGrowth = maxGrowth;
   if (cfg.maxGrowth < 0)
-    raiseAt(Location::inPass(pass.name().str()),
+    raiseAt(Location::inPass(pass.str()),
             "option 'max-growth' must be >= 0 (0: no limit), got {}", cfg.maxGrowth);
-  int64_t ms = pass.intOption("max-time-ms");
-  if (ms < 0)
-    raiseAt(Location::inPass(pass.name().str()),
-            "option 'max-time-ms' must be >= 0 (0: no limit), got {}", ms);
-  cfg.timeLimit = std::chrono::milliseconds(ms);
+  if (maxTimeMs < 0)
+    raiseAt(Location::inPass(pass.str()),
+            "option 'max-time-ms' must be >= 0 (0: no limit), got {}", *maxTimeMs);
+  cfg.timeLimit = std::chrono::milliseconds(*maxTimeMs);
   return cfg;
 }
 
 FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
-                                const Pass &pass) {
+                                const Pass &pass, const GreedyOptions &options) {
   for (const auto &[name, n] : r.matched)
     ctx.count(name + ": matched", n);
   for (const auto &[name, n] : r.applied)
@@ -46,7 +51,7 @@ FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, P
   if (!r.converged) {
     Diagnostic d(Location::inPass(pass.name().str()),
                  fmt::format("graph '{}': {}", g.name(), r.str()));
-    if (pass.boolOption("test-convergence"))
+    if (options.testConvergence)
       return d;
     d.severity = Diagnostic::Severity::Warning;
     static std::mutex mu;
@@ -58,14 +63,15 @@ FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, P
 
 FailureOr<bool> PatternPassBase::runPatterns(InternalGraph &g, PassContext &ctx,
                                              const Pass &self,
+                                             const GreedyOptions &options,
                                              const std::function<void(PatternSet &)> &populate) {
   std::call_once(shared_->once, [&] {
     PatternSet set;
     populate(set);
     shared_->frozen = std::make_shared<const FrozenPatternSet>(std::move(set));
   });
-  GreedyResult r = applyPatternsGreedily(g, *shared_->frozen, greedyConfigOf(self));
-  return reportGreedyRun(r, g, ctx, self);
+  GreedyResult r = applyPatternsGreedily(g, *shared_->frozen, options.config(self.name()));
+  return reportGreedyRun(r, g, ctx, self, options);
 }
 
 } // namespace tmg

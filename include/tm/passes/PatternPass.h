@@ -24,31 +24,41 @@
 
 namespace tmg {
 
-/// The options every pattern-driving pass has (`max-iterations`,
-/// `max-rewrites`, `max-time-ms`, `test-convergence`).
-std::vector<OptionSpec> greedyOptionSpecs();
-/// The driver configuration those options of `pass` ask for.
-GreedyConfig greedyConfigOf(const Pass &pass);
+/// The options of every pass that runs the greedy driver, as members of
+/// that pass: `GreedyOptions greedy{*this};`.
+struct GreedyOptions {
+  explicit GreedyOptions(Pass &pass);
+
+  Option<int64_t> maxIterations;
+  Option<int64_t> maxRewrites;
+  Option<int64_t> maxGrowth;
+  Option<int64_t> maxTimeMs;
+  Option<bool> testConvergence;
+
+  /// The driver configuration the options ask for. Throws tmg::Error naming
+  /// `pass` for a negative growth or time limit.
+  GreedyConfig config(llvm::StringRef pass) const;
+};
+
 /// What a pass reports after a driver run on `g`: counts the matches and
-/// rewrites per pattern in `ctx` ("NAME: matched", "NAME: applied"); when the time limit
-/// was hit, an error naming the pass,
-/// the graph and the patterns that kept firing; when the driver did not
-/// converge, an error with `test-convergence`, else a warning remark.
-/// Returns whether anything changed.
+/// rewrites per pattern in `ctx` ("NAME: matched", "NAME: applied"); when
+/// the time or growth limit was hit, an error naming the pass, the graph
+/// and the patterns that kept firing; when the driver did not converge, an
+/// error with `test-convergence`, else a warning remark. Returns whether
+/// anything changed.
 FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
-                                const Pass &pass);
+                                const Pass &pass, const GreedyOptions &options);
 
 /// A graph pass made from patterns: `populate` adds them once (the frozen
-/// set is shared by the pass's clones and threads). Options:
-/// `max-iterations`, `max-rewrites`, `max-time-ms` (a wall-clock limit per
-/// graph: hitting it is an error), `test-convergence` (fail when the
-/// driver does not converge; otherwise it is a remark).
+/// set is shared by the pass's clones and threads). Options: those of
+/// GreedyOptions.
 class PatternPassBase {
 public:
   virtual ~PatternPassBase();
 
 protected:
   FailureOr<bool> runPatterns(InternalGraph &g, PassContext &ctx, const Pass &self,
+                              const GreedyOptions &options,
                               const std::function<void(PatternSet &)> &populate);
   /// Shared by the pass's clones: the set is built once.
   struct Shared {
@@ -63,10 +73,12 @@ class PatternPass : public GraphPass<Derived>, public PatternPassBase {
 public:
   /// Adds the pass's patterns.
   virtual void populate(PatternSet &set) const = 0;
-  std::vector<OptionSpec> optionSpecs() const override { return greedyOptionSpecs(); }
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override {
-    return runPatterns(g, ctx, *this, [this](PatternSet &s) { populate(s); });
+    return runPatterns(g, ctx, *this, greedy, [this](PatternSet &s) { populate(s); });
   }
+
+protected:
+  GreedyOptions greedy{*this};
 };
 
 } // namespace tmg

@@ -28,7 +28,13 @@ public:
   static constexpr const char *Name = "apply-rules";
   static constexpr const char *Description =
       "apply declarative rewrite rules ([[rules]] of the config, or a rules file)";
-  std::vector<OptionSpec> optionSpecs() const override;
+  Option<std::string> file{*this, "file",
+                           llvm::cl::desc("a TOML file of [[rules]] (default: the config's rules)")};
+  Option<bool> warnUnused{
+      *this, "warn-unused",
+      llvm::cl::desc("warn about each rule that matched nothing in the first run of this pass")};
+  GreedyOptions greedy{*this};
+
   FailureOr<void> setRules(std::vector<RuleDecl> rules) override;
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
