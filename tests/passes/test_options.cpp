@@ -1,5 +1,6 @@
 //===- test_options.cpp - Typed pass options ------------------------------===//
 #include "tm/passes/PassManager.h"
+#include "tm/passes/RulePasses.h"
 
 using namespace tmg;
 
@@ -104,6 +105,20 @@ TEST_CASE("typed options: clones keep their own values", "[passes][options]") {
   CHECK(k.count == 9);
   CHECK(static_cast<Knobs &>(*c).count == 11);
   CHECK(c->findOption("count") == &static_cast<Knobs &>(*c).count);
+}
+
+TEST_CASE("typed options: options in a member struct follow the clone", "[passes][options]") {
+  FoldDoubleReluPass p; // GreedyOptions greedy{*this}
+  REQUIRE(p.setOption("max-iterations", 3).succeeded());
+  std::unique_ptr<Pass> c = p.clone();
+  auto &copy = static_cast<FoldDoubleReluPass &>(*c);
+  REQUIRE(c->options().size() == p.options().size());
+  PassOptionBase *o = c->findOption("max-iterations");
+  REQUIRE(o);
+  CHECK(o->valueStr() == "3");
+  REQUIRE(copy.setOption("max-iterations", 5).succeeded());
+  CHECK(p.findOption("max-iterations")->valueStr() == "3");
+  CHECK(o->valueStr() == "5");
 }
 
 TEST_CASE("typed options: errors name the pass, the option and the place",

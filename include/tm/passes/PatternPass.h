@@ -77,7 +77,7 @@ public:
     return runPatterns(g, ctx, *this, greedy, [this](PatternSet &s) { populate(s); });
   }
 
-protected:
+  /// The greedy driver's options (max-iterations, ...).
   GreedyOptions greedy{*this};
 };
 
