@@ -8,7 +8,7 @@
 
 #include "tm/ir/IR.h"
 #include "tm/matcher/Driver.h"
-#include "tm/passes/RulePasses.h"
+#include "tm/matcher/Rules.h"
 
 namespace mtest {
 using namespace tmg;
