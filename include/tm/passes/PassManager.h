@@ -8,8 +8,11 @@
 // Grammar of the text form:
 //   pipeline := element (',' element)*
 //   element  := NAME options? | 'fixpoint' '(' pipeline ')' options?
-//   options  := '{' NAME '=' value (',' NAME '=' value)* '}'
-//   value    := true | false | integer | float | bare-word | "quoted string"
+//   options  := '{' (NAME '=' value ','?)* '}'   (commas or spaces between)
+//   value    := scalar | '[' (scalar (',' scalar)*)? ']'
+//   scalar   := true | false | integer | float | bare-word | "quoted string"
+// Each pass checks its options' values against their declared types
+// (tm/passes/PassOption.h).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
