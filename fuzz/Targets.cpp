@@ -12,7 +12,7 @@
 #include "tm/io/Safetensors.h"
 #include "tm/io/Tmir.h"
 #include "tm/ir/Verifier.h"
-#include "tm/matcher/Rules.h"
+#include "tm/passes/RulePasses.h"
 #include "tm/passes/PassManager.h"
 #ifdef TM_HAVE_ONNX
 #include "tm/io/Onnx.h"

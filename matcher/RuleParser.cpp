@@ -3,7 +3,7 @@
 #include <cstdlib>
 
 #include "RuleAst.h"
-#include "tm/passes/Pass.h"
+#include "tm/ir/Suggest.h"
 
 namespace tmg::rules {
 

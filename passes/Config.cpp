@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "tm/passes/PassManager.h"
+#include "tm/passes/RulePasses.h"
 
 namespace tmg {
 
@@ -28,6 +29,33 @@ void forEachPass(std::vector<PipelineElement> &els,
     else
       forEachPass(e.children, fn);
   }
+}
+
+/// A scalar of a pass option in a config file.
+OptionValue::Scalar optionScalar(const std::string &file, const std::string &opt,
+                                 const toml::node &n) {
+  if (n.is_boolean())
+    return *n.value<bool>();
+  if (n.is_integer())
+    return *n.value<int64_t>();
+  if (n.is_floating_point())
+    return *n.value<double>();
+  if (n.is_string())
+    return *n.value<std::string>();
+  fail(file, n, fmt::format("option '{}' must be a boolean, number, string or an array of "
+                            "them",
+                            opt));
+}
+
+/// The value of a pass option in a config file: a scalar or an array.
+OptionValue optionValue(const std::string &file, const std::string &opt, const toml::node &n) {
+  const toml::array *a = n.as_array();
+  if (!a)
+    return OptionValue(optionScalar(file, opt, n));
+  std::vector<OptionValue::Scalar> items;
+  for (const toml::node &x : *a)
+    items.push_back(optionScalar(file, opt, x));
+  return OptionValue(std::move(items));
 }
 
 const std::vector<std::string> PipelineKeys = {
@@ -54,92 +82,6 @@ std::vector<std::string> getStrings(const std::string &file, const toml::node &n
   return out;
 }
 
-/// Where the text of string node `n` starts: one column after a `"` or
-/// `'`, three after a multi-line delimiter (on the next line when a newline
-/// follows it, which TOML trims).
-Location textStart(const std::string &file, llvm::StringRef text, const toml::node &n) {
-  auto b = n.source().begin;
-  Location l = Location::inFile(file, int64_t(b.line), int64_t(b.column) + 1);
-  // The byte offset of the node's first character.
-  size_t off = 0;
-  for (uint32_t line = 1; line < b.line && off < text.size(); ++off)
-    if (text[off] == '\n')
-      ++line;
-  off += b.column - 1;
-  if (off + 3 <= text.size() &&
-      (text.substr(off, 3) == "\"\"\"" || text.substr(off, 3) == "'''")) {
-    l.column = int64_t(b.column) + 3;
-    size_t after = off + 3;
-    if (after < text.size() && (text[after] == '\n' || text.substr(after, 2) == "\r\n")) {
-      l.line += 1;
-      l.column = 1;
-    }
-  }
-  return l;
-}
-
-const std::vector<std::string> RuleKeys = {"name", "match", "replace", "where", "benefit"};
-
-std::vector<RuleDecl> parseRules(llvm::StringRef text, const std::string &file,
-                                 const toml::node &v) {
-  const toml::array *arr = v.as_array();
-  if (!arr || !arr->is_array_of_tables())
-    fail(file, v, "'rules' must be an array of tables ([[rules]])");
-  std::vector<RuleDecl> out;
-  for (const toml::node &t : *arr) {
-    const toml::table &tab = *t.as_table();
-    RuleDecl d;
-    d.loc = at(file, tab.source());
-    auto str = [&](const char *key, bool required, std::string &dst, Location &loc) {
-      const toml::node *n = tab.get(key);
-      if (!n) {
-        if (required)
-          throw Error(d.loc, fmt::format("rule{} needs '{}'",
-                                         d.name.empty() ? "" : " '" + d.name + "'", key));
-        return;
-      }
-      if (!n->is_string())
-        fail(file, *n, fmt::format("'{}' of a rule must be a string", key));
-      dst = *n->value<std::string>();
-      loc = textStart(file, text, *n);
-    };
-    Location ignored;
-    str("name", false, d.name, ignored);
-    str("match", true, d.match, d.matchLoc);
-    str("replace", true, d.replace, d.replaceLoc);
-    if (const toml::node *w = tab.get("where")) {
-      if (w->is_string()) {
-        d.where.push_back(*w->value<std::string>());
-        d.whereLocs.push_back(textStart(file, text, *w));
-      } else if (const toml::array *wa = w->as_array()) {
-        for (const toml::node &x : *wa) {
-          if (!x.is_string())
-            fail(file, x, "'where' expects a string or an array of strings");
-          d.where.push_back(*x.value<std::string>());
-          d.whereLocs.push_back(textStart(file, text, x));
-        }
-      } else {
-        fail(file, *w, "'where' expects a string or an array of strings");
-      }
-    }
-    if (const toml::node *b = tab.get("benefit")) {
-      if (!b->is_integer())
-        fail(file, *b, "'benefit' of a rule must be an integer");
-      d.benefit = *b->value<int64_t>();
-    }
-    for (auto &[k, x] : tab) {
-      std::string key(k.str());
-      if (std::find(RuleKeys.begin(), RuleKeys.end(), key) == RuleKeys.end())
-        fail(file, x, fmt::format("unknown key '{}' in a rule; did you mean '{}'?", key,
-                                  closestName(key, RuleKeys)));
-    }
-    if (d.name.empty())
-      d.name = fmt::format("rule-{}", out.size() + 1);
-    out.push_back(std::move(d));
-  }
-  return out;
-}
-
 toml::table parseToml(llvm::StringRef text, const std::string &file) {
   try {
     return toml::parse(std::string_view(text.data(), text.size()), file);
@@ -154,7 +96,10 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
   for (auto &[k, v] : root) {
     std::string key(k.str());
     if (key == "rules") {
-      out.rules = parseRules(text, file, v);
+      auto rules = parseRulesToml(text, file, false);
+      if (rules.failed())
+        throw Error(rules.diagnostic());
+      out.rules = std::move(*rules);
       continue;
     }
     if (key != "pipeline" && key != "passes") {
@@ -229,17 +174,7 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
         fail(file, v, fmt::format("[passes.{}] must be a table of options", pass));
       for (auto &[ok, ov] : *t) {
         std::string opt(ok.str());
-        OptionValue val;
-        if (ov.is_boolean())
-          val = *ov.value<bool>();
-        else if (ov.is_integer())
-          val = *ov.value<int64_t>();
-        else if (ov.is_floating_point())
-          val = *ov.value<double>();
-        else if (ov.is_string())
-          val = *ov.value<std::string>();
-        else
-          fail(file, ov, fmt::format("option '{}' must be a boolean, number or string", opt));
+        OptionValue val = optionValue(file, opt, ov);
         // Check against a fresh instance even if the pipeline lacks the pass.
         if (auto set = r.create(pass)->setOption(opt, val); set.failed())
           fail(file, ov, set.diagnostic().message);
@@ -262,15 +197,14 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
       given = true;
     };
     forEachPass(out.pipeline.elements, [&](PipelineElement &e) {
-      if (e.pass->name() == "apply-rules" &&
-          std::get<std::string>(e.pass->option("file")).empty())
+      if (auto *a = dynamic_cast<ApplyRulesPass *>(e.pass.get()); a && a->file->empty())
         give(*e.pass);
     });
     if (!given) {
       if (!r.contains("apply-rules"))
         throw Error(out.rules.front().loc,
-                    "[[rules]] need the 'apply-rules' pass: link libtmgraph-matcher and call "
-                    "tmg::registerMatcherPasses");
+                    "[[rules]] need the 'apply-rules' pass: call tmg::registerMatcherPasses "
+                    "(tm/passes/RulePasses.h) on the registry");
       PipelineElement e;
       e.pass = r.create("apply-rules");
       e.loc = out.rules.front().loc;
@@ -285,26 +219,6 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
 
 RuleConsumer::~RuleConsumer() = default;
 
-FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std::string &file,
-                                                bool rulesOnly) {
-  try {
-    toml::table root = parseToml(text, file);
-    std::vector<RuleDecl> out;
-    for (auto &[k, v] : root) {
-      std::string key(k.str());
-      if (key == "rules")
-        out = parseRules(text, file, v);
-      else if (rulesOnly)
-        fail(file, v, fmt::format("unknown key '{}' in a rules file (it holds [[rules]] "
-                                  "tables only)",
-                                  key));
-    }
-    return out;
-  } catch (const Error &e) {
-    return e.diagnostic();
-  }
-}
-
 /// The whole of `path`; `what` names the file in the error ("rules file").
 static FailureOr<std::string> readText(const std::string &path, const char *what) {
   std::FILE *f = std::fopen(path.c_str(), "rb");
@@ -318,13 +232,6 @@ static FailureOr<std::string> readText(const std::string &path, const char *what
     text.append(buf, n);
   std::fclose(f);
   return text;
-}
-
-FailureOr<std::vector<RuleDecl>> parseRulesFile(const std::string &path) {
-  auto text = readText(path, "rules file");
-  if (text.failed())
-    return text.diagnostic();
-  return parseRulesToml(*text, path, true);
 }
 
 FailureOr<PipelineFile> parsePipelineToml(llvm::StringRef text, const std::string &file,

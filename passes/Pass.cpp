@@ -12,77 +12,25 @@
 
 namespace tmg {
 
-llvm::StringRef optionTypeName(const OptionValue &v) {
-  switch (v.index()) {
-  case 0: return "bool";
-  case 1: return "int";
-  case 2: return "float";
-  default: return "string";
-  }
-}
-
-std::string optionValueStr(const OptionValue &v) {
-  switch (v.index()) {
-  case 0: return std::get<bool>(v) ? "true" : "false";
-  case 1: return std::to_string(std::get<int64_t>(v));
-  case 2: return pyFloatRepr(std::get<double>(v));
-  default: {
-    const std::string &s = std::get<std::string>(v);
-    bool bare = !s.empty();
-    for (char c : s)
-      bare &= bool(std::isalnum((unsigned char)c) || c == '_' || c == '-' || c == '.' ||
-                   c == ':' || c == '/');
-    if (bare && s != "true" && s != "false" &&
-        !(std::isdigit((unsigned char)s[0]) || s[0] == '-' || s[0] == '.'))
-      return s;
-    std::string q = "\"";
-    for (char c : s) {
-      if (c == '"' || c == '\\')
-        q += '\\';
-      q += c;
-    }
-    return q + "\"";
-  }
-  }
-}
-
-std::string closestName(llvm::StringRef name, const std::vector<std::string> &candidates) {
-  std::string best;
-  unsigned bestD = ~0u;
-  for (const auto &c : candidates) {
-    unsigned d = name.edit_distance(c, true, bestD);
-    if (d < bestD) {
-      bestD = d;
-      best = c;
-    }
-  }
-  return best;
-}
-
 Pass::~Pass() = default;
 
+PassOptionBase *Pass::findOption(llvm::StringRef name) const {
+  for (PassOptionBase *o : options_)
+    if (o->name() == name)
+      return o;
+  return nullptr;
+}
+
 FailureOr<void> Pass::setOption(llvm::StringRef name, const OptionValue &v) {
-  std::vector<OptionSpec> specs = optionSpecs();
-  for (const auto &s : specs) {
-    if (s.name != name)
-      continue;
-    OptionValue val = v;
-    // An int where a float is expected is fine.
-    if (s.defaultValue.index() == 2 && v.index() == 1)
-      val = double(std::get<int64_t>(v));
-    if (val.index() != s.defaultValue.index())
-      return Diagnostic(Location(), fmt::format("option '{}' of pass '{}' expects {} {}, got "
-                                                "{} '{}'",
-                                                name.str(), this->name().str(),
-                                                s.defaultValue.index() == 1 ? "an" : "a",
-                                                optionTypeName(s.defaultValue).str(),
-                                                optionTypeName(v).str(), optionValueStr(v)));
-    set_[name.str()] = val;
+  if (PassOptionBase *o = findOption(name)) {
+    if (std::optional<std::string> err = o->assign(v))
+      return Diagnostic(Location(), fmt::format("option '{}' of pass '{}' {}", name.str(),
+                                                this->name().str(), *err));
     return {};
   }
   std::vector<std::string> names;
-  for (const auto &s : specs)
-    names.push_back(s.name);
+  for (const PassOptionBase *o : options_)
+    names.push_back(o->name());
   std::string msg = fmt::format("pass '{}' has no option '{}'", this->name().str(), name.str());
   std::string c = closestName(name, names);
   if (!c.empty())
@@ -90,22 +38,6 @@ FailureOr<void> Pass::setOption(llvm::StringRef name, const OptionValue &v) {
   else
     msg += " (it takes no options)";
   return Diagnostic(Location(), msg);
-}
-
-OptionValue Pass::option(llvm::StringRef name) const {
-  auto it = set_.find(name.str());
-  if (it != set_.end())
-    return it->second;
-  for (const auto &s : optionSpecs())
-    if (s.name == name)
-      return s.defaultValue;
-  raise("pass '{}' has no option '{}'", this->name().str(), name.str());
-}
-bool Pass::boolOption(llvm::StringRef n) const { return std::get<bool>(option(n)); }
-int64_t Pass::intOption(llvm::StringRef n) const { return std::get<int64_t>(option(n)); }
-double Pass::floatOption(llvm::StringRef n) const { return std::get<double>(option(n)); }
-std::string Pass::stringOption(llvm::StringRef n) const {
-  return std::get<std::string>(option(n));
 }
 
 void PassStatistics::add(llvm::StringRef pass, llvm::StringRef counter, int64_t n) {

@@ -1,4 +1,5 @@
 //===- Pipeline.cpp - Pipeline text: parsing and printing -----------------===//
+#include <algorithm>
 #include <cctype>
 
 #include "tm/passes/PassManager.h"
@@ -25,6 +26,22 @@ Pipeline Pipeline::clone() const {
   return p;
 }
 
+/// `{name=value,...}` of the options set, sorted by name (canonical).
+static void printOptions(const Pass &p, std::string &out) {
+  std::vector<const PassOptionBase *> set;
+  for (const PassOptionBase *o : p.options())
+    if (o->isSet())
+      set.push_back(o);
+  if (set.empty())
+    return;
+  std::sort(set.begin(), set.end(),
+            [](const auto *a, const auto *b) { return a->name() < b->name(); });
+  out += "{";
+  for (size_t i = 0; i < set.size(); ++i)
+    out += (i ? "," : "") + set[i]->name() + "=" + set[i]->valueStr();
+  out += "}";
+}
+
 static void printElements(const std::vector<PipelineElement> &els, std::string &out) {
   for (size_t i = 0; i < els.size(); ++i) {
     if (i)
@@ -39,18 +56,7 @@ static void printElements(const std::vector<PipelineElement> &els, std::string &
       continue;
     }
     out += e.pass->name().str();
-    const auto &opts = e.pass->explicitOptions();
-    if (opts.empty())
-      continue;
-    out += "{";
-    bool first = true;
-    for (const auto &[k, v] : opts) {
-      if (!first)
-        out += ",";
-      first = false;
-      out += k + "=" + optionValueStr(v);
-    }
-    out += "}";
+    printOptions(*e.pass, out);
   }
 }
 
@@ -144,23 +150,28 @@ private:
     for (PipelineElement &e : p.elements)
       out.push_back(std::move(e));
   }
-  OptionValue value() {
-    skip();
-    if (pos_ < s_.size() && s_[pos_] == '"') {
-      ++pos_;
-      std::string v;
-      while (pos_ < s_.size() && s_[pos_] != '"') {
-        if (s_[pos_] == '\\' && pos_ + 1 < s_.size())
-          ++pos_;
-        v += s_[pos_++];
-      }
-      if (pos_ >= s_.size())
-        fail("unterminated string");
-      ++pos_;
-      return v;
+  /// A quoted string (the opening quote at pos_).
+  std::string quoted() {
+    ++pos_;
+    std::string v;
+    while (pos_ < s_.size() && s_[pos_] != '"') {
+      if (s_[pos_] == '\\' && pos_ + 1 < s_.size())
+        ++pos_;
+      v += s_[pos_++];
     }
+    if (pos_ >= s_.size())
+      fail("unterminated string");
+    ++pos_;
+    return v;
+  }
+  /// true, false, an integer, a float, a bare word or a quoted string;
+  /// a bare word ends at whitespace or one of `stops`.
+  OptionValue::Scalar scalar(llvm::StringRef stops) {
+    skip();
+    if (pos_ < s_.size() && s_[pos_] == '"')
+      return quoted();
     size_t b = pos_;
-    while (pos_ < s_.size() && s_[pos_] != ',' && s_[pos_] != '}' &&
+    while (pos_ < s_.size() && !stops.contains(s_[pos_]) &&
            !std::isspace((unsigned char)s_[pos_]))
       ++pos_;
     llvm::StringRef t = s_.slice(b, pos_);
@@ -176,22 +187,42 @@ private:
       return d;
     return t.str();
   }
-  /// `{k=v, ...}` applied through `set`.
+  /// A scalar, or a list `[v, v, ...]`.
+  OptionValue value() {
+    if (!eat('['))
+      return OptionValue(scalar(",}"));
+    std::vector<OptionValue::Scalar> items;
+    if (eat(']'))
+      return OptionValue(std::move(items));
+    do
+      items.push_back(scalar(",]}"));
+    while (eat(','));
+    if (!eat(']'))
+      fail("expected ',' or ']' in the list");
+    return OptionValue(std::move(items));
+  }
+  bool atName() {
+    skip();
+    return pos_ < s_.size() &&
+           (std::isalnum((unsigned char)s_[pos_]) || s_[pos_] == '-' || s_[pos_] == '_');
+  }
+  /// `{k=v, k=v ...}` (separated by commas or spaces) applied through
+  /// `set`.
   void options(const std::function<void(const std::string &, OptionValue, size_t)> &set) {
     if (!eat('{'))
       return;
-    if (eat('}'))
-      return;
-    do {
-      size_t at = (skip(), pos_);
+    while (!eat('}')) {
+      if (!atName())
+        fail(pos_ < s_.size() ? "expected ',' or '}' in the options"
+                              : "expected '}' to close the options");
+      size_t at = pos_;
       std::string k = name();
       if (!eat('='))
         fail(fmt::format("expected '=' after option '{}'", k));
       OptionValue v = value();
       set(k, v, at);
-    } while (eat(','));
-    if (!eat('}'))
-      fail("expected ',' or '}' in the options");
+      eat(',');
+    }
   }
   PipelineElement element() {
     skip();
@@ -209,9 +240,10 @@ private:
       options([&](const std::string &k, OptionValue v, size_t kat) {
         if (k != "max-iterations")
           fail(fmt::format("fixpoint has no option '{}'; did you mean 'max-iterations'?", k), kat);
-        if (v.index() != 1 || std::get<int64_t>(v) <= 0)
+        const int64_t *n = v.isList() ? nullptr : std::get_if<int64_t>(&v.scalar());
+        if (!n || *n <= 0)
           fail("max-iterations expects a positive int", kat);
-        e.maxIterations = std::get<int64_t>(v);
+        e.maxIterations = *n;
         e.maxIterationsSet = true;
       });
       return e;

@@ -1,5 +1,6 @@
 //===- Registration.cpp - The builtin passes ------------------------------===//
 #include "StructuralPasses.h"
+#include "tm/passes/RulePasses.h"
 
 namespace tmg {
 
@@ -16,6 +17,11 @@ void registerBuiltinPasses(PassRegistry &r) {
   addOnce<ReplaceNodePass>(r);
   addOnce<FlattenPass>(r);
   addOnce<VerifyPass>(r);
+}
+
+void registerMatcherPasses(PassRegistry &r) {
+  addOnce<ApplyRulesPass>(r);
+  addOnce<FoldDoubleReluPass>(r);
 }
 
 } // namespace tmg

@@ -6,7 +6,7 @@
 namespace tmg {
 
 FailureOr<bool> ReplaceNodePass::run(TracedModule &m, PassContext &ctx) {
-  std::string spec = stringOption("pairs");
+  std::string spec = pairs;
   if (spec.empty())
     return false;
   std::vector<Node *> all = m.graph().nodes(true).asList();

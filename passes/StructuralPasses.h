@@ -41,10 +41,9 @@ struct ReplaceNodePass : PassWrapper<ReplaceNodePass> {
   static constexpr const char *Name = "replace-node";
   static constexpr const char *Description =
       "replace uses of nodes by other nodes of the same graph (reference rules)";
-  std::vector<OptionSpec> optionSpecs() const override {
-    return {{"pairs", std::string(),
-             "old:new pairs of full node names (<graph>_<node>), separated by ';'"}};
-  }
+  Option<std::string> pairs{
+      *this, "pairs",
+      llvm::cl::desc("old:new pairs of full node names (<graph>_<node>), separated by ';'")};
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
 };
 

@@ -137,9 +137,9 @@ tools::Tool Tool{"tm-opt"};
 
 std::string describePass(const Pass &p) {
   std::string s = fmt::format("{}\n    {}\n", p.name().str(), p.description().str());
-  for (const OptionSpec &o : p.optionSpecs())
-    s += fmt::format("    {{{}=<{}>}} default {}: {}\n", o.name,
-                     optionTypeName(o.defaultValue).str(), optionValueStr(o.defaultValue), o.help);
+  for (const PassOptionBase *o : p.options())
+    s += fmt::format("    {{{}=<{}>}} default {}: {}\n", o->name(), o->typeName(),
+                     o->defaultStr(), o->description());
   auto pre = p.prerequisites();
   if (!pre.empty())
     s += fmt::format("    requires: {}\n", fmt::join(pre, ", "));
@@ -201,8 +201,8 @@ void warnUnusedRules(std::vector<PipelineElement> &els) {
   for (PipelineElement &e : els) {
     if (e.kind == PipelineElement::Kind::Fixpoint)
       warnUnusedRules(e.children);
-    else if (e.pass->name() == "apply-rules")
-      (void)e.pass->setOption("warn-unused", true);
+    else if (auto *a = dynamic_cast<ApplyRulesPass *>(e.pass.get()))
+      a->warnUnused = true;
   }
 }
 

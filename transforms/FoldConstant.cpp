@@ -103,8 +103,7 @@ EvalResult evaluate(const std::vector<Expr *> &exprs) {
 } // namespace
 
 FailureOr<bool> FoldConstantPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
-  int64_t maxBytes = intOption("max-bytes");
-  llvm::DenseSet<const Expr *> excluded;
+    llvm::DenseSet<const Expr *> excluded;
   for (int attempt = 0; attempt < 16; ++attempt) {
     // 1. Foldable exprs, in order.
     llvm::DenseSet<const Node *> constValued;

@@ -1,7 +1,7 @@
 //===- Passes.h - The optimisation pass classes (internal) ------*- C++ -*-===//
 #pragma once
 
-#include "tm/matcher/Driver.h"
+#include "tm/passes/PatternPass.h"
 #include "tm/passes/Drivers.h"
 #include "tm/passes/Pass.h"
 #include "tm/transforms/Transforms.h"
@@ -26,10 +26,11 @@ struct FoldConstantPass : GraphPass<FoldConstantPass> {
   static constexpr const char *Name = "fold-constant";
   static constexpr const char *Description =
       "evaluate every subgraph whose inputs are constants with the runtime";
-  std::vector<OptionSpec> optionSpecs() const override {
-    return {{"max-bytes", int64_t(16 << 20),
-             "largest folded tensor in bytes (-1: no limit); bigger results stay computed"}};
-  }
+  Option<int64_t> maxBytes{
+      *this, "max-bytes",
+      llvm::cl::desc("largest folded tensor in bytes (-1: no limit); bigger results stay "
+                     "computed"),
+      llvm::cl::init(int64_t(16) << 20)};
   std::vector<std::string> prerequisites() const override { return {"attr-to-constant"}; }
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
 };

@@ -14,7 +14,7 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
-#include "tm/matcher/Rules.h"
+#include "tm/passes/RulePasses.h"
 #include "tm/passes/Pass.h"
 #include "tm/transforms/Transforms.h"
 

@@ -5,6 +5,7 @@
 
 #include "Common.h"
 #include "tm/passes/PassManager.h"
+#include "tm/passes/RulePasses.h"
 #include "tm/runtime/Interpreter.h"
 
 using namespace tmg;

@@ -225,6 +225,16 @@ TEST_CASE("a pass plugin built outside the project loads and runs", "[passes][pl
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2}}});
   Node *n = b.callFunction("neg", {b.callFunction("neg", {b.arg(0)})});
   b.finish(b.callFunction("relu", {n}));
+  // The plugin's typed option is parsed, checked and printed as a builtin's.
+  auto none = Pipeline::parse("fold-neg-neg{max-folds=0}", r);
+  REQUIRE(none.succeeded());
+  CHECK(none->str() == "fold-neg-neg{max-folds=0}");
+  PassManager pm0(std::move(*none), {});
+  REQUIRE(pm0.run(*tm).succeeded());
+  CHECK(tm->graph().str().find("neg") != std::string::npos);
+  CHECK(Pipeline::parse("fold-neg-neg{max-fold=1}", r).diagnostic().str() ==
+        "<pipeline>:1:14: error: pass 'fold-neg-neg' has no option 'max-fold'; did you mean "
+        "'max-folds'?");
   auto p = Pipeline::parse("fold-neg-neg,compile", r);
   REQUIRE(p.succeeded());
   PassManager pm(std::move(*p), {});

@@ -32,7 +32,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -41,7 +40,6 @@
 
 #include "tm/matcher/Matcher.h"
 #include "tm/matcher/Rewriter.h"
-#include "tm/passes/Pass.h"
 
 namespace tmg {
 
@@ -162,49 +160,5 @@ struct GreedyResult {
 /// Runs the greedy driver on one graph.
 GreedyResult applyPatternsGreedily(InternalGraph &g, const FrozenPatternSet &patterns,
                                    const GreedyConfig &config = {});
-
-/// The options every pattern-driving pass has (`max-iterations`,
-/// `max-rewrites`, `max-time-ms`, `test-convergence`).
-std::vector<OptionSpec> greedyOptionSpecs();
-/// The driver configuration those options of `pass` ask for.
-GreedyConfig greedyConfigOf(const Pass &pass);
-/// What a pass reports after a driver run on `g`: counts the matches and
-/// rewrites per pattern in `ctx` ("NAME: matched", "NAME: applied"); when the time limit was hit, an error naming the pass,
-/// the graph and the patterns that kept firing; when the driver did not
-/// converge, an error with `test-convergence`, else a warning remark.
-/// Returns whether anything changed.
-FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, PassContext &ctx,
-                                const Pass &pass);
-
-/// A graph pass made from patterns: `populate` adds them once (the frozen
-/// set is shared by the pass's clones and threads). Options:
-/// `max-iterations`, `max-rewrites`, `max-time-ms` (a wall-clock limit per
-/// graph: hitting it is an error), `test-convergence` (fail when the
-/// driver does not converge; otherwise it is a remark).
-class PatternPassBase {
-public:
-  virtual ~PatternPassBase();
-
-protected:
-  FailureOr<bool> runPatterns(InternalGraph &g, PassContext &ctx, const Pass &self,
-                              const std::function<void(PatternSet &)> &populate);
-  /// Shared by the pass's clones: the set is built once.
-  struct Shared {
-    std::once_flag once;
-    std::shared_ptr<const FrozenPatternSet> frozen;
-  };
-  std::shared_ptr<Shared> shared_ = std::make_shared<Shared>();
-};
-
-template <typename Derived>
-class PatternPass : public GraphPass<Derived>, public PatternPassBase {
-public:
-  /// Adds the pass's patterns.
-  virtual void populate(PatternSet &set) const = 0;
-  std::vector<OptionSpec> optionSpecs() const override { return greedyOptionSpecs(); }
-  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override {
-    return runPatterns(g, ctx, *this, [this](PatternSet &s) { populate(s); });
-  }
-};
 
 } // namespace tmg

@@ -1,7 +1,7 @@
 //===- Rules.h - Declarative rewrite rules ----------------------*- C++ -*-===//
 //
-// Rules written in config files (`[[rules]]`, see RuleDecl in
-// tm/passes/PassManager.h) or rule files, in a text syntax that mirrors the
+// Rules written in config files or rule files (`[[rules]]`, see
+// tm/matcher/RuleDecl.h), in a text syntax that mirrors the
 // C++ DSL and compiles to the same matcher:
 //
 //   [[rules]]
@@ -36,13 +36,11 @@
 #pragma once
 
 #include <memory>
-#include <mutex>
-#include <set>
 #include <string>
 #include <vector>
 
 #include "tm/matcher/Driver.h"
-#include "tm/passes/PassManager.h"
+#include "tm/matcher/RuleDecl.h"
 
 namespace tmg {
 
@@ -58,48 +56,5 @@ std::string ruleName(const RuleDecl &r);
 /// compileRules as a result.
 FailureOr<std::shared_ptr<const FrozenPatternSet>>
 compileRuleSet(const std::vector<RuleDecl> &rules);
-
-/// `apply-rules{file=rules.toml}`: applies declarative rules with the greedy
-/// driver. Without `file`, the pass takes the `[[rules]]` of the pipeline
-/// config that declares it. With `warn-unused=true`, each rule that matched
-/// nothing in the pass's first run is reported as a warning remark at the
-/// rule's location. Statistics count "RULE: matched" and "RULE: applied".
-class ApplyRulesPass : public GraphPass<ApplyRulesPass>, public RuleConsumer {
-public:
-  static constexpr const char *Name = "apply-rules";
-  static constexpr const char *Description =
-      "apply declarative rewrite rules ([[rules]] of the config, or a rules file)";
-  std::vector<OptionSpec> optionSpecs() const override;
-  FailureOr<void> setRules(std::vector<RuleDecl> rules) override;
-  FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
-  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
-
-private:
-  FailureOr<void> useRules(const std::vector<RuleDecl> &rules);
-
-  /// Which rules matched (shared by the graphs' threads of one run).
-  struct Usage {
-    std::mutex mu;
-    std::vector<std::pair<std::string, Location>> rules;
-    std::set<std::string> matched;
-    bool reported = false;
-  };
-  std::shared_ptr<const FrozenPatternSet> rules_;
-  std::shared_ptr<Usage> usage_;
-  std::string loadedFile_;
-};
-
-/// `fold-double-relu`: relu(relu(x)) => relu(x), and the same with relu6 on
-/// either side (=> relu6 of x). The sample pattern pass.
-struct FoldDoubleReluPass : PatternPass<FoldDoubleReluPass> {
-  static constexpr const char *Name = "fold-double-relu";
-  static constexpr const char *Description =
-      "relu(relu(x)) => relu(x); relu/relu6 chains => relu6(x)";
-  void populate(PatternSet &set) const override;
-};
-
-/// Registers the matcher's passes (apply-rules, fold-double-relu); safe to
-/// call more than once.
-void registerMatcherPasses(PassRegistry &r);
 
 } // namespace tmg

@@ -1,7 +1,7 @@
 //===- Pass.h - Passes, options and the pass registry -----------*- C++ -*-===//
 //
-// A pass has a kebab-case name, a one-line description, typed options with
-// defaults and help text, declared prerequisites, and
+// A pass has a kebab-case name, a one-line description, typed options
+// declared as members (tm/passes/PassOption.h), declared prerequisites, and
 // `run(TracedModule&, PassContext&)` which reports whether it changed
 // anything (or a Diagnostic). Passes are registered by explicit functions
 // (registerBuiltinPasses) or by plugins; the pass manager creates them by
@@ -24,31 +24,17 @@
 #include <memory>
 #include <string>
 #include <typeindex>
-#include <variant>
 #include <vector>
 
 #include <llvm/ADT/StringMap.h>
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/ir/Diagnostic.h"
+#include "tm/ir/Suggest.h"
 #include "tm/ir/TracedModule.h"
+#include "tm/passes/PassOption.h"
 
 namespace tmg {
-
-/// The value of a pass option.
-using OptionValue = std::variant<bool, int64_t, double, std::string>;
-
-/// "bool", "int", "float", "string".
-llvm::StringRef optionTypeName(const OptionValue &v);
-/// Canonical text: true/false, 12, 0.5, a string as is (quoted when needed).
-std::string optionValueStr(const OptionValue &v);
-
-/// A declared option: name, default (which fixes the type) and help.
-struct OptionSpec {
-  std::string name;
-  OptionValue defaultValue;
-  std::string help;
-};
 
 class PassContext;
 
@@ -57,8 +43,6 @@ public:
   virtual ~Pass();
   virtual llvm::StringRef name() const = 0;
   virtual llvm::StringRef description() const = 0;
-  /// Options this pass accepts.
-  virtual std::vector<OptionSpec> optionSpecs() const { return {}; }
   /// Passes that must run first (by name); the pass manager runs them.
   virtual std::vector<std::string> prerequisites() const { return {}; }
   /// Runs on `m`; returns whether anything changed, or a Diagnostic.
@@ -72,20 +56,26 @@ public:
   virtual bool isAtomic() const { return false; }
   virtual std::unique_ptr<Pass> clone() const = 0;
 
-  /// Sets an option (type-checked against its spec). Returns a Diagnostic
-  /// naming the option and the closest known name on error.
+  /// The options the pass declares (Option/ListOption members), in
+  /// declaration order.
+  llvm::ArrayRef<PassOptionBase *> options() const { return options_; }
+  /// The option named `name`, or nullptr.
+  PassOptionBase *findOption(llvm::StringRef name) const;
+  /// Sets an option from a value as written (type-checked by the option).
+  /// Returns a Diagnostic naming the pass, the option and the expected
+  /// type, or the closest option name for an unknown one.
   FailureOr<void> setOption(llvm::StringRef name, const OptionValue &v);
-  /// The current value (the default unless set).
-  OptionValue option(llvm::StringRef name) const;
-  bool boolOption(llvm::StringRef name) const;
-  int64_t intOption(llvm::StringRef name) const;
-  double floatOption(llvm::StringRef name) const;
-  std::string stringOption(llvm::StringRef name) const;
-  /// Options set explicitly, in name order (for canonical printing).
-  const std::map<std::string, OptionValue> &explicitOptions() const { return set_; }
+
+protected:
+  Pass() = default;
+  /// A copy starts without options: the copied Option members attach
+  /// themselves to it.
+  Pass(const Pass &) {}
+  Pass &operator=(const Pass &) { return *this; }
 
 private:
-  std::map<std::string, OptionValue> set_;
+  friend class PassOptionBase;
+  std::vector<PassOptionBase *> options_;
 };
 
 /// CRTP helper: name, description and cloning from the derived class's
@@ -228,9 +218,6 @@ private:
 /// merge-getattr, replace-node, verify); safe to call more than once.
 /// `registerAllPasses` (tm/InitAllPasses.h) registers every pass tmgraph has.
 void registerBuiltinPasses(PassRegistry &r);
-
-/// The closest of `candidates` to `name` by edit distance ("" if none).
-std::string closestName(llvm::StringRef name, const std::vector<std::string> &candidates);
 
 /// Loads a pass plugin: a shared library exporting
 /// `extern "C" void tmgRegisterPasses(tmg::PassRegistry &)`.

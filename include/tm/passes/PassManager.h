@@ -8,8 +8,11 @@
 // Grammar of the text form:
 //   pipeline := element (',' element)*
 //   element  := NAME options? | 'fixpoint' '(' pipeline ')' options?
-//   options  := '{' NAME '=' value (',' NAME '=' value)* '}'
-//   value    := true | false | integer | float | bare-word | "quoted string"
+//   options  := '{' (NAME '=' value ','?)* '}'   (commas or spaces between)
+//   value    := scalar | '[' (scalar (',' scalar)*)? ']'
+//   scalar   := true | false | integer | float | bare-word | "quoted string"
+// Each pass checks its options' values against their declared types
+// (tm/passes/PassOption.h).
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -21,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "tm/matcher/RuleDecl.h"
 #include "tm/passes/Pass.h"
 
 namespace tmg {
@@ -79,33 +83,6 @@ struct PipelineOptions {
   std::function<void(const std::string &)> output;
 };
 
-/// A pipeline read from a TOML config file:
-///   [pipeline]
-///   passes = ["flatten", "compile", "fixpoint(merge-getattr, compile)"]
-///   disabled = ["flatten"]
-///   verify-each = true
-///   print-after-all = false
-///   [passes.replace-node]
-///   pairs = "Net_relu_out:Net_x"
-/// A declarative rewrite rule as written in a config file (`[[rules]]`):
-///   [[rules]]
-///   name = "relu6-from-clip"
-///   match = "nn.clip($x, 0, 6)"
-///   replace = "nn.relu6($x)"
-///   where = ["$x.rank == 4"]      # optional constraints
-///   benefit = 2                   # optional, default 1
-/// The texts are compiled by the matcher library (tm/matcher/Rules.h); each
-/// location points at the first character of its text in the file.
-struct RuleDecl {
-  std::string name;
-  std::string match, replace;
-  std::vector<std::string> where;
-  int64_t benefit = 1;
-  Location loc; ///< the rule's table
-  Location matchLoc, replaceLoc;
-  std::vector<Location> whereLocs;
-};
-
 /// A pass that takes the rules declared in a config file (`apply-rules`):
 /// the config reader hands them over, so rule errors are reported when the
 /// file is read.
@@ -116,12 +93,15 @@ public:
   virtual FailureOr<void> setRules(std::vector<RuleDecl> rules) = 0;
 };
 
-/// Reads the `[[rules]]` tables of a TOML text. With `rulesOnly`, any other
-/// top-level key is an error (a rules file); otherwise it is ignored.
-FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std::string &file,
-                                                bool rulesOnly);
-FailureOr<std::vector<RuleDecl>> parseRulesFile(const std::string &path);
-
+/// A pipeline read from a TOML config file:
+///   [pipeline]
+///   passes = ["flatten", "compile", "fixpoint(merge-getattr, compile)"]
+///   disabled = ["flatten"]
+///   verify-each = true
+///   print-after-all = false
+///   [passes.replace-node]
+///   pairs = "Net_relu_out:Net_x"
+///   [[rules]]                       # tm/matcher/RuleDecl.h
 struct PipelineFile {
   Pipeline pipeline;
   PipelineOptions options;

@@ -6,7 +6,7 @@
 //   relu6(relu(x))  => relu6(x)     relu(relu6(x)) => relu6(x)
 //
 //===----------------------------------------------------------------------===//
-#include "tm/matcher/Rules.h"
+#include "tm/passes/RulePasses.h"
 
 namespace tmg {
 
