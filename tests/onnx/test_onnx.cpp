@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <set>
 
@@ -360,24 +361,142 @@ TEST_CASE("import: corrupt, truncated, sparse and external data are errors", "[o
   CHECK_THAT(rs.diagnostic().message, Catch::Contains("sparse"));
 }
 
-TEST_CASE("import: a shape input must be known; it can be bound", "[onnx]") {
+namespace {
+
+void attrI(onnx::NodeProto *n, const char *name, int64_t v) {
+  auto *a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+/// Imports `op(x, k)`, where `k` (int64, shape `kShape`) is a graph input
+/// that decides the output's shape and the output's shape is not declared,
+/// and runs it with `k` bound to `kv`.
+Tensor runShapeIn(const std::string &op, const Tensor &x, std::vector<int64_t> kShape,
+                  std::vector<int64_t> kv, std::function<void(onnx::NodeProto *)> attrs = {}) {
+  ModelBuilder b(13);
+  b.input("x", std::vector<int64_t>(x.shape().begin(), x.shape().end()));
+  b.input("k", kShape, onnx::TensorProto::INT64);
+  auto *n = b.node(op, {"x", "k"}, {"y"}, "n");
+  if (attrs)
+    attrs(n);
+  auto *o = b.g->add_output();
+  o->set_name("y");
+  o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  CHECK(r->names.inputs == std::vector<std::string>{"x", "k"});
+  return run(*r->module, {x, Tensor::fromInts(kShape, kv, DType::Int64)})[0];
+}
+
+Tensor iota(llvm::ArrayRef<int64_t> shape) {
+  Tensor t = Tensor::empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = float(i + 1);
+  return t;
+}
+
+std::vector<double> valuesOf(const Tensor &t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v.push_back(t.at(i));
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("import: a shape input of Reshape is read at run time; it can be bound", "[onnx]") {
+  Tensor x = iota({2, 6});
+  Tensor y = runShapeIn("Reshape", x, {2}, {3, -1});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({3, 4}));
+  CHECK(valuesOf(y) == valuesOf(x));
+  // 0 copies the input's dim unless allowzero.
+  y = runShapeIn("Reshape", x, {3}, {0, -1, 2});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2, 3, 2}));
+  CHECK(runShapeIn("Reshape", iota({0, 3}), {2}, {3, 0}, [](auto *n) {
+          attrI(n, "allowzero", 1);
+        }).shape() == llvm::ArrayRef<int64_t>({3, 0}));
+  CHECK_THROWS_WITH(runShapeIn("Reshape", x, {2}, {5, -1}),
+                    Catch::Contains("reshape: cannot infer the -1"));
+  CHECK_THROWS_WITH(runShapeIn("Reshape", x, {2}, {-2, 6}),
+                    Catch::Contains("reshape: invalid dimension -2"));
+  // Bound as a constant, the shape is folded and the output shape static.
   ModelBuilder b(13);
   b.input("x", {2, 6});
   b.input("shape", {2}, onnx::TensorProto::INT64);
   b.node("Reshape", {"x", "shape"}, {"y"}, "rs");
   b.output("y", {3, 4});
-  auto r = b.import();
-  REQUIRE(r.failed());
-  CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'rs' (Reshape)"));
-  REQUIRE(r.diagnostic().notes.size() == 1);
-  CHECK(r.diagnostic().notes[0] == "constant input: shape");
   io::OnnxImportOptions o;
   o.constantInputs["shape"] = Tensor::fromInts({2}, {3, -1});
   auto ok = b.import(o);
   REQUIRE(ok.succeeded());
   CHECK(ok->names.inputs == std::vector<std::string>{"x"});
-  Tensor y = run(*ok->module, {ramp({2, 6})})[0];
-  CHECK(y.shape() == llvm::ArrayRef<int64_t>({3, 4}));
+  CHECK_THAT(ok->module->graph().str(), Catch::Contains("tensor.reshape(x, (3, 4)"));
+}
+
+TEST_CASE("import: Expand, Tile, Squeeze and Unsqueeze read their input at run time",
+          "[onnx]") {
+  Tensor x = iota({3, 1});
+  // Expand broadcasts both ways: (3, 1) to (2, 1, 4) is (2, 3, 4).
+  Tensor y = runShapeIn("Expand", x, {3}, {2, 1, 4});
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({2, 3, 4}));
+  for (int64_t i = 0; i < 24; ++i)
+    CHECK(y.at(i) == double(i / 4 % 3 + 1));
+  CHECK(runShapeIn("Expand", x, {1}, {5}).shape() == llvm::ArrayRef<int64_t>({3, 5}));
+  CHECK_THROWS_WITH(runShapeIn("Expand", x, {2}, {2, 4}), Catch::Contains("broadcast_to"));
+  y = runShapeIn("Tile", iota({2, 2}), {2}, {1, 2});
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({2, 4}));
+  CHECK(valuesOf(y) == std::vector<double>{1, 2, 1, 2, 3, 4, 3, 4});
+  y = runShapeIn("Tile", iota({1, 2}), {2}, {3, 1});
+  CHECK(valuesOf(y) == std::vector<double>{1, 2, 1, 2, 1, 2});
+  CHECK_THROWS_WITH(runShapeIn("Tile", iota({2, 2}), {2}, {-1, 2}),
+                    Catch::Contains("invalid target shape"));
+  y = runShapeIn("Unsqueeze", iota({2, 3}), {2}, {0, -1});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 2, 3, 1}));
+  y = runShapeIn("Squeeze", iota({1, 3, 1}), {1}, {-1});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 3}));
+  CHECK_THROWS_WITH(runShapeIn("Squeeze", iota({1, 3, 1}), {1}, {1}),
+                    Catch::Contains("has size 3, not 1"));
+}
+
+TEST_CASE("import: reduction axes and the CumSum axis are read at run time", "[onnx]") {
+  Tensor x = iota({2, 3});
+  auto noKeep = [](onnx::NodeProto *n) { attrI(n, "keepdims", 0); };
+  Tensor y = runShapeIn("ReduceSum", x, {1}, {1}, noKeep);
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2}));
+  CHECK(valuesOf(y) == std::vector<double>{6, 15});
+  y = runShapeIn("ReduceSum", x, {1}, {-2});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{5, 7, 9});
+  y = runShapeIn("ReduceSum", x, {0}, {}); // no axes: every axis
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 1}));
+  CHECK(valuesOf(y) == std::vector<double>{21});
+  y = runShapeIn("ReduceSum", x, {0}, {}, [](auto *n) { attrI(n, "noop_with_empty_axes", 1); });
+  CHECK(valuesOf(y) == valuesOf(x));
+  y = runShapeIn("CumSum", x, {}, {1});
+  CHECK(valuesOf(y) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK_THROWS_WITH(runShapeIn("CumSum", x, {}, {2}), Catch::Contains("out of range"));
+}
+
+TEST_CASE("import: Pad reads its pads and value at run time", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {2, 2});
+  b.input("pads", {4}, onnx::TensorProto::INT64);
+  b.input("v", {}, onnx::TensorProto::FLOAT);
+  b.node("Pad", {"x", "pads", "v"}, {"y"});
+  b.output("y", {});
+  b.g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  // (begin0, begin1, end0, end1) = (0, 1, 1, 0).
+  Tensor y = run(*r->module, {iota({2, 2}), Tensor::fromInts({4}, {0, 1, 1, 0}, DType::Int64),
+                              Tensor::full({}, 9.0)})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({3, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{9, 1, 2, 9, 3, 4, 9, 9, 9});
+  CHECK_THROWS_WITH(run(*r->module, {iota({2, 2}), Tensor::fromInts({4}, {0, -3, 0, 0}, DType::Int64),
+                                     Tensor::full({}, 9.0)}),
+                    Catch::Contains("pad: padding"));
 }
 
 TEST_CASE("import: shape arithmetic is folded at import time", "[onnx]") {
