@@ -193,6 +193,13 @@ struct NodeCx {
   bool wants(size_t i) const { return i < size_t(n.output_size()) && !n.output(int(i)).empty(); }
 };
 
+/// A 1-d int64 constant node.
+inline Node *intsConst(const NodeCx &c, const std::vector<int64_t> &v) {
+  Tensor t = Tensor::empty({int64_t(v.size())}, DType::Int64); // exact: no doubles
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return c.constant(std::move(t));
+}
+
 /// An argument of integers, as a tuple.
 inline Arg tupleOf(llvm::ArrayRef<int64_t> v) { return Arg::ints(v); }
 

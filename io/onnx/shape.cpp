@@ -12,11 +12,6 @@
 namespace tmg::io::onnxdetail {
 namespace {
 
-/// A 1-d int64 constant node.
-Node *intsConst(const NodeCx &c, const std::vector<int64_t> &v) {
-  return c.constant(Tensor::fromInts({int64_t(v.size())}, v, DType::Int64));
-}
-
 /// where(t == match, v, t): the entries of `t` equal to `match` replaced by
 /// those of `v` (t an int64 node, v and match known at import time).
 Node *replaceWhere(const NodeCx &c, Node *t, int64_t match, const std::vector<int64_t> &v) {

@@ -370,24 +370,48 @@ void attrI(onnx::NodeProto *n, const char *name, int64_t v) {
   a->set_i(v);
 }
 
-/// Imports `op(x, k)`, where `k` (int64, shape `kShape`) is a graph input
-/// that decides the output's shape and the output's shape is not declared,
-/// and runs it with `k` bound to `kv`.
-Tensor runShapeIn(const std::string &op, const Tensor &x, std::vector<int64_t> kShape,
-                  std::vector<int64_t> kv, std::function<void(onnx::NodeProto *)> attrs = {}) {
-  ModelBuilder b(13);
-  b.input("x", std::vector<int64_t>(x.shape().begin(), x.shape().end()));
-  b.input("k", kShape, onnx::TensorProto::INT64);
-  auto *n = b.node(op, {"x", "k"}, {"y"}, "n");
-  if (attrs)
-    attrs(n);
+/// An int64 graph input and the values it is bound to.
+struct IntsIn {
+  std::string name;
+  std::vector<int64_t> shape, values;
+};
+
+void untypedOutput(ModelBuilder &b, int32_t type = onnx::TensorProto::FLOAT) {
   auto *o = b.g->add_output();
   o->set_name("y");
-  o->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  o->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+}
+
+/// Imports `op(x, ins...)` (an empty name: an input left out), where the
+/// int64 graph inputs `ins` decide the output's shape and the output's
+/// shape is not declared, and runs it with them bound.
+Tensor runWithInts(const std::string &op, const Tensor &x, const std::vector<IntsIn> &ins,
+                   std::function<void(onnx::NodeProto *)> attrs = {}) {
+  ModelBuilder b(13);
+  b.input("x", std::vector<int64_t>(x.shape().begin(), x.shape().end()));
+  std::vector<std::string> names = {"x"};
+  std::vector<Tensor> vals = {x};
+  for (const IntsIn &i : ins) {
+    names.push_back(i.name);
+    if (i.name.empty())
+      continue;
+    b.input(i.name, i.shape, onnx::TensorProto::INT64);
+    vals.push_back(Tensor::fromInts(i.shape, i.values, DType::Int64));
+  }
+  auto *n = b.node(op, names, {"y"}, "n");
+  if (attrs)
+    attrs(n);
+  untypedOutput(b);
   auto r = b.import();
   REQUIRE(r.succeeded());
-  CHECK(r->names.inputs == std::vector<std::string>{"x", "k"});
-  return run(*r->module, {x, Tensor::fromInts(kShape, kv, DType::Int64)})[0];
+  CHECK(r->names.inputs.size() == vals.size());
+  return run(*r->module, vals)[0];
+}
+
+/// runWithInts with one int64 input `k` of shape `kShape`.
+Tensor runShapeIn(const std::string &op, const Tensor &x, std::vector<int64_t> kShape,
+                  std::vector<int64_t> kv, std::function<void(onnx::NodeProto *)> attrs = {}) {
+  return runWithInts(op, x, {{"k", kShape, kv}}, std::move(attrs));
 }
 
 Tensor iota(llvm::ArrayRef<int64_t> shape) {
@@ -485,8 +509,7 @@ TEST_CASE("import: Pad reads its pads and value at run time", "[onnx]") {
   b.input("pads", {4}, onnx::TensorProto::INT64);
   b.input("v", {}, onnx::TensorProto::FLOAT);
   b.node("Pad", {"x", "pads", "v"}, {"y"});
-  b.output("y", {});
-  b.g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  untypedOutput(b);
   auto r = b.import();
   REQUIRE(r.succeeded());
   // (begin0, begin1, end0, end1) = (0, 1, 1, 0).
@@ -497,6 +520,92 @@ TEST_CASE("import: Pad reads its pads and value at run time", "[onnx]") {
   CHECK_THROWS_WITH(run(*r->module, {iota({2, 2}), Tensor::fromInts({4}, {0, -3, 0, 0}, DType::Int64),
                                      Tensor::full({}, 9.0)}),
                     Catch::Contains("pad: padding"));
+}
+
+TEST_CASE("import: Slice reads its starts, ends, axes and steps at run time", "[onnx]") {
+  Tensor x = iota({3, 4});
+  // Rows 0..1; columns from 3 down to (but not at) -5 + 4 = -1, by 2.
+  Tensor y = runWithInts("Slice", x,
+                         {{"s", {2}, {0, 3}}, {"e", {2}, {2, -5}}, {"a", {2}, {0, -1}},
+                          {"st", {2}, {1, -2}}});
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({2, 2}));
+  CHECK(valuesOf(y) == std::vector<double>{4, 2, 8, 6});
+  // Axes and steps left out; bounds past the ends are clamped.
+  y = runWithInts("Slice", x, {{"s", {1}, {-2}}, {"e", {1}, {100}}});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2, 4}));
+  CHECK(valuesOf(y) == std::vector<double>{5, 6, 7, 8, 9, 10, 11, 12});
+  CHECK_THROWS_WITH(runWithInts("Slice", x,
+                                {{"s", {1}, {0}}, {"e", {1}, {2}}, {"", {}, {}}, {"st", {1}, {0}}}),
+                    Catch::Contains("step"));
+}
+
+TEST_CASE("import: Trilu's k and Resize's scales and sizes are read at run time", "[onnx]") {
+  Tensor x = iota({3, 3});
+  CHECK(valuesOf(runShapeIn("Trilu", x, {}, {1})) ==
+        std::vector<double>{0, 2, 3, 0, 0, 6, 0, 0, 0});
+  CHECK(valuesOf(runShapeIn("Trilu", x, {}, {-1}, [](auto *n) { attrI(n, "upper", 0); })) ==
+        std::vector<double>{0, 0, 0, 4, 0, 0, 7, 8, 0});
+  auto nearest = [](onnx::NodeProto *n) {
+    for (auto [k, v] : {std::pair<const char *, const char *>{"coordinate_transformation_mode",
+                                                               "asymmetric"},
+                        {"nearest_mode", "floor"}}) {
+      auto *a = n->add_attribute();
+      a->set_name(k);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(v);
+    }
+  };
+  const std::vector<double> up = {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4};
+  Tensor y = runWithInts("Resize", iota({1, 1, 2, 2}),
+                         {{"", {}, {}}, {"", {}, {}}, {"sz", {4}, {1, 1, 4, 4}}}, nearest);
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 4}));
+  CHECK(valuesOf(y) == up);
+  // Scales: a float graph input.
+  ModelBuilder b(13);
+  b.input("x", {1, 1, 2, 2});
+  b.input("sc", {4});
+  nearest(b.node("Resize", {"x", "", "sc"}, {"y"}));
+  untypedOutput(b);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  y = run(*r->module, {iota({1, 1, 2, 2}), Tensor::fromFloats({4}, {1, 1, 2, 2})})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 4}));
+  CHECK(valuesOf(y) == up);
+  CHECK_THROWS_WITH(run(*r->module, {iota({1, 1, 2, 2}), Tensor::fromFloats({4}, {1, 1, -2, 2})}),
+                    Catch::Contains("not a positive size factor"));
+}
+
+TEST_CASE("import: Range and ConstantOfShape read their inputs at run time", "[onnx]") {
+  ModelBuilder b(13);
+  for (const char *n : {"s", "l", "d"})
+    b.input(n, {}, onnx::TensorProto::INT64);
+  b.node("Range", {"s", "l", "d"}, {"y"});
+  untypedOutput(b, onnx::TensorProto::INT64);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto i64 = [](int64_t v) { return Tensor::fromInts({}, {v}, DType::Int64); };
+  Tensor y = run(*r->module, {i64(10), i64(1), i64(-3)})[0];
+  CHECK(y.dtype() == DType::Int64);
+  CHECK(valuesOf(y) == std::vector<double>{10, 7, 4});
+  CHECK_THROWS_WITH(run(*r->module, {i64(0), i64(3), i64(0)}), Catch::Contains("non-zero"));
+
+  ModelBuilder c(13);
+  c.input("shape", {2}, onnx::TensorProto::INT64);
+  auto *n = c.node("ConstantOfShape", {"shape"}, {"y"});
+  auto *a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_dims(1);
+  a->mutable_t()->add_float_data(2.5f);
+  untypedOutput(c);
+  r = c.import();
+  REQUIRE(r.succeeded());
+  y = run(*r->module, {Tensor::fromInts({2}, {2, 3}, DType::Int64)})[0];
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2, 3}));
+  CHECK(valuesOf(y) == std::vector<double>(6, 2.5));
+  CHECK_THROWS_WITH(run(*r->module, {Tensor::fromInts({2}, {2, -3}, DType::Int64)}),
+                    Catch::Contains("full: invalid shape"));
 }
 
 TEST_CASE("import: shape arithmetic is folded at import time", "[onnx]") {
