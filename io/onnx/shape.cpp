@@ -97,9 +97,29 @@ void importConcat(NodeCx &c) {
   c.out(0, c.call("tensor.concat", {Arg::list(xs)}, {{"axis", ax}}));
 }
 
+/// Split by sizes read at run time: split at their running sums but the last.
+void importSplitRuntime(NodeCx &c, int64_t ax, size_t n) {
+  if (c.length(1) != int64_t(n))
+    c.fail("the number of split sizes differs from the number of outputs");
+  if (n == 1)
+    return c.outAlias(0, c.val(0));
+  Node *ends = c.call("tensor.cumsum", {c.intsNode(1), int64_t(0)});
+  Node *at = c.method(ends, "__getitem__",
+                      {Arg::slice(Arg::none(), int64_t(n - 1), Arg::none())});
+  // The parts' sizes are known only at run time (the shape rule can tell
+  // neither them nor how many there are): give their dtype.
+  std::vector<OutputType> types(n, OutputType{std::nullopt, c.dtype(0)});
+  auto outs = c.cx.b.callFunctionN(functionOp("tensor.split"), {c.node(0), at}, {{"axis", ax}},
+                                   n, types);
+  for (size_t i = 0; i < n; ++i)
+    c.out(i, outs[i]);
+}
+
 void importSplit(NodeCx &c) {
   int64_t r = c.rank(0), ax = c.axis(c.ai("axis", 0), r);
   size_t n = size_t(c.n.output_size());
+  if (c.runtime(1))
+    return importSplitRuntime(c, ax, n);
   std::vector<int64_t> sizes =
       c.has(1) ? c.ints(1) : c.ais("split").value_or(std::vector<int64_t>{});
   int64_t dim = c.shape(0)[ax];
@@ -363,8 +383,31 @@ void exportConcat(ExportCall &c) {
   Exporter::attrI(c.n, "axis", axis);
 }
 
+/// split at points read at run time: ONNX Split sizes, the differences of
+/// (points..., size) and (0, points...).
+void exportSplitRuntime(ExportCall &c, int64_t axis, std::vector<std::string> outs) {
+  const Shape &s = c.shapeOf(c.e.input(0));
+  int64_t ax = axis < 0 ? axis + int64_t(s.size()) : axis;
+  std::string p = c.operand("nsplits_or_sections", DType::Int64), base = c.out + "_split";
+  onnx::NodeProto *n1, *n2;
+  std::string hi = c.emit("Concat", {p, c.intsInit({s[ax]}, base + "_dim")}, base + "_hi", &n1);
+  std::string lo = c.emit("Concat", {c.intsInit({0}, base + "_zero"), p}, base + "_lo", &n2);
+  Exporter::attrI(n1, "axis", 0);
+  Exporter::attrI(n2, "axis", 0);
+  std::string sizes = c.emit("Sub", {hi, lo}, base);
+  Exporter::attrI(c.ex.node("Split", {c.operand("inp"), sizes}, outs), "axis", axis);
+}
+
 void exportSplit(ExportCall &c) {
   int64_t axis = c.ints("axis")[0];
+  if (auto a = c.e.namedArg("nsplits_or_sections"); a && a->node()) {
+    std::vector<std::string> outs;
+    for (size_t i = 0; i < c.e.numOutputs(); ++i) {
+      outs.push_back(c.ex.fresh(c.e.output(i)->name()));
+      c.bind(outs.back(), i);
+    }
+    return exportSplitRuntime(c, axis, outs);
+  }
   std::vector<int64_t> sizes;
   std::vector<std::string> outs;
   for (size_t i = 0; i < c.e.numOutputs(); ++i) {

@@ -220,6 +220,7 @@ Types concatOrStack(const ShapeContext &c, OpKind k) {
 /// split into n equal parts or at increasing split points: one output each.
 Types split(const ShapeContext &c, OpKind) {
   auto x = c.first();
+
   auto ns = c.constArg("nsplits_or_sections");
   auto ax = c.constArg("axis");
   auto a = ax ? intOf(*ax) : std::nullopt;

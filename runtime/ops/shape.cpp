@@ -116,8 +116,44 @@ template <bool Stack> StepFn lowerJoin(const Expr &e, OpKind, LowerContext &ctx)
   };
 }
 
+/// Split points read at run time: ascending within [0, size] (no wrap-around
+/// of negatives, which only a constant written that way means).
+void checkPoints(const std::vector<int64_t> &v, const Tensor &x, int64_t axis) {
+  int64_t r = int64_t(x.rank()), ax = axis < 0 ? axis + r : axis;
+  int64_t n = ax >= 0 && ax < r ? x.dim(size_t(ax)) : 0, prev = 0;
+  for (int64_t p : v) {
+    if (p < prev || p > n)
+      raise("split: split points {} are not ascending within [0, {}] for input {}",
+            shapeStr(v), n, shapeStr(x.shape()));
+    prev = p;
+  }
+}
+
+/// split at points given as a tensor node, read when the step runs.
+StepFn lowerSplitRuntime(const Args &a, std::vector<uint32_t> outs) {
+  IntsArg pts = a.intsArg("nsplits_or_sections");
+  int64_t axis = a.integer("axis");
+  Src x = a.tensor("inp");
+  return [x, pts, axis, outs](Value *s, RunState &) {
+    Tensor t = x.get(s);
+    std::vector<int64_t> v = pts.get(s);
+    checkPoints(v, t, axis);
+    std::vector<Tensor> parts = splitAt(t, v, axis);
+    if (parts.size() != outs.size())
+      raise("split produced {} parts for {} outputs", parts.size(), outs.size());
+    for (size_t i = 0; i < outs.size(); ++i)
+      s[outs[i]].tensor = std::move(parts[i]);
+  };
+}
+
 StepFn lowerSplit(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
+  if (auto r = a.ref("nsplits_or_sections"); r && r->node()) {
+    std::vector<uint32_t> outs;
+    for (size_t i = 0; i < e.numOutputs(); ++i)
+      outs.push_back(outSlot(e, ctx, i));
+    return lowerSplitRuntime(a, outs);
+  }
   TreeDef ns = a.constant("nsplits_or_sections");
   int64_t axis = a.integer("axis");
   Src x = a.tensor("inp");

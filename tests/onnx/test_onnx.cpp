@@ -608,6 +608,29 @@ TEST_CASE("import: Range and ConstantOfShape read their inputs at run time", "[o
                     Catch::Contains("full: invalid shape"));
 }
 
+TEST_CASE("import: Split reads its sizes at run time", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {2, 5});
+  b.input("sizes", {2}, onnx::TensorProto::INT64);
+  attrI(b.node("Split", {"x", "sizes"}, {"y0", "y1"}), "axis", 1);
+  for (const char *o : {"y0", "y1"}) {
+    auto *v = b.g->add_output();
+    v->set_name(o);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto ys = run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {2, 3}, DType::Int64)});
+  REQUIRE(ys.size() == 2);
+  CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({2, 2}));
+  CHECK(valuesOf(ys[0]) == std::vector<double>{1, 2, 6, 7});
+  CHECK(valuesOf(ys[1]) == std::vector<double>{3, 4, 5, 8, 9, 10});
+  ys = run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {0, 5}, DType::Int64)});
+  CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({2, 0}));
+  CHECK_THROWS_WITH(run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {-1, 6}, DType::Int64)}),
+                    Catch::Contains("not ascending"));
+}
+
 TEST_CASE("import: shape arithmetic is folded at import time", "[onnx]") {
   // y = reshape(x, concat(shape(x)[0:1], [-1])): what exporters emit for a
   // flatten; no Shape/Concat survives in the graph.
