@@ -19,16 +19,37 @@ Node *replaceWhere(const NodeCx &c, Node *t, int64_t match, const std::vector<in
   return c.call("tensor.where", {eq, intsConst(c, v), t});
 }
 
+/// Input `i`'s shape read at run time (GetVarShape), as int64.
+Node *runtimeShape(NodeCx &c, size_t i) {
+  Node *s = c.cx.b.apply(op(OpKind::GetVarShape), {c.node(i)})[0];
+  return c.astype(s, DType::Int64);
+}
+
+/// The first `n` dims of input 0, 0 past its rank, read at run time:
+/// (dims..., 0 * n)[:n].
+Node *firstDims(NodeCx &c, int64_t n) {
+  Node *padded = c.call("tensor.concat",
+                        {Arg::list({runtimeShape(c, 0), intsConst(c, std::vector<int64_t>(n, 0))})});
+  return c.method(padded, "__getitem__", {Arg::slice(Arg::none(), n, Arg::none())});
+}
+
 /// Reshape to a shape read at run time; a 0 entry copies the input's dim
-/// (unless allowzero), which needs the input's static shape.
+/// (unless allowzero): from its static shape, or read at run time.
 void importReshapeRuntime(NodeCx &c) {
   Node *t = c.intsNode(1);
   if (!c.ai("allowzero", 0)) {
-    const Shape &s = c.shape(0);
-    std::vector<int64_t> dims(size_t(c.length(1)), 0);
-    for (size_t i = 0; i < dims.size() && i < s.size(); ++i)
-      dims[i] = s[i];
-    t = replaceWhere(c, t, 0, dims);
+    int64_t n = c.length(1);
+    Node *eq = c.call("elemwise.equal", {t, c.constant(Tensor::fromInts({}, {0}))});
+    Node *dims;
+    if (const auto &s = c.val(0).shape) {
+      std::vector<int64_t> d(size_t(n), 0);
+      for (size_t i = 0; i < d.size() && i < s->size(); ++i)
+        d[i] = (*s)[i];
+      dims = intsConst(c, d);
+    } else {
+      dims = firstDims(c, n);
+    }
+    t = c.call("tensor.where", {eq, dims, t});
   }
   c.out(0, c.call("tensor.reshape", {c.node(0), t}));
 }
@@ -49,7 +70,7 @@ void importFlatten(NodeCx &c) {
 }
 
 void importReshape(NodeCx &c) {
-  if (c.runtime(1))
+  if (c.has(1) && (c.runtime(1) || !c.val(0).shape))
     return importReshapeRuntime(c);
   std::vector<int64_t> target =
       c.has(1) ? c.ints(1) : c.ais("shape").value_or(std::vector<int64_t>{});
@@ -146,7 +167,20 @@ void importSplit(NodeCx &c) {
     c.out(i, outs[i]);
 }
 
+/// Shape of a value whose shape is known only at run time: GetVarShape,
+/// sliced [start:end] (Python's clamping is ONNX's).
+void importShapeRuntime(NodeCx &c) {
+  Node *s = runtimeShape(c, 0);
+  if (c.hasAttr("start") || c.hasAttr("end")) {
+    Arg e0 = c.hasAttr("end") ? Arg(c.ai("end", 0)) : Arg::none();
+    s = c.method(s, "__getitem__", {Arg::slice(c.ai("start", 0), e0, Arg::none())});
+  }
+  c.out(0, s);
+}
+
 void importShape(NodeCx &c) {
+  if (!c.val(0).shape)
+    return importShapeRuntime(c);
   const Shape &s = c.shape(0);
   int64_t r = int64_t(s.size());
   int64_t b0 = c.ai("start", 0), e0 = c.ai("end", r);

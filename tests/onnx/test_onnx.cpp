@@ -272,15 +272,19 @@ TEST_CASE("import: symbolic input dims are fixed by inputShapes", "[onnx]") {
   b.init("w", {3, 2}, {1, 2, 3, 4, 5, 6});
   b.node("MatMul", {"x", "w"}, {"y"}, "mm");
   b.node("Shape", {"x"}, {"s"}, "shape");
+  b.node("Flatten", {"x"}, {"f"}, "flat");
   auto *out = b.g->add_output();
   b.value(out, "y", {0, 2});
   out->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
   b.output("s", {2}, onnx::TensorProto::INT64);
+  auto *f = b.g->add_output();
+  f->set_name("f");
+  f->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
 
   auto r = b.import();
   REQUIRE(r.failed());
   CHECK_THAT(r.diagnostic().message,
-             Catch::Contains("node 'shape' (Shape): the shape of input 'x' is not known statically; "
+             Catch::Contains("node 'flat' (Flatten): the shape of input 'x' is not known statically; "
                              "graph input 'x' (N, 3) has symbolic dimensions: give static shapes "
                              "with --input-shape x=DIMxDIM..."));
   for (const char *key : {"x", "0"}) {
@@ -629,6 +633,37 @@ TEST_CASE("import: Split reads its sizes at run time", "[onnx]") {
   CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({2, 0}));
   CHECK_THROWS_WITH(run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {-1, 6}, DType::Int64)}),
                     Catch::Contains("not ascending"));
+}
+
+TEST_CASE("import: a shape computed from a symbolic dimension is read at run time", "[onnx]") {
+  // y = reshape(x, concat(unsqueeze(shape(x)[0]), [-1])) and
+  // z = reshape(x, [0, 2, -1]) with x of shape (N, 3, 4), N symbolic.
+  ModelBuilder b(13);
+  b.input("x", {1, 3, 4});
+  b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  b.initInts("zero", {0});
+  b.initInts("minus1", {-1});
+  b.initInts("zt", {0, 2, -1});
+  b.g->mutable_initializer(0)->clear_dims(); // a 0-d index
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "zero"}, {"n"});
+  b.node("Unsqueeze", {"n", "minus1"}, {"n1"}); // axes [-1]
+  attrI(b.node("Concat", {"n1", "minus1"}, {"t"}), "axis", 0);
+  b.node("Reshape", {"x", "t"}, {"y"});
+  b.node("Reshape", {"x", "zt"}, {"z"});
+  for (const char *o : {"y", "z"}) {
+    auto *v = b.g->add_output();
+    v->set_name(o);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  for (int64_t n : {2, 5}) {
+    auto ys = run(*r->module, {iota({n, 3, 4})});
+    CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({n, 12}));
+    CHECK(ys[1].shape() == llvm::ArrayRef<int64_t>({n, 2, 6}));
+    CHECK(valuesOf(ys[0]) == valuesOf(iota({n, 3, 4})));
+  }
 }
 
 TEST_CASE("import: shape arithmetic is folded at import time", "[onnx]") {
