@@ -381,9 +381,11 @@ TreeDef toTreeDef(const PyVal &v, const LineParser &p,
         p.fail("dict keys must be sorted and unique", v.col);
     return TreeDef::dict(std::move(c));
   }
-  case PyVal::Kind::Slice:
-    return TreeDef::slice(toTreeDef(v.items[0], p, ids), toTreeDef(v.items[1], p, ids),
-                          toTreeDef(v.items[2], p, ids));
+  case PyVal::Kind::Slice: {
+    // In order: the leaves are numbered start, stop, step.
+    TreeDef start = toTreeDef(v.items[0], p, ids), stop = toTreeDef(v.items[1], p, ids);
+    return TreeDef::slice(std::move(start), std::move(stop), toTreeDef(v.items[2], p, ids));
+  }
   case PyVal::Kind::TensorVal:
   case PyVal::Kind::ModuleVal:
     p.fail("a tensor or module value is not allowed here", v.col);
@@ -422,10 +424,11 @@ TreeDef retypeLeaves(const TreeDef &t, llvm::ArrayRef<Node *> nodes, size_t &nex
     return t.kind() == TreeDef::Kind::Dict ? TreeDef::dict(std::move(c))
                                            : TreeDef::orderedDict(std::move(c));
   }
-  case TreeDef::Kind::Slice:
-    return TreeDef::slice(retypeLeaves(t.child(0), nodes, next),
-                          retypeLeaves(t.child(1), nodes, next),
-                          retypeLeaves(t.child(2), nodes, next));
+  case TreeDef::Kind::Slice: {
+    TreeDef start = retypeLeaves(t.child(0), nodes, next);
+    TreeDef stop = retypeLeaves(t.child(1), nodes, next);
+    return TreeDef::slice(std::move(start), std::move(stop), retypeLeaves(t.child(2), nodes, next));
+  }
   }
   return t;
 }

@@ -72,9 +72,12 @@ TreeDef Arg::flatten(std::vector<Node *> &nodes) const {
       c.emplace_back(keys_[i], items_[i].flatten(nodes));
     return TreeDef::dict(std::move(c));
   }
-  case Kind::Slice:
-    return TreeDef::slice(items_[0].flatten(nodes), items_[1].flatten(nodes),
-                          items_[2].flatten(nodes));
+  case Kind::Slice: {
+    // In order: the leaves are numbered start, stop, step.
+    TreeDef start = items_[0].flatten(nodes);
+    TreeDef stop = items_[1].flatten(nodes);
+    return TreeDef::slice(std::move(start), std::move(stop), items_[2].flatten(nodes));
+  }
   }
   return TreeDef();
 }

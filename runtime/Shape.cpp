@@ -126,8 +126,8 @@ Tensor reshape(const Tensor &x, llvm::ArrayRef<int64_t> shape) {
     } else if (s[d] < 0) {
       raise("reshape: invalid dimension {} in {} for input {}", s[d],
             shapeStr(shape), shapeStr(x.shape()));
-    } else {
-      known *= s[d];
+    } else if (__builtin_mul_overflow(known, s[d], &known)) {
+      raise("reshape: the element count of {} overflows int64", shapeStr(shape));
     }
   }
   if (inferred >= 0) {
@@ -227,6 +227,11 @@ Tensor contiguous(const Tensor &x) {
 
 Tensor broadcastTo(const Tensor &x, llvm::ArrayRef<int64_t> shape) {
   requireDefined("broadcast_to", x, "input");
+  int64_t n = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(n, d, &n))
+      raise("broadcast_to: invalid target shape {} for input {}", shapeStr(shape),
+            shapeStr(x.shape()));
   bool ok = x.rank() <= shape.size();
   for (size_t k = 0; ok && k < x.rank(); ++k) {
     int64_t dx = x.dim(x.rank() - 1 - k), ds = shape[shape.size() - 1 - k];

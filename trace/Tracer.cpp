@@ -330,9 +330,11 @@ static TreeDef valueTree(const Value &v, std::vector<Var> &leaves) {
     return v.kind() == Value::Kind::Tuple ? TreeDef::tuple(std::move(c))
                                           : TreeDef::list(std::move(c));
   }
-  case Value::Kind::Slice:
-    return TreeDef::slice(valueTree(v[0], leaves), valueTree(v[1], leaves),
-                          valueTree(v[2], leaves));
+  case Value::Kind::Slice: {
+    // In order: the leaves are numbered start, stop, step.
+    TreeDef start = valueTree(v[0], leaves), stop = valueTree(v[1], leaves);
+    return TreeDef::slice(std::move(start), std::move(stop), valueTree(v[2], leaves));
+  }
   case Value::Kind::Dict: {
     std::vector<std::pair<Scalar, TreeDef>> c;
     for (size_t i = 0; i < v.size(); ++i)

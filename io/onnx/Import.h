@@ -102,6 +102,21 @@ struct NodeCx {
       out[k] = t.at(k);
     return out;
   }
+  /// Whether input `i`, which decides a shape, is known only at run time
+  /// (a graph input or a value the graph computes).
+  bool runtime(size_t i) const { return has(i) && !val(i).cst; }
+  /// Input `i`, integers read at run time, as an int64 graph node.
+  Node *intsNode(size_t i) const {
+    Node *x = node(i);
+    return dtype(i) == DType::Int64 ? x : astype(x, DType::Int64);
+  }
+  /// The static length of input `i`, a 1-d tensor; an error otherwise.
+  int64_t length(size_t i) const {
+    const Shape &s = shape(i);
+    if (s.size() != 1)
+      fail(fmt::format("input '{}' must be 1-d, got shape {}", n.input(int(i)), shapeStr(s)));
+    return s[0];
+  }
   /// The static shape of input `i`; an error when it is not known.
   const Shape &shape(size_t i) const;
   int64_t rank(size_t i) const { return int64_t(shape(i).size()); }
@@ -177,6 +192,13 @@ struct NodeCx {
   }
   bool wants(size_t i) const { return i < size_t(n.output_size()) && !n.output(int(i)).empty(); }
 };
+
+/// A 1-d int64 constant node.
+inline Node *intsConst(const NodeCx &c, const std::vector<int64_t> &v) {
+  Tensor t = Tensor::empty({int64_t(v.size())}, DType::Int64); // exact: no doubles
+  std::copy(v.begin(), v.end(), t.data<int64_t>());
+  return c.constant(std::move(t));
+}
 
 /// An argument of integers, as a tuple.
 inline Arg tupleOf(llvm::ArrayRef<int64_t> v) { return Arg::ints(v); }

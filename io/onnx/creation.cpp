@@ -2,7 +2,9 @@
 //
 // The ONNX importers and exporters of the creation family:
 // ConstantOfShape (full), Range (arange), and EyeLike and Trilu, whose
-// masks of the static shape are computed at import time.
+// masks of the static shape are computed at import time (Trilu's k may be
+// read at run time). A shape or bound known only at run time is passed to
+// full or arange as a tensor node.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -14,7 +16,7 @@ namespace tmg::io::onnxdetail {
 namespace {
 
 void importConstantOfShape(NodeCx &c) {
-  std::vector<int64_t> shape = c.ints(0);
+  Arg shape = c.runtime(0) ? Arg(c.intsNode(0)) : tupleOf(c.ints(0));
   double v = 0;
   DType dt = DType::Float32;
   if (auto *a = c.attr("value")) {
@@ -22,13 +24,34 @@ void importConstantOfShape(NodeCx &c) {
     dt = t.dtype();
     v = t.numel() ? t.at(0) : 0.0;
   }
-  c.out(0, c.call("tensor.full", {tupleOf(shape), v}, {{"dtype", dtypeName(dt).str()}}));
+  c.out(0, c.call("tensor.full", {shape, v}, {{"dtype", dtypeName(dt).str()}}));
 }
 
+/// Range: start, limit and delta known at import time, or read at run time.
 void importRange(NodeCx &c) {
-  DType dt = c.cst(0).dtype();
-  double st = c.cst(0).at(0), lim = c.cst(1).at(0), dl = c.cst(2).at(0);
-  c.out(0, c.call("tensor.arange", {st, lim, dl}, {{"dtype", dtypeName(dt).str()}}));
+  std::optional<DType> dt = c.dtype(0);
+  if (!dt)
+    c.fail("the dtype of 'start' is not known");
+  std::vector<Arg> bounds;
+  for (size_t i = 0; i < 3; ++i)
+    bounds.push_back(c.runtime(i) ? Arg(c.node(i)) : Arg(c.cst(i).at(0)));
+  c.out(0, c.call("tensor.arange", bounds, {{"dtype", dtypeName(*dt).str()}}));
+}
+
+/// Trilu with k read at run time: the mask compares the constant diagonal
+/// offsets j - i of the static shape with k.
+void importTriluRuntime(NodeCx &c) {
+  const Shape &s = c.shape(0);
+  int64_t M = s[s.size() - 2], N = s.back();
+  Tensor off = Tensor::zeros({M, N}, DType::Int64);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      off.data<int64_t>()[i * N + j] = j - i;
+  Node *k = c.intsNode(1);
+  Node *mask = c.call(c.ai("upper", 1) ? "elemwise.greater_equal" : "elemwise.less_equal",
+                      {c.constant(off), k});
+  DType dt = c.dtype(0).value_or(DType::Float32);
+  c.out(0, c.call("tensor.where", {mask, c.node(0), c.constant(Tensor::zeros({}, dt))}));
 }
 
 /// Trilu and EyeLike: a mask (or the eye) of the static shape.
@@ -36,6 +59,8 @@ void importMask(NodeCx &c, bool eye) {
   const Shape &s = c.shape(0);
   if (s.size() < 2)
     c.fail("the input needs rank >= 2");
+  if (!eye && c.runtime(1))
+    return importTriluRuntime(c);
   int64_t k = !eye ? (c.has(1) ? c.ints(1).at(0) : 0) : c.ai("k", 0);
   bool upper = c.ai("upper", 1);
   int64_t M = s[s.size() - 2], N = s.back();
@@ -68,12 +93,57 @@ void registerCreationOnnxImport(OnnxImportTable &t) {
 
 namespace {
 
+void attrTensor(onnx::NodeProto *n, const Tensor &t) {
+  auto *a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  tensorToProto(t, *a->mutable_t());
+}
+
+bool holdsNode(const ExportCall &c, const char *name) {
+  auto a = c.e.namedArg(name);
+  return a && a->node();
+}
+
+/// arange with a bound read at run time: Range on bounds of dtype `dt`.
+void exportRuntimeArange(ExportCall &c, DType dt) {
+  auto bound = [&](const char *name, double dflt) {
+    if (holdsNode(c, name))
+      return c.operand(name, dt);
+    double v = c.isNone(name) ? dflt : c.number(name);
+    return c.init(Tensor::full({}, v, dt), c.out + "_" + name);
+  };
+  std::vector<std::string> ins = {bound("start", 0), bound("stop", 0), bound("step", 1)};
+  if (c.isNone("stop"))
+    ins = {c.init(Tensor::full({}, 0, dt), c.out + "_start"), ins[0], ins[2]};
+  c.simple("Range", ins);
+}
+
+/// Creation ops with a shape or bound read at run time: ConstantOfShape or
+/// Range; false for constant arguments.
+bool exportRuntimeCreation(ExportCall &c, DType dt) {
+  if (c.k == OpKind::Arange) {
+    if (!holdsNode(c, "start") && !holdsNode(c, "stop") && !holdsNode(c, "step"))
+      return false;
+    exportRuntimeArange(c, dt);
+    return true;
+  }
+  if (!holdsNode(c, "shape"))
+    return false;
+  double v = c.k == OpKind::Zeros ? 0.0 : c.k == OpKind::Ones ? 1.0 : c.number("value");
+  attrTensor(c.simple("ConstantOfShape", {c.operand("shape", DType::Int64)}),
+             Tensor::full({1}, v, dt));
+  return true;
+}
+
 /// Creation ops with constant arguments: a Constant node of their value.
 void exportCreation(ExportCall &c) {
   OpKind k = c.k;
   auto dt2 = parseDType(c.string("dtype"));
   if (!dt2)
     c.fail("unknown dtype");
+  if (exportRuntimeCreation(c, *dt2))
+    return;
   Tensor t;
   if (k == OpKind::Arange) {
     double start = c.number("start"), step = c.number("step"), stop;
@@ -90,10 +160,7 @@ void exportCreation(ExportCall &c) {
   }
   onnx::NodeProto *n;
   std::string o = c.emit("Constant", {}, c.out, &n);
-  auto *a = n->add_attribute();
-  a->set_name("value");
-  a->set_type(onnx::AttributeProto::TENSOR);
-  tensorToProto(t, *a->mutable_t());
+  attrTensor(n, t);
   c.bind(o);
 }
 

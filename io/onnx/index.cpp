@@ -1,8 +1,8 @@
 //===- index.cpp - ONNX mapping of indexing ops -----------------*- C++ -*-===//
 //
 // The ONNX importers and exporters of the index family: Slice (as
-// __getitem__ with clamped bounds), Gather (take), GatherElements (gather)
-// and the scatters.
+// __getitem__ with clamped bounds, or with bounds read at run time), Gather
+// (take), GatherElements (gather) and the scatters.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -63,9 +63,50 @@ void importSliceAttrs(NodeCx &c) {
             c.ais("axes").value_or(std::vector<int64_t>{}), {});
 }
 
+/// Input `i` of Slice as an int64 node of `n` entries; `dflt` when absent.
+Node *sliceInput(NodeCx &c, size_t i, int64_t n, std::vector<int64_t> dflt) {
+  if (!c.has(i))
+    return intsConst(c, dflt);
+  if (c.length(i) != n)
+    c.fail("starts, ends, axes and steps differ in length");
+  return c.runtime(i) ? c.intsNode(i) : intsConst(c, c.ints(i));
+}
+
+/// Slice with bounds read at run time: starts, ends and steps scattered
+/// into one entry per axis (0, INT64_MAX and 1 for axes not sliced), each
+/// entry a slice bound of __getitem__ read when it runs.
+void importSliceRuntime(NodeCx &c) {
+  int64_t r = c.rank(0), n = c.length(1);
+  std::vector<int64_t> iota(n);
+  for (int64_t i = 0; i < n; ++i)
+    iota[i] = i;
+  Node *axes = sliceInput(c, 3, n, iota);
+  Node *zero = c.constant(Tensor::fromInts({}, {0}, DType::Int64));
+  Node *neg = c.call("elemwise.less", {axes, zero});
+  axes = c.call("tensor.where",
+                {neg, c.call("elemwise.add", {axes, c.constant(Tensor::fromInts({}, {r}))}), axes});
+  auto perAxis = [&](size_t i, int64_t dflt) {
+    Node *v = sliceInput(c, i, n, std::vector<int64_t>(n, dflt));
+    return c.call("tensor.scatter",
+                  {intsConst(c, std::vector<int64_t>(r, dflt)), int64_t(0), axes, v});
+  };
+  Node *b = perAxis(1, 0), *e = perAxis(2, std::numeric_limits<int64_t>::max()),
+       *st = perAxis(4, 1);
+  std::vector<Arg> idx;
+  for (int64_t d = 0; d < r; ++d) {
+    Node *b0 = c.method(b, "__getitem__", {d}), *e0 = c.method(e, "__getitem__", {d}),
+         *s0 = c.method(st, "__getitem__", {d});
+    idx.push_back(Arg::slice(b0, e0, s0));
+  }
+  c.out(0, c.method(c.node(0), "__getitem__", {Arg::tuple(idx)}));
+}
+
 /// Slice from opset 10: bounds are inputs.
 void importSliceInputs(NodeCx &c) {
   c.shape(0);
+  for (size_t i = 1; i <= 4; ++i)
+    if (c.runtime(i))
+      return importSliceRuntime(c);
   std::vector<int64_t> starts = c.ints(1), ends = c.ints(2), axes, steps;
   if (c.has(3))
     axes = c.ints(3);
@@ -131,7 +172,64 @@ void exportScatter(ExportCall &c) {
 
 /// __getitem__ with integer and slice indices: Slice, then Squeeze of the
 /// integer-indexed axes.
+/// A Slice input entry: a constant or an ONNX value (a 0-d tensor).
+struct Bound {
+  int64_t v = 0;
+  std::string name;
+};
+
+/// Entries joined into one 1-d int64 ONNX value (Concat of 1-element parts).
+std::string joinBounds(ExportCall &c, const std::vector<Bound> &bs, const std::string &base) {
+  std::vector<std::string> parts;
+  for (const Bound &b : bs) {
+    if (b.name.empty()) {
+      parts.push_back(c.intsInit({b.v}, base));
+      continue;
+    }
+    std::string v = c.ex.cast(b.name, DType::Int64);
+    parts.push_back(c.emit("Reshape", {v, c.intsInit({1}, base + "_one")}, base));
+  }
+  onnx::NodeProto *n;
+  std::string out = c.emit("Concat", parts, base, &n);
+  Exporter::attrI(n, "axis", 0);
+  return out;
+}
+
+/// x[...] whose slice bounds include tensor nodes: Slice with starts, ends
+/// and steps joined from constants and those tensors.
+void exportGetItemRuntime(ExportCall &c, const ArgRef &idx) {
+  std::vector<TreeDef> items;
+  if (idx.def.kind() == TreeDef::Kind::Tuple)
+    for (size_t i = 0; i < idx.def.numChildren(); ++i)
+      items.push_back(idx.def.child(i));
+  else
+    items.push_back(idx.def);
+  size_t leaf = idx.firstLeaf;
+  std::vector<Bound> starts, ends, steps;
+  std::vector<int64_t> axes;
+  auto bound = [&](const TreeDef &t) {
+    if (t.isLeaf())
+      return Bound{0, c.nameOf(c.e.input(leaf++))};
+    if (t.isConst() && t.value().isInt())
+      return Bound{t.value().getInt(), ""};
+    c.fail("a slice with bounds read at run time needs every bound given");
+  };
+  for (size_t i = 0; i < items.size(); ++i) {
+    if (items[i].kind() != TreeDef::Kind::Slice)
+      c.fail("only slices have an ONNX form when bounds are read at run time");
+    starts.push_back(bound(items[i].child(0)));
+    ends.push_back(bound(items[i].child(1)));
+    steps.push_back(bound(items[i].child(2)));
+    axes.push_back(int64_t(i));
+  }
+  c.simple("Slice", {c.operand("self"), joinBounds(c, starts, c.out + "_starts"),
+                     joinBounds(c, ends, c.out + "_ends"), c.intsInit(axes, c.out + "_axes"),
+                     joinBounds(c, steps, c.out + "_steps")});
+}
+
 void exportGetItem(ExportCall &c) {
+  if (auto a = c.e.namedArg("index"); a && a->def.numLeaves())
+    return exportGetItemRuntime(c, *a);
   TreeDef idx = c.constant("index");
   std::vector<TreeDef> items;
   if (idx.kind() == TreeDef::Kind::Tuple)

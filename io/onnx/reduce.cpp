@@ -16,7 +16,18 @@ namespace {
 /// arguments `kw` (axis, keepdims).
 using ReduceComposer = Node *(*)(const NodeCx &c, Node *x, const std::vector<KwArg> &kw);
 
+/// A reduction over axes read at run time (an empty tensor: every axis).
+void importReduceRuntime(NodeCx &c, ReduceComposer compose) {
+  // The axes' count is static: with none, noop_with_empty_axes is the identity.
+  if (c.ai("noop_with_empty_axes", 0) && c.length(1) == 0)
+    return c.outAlias(0, c.val(0));
+  std::vector<KwArg> kw = {{"axis", c.intsNode(1)}, {"keepdims", bool(c.ai("keepdims", 1))}};
+  c.out(0, compose(c, c.node(0), kw));
+}
+
 void importReduce(NodeCx &c, ReduceComposer compose) {
+  if (c.runtime(1))
+    return importReduceRuntime(c, compose);
   int64_t r = c.rank(0);
   std::optional<std::vector<int64_t>> axes = c.ais("axes");
   if (c.has(1))
@@ -122,6 +133,10 @@ void importHardmax(NodeCx &c) {
 }
 
 void importCumSum(NodeCx &c) {
+  if (c.runtime(1))
+    return c.out(0, c.call("tensor.cumsum", {c.node(0), c.intsNode(1)},
+                           {{"exclusive", bool(c.ai("exclusive", 0))},
+                            {"reverse", bool(c.ai("reverse", 0))}}));
   int64_t ax = c.axis(c.ints(1).at(0), c.rank(0));
   c.out(0, c.call("tensor.cumsum", {c.node(0), ax},
                   {{"exclusive", bool(c.ai("exclusive", 0))},
@@ -150,8 +165,14 @@ void exportReduce(ExportCall &c) {
                    : (k == OpKind::Max || k == OpKind::MMax)   ? "ReduceMax"
                    : (k == OpKind::Min || k == OpKind::MMin)   ? "ReduceMin"
                                                                : "ReduceProd";
-  std::vector<int64_t> axes = c.isNone("axis") ? std::vector<int64_t>{} : c.ints("axis");
   std::string x = c.first();
+  if (auto a = c.e.namedArg("axis"); a && a->node()) {
+    if (std::string(op) != "ReduceSum")
+      c.fail("axes read at run time need ONNX opset 18 for this reduction (written: 17)");
+    c.simple(op, {x, c.operand("axis", DType::Int64)});
+    return Exporter::attrI(c.n, "keepdims", c.boolean("keepdims"));
+  }
+  std::vector<int64_t> axes = c.isNone("axis") ? std::vector<int64_t>{} : c.ints("axis");
   // ReduceSum takes its axes as an input from opset 13, the others from 18.
   if (std::string(op) == "ReduceSum") {
     c.simple(op, axes.empty() ? std::vector<std::string>{x}
@@ -181,7 +202,10 @@ void registerReduceOnnxExport(OnnxExportTable &t) {
         exportReduce);
   t.add("reduce", {OpKind::Argmax, OpKind::Argmin}, exportArgReduce);
   t.add("reduce", {OpKind::Cumsum}, [](ExportCall &c) {
-    c.simple("CumSum", {c.operand("inp"), c.intsInit({c.ints("axis")[0]}, c.out + "_axis")});
+    auto a = c.e.namedArg("axis");
+    c.simple("CumSum", {c.operand("inp"), a && a->node() ? c.operand("axis", DType::Int64)
+                                                          : c.intsInit({c.ints("axis")[0]},
+                                                                       c.out + "_axis")});
     Exporter::attrI(c.n, "exclusive", c.boolean("exclusive"));
     Exporter::attrI(c.n, "reverse", c.boolean("reverse"));
   });

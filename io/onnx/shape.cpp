@@ -12,6 +12,48 @@
 namespace tmg::io::onnxdetail {
 namespace {
 
+/// where(t == match, v, t): the entries of `t` equal to `match` replaced by
+/// those of `v` (t an int64 node, v and match known at import time).
+Node *replaceWhere(const NodeCx &c, Node *t, int64_t match, const std::vector<int64_t> &v) {
+  Node *eq = c.call("elemwise.equal", {t, c.constant(Tensor::fromInts({}, {match}, DType::Int64))});
+  return c.call("tensor.where", {eq, intsConst(c, v), t});
+}
+
+/// Input `i`'s shape read at run time (GetVarShape), as int64.
+Node *runtimeShape(NodeCx &c, size_t i) {
+  Node *s = c.cx.b.apply(op(OpKind::GetVarShape), {c.node(i)})[0];
+  return c.astype(s, DType::Int64);
+}
+
+/// The first `n` dims of input 0, 0 past its rank, read at run time:
+/// (dims..., 0 * n)[:n].
+Node *firstDims(NodeCx &c, int64_t n) {
+  Node *padded = c.call("tensor.concat",
+                        {Arg::list({runtimeShape(c, 0), intsConst(c, std::vector<int64_t>(n, 0))})});
+  return c.method(padded, "__getitem__", {Arg::slice(Arg::none(), n, Arg::none())});
+}
+
+/// Reshape to a shape read at run time; a 0 entry copies the input's dim
+/// (unless allowzero): from its static shape, or read at run time.
+void importReshapeRuntime(NodeCx &c) {
+  Node *t = c.intsNode(1);
+  if (!c.ai("allowzero", 0)) {
+    int64_t n = c.length(1);
+    Node *eq = c.call("elemwise.equal", {t, c.constant(Tensor::fromInts({}, {0}))});
+    Node *dims;
+    if (const auto &s = c.val(0).shape) {
+      std::vector<int64_t> d(size_t(n), 0);
+      for (size_t i = 0; i < d.size() && i < s->size(); ++i)
+        d[i] = (*s)[i];
+      dims = intsConst(c, d);
+    } else {
+      dims = firstDims(c, n);
+    }
+    t = c.call("tensor.where", {eq, dims, t});
+  }
+  c.out(0, c.call("tensor.reshape", {c.node(0), t}));
+}
+
 void importFlatten(NodeCx &c) {
   int64_t r = c.rank(0), ax = c.ai("axis", 1);
   ax = ax < 0 ? ax + r : ax;
@@ -28,6 +70,8 @@ void importFlatten(NodeCx &c) {
 }
 
 void importReshape(NodeCx &c) {
+  if (c.has(1) && (c.runtime(1) || !c.val(0).shape))
+    return importReshapeRuntime(c);
   std::vector<int64_t> target =
       c.has(1) ? c.ints(1) : c.ais("shape").value_or(std::vector<int64_t>{});
   const Shape &s = c.shape(0);
@@ -74,9 +118,29 @@ void importConcat(NodeCx &c) {
   c.out(0, c.call("tensor.concat", {Arg::list(xs)}, {{"axis", ax}}));
 }
 
+/// Split by sizes read at run time: split at their running sums but the last.
+void importSplitRuntime(NodeCx &c, int64_t ax, size_t n) {
+  if (c.length(1) != int64_t(n))
+    c.fail("the number of split sizes differs from the number of outputs");
+  if (n == 1)
+    return c.outAlias(0, c.val(0));
+  Node *ends = c.call("tensor.cumsum", {c.intsNode(1), int64_t(0)});
+  Node *at = c.method(ends, "__getitem__",
+                      {Arg::slice(Arg::none(), int64_t(n - 1), Arg::none())});
+  // The parts' sizes are known only at run time (the shape rule can tell
+  // neither them nor how many there are): give their dtype.
+  std::vector<OutputType> types(n, OutputType{std::nullopt, c.dtype(0)});
+  auto outs = c.cx.b.callFunctionN(functionOp("tensor.split"), {c.node(0), at}, {{"axis", ax}},
+                                   n, types);
+  for (size_t i = 0; i < n; ++i)
+    c.out(i, outs[i]);
+}
+
 void importSplit(NodeCx &c) {
   int64_t r = c.rank(0), ax = c.axis(c.ai("axis", 0), r);
   size_t n = size_t(c.n.output_size());
+  if (c.runtime(1))
+    return importSplitRuntime(c, ax, n);
   std::vector<int64_t> sizes =
       c.has(1) ? c.ints(1) : c.ais("split").value_or(std::vector<int64_t>{});
   int64_t dim = c.shape(0)[ax];
@@ -103,7 +167,20 @@ void importSplit(NodeCx &c) {
     c.out(i, outs[i]);
 }
 
+/// Shape of a value whose shape is known only at run time: GetVarShape,
+/// sliced [start:end] (Python's clamping is ONNX's).
+void importShapeRuntime(NodeCx &c) {
+  Node *s = runtimeShape(c, 0);
+  if (c.hasAttr("start") || c.hasAttr("end")) {
+    Arg e0 = c.hasAttr("end") ? Arg(c.ai("end", 0)) : Arg::none();
+    s = c.method(s, "__getitem__", {Arg::slice(c.ai("start", 0), e0, Arg::none())});
+  }
+  c.out(0, s);
+}
+
 void importShape(NodeCx &c) {
+  if (!c.val(0).shape)
+    return importShapeRuntime(c);
   const Shape &s = c.shape(0);
   int64_t r = int64_t(s.size());
   int64_t b0 = c.ai("start", 0), e0 = c.ai("end", r);
@@ -117,7 +194,23 @@ void importShape(NodeCx &c) {
   c.outConst(0, Tensor::fromInts({int64_t(v.size())}, v, DType::Int64));
 }
 
+/// Expand to a shape read at run time: ONNX broadcasts both ways, so the
+/// target is the shape with each 1 replaced by the input's dim (both
+/// right-aligned).
+void importExpandRuntime(NodeCx &c) {
+  const Shape &s = c.shape(0);
+  int64_t n = c.length(1), r = int64_t(s.size()), m = std::max(n, r);
+  Node *t = c.intsNode(1);
+  if (n < r)
+    t = c.call("tensor.concat", {Arg::list({intsConst(c, std::vector<int64_t>(r - n, 1)), t})});
+  std::vector<int64_t> dims(size_t(m - r), 1);
+  dims.insert(dims.end(), s.begin(), s.end());
+  c.out(0, c.call("tensor.broadcast_to", {c.node(0), replaceWhere(c, t, 1, dims)}));
+}
+
 void importExpand(NodeCx &c) {
+  if (c.runtime(1))
+    return importExpandRuntime(c);
   std::vector<int64_t> shp = c.ints(1);
   auto s = broadcastShapes(c.shape(0), shp);
   if (!s)
@@ -125,7 +218,26 @@ void importExpand(NodeCx &c) {
   c.out(0, c.call("tensor.broadcast_to", {c.node(0), tupleOf(*s)}));
 }
 
+/// Tile by repeats read at run time: x as (1, d0, 1, d1, ...), broadcast to
+/// (r0, d0, r1, d1, ...), reshaped to (r0 * d0, r1 * d1, ...).
+void importTileRuntime(NodeCx &c) {
+  const Shape &s = c.shape(0);
+  if (c.length(1) != int64_t(s.size()))
+    c.fail("repeats must have one entry per axis");
+  Node *reps = c.intsNode(1), *dims = intsConst(c, std::vector<int64_t>(s.begin(), s.end()));
+  Shape a;
+  for (int64_t d : s)
+    a.append({1, d});
+  Node *pairs = c.call("tensor.stack", {Arg::list({reps, dims})}, {{"axis", int64_t(1)}});
+  Node *wide = c.call("tensor.reshape", {pairs, tupleOf({-1})});
+  Node *x = c.call("tensor.reshape", {c.node(0), tupleOf(a)});
+  x = c.call("tensor.broadcast_to", {x, wide});
+  c.out(0, c.call("tensor.reshape", {x, c.call("elemwise.mul", {reps, dims})}));
+}
+
 void importTile(NodeCx &c) {
+  if (c.runtime(1))
+    return importTileRuntime(c);
   std::vector<int64_t> reps = c.ints(1);
   const Shape &s = c.shape(0);
   if (reps.size() != s.size())
@@ -141,15 +253,31 @@ void importTile(NodeCx &c) {
   c.out(0, c.call("tensor.reshape", {x, tupleOf(fin)}));
 }
 
-void emitPad(NodeCx &c, const std::vector<int64_t> &pads, double value) {
+void callPad(NodeCx &c, Arg pw, Arg value) {
+  c.out(0, c.call("nn.pad", {c.node(0), std::move(pw)},
+                  {{"mode", c.as("mode", "constant")}, {"constant_value", std::move(value)}}));
+}
+
+void emitPad(NodeCx &c, const std::vector<int64_t> &pads, Arg value) {
   int64_t r = c.rank(0);
   if (int64_t(pads.size()) != 2 * r)
     c.fail("pads needs 2 * rank entries");
   std::vector<Arg> pw;
   for (int64_t i = 0; i < r; ++i)
     pw.push_back(tupleOf({pads[i], pads[i + r]}));
-  c.out(0, c.call("nn.pad", {c.node(0), Arg::tuple(pw)},
-                  {{"mode", c.as("mode", "constant")}, {"constant_value", value}}));
+  callPad(c, Arg::tuple(pw), std::move(value));
+}
+
+/// Pads read at run time, (begin..., end...) as ONNX orders them, made the
+/// (before, after) pairs pad takes: reshaped to (2, rank), transposed and
+/// flattened.
+void emitPadRuntime(NodeCx &c, Arg value) {
+  int64_t r = c.rank(0);
+  if (c.length(1) != 2 * r)
+    c.fail("pads needs 2 * rank entries");
+  Node *p = c.call("tensor.reshape", {c.intsNode(1), tupleOf({2, r})});
+  p = c.call("tensor.transpose", {p, tupleOf({1, 0})});
+  callPad(c, c.call("tensor.reshape", {p, tupleOf({-1})}), std::move(value));
 }
 
 /// Pad before opset 11: pads and value are attributes.
@@ -163,14 +291,19 @@ void importPadAttrs(NodeCx &c) {
 /// Pad from opset 11: pads and value are inputs.
 void importPadInputs(NodeCx &c) {
   c.rank(0);
-  std::vector<int64_t> pads = c.ints(1);
-  double value = 0;
-  if (c.has(2))
+  Arg value = 0.0;
+  if (c.runtime(2))
+    value = c.node(2);
+  else if (c.has(2))
     value = c.cst(2).numel() ? c.cst(2).at(0) : 0.0;
-  emitPad(c, pads, value);
+  if (c.runtime(1))
+    return emitPadRuntime(c, std::move(value));
+  emitPad(c, c.ints(1), std::move(value));
 }
 
 void importSqueeze(NodeCx &c) {
+  if (c.runtime(1))
+    return c.out(0, c.call("tensor.squeeze", {c.node(0)}, {{"axis", c.intsNode(1)}}));
   std::optional<std::vector<int64_t>> axes = c.ais("axes");
   if (c.has(1))
     axes = c.ints(1);
@@ -185,6 +318,8 @@ void importSqueeze(NodeCx &c) {
 }
 
 void importUnsqueeze(NodeCx &c) {
+  if (c.runtime(1))
+    return c.out(0, c.call("tensor.expand_dims", {c.node(0), c.intsNode(1)}));
   std::optional<std::vector<int64_t>> axes = c.ais("axes");
   if (c.has(1))
     axes = c.ints(1);
@@ -282,8 +417,31 @@ void exportConcat(ExportCall &c) {
   Exporter::attrI(c.n, "axis", axis);
 }
 
+/// split at points read at run time: ONNX Split sizes, the differences of
+/// (points..., size) and (0, points...).
+void exportSplitRuntime(ExportCall &c, int64_t axis, std::vector<std::string> outs) {
+  const Shape &s = c.shapeOf(c.e.input(0));
+  int64_t ax = axis < 0 ? axis + int64_t(s.size()) : axis;
+  std::string p = c.operand("nsplits_or_sections", DType::Int64), base = c.out + "_split";
+  onnx::NodeProto *n1, *n2;
+  std::string hi = c.emit("Concat", {p, c.intsInit({s[ax]}, base + "_dim")}, base + "_hi", &n1);
+  std::string lo = c.emit("Concat", {c.intsInit({0}, base + "_zero"), p}, base + "_lo", &n2);
+  Exporter::attrI(n1, "axis", 0);
+  Exporter::attrI(n2, "axis", 0);
+  std::string sizes = c.emit("Sub", {hi, lo}, base);
+  Exporter::attrI(c.ex.node("Split", {c.operand("inp"), sizes}, outs), "axis", axis);
+}
+
 void exportSplit(ExportCall &c) {
   int64_t axis = c.ints("axis")[0];
+  if (auto a = c.e.namedArg("nsplits_or_sections"); a && a->node()) {
+    std::vector<std::string> outs;
+    for (size_t i = 0; i < c.e.numOutputs(); ++i) {
+      outs.push_back(c.ex.fresh(c.e.output(i)->name()));
+      c.bind(outs.back(), i);
+    }
+    return exportSplitRuntime(c, axis, outs);
+  }
   std::vector<int64_t> sizes;
   std::vector<std::string> outs;
   for (size_t i = 0; i < c.e.numOutputs(); ++i) {
@@ -298,7 +456,33 @@ void exportSplit(ExportCall &c) {
   Exporter::attrI(n, "axis", axis);
 }
 
+/// pad_width a tensor node of (before, after) pairs: ONNX's (begin...,
+/// end...) order by reshape to (rank, 2), transpose and flatten.
+std::string runtimePads(ExportCall &c) {
+  std::string p = c.operand("pad_width", DType::Int64);
+  p = c.emit("Reshape", {p, c.intsInit({-1, 2}, c.out + "_pairs")}, c.out + "_pairs");
+  onnx::NodeProto *t;
+  p = c.emit("Transpose", {p}, c.out + "_pads_t", &t);
+  Exporter::attrIs(t, "perm", {1, 0});
+  return c.emit("Reshape", {p, c.intsInit({-1}, c.out + "_flat")}, c.out + "_pads");
+}
+
+/// The constant value of a pad: a number or a tensor node.
+std::string padValue(ExportCall &c) {
+  if (auto a = c.e.namedArg("constant_value"); a && a->node())
+    return c.operand("constant_value", c.od);
+  return c.init(Tensor::full({}, c.number("constant_value"), c.od), c.out + "_value");
+}
+
 void exportPad(ExportCall &c) {
+  std::string mode = c.string("mode");
+  if (mode == "replicate")
+    mode = "edge";
+  if (auto a = c.e.namedArg("pad_width"); a && a->node()) {
+    std::string pads = runtimePads(c);
+    c.simple("Pad", {c.operand("src"), pads, padValue(c)});
+    return Exporter::attrS(c.n, "mode", mode);
+  }
   TreeDef pw = c.constant("pad_width");
   std::vector<int64_t> b, a;
   for (size_t i = 0; i < pw.numChildren(); ++i) {
@@ -307,12 +491,28 @@ void exportPad(ExportCall &c) {
     a.push_back(v[1]);
   }
   b.insert(b.end(), a.begin(), a.end());
-  std::string mode = c.string("mode");
-  if (mode == "replicate")
-    mode = "edge";
-  c.simple("Pad", {c.operand("src"), c.intsInit(b, c.out + "_pads"),
-                   c.init(Tensor::full({}, c.number("constant_value"), c.od), c.out + "_value")});
+  c.simple("Pad", {c.operand("src"), c.intsInit(b, c.out + "_pads"), padValue(c)});
   Exporter::attrS(c.n, "mode", mode);
+}
+
+/// reshape, broadcast_to, squeeze and expand_dims whose shape or axes
+/// argument is a tensor node: the ONNX op that takes it as an int64 input.
+/// False when the argument is constant.
+bool exportRuntimeShaped(ExportCall &c) {
+  using K = OpKind;
+  const char *arg = c.k == K::Reshape ? "target_shape" : c.k == K::BroadcastTo ? "shape" : "axis";
+  auto a = c.e.namedArg(arg);
+  if (!a || !a->node())
+    return false;
+  std::string v = c.operand(arg, DType::Int64);
+  const char *op = c.k == K::Reshape       ? "Reshape"
+                   : c.k == K::BroadcastTo ? "Expand"
+                   : c.k == K::Squeeze     ? "Squeeze"
+                                           : "Unsqueeze";
+  c.simple(op, {c.operand("inp"), v});
+  if (c.k == K::Reshape)
+    Exporter::attrI(c.n, "allowzero", 1); // a 0 is a size, as in the reference
+  return true;
 }
 
 /// GetVarShape (an op def applied to one tensor): Shape, as int32.
@@ -331,9 +531,14 @@ void registerShapeOnnxExport(OnnxExportTable &t) {
   t.add(f,
         {OpKind::Reshape, OpKind::MReshape, OpKind::Flatten, OpKind::MFlatten, OpKind::Squeeze,
          OpKind::ExpandDims},
-        [](ExportCall &c) { c.reshapeToOutput(); });
+        [](ExportCall &c) {
+          if (!exportRuntimeShaped(c))
+            c.reshapeToOutput();
+        });
   t.add(f, {OpKind::Transpose, OpKind::MTranspose}, exportTranspose);
   t.add(f, {OpKind::BroadcastTo}, [](ExportCall &c) {
+    if (exportRuntimeShaped(c))
+      return;
     c.simple("Expand", {c.operand("inp"), c.intsInit(c.ints("shape"), c.out + "_shape")});
   });
   t.add(f, {OpKind::Concat, OpKind::Stack}, exportConcat);

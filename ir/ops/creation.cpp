@@ -2,7 +2,8 @@
 //
 // Output types of the creation family: zeros, ones and full of a constant
 // shape, and arange, whose length follows from constant start, stop and
-// step; the dtype is the one named by the `dtype` argument.
+// step; the dtype is the one named by the `dtype` argument. A shape or bound
+// given as a tensor node is read at run time: the shape is then unknown.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
@@ -26,6 +27,8 @@ Types filled(const ShapeContext &c, OpKind) {
   auto s = c.constArg("shape"), dt = c.constArg("dtype");
   auto v = s ? intsOf(*s) : std::nullopt;
   std::optional<DType> t = namedDType(dt);
+  if (auto a = c.arg("shape"); a && a->node())
+    return c.one(std::nullopt, t); // the shape is read at run time
   if (!v)
     return std::nullopt;
   return c.one(Shape(v->begin(), v->end()), t);
@@ -34,6 +37,9 @@ Types filled(const ShapeContext &c, OpKind) {
 Types arange(const ShapeContext &c, OpKind) {
   auto a = c.constArg("start"), b = c.constArg("stop"), s = c.constArg("step"),
        dt = c.constArg("dtype");
+  for (const char *name : {"start", "stop", "step"})
+    if (auto r = c.arg(name); r && r->node())
+      return c.one(std::nullopt, namedDType(dt)); // bounds read at run time
   if (!a || !b || !s || !a->isConst() || !s->isConst() ||
       !a->value().isNumber() || !s->value().isNumber())
     return std::nullopt;

@@ -81,6 +81,8 @@ std::optional<int64_t> sliceLength(const ShapeContext &c, const TreeDef &it,
 /// Basic indexing with constant ints, slices, Ellipsis and None.
 Types getitem(const ShapeContext &c, OpKind) {
   auto x = c.first();
+  if (auto a = c.arg("index"); x && a && a->def.numLeaves())
+    return c.one(std::nullopt, x->dtype); // tensors in the index: read at run time
   auto idx = c.constArg("index");
   if (!x || !x->shape || !idx)
     return std::nullopt;

@@ -12,6 +12,9 @@ namespace {
 
 Types reduceShape(const ShapeContext &c, bool toIndex) {
   auto x = c.first();
+  std::optional<DType> dt = toIndex ? std::optional<DType>(DType::Int64) : x ? x->dtype : std::nullopt;
+  if (auto a = c.arg("axis"); a && a->node())
+    return c.one(std::nullopt, dt); // axes read at run time
   auto ax = c.constArg("axis");
   auto kd = c.constArg("keepdims");
   if (!x || !x->shape || !ax || !kd || !kd->isConst())
@@ -38,7 +41,7 @@ Types reduceShape(const ShapeContext &c, bool toIndex) {
       out.push_back(xs[i]);
     else if (keep)
       out.push_back(1);
-  return c.one(out, toIndex ? std::optional<DType>(DType::Int64) : x->dtype);
+  return c.one(out, dt);
 }
 
 } // namespace

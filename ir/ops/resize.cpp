@@ -13,8 +13,10 @@ Types resizeNd(const ShapeContext &c, OpKind) {
   auto x = c.first();
   auto sz = c.constArg("size");
   auto v = sz ? intsOf(*sz) : std::nullopt;
-  if (!x || !v)
+  if (!x)
     return std::nullopt;
+  if (!v) // sizes or scales read at run time
+    return c.one(std::nullopt, x->dtype);
   return c.one(Shape(v->begin(), v->end()), x->dtype);
 }
 

@@ -31,6 +31,17 @@ Types flattenShape(const ShapeContext &c, const std::optional<Operand> &x,
 
 namespace {
 
+/// An op whose argument `name` (a shape, axes or paddings) is a tensor node:
+/// its values, and so the output shape, are known only at run time; the
+/// dtype is the first operand's.
+std::optional<Types> runtimeShaped(const ShapeContext &c, llvm::StringRef name) {
+  auto a = c.arg(name);
+  if (!a || !a->node())
+    return std::nullopt;
+  auto x = c.first();
+  return c.one(std::nullopt, x ? x->dtype : std::nullopt);
+}
+
 Types reshapeShape(const ShapeContext &c, const std::optional<Operand> &x,
                    std::vector<int64_t> target) {
   if (!x || !x->shape)
@@ -77,6 +88,8 @@ std::optional<std::vector<int64_t>> methodInts(const ShapeContext &c,
 }
 
 Types pad(const ShapeContext &c, OpKind) {
+  if (auto r = runtimeShaped(c, "pad_width"))
+    return *r;
   auto x = c.operand(c.arg("src"));
   auto pw = c.constArg("pad_width");
   if (!x || !x->shape || !pw)
@@ -96,6 +109,8 @@ Types pad(const ShapeContext &c, OpKind) {
 }
 
 Types reshape(const ShapeContext &c, OpKind) {
+  if (auto r = runtimeShaped(c, "target_shape"))
+    return *r;
   auto t = c.constArg("target_shape");
   auto v = t ? intsOf(*t) : std::nullopt;
   return v ? reshapeShape(c, c.first(), *v) : std::nullopt;
@@ -157,6 +172,8 @@ Types transpose(const ShapeContext &c, OpKind k) {
 
 /// broadcast_to(x, shape) and x._broadcast(*shape).
 Types broadcastTo(const ShapeContext &c, OpKind k) {
+  if (auto r = runtimeShaped(c, "shape"))
+    return *r;
   auto x = c.first();
   std::optional<std::vector<int64_t>> v;
   if (k == OpKind::MBroadcast) {
@@ -203,6 +220,7 @@ Types concatOrStack(const ShapeContext &c, OpKind k) {
 /// split into n equal parts or at increasing split points: one output each.
 Types split(const ShapeContext &c, OpKind) {
   auto x = c.first();
+
   auto ns = c.constArg("nsplits_or_sections");
   auto ax = c.constArg("axis");
   auto a = ax ? intOf(*ax) : std::nullopt;
@@ -240,6 +258,8 @@ Types split(const ShapeContext &c, OpKind) {
 
 /// squeeze the given axes (each of size 1), or every axis of size 1.
 Types squeeze(const ShapeContext &c, OpKind) {
+  if (auto r = runtimeShaped(c, "axis"))
+    return *r;
   auto x = c.first();
   auto ax = c.constArg("axis");
   if (!x || !x->shape || !ax)
@@ -269,6 +289,8 @@ Types squeeze(const ShapeContext &c, OpKind) {
 
 /// expand_dims: new axes of size 1 at the given positions of the result.
 Types expandDims(const ShapeContext &c, OpKind) {
+  if (auto r = runtimeShaped(c, "axis"))
+    return *r;
   auto x = c.first();
   auto ax = c.constArg("axis");
   auto axes = ax ? intsOf(*ax) : std::nullopt;

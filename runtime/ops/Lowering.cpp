@@ -103,6 +103,37 @@ int64_t Args::integer(llvm::StringRef name) const {
   return v[0];
 }
 
+std::vector<int64_t> tensorInts(const Tensor &t, const std::string &what) {
+  if (t.rank() > 1)
+    raise("{} must be a 0-d or 1-d tensor of integers, got shape {}", what, shapeStr(t.shape()));
+  if (t.dtype() != DType::Int64 && t.dtype() != DType::Int32)
+    raise("{} must be an int64 or int32 tensor, got {}", what, dtypeName(t.dtype()).str());
+  std::vector<int64_t> out(t.numel());
+  for (int64_t k = 0; k < t.numel(); ++k)
+    out[k] = t.dtype() == DType::Int64 ? t.data<int64_t>()[k] : t.data<int32_t>()[k];
+  return out;
+}
+
+IntsArg Args::intsArg(llvm::StringRef name) const {
+  IntsArg r;
+  r.what = fmt::format("argument '{}'", name.str());
+  auto a = ref(name);
+  if (a && a->node())
+    r.t = tensorOf(*a);
+  else
+    r.fixed = ints(name);
+  return r;
+}
+
+IntsArg Args::axesArg(llvm::StringRef name) const {
+  auto a = ref(name);
+  if (a && a->node())
+    return intsArg(name);
+  IntsArg r;
+  r.fixed = axes(name);
+  return r;
+}
+
 Int2 Args::pairOf(const TreeDef &t, llvm::StringRef name) const {
   auto v = ints(t, *this, name);
   if (v.size() == 1)

@@ -58,6 +58,22 @@ Tensor scalarTensor(const Scalar &s, std::optional<DType> like);
 /// from it may be cached across runs (checked against its identity).
 bool stableTensorArg(const Expr &e, llvm::StringRef name);
 
+/// The values of an integer tensor of rank 0 or 1 as int64; a tmg::Error
+/// naming `what` for other tensors.
+std::vector<int64_t> tensorInts(const Tensor &t, const std::string &what);
+
+/// Integers given as a constant argument, or as a tensor argument whose
+/// values the step reads each time it runs (a shape computed by the graph).
+struct IntsArg {
+  std::vector<int64_t> fixed;
+  Src t; ///< defined when the integers are read at run time
+  bool runtime() const { return t.defined(); }
+  std::vector<int64_t> get(const Value *slots) const {
+    return runtime() ? tensorInts(t.get(slots), what) : fixed;
+  }
+  std::string what;
+};
+
 /// The arguments of a function call or tensor method, decoded by name;
 /// every malformed argument throws tmg::Error at the expr.
 class Args {
@@ -87,6 +103,11 @@ public:
     return ints(constant(name), *this, name);
   }
   int64_t integer(llvm::StringRef name) const;
+  /// Integers (see ints) or, when the argument is a tensor node, its values
+  /// at run time.
+  IntsArg intsArg(llvm::StringRef name) const;
+  /// Axes (see axes) or a tensor of them read at run time.
+  IntsArg axesArg(llvm::StringRef name) const;
   Int2 pair(llvm::StringRef name) const { return pairOf(constant(name), name); }
   Int2 pairOf(const TreeDef &t, llvm::StringRef name) const;
   double number(llvm::StringRef name) const;

@@ -2,8 +2,8 @@
 //
 // gather, take, embedding (a take along axis 0 of the weight), scatter and
 // scatter_nd with their reductions, and `x[...]` with constant ints,
-// slices, None and Ellipsis (read as a view; tensor indices are not
-// supported).
+// slices (whose bounds may be tensors, read at run time), None and Ellipsis
+// (read as a view; tensor indices are not supported).
 //
 //===----------------------------------------------------------------------===//
 #include "Lowering.h"
@@ -11,21 +11,37 @@
 namespace tmg::rt {
 namespace {
 
-/// The items of a constant `__getitem__` index.
-std::vector<IndexItem> indexItems(const TreeDef &idx, const Args &a) {
+/// A slice bound of a `__getitem__` index given as a tensor node (MegEngine
+/// takes `x[a:b]` with tensors a and b), read when the step runs: the item,
+/// which bound (0 start, 1 stop, 2 step) and the tensor.
+struct NodeBound {
+  size_t item;
+  int which;
+  Src t;
+};
+
+/// The items of a `__getitem__` index whose slice bounds are constants or
+/// tensor nodes (those recorded in `bounds`, the item holding a placeholder).
+std::vector<IndexItem> indexItems(const ArgRef &idx, const Args &a,
+                                  std::vector<NodeBound> &bounds) {
   std::vector<TreeDef> items;
-  if (idx.kind() == TreeDef::Kind::Tuple)
-    for (size_t i = 0; i < idx.numChildren(); ++i)
-      items.push_back(idx.child(i));
+  if (idx.def.kind() == TreeDef::Kind::Tuple)
+    for (size_t i = 0; i < idx.def.numChildren(); ++i)
+      items.push_back(idx.def.child(i));
   else
-    items.push_back(idx);
+    items.push_back(idx.def);
   std::vector<IndexItem> out;
-  auto opt = [&](const TreeDef &t) -> std::optional<int64_t> {
+  size_t leaf = idx.firstLeaf;
+  auto opt = [&](const TreeDef &t, int which) -> std::optional<int64_t> {
+    if (t.isLeaf()) {
+      bounds.push_back({out.size(), which, a.tensorOf(ArgRef{&a.expr(), t, leaf++})});
+      return std::nullopt;
+    }
     if (t.isConst() && t.value().isNone())
       return std::nullopt;
     if (t.isConst() && t.value().isInt())
       return t.value().getInt();
-    a.fail(fmt::format("slice bounds must be integers or None, got {}", t.str()));
+    a.fail(fmt::format("slice bounds must be integers, tensors or None, got {}", t.str()));
   };
   for (const TreeDef &t : items) {
     if (t.isConst() && t.value().isInt())
@@ -35,19 +51,45 @@ std::vector<IndexItem> indexItems(const TreeDef &idx, const Args &a) {
     else if (t.isConst() && t.value().kind() == Scalar::Kind::Ellipsis)
       out.push_back(IndexItem::ellipsis());
     else if (t.kind() == TreeDef::Kind::Slice) {
-      auto step = opt(t.child(2));
-      out.push_back(IndexItem::range(opt(t.child(0)), opt(t.child(1)), step.value_or(1)));
+      auto b = opt(t.child(0), 0), e = opt(t.child(1), 1), step = opt(t.child(2), 2);
+      out.push_back(IndexItem::range(b, e, step.value_or(1)));
     } else
       a.fail(fmt::format("unsupported index {} (tensor indices are not supported)", t.str()));
   }
   return out;
 }
 
+/// `items` with the bounds read from their tensors.
+std::vector<IndexItem> withBounds(std::vector<IndexItem> items,
+                                  const std::vector<NodeBound> &bounds, const Value *s) {
+  for (const NodeBound &b : bounds) {
+    std::vector<int64_t> v = tensorInts(b.t.get(s), "a slice bound");
+    if (v.size() != 1)
+      raise("getitem: a slice bound must be one integer, got {}", v.size());
+    IndexItem &it = items[b.item];
+    if (b.which == 0)
+      it.start = v[0];
+    else if (b.which == 1)
+      it.stop = v[0];
+    else
+      it.step = v[0];
+  }
+  return items;
+}
+
 StepFn lowerGetItem(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<IndexItem> items = indexItems(a.constant("index"), a);
-  return unaryStep(a.tensor("self").asView(), outSlot(e, ctx),
-                   [items](const Tensor &x) { return getitem(x, items); });
+  auto idx = a.ref("index");
+  if (!idx)
+    a.fail("missing argument 'index'");
+  std::vector<NodeBound> bounds;
+  std::vector<IndexItem> items = indexItems(*idx, a, bounds);
+  Src x = a.tensor("self").asView();
+  if (bounds.empty())
+    return unaryStep(x, outSlot(e, ctx), [items](const Tensor &t) { return getitem(t, items); });
+  return [x, items, bounds, o = outSlot(e, ctx)](Value *s, RunState &) {
+    s[o].tensor = getitem(x.get(s), withBounds(items, bounds, s));
+  };
 }
 
 StepFn lowerGather(const Expr &e, OpKind, LowerContext &ctx) {

@@ -63,13 +63,16 @@ Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
 
 namespace {
 
+/// A reduction over constant axes or over a tensor of axes read at run
+/// time (empty: every axis).
 template <ReduceOp Op> StepFn lowerReduce(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<int64_t> axes = a.axes("axis");
+  IntsArg axes = a.axesArg("axis");
   bool keep = a.boolean("keepdims");
-  return unaryStep(a.first(), outSlot(e, ctx), [axes, keep](const Tensor &x) {
-    return reduce(Op, x, axes, keep);
-  });
+  Src x = a.first();
+  return [x, axes, keep, o = outSlot(e, ctx)](Value *s, RunState &) {
+    s[o].tensor = reduce(Op, x.get(s), axes.get(s), keep);
+  };
 }
 
 template <bool Max> StepFn lowerArgReduce(const Expr &e, OpKind, LowerContext &ctx) {
@@ -83,10 +86,15 @@ template <bool Max> StepFn lowerArgReduce(const Expr &e, OpKind, LowerContext &c
 
 StepFn lowerCumsum(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  int64_t axis = a.integer("axis");
+  IntsArg axis = a.intsArg("axis");
   bool ex = a.boolean("exclusive"), rev = a.boolean("reverse");
-  return unaryStep(a.tensor("inp"), outSlot(e, ctx),
-                   [axis, ex, rev](const Tensor &t) { return cumsum(t, axis, ex, rev); });
+  Src x = a.tensor("inp");
+  return [x, axis, ex, rev, o = outSlot(e, ctx)](Value *s, RunState &) {
+    std::vector<int64_t> ax = axis.get(s);
+    if (ax.size() != 1)
+      raise("cumsum: the axis must be one integer, got {}", ax.size());
+    s[o].tensor = cumsum(x.get(s), ax[0], ex, rev);
+  };
 }
 
 } // namespace

@@ -185,13 +185,56 @@ void resizeModes(const Args &a, ResizeParams &p) {
   else a.fail(fmt::format("unsupported nearest_mode '{}'", nearest));
 }
 
+/// The output size of `x` resized by `scales`: floor(in * scale), as ONNX.
+std::vector<int64_t> scaledSize(const Tensor &x, const std::vector<double> &scales) {
+  if (scales.size() != x.rank())
+    raise("resize_nd: {} scales for input {} of rank {}", scales.size(), shapeStr(x.shape()),
+          x.rank());
+  std::vector<int64_t> out;
+  for (size_t i = 0; i < scales.size(); ++i) {
+    double v = std::floor(double(x.dim(i)) * scales[i] + 1e-9);
+    if (!(scales[i] > 0) || !(v < 9.2e18))
+      raise("resize_nd: scale {} of axis {} is not a positive size factor", scales[i], i);
+    out.push_back(int64_t(v));
+  }
+  return out;
+}
+
+/// resize_nd to sizes (a node) or by scales (a node, size None) read when
+/// the step runs.
+StepFn lowerResizeRuntime(const Args &a, const ResizeParams &p, uint32_t o) {
+  Src x = a.tensor("inp");
+  auto sc = a.ref("scales");
+  Src scales = sc && sc->node() ? a.tensor("scales") : Src();
+  IntsArg size;
+  if (!scales.defined())
+    size = a.intsArg("size");
+  return [x, scales, size, p, o](Value *s, RunState &) {
+    Tensor t = x.get(s);
+    ResizeParams q = p;
+    if (!scales.defined())
+      return void(s[o].tensor = resizeNd(t, size.get(s), q));
+    Tensor f = scales.get(s);
+    if (f.rank() != 1)
+      raise("resize_nd: scales must be 1-d, got shape {}", shapeStr(f.shape()));
+    for (int64_t i = 0; i < f.numel(); ++i)
+      q.scales.push_back(f.at(i));
+    s[o].tensor = resizeNd(t, scaledSize(t, q.scales), q);
+  };
+}
+
 StepFn lowerResizeNd(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<int64_t> size = a.ints("size");
   ResizeParams p;
   resizeModes(a, p);
   p.cubicA = a.number("cubic_coeff_a");
   p.excludeOutside = a.boolean("exclude_outside");
+  auto sc = a.ref("scales");
+  if (sc && sc->node())
+    return lowerResizeRuntime(a, p, outSlot(e, ctx));
+  if (auto sz = a.ref("size"); sz && sz->node())
+    return lowerResizeRuntime(a, p, outSlot(e, ctx));
+  std::vector<int64_t> size = a.ints("size");
   if (!a.isNone("scales")) {
     TreeDef t = a.constant("scales");
     for (size_t i = 0; i < t.numChildren(); ++i) {

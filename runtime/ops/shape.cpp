@@ -23,11 +23,15 @@ std::vector<int64_t> methodInts(const Args &a, llvm::StringRef what) {
   return out;
 }
 
+/// reshape(inp, target_shape): a shape given as ints, or as a tensor node
+/// whose values are read when the step runs.
 StepFn lowerReshape(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<int64_t> shape = a.ints("target_shape");
-  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
-                   [shape](const Tensor &x) { return reshape(x, shape); });
+  IntsArg shape = a.intsArg("target_shape");
+  Src x = a.tensor("inp").asView();
+  return [x, shape, o = outSlot(e, ctx)](Value *s, RunState &) {
+    s[o].tensor = reshape(x.get(s), shape.get(s));
+  };
 }
 
 StepFn lowerMReshape(const Expr &e, OpKind, LowerContext &ctx) {
@@ -68,23 +72,33 @@ StepFn lowerMTranspose(const Expr &e, OpKind, LowerContext &ctx) {
 StepFn lowerBroadcastTo(const Expr &e, OpKind k, LowerContext &ctx) {
   Args a(e, ctx);
   bool method = k == OpKind::MBroadcast;
-  std::vector<int64_t> shape = method ? methodInts(a, "shape") : a.ints("shape");
-  return unaryStep(a.tensor(method ? "self" : "inp").asView(), outSlot(e, ctx),
-                   [shape](const Tensor &x) { return broadcastTo(x, shape); });
+  IntsArg shape;
+  if (method)
+    shape.fixed = methodInts(a, "shape");
+  else
+    shape = a.intsArg("shape");
+  Src x = a.tensor(method ? "self" : "inp").asView();
+  return [x, shape, o = outSlot(e, ctx)](Value *s, RunState &) {
+    s[o].tensor = broadcastTo(x.get(s), shape.get(s));
+  };
 }
 
 StepFn lowerSqueeze(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<int64_t> axes = a.axes("axis");
-  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
-                   [axes](const Tensor &x) { return squeeze(x, axes); });
+  IntsArg axes = a.axesArg("axis");
+  Src x = a.tensor("inp").asView();
+  return [x, axes, o = outSlot(e, ctx)](Value *s, RunState &) {
+    s[o].tensor = squeeze(x.get(s), axes.get(s));
+  };
 }
 
 StepFn lowerExpandDims(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  std::vector<int64_t> axes = a.ints("axis");
-  return unaryStep(a.tensor("inp").asView(), outSlot(e, ctx),
-                   [axes](const Tensor &x) { return expandDims(x, axes); });
+  IntsArg axes = a.intsArg("axis");
+  Src x = a.tensor("inp").asView();
+  return [x, axes, o = outSlot(e, ctx)](Value *s, RunState &) {
+    s[o].tensor = expandDims(x.get(s), axes.get(s));
+  };
 }
 
 /// concat and stack of a list of tensors.
@@ -102,8 +116,44 @@ template <bool Stack> StepFn lowerJoin(const Expr &e, OpKind, LowerContext &ctx)
   };
 }
 
+/// Split points read at run time: ascending within [0, size] (no wrap-around
+/// of negatives, which only a constant written that way means).
+void checkPoints(const std::vector<int64_t> &v, const Tensor &x, int64_t axis) {
+  int64_t r = int64_t(x.rank()), ax = axis < 0 ? axis + r : axis;
+  int64_t n = ax >= 0 && ax < r ? x.dim(size_t(ax)) : 0, prev = 0;
+  for (int64_t p : v) {
+    if (p < prev || p > n)
+      raise("split: split points {} are not ascending within [0, {}] for input {}",
+            shapeStr(v), n, shapeStr(x.shape()));
+    prev = p;
+  }
+}
+
+/// split at points given as a tensor node, read when the step runs.
+StepFn lowerSplitRuntime(const Args &a, std::vector<uint32_t> outs) {
+  IntsArg pts = a.intsArg("nsplits_or_sections");
+  int64_t axis = a.integer("axis");
+  Src x = a.tensor("inp");
+  return [x, pts, axis, outs](Value *s, RunState &) {
+    Tensor t = x.get(s);
+    std::vector<int64_t> v = pts.get(s);
+    checkPoints(v, t, axis);
+    std::vector<Tensor> parts = splitAt(t, v, axis);
+    if (parts.size() != outs.size())
+      raise("split produced {} parts for {} outputs", parts.size(), outs.size());
+    for (size_t i = 0; i < outs.size(); ++i)
+      s[outs[i]].tensor = std::move(parts[i]);
+  };
+}
+
 StepFn lowerSplit(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
+  if (auto r = a.ref("nsplits_or_sections"); r && r->node()) {
+    std::vector<uint32_t> outs;
+    for (size_t i = 0; i < e.numOutputs(); ++i)
+      outs.push_back(outSlot(e, ctx, i));
+    return lowerSplitRuntime(a, outs);
+  }
   TreeDef ns = a.constant("nsplits_or_sections");
   int64_t axis = a.integer("axis");
   Src x = a.tensor("inp");
@@ -131,20 +181,50 @@ PadMode padMode(const std::string &m, const Args &a) {
   a.fail(fmt::format("unsupported pad mode '{}'", m));
 }
 
-StepFn lowerPad(const Expr &e, OpKind, LowerContext &ctx) {
-  Args a(e, ctx);
-  std::vector<std::pair<int64_t, int64_t>> pw;
+/// pad_width as integers (before0, after0, before1, ...): a tuple of pairs,
+/// or a tensor node of them read at run time.
+IntsArg padWidth(const Args &a) {
+  auto r = a.ref("pad_width");
+  if (r && r->node())
+    return a.intsArg("pad_width");
+  IntsArg w;
   TreeDef t = a.constant("pad_width");
   for (size_t i = 0; i < t.numChildren(); ++i) {
     auto v = Args::ints(t.child(i), a, "pad_width");
     if (v.size() != 2)
       a.fail("pad_width needs (before, after) pairs");
-    pw.emplace_back(v[0], v[1]);
+    w.fixed.insert(w.fixed.end(), v.begin(), v.end());
   }
+  return w;
+}
+
+std::vector<std::pair<int64_t, int64_t>> pairsOf(const std::vector<int64_t> &v) {
+  if (v.size() % 2)
+    raise("pad: pad_width has {} integers, not (before, after) pairs", v.size());
+  std::vector<std::pair<int64_t, int64_t>> pw;
+  for (size_t i = 0; i < v.size(); i += 2)
+    pw.emplace_back(v[i], v[i + 1]);
+  return pw;
+}
+
+/// pad(src, pad_width, mode, constant_value); pad_width and constant_value
+/// may be tensor nodes, read when the step runs.
+StepFn lowerPad(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  IntsArg pw = padWidth(a);
   PadMode mode = padMode(a.string("mode"), a);
-  double value = a.number("constant_value");
-  return unaryStep(a.tensor("src"), outSlot(e, ctx),
-                   [pw, mode, value](const Tensor &x) { return pad(x, pw, mode, value); });
+  auto cv = a.ref("constant_value");
+  Src value = cv && cv->node() ? a.tensor("constant_value") : Src();
+  double fixed = value.defined() ? 0.0 : a.number("constant_value");
+  Src x = a.tensor("src");
+  return [x, pw, mode, value, fixed, o = outSlot(e, ctx)](Value *s, RunState &) {
+    double val = fixed;
+    if (value.defined()) {
+      Tensor v = value.get(s);
+      val = v.numel() ? v.at(0) : 0.0;
+    }
+    s[o].tensor = pad(x.get(s), pairsOf(pw.get(s)), mode, val);
+  };
 }
 
 /// `GetVarShape(x)`: x's shape as a 1-d int32 tensor.

@@ -89,6 +89,21 @@ TEST_CASE("round trip: constants, op defs, kwargs, multi-outputs, keep", "[io][t
   roundTrip(*tm);
 }
 
+TEST_CASE("round trip: tensor slice bounds keep their start, stop, step order", "[io][tmir]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 6}}, {"idx", Shape{3}, DType::Int64}});
+  Node *lo = b.callMethod(b.arg(1), "__getitem__", {0});
+  Node *hi = b.callMethod(b.arg(1), "__getitem__", {1});
+  Node *st = b.callMethod(b.arg(1), "__getitem__", {2});
+  Node *y = b.callMethod(
+      b.arg(0), "__getitem__",
+      {Arg::tuple({Arg::slice(Arg::none(), Arg::none(), Arg::none()), Arg::slice(lo, hi, st)})});
+  b.finish(y);
+  std::string want = fmt::format("slice({}, {}, {})", lo->name(), hi->name(), st->name());
+  CHECK(printTmir(*tm).find(want) != std::string::npos);
+  roundTrip(*tm);
+}
+
 TEST_CASE("round trip: nested modules with several signatures", "[io][tmir]") {
   auto m = std::make_unique<Module>("Net");
   m->registerModule("mod", std::make_unique<Module>("AddK"));

@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
+#include <functional>
 #include <cstring>
 #include <set>
 
@@ -271,15 +272,19 @@ TEST_CASE("import: symbolic input dims are fixed by inputShapes", "[onnx]") {
   b.init("w", {3, 2}, {1, 2, 3, 4, 5, 6});
   b.node("MatMul", {"x", "w"}, {"y"}, "mm");
   b.node("Shape", {"x"}, {"s"}, "shape");
+  b.node("Flatten", {"x"}, {"f"}, "flat");
   auto *out = b.g->add_output();
   b.value(out, "y", {0, 2});
   out->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
   b.output("s", {2}, onnx::TensorProto::INT64);
+  auto *f = b.g->add_output();
+  f->set_name("f");
+  f->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
 
   auto r = b.import();
   REQUIRE(r.failed());
   CHECK_THAT(r.diagnostic().message,
-             Catch::Contains("node 'shape' (Shape): the shape of input 'x' is not known statically; "
+             Catch::Contains("node 'flat' (Flatten): the shape of input 'x' is not known statically; "
                              "graph input 'x' (N, 3) has symbolic dimensions: give static shapes "
                              "with --input-shape x=DIMxDIM..."));
   for (const char *key : {"x", "0"}) {
@@ -360,24 +365,305 @@ TEST_CASE("import: corrupt, truncated, sparse and external data are errors", "[o
   CHECK_THAT(rs.diagnostic().message, Catch::Contains("sparse"));
 }
 
-TEST_CASE("import: a shape input must be known; it can be bound", "[onnx]") {
+namespace {
+
+void attrI(onnx::NodeProto *n, const char *name, int64_t v) {
+  auto *a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+/// An int64 graph input and the values it is bound to.
+struct IntsIn {
+  std::string name;
+  std::vector<int64_t> shape, values;
+};
+
+void untypedOutput(ModelBuilder &b, int32_t type = onnx::TensorProto::FLOAT) {
+  auto *o = b.g->add_output();
+  o->set_name("y");
+  o->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+}
+
+/// Imports `op(x, ins...)` (an empty name: an input left out), where the
+/// int64 graph inputs `ins` decide the output's shape and the output's
+/// shape is not declared, and runs it with them bound.
+Tensor runWithInts(const std::string &op, const Tensor &x, const std::vector<IntsIn> &ins,
+                   std::function<void(onnx::NodeProto *)> attrs = {}) {
+  ModelBuilder b(13);
+  b.input("x", std::vector<int64_t>(x.shape().begin(), x.shape().end()));
+  std::vector<std::string> names = {"x"};
+  std::vector<Tensor> vals = {x};
+  for (const IntsIn &i : ins) {
+    names.push_back(i.name);
+    if (i.name.empty())
+      continue;
+    b.input(i.name, i.shape, onnx::TensorProto::INT64);
+    vals.push_back(Tensor::fromInts(i.shape, i.values, DType::Int64));
+  }
+  auto *n = b.node(op, names, {"y"}, "n");
+  if (attrs)
+    attrs(n);
+  untypedOutput(b);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  CHECK(r->names.inputs.size() == vals.size());
+  return run(*r->module, vals)[0];
+}
+
+/// runWithInts with one int64 input `k` of shape `kShape`.
+Tensor runShapeIn(const std::string &op, const Tensor &x, std::vector<int64_t> kShape,
+                  std::vector<int64_t> kv, std::function<void(onnx::NodeProto *)> attrs = {}) {
+  return runWithInts(op, x, {{"k", kShape, kv}}, std::move(attrs));
+}
+
+Tensor iota(llvm::ArrayRef<int64_t> shape) {
+  Tensor t = Tensor::empty(shape);
+  for (int64_t i = 0; i < t.numel(); ++i)
+    t.data<float>()[i] = float(i + 1);
+  return t;
+}
+
+std::vector<double> valuesOf(const Tensor &t) {
+  std::vector<double> v;
+  for (int64_t i = 0; i < t.numel(); ++i)
+    v.push_back(t.at(i));
+  return v;
+}
+
+} // namespace
+
+TEST_CASE("import: a shape input of Reshape is read at run time; it can be bound", "[onnx]") {
+  Tensor x = iota({2, 6});
+  Tensor y = runShapeIn("Reshape", x, {2}, {3, -1});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({3, 4}));
+  CHECK(valuesOf(y) == valuesOf(x));
+  // 0 copies the input's dim unless allowzero.
+  y = runShapeIn("Reshape", x, {3}, {0, -1, 2});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2, 3, 2}));
+  CHECK(runShapeIn("Reshape", iota({0, 3}), {2}, {3, 0}, [](auto *n) {
+          attrI(n, "allowzero", 1);
+        }).shape() == llvm::ArrayRef<int64_t>({3, 0}));
+  CHECK_THROWS_WITH(runShapeIn("Reshape", x, {2}, {5, -1}),
+                    Catch::Contains("reshape: cannot infer the -1"));
+  CHECK_THROWS_WITH(runShapeIn("Reshape", x, {2}, {-2, 6}),
+                    Catch::Contains("reshape: invalid dimension -2"));
+  // Bound as a constant, the shape is folded and the output shape static.
   ModelBuilder b(13);
   b.input("x", {2, 6});
   b.input("shape", {2}, onnx::TensorProto::INT64);
   b.node("Reshape", {"x", "shape"}, {"y"}, "rs");
   b.output("y", {3, 4});
-  auto r = b.import();
-  REQUIRE(r.failed());
-  CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'rs' (Reshape)"));
-  REQUIRE(r.diagnostic().notes.size() == 1);
-  CHECK(r.diagnostic().notes[0] == "constant input: shape");
   io::OnnxImportOptions o;
   o.constantInputs["shape"] = Tensor::fromInts({2}, {3, -1});
   auto ok = b.import(o);
   REQUIRE(ok.succeeded());
   CHECK(ok->names.inputs == std::vector<std::string>{"x"});
-  Tensor y = run(*ok->module, {ramp({2, 6})})[0];
-  CHECK(y.shape() == llvm::ArrayRef<int64_t>({3, 4}));
+  CHECK_THAT(ok->module->graph().str(), Catch::Contains("tensor.reshape(x, (3, 4)"));
+}
+
+TEST_CASE("import: Expand, Tile, Squeeze and Unsqueeze read their input at run time",
+          "[onnx]") {
+  Tensor x = iota({3, 1});
+  // Expand broadcasts both ways: (3, 1) to (2, 1, 4) is (2, 3, 4).
+  Tensor y = runShapeIn("Expand", x, {3}, {2, 1, 4});
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({2, 3, 4}));
+  for (int64_t i = 0; i < 24; ++i)
+    CHECK(y.at(i) == double(i / 4 % 3 + 1));
+  CHECK(runShapeIn("Expand", x, {1}, {5}).shape() == llvm::ArrayRef<int64_t>({3, 5}));
+  CHECK_THROWS_WITH(runShapeIn("Expand", x, {2}, {2, 4}), Catch::Contains("broadcast_to"));
+  y = runShapeIn("Tile", iota({2, 2}), {2}, {1, 2});
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({2, 4}));
+  CHECK(valuesOf(y) == std::vector<double>{1, 2, 1, 2, 3, 4, 3, 4});
+  y = runShapeIn("Tile", iota({1, 2}), {2}, {3, 1});
+  CHECK(valuesOf(y) == std::vector<double>{1, 2, 1, 2, 1, 2});
+  CHECK_THROWS_WITH(runShapeIn("Tile", iota({2, 2}), {2}, {-1, 2}),
+                    Catch::Contains("invalid target shape"));
+  y = runShapeIn("Unsqueeze", iota({2, 3}), {2}, {0, -1});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 2, 3, 1}));
+  y = runShapeIn("Squeeze", iota({1, 3, 1}), {1}, {-1});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 3}));
+  CHECK_THROWS_WITH(runShapeIn("Squeeze", iota({1, 3, 1}), {1}, {1}),
+                    Catch::Contains("has size 3, not 1"));
+}
+
+TEST_CASE("import: reduction axes and the CumSum axis are read at run time", "[onnx]") {
+  Tensor x = iota({2, 3});
+  auto noKeep = [](onnx::NodeProto *n) { attrI(n, "keepdims", 0); };
+  Tensor y = runShapeIn("ReduceSum", x, {1}, {1}, noKeep);
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2}));
+  CHECK(valuesOf(y) == std::vector<double>{6, 15});
+  y = runShapeIn("ReduceSum", x, {1}, {-2});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{5, 7, 9});
+  y = runShapeIn("ReduceSum", x, {0}, {}); // no axes: every axis
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({1, 1}));
+  CHECK(valuesOf(y) == std::vector<double>{21});
+  y = runShapeIn("ReduceSum", x, {0}, {}, [](auto *n) { attrI(n, "noop_with_empty_axes", 1); });
+  CHECK(valuesOf(y) == valuesOf(x));
+  y = runShapeIn("CumSum", x, {}, {1});
+  CHECK(valuesOf(y) == std::vector<double>{1, 3, 6, 4, 9, 15});
+  CHECK_THROWS_WITH(runShapeIn("CumSum", x, {}, {2}), Catch::Contains("out of range"));
+}
+
+TEST_CASE("import: Pad reads its pads and value at run time", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {2, 2});
+  b.input("pads", {4}, onnx::TensorProto::INT64);
+  b.input("v", {}, onnx::TensorProto::FLOAT);
+  b.node("Pad", {"x", "pads", "v"}, {"y"});
+  untypedOutput(b);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  // (begin0, begin1, end0, end1) = (0, 1, 1, 0).
+  Tensor y = run(*r->module, {iota({2, 2}), Tensor::fromInts({4}, {0, 1, 1, 0}, DType::Int64),
+                              Tensor::full({}, 9.0)})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({3, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{9, 1, 2, 9, 3, 4, 9, 9, 9});
+  CHECK_THROWS_WITH(run(*r->module, {iota({2, 2}), Tensor::fromInts({4}, {0, -3, 0, 0}, DType::Int64),
+                                     Tensor::full({}, 9.0)}),
+                    Catch::Contains("pad: padding"));
+}
+
+TEST_CASE("import: Slice reads its starts, ends, axes and steps at run time", "[onnx]") {
+  Tensor x = iota({3, 4});
+  // Rows 0..1; columns from 3 down to (but not at) -5 + 4 = -1, by 2.
+  Tensor y = runWithInts("Slice", x,
+                         {{"s", {2}, {0, 3}}, {"e", {2}, {2, -5}}, {"a", {2}, {0, -1}},
+                          {"st", {2}, {1, -2}}});
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({2, 2}));
+  CHECK(valuesOf(y) == std::vector<double>{4, 2, 8, 6});
+  // Axes and steps left out; bounds past the ends are clamped.
+  y = runWithInts("Slice", x, {{"s", {1}, {-2}}, {"e", {1}, {100}}});
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2, 4}));
+  CHECK(valuesOf(y) == std::vector<double>{5, 6, 7, 8, 9, 10, 11, 12});
+  CHECK_THROWS_WITH(runWithInts("Slice", x,
+                                {{"s", {1}, {0}}, {"e", {1}, {2}}, {"", {}, {}}, {"st", {1}, {0}}}),
+                    Catch::Contains("step"));
+}
+
+TEST_CASE("import: Trilu's k and Resize's scales and sizes are read at run time", "[onnx]") {
+  Tensor x = iota({3, 3});
+  CHECK(valuesOf(runShapeIn("Trilu", x, {}, {1})) ==
+        std::vector<double>{0, 2, 3, 0, 0, 6, 0, 0, 0});
+  CHECK(valuesOf(runShapeIn("Trilu", x, {}, {-1}, [](auto *n) { attrI(n, "upper", 0); })) ==
+        std::vector<double>{0, 0, 0, 4, 0, 0, 7, 8, 0});
+  auto nearest = [](onnx::NodeProto *n) {
+    for (auto [k, v] : {std::pair<const char *, const char *>{"coordinate_transformation_mode",
+                                                               "asymmetric"},
+                        {"nearest_mode", "floor"}}) {
+      auto *a = n->add_attribute();
+      a->set_name(k);
+      a->set_type(onnx::AttributeProto::STRING);
+      a->set_s(v);
+    }
+  };
+  const std::vector<double> up = {1, 1, 2, 2, 1, 1, 2, 2, 3, 3, 4, 4, 3, 3, 4, 4};
+  Tensor y = runWithInts("Resize", iota({1, 1, 2, 2}),
+                         {{"", {}, {}}, {"", {}, {}}, {"sz", {4}, {1, 1, 4, 4}}}, nearest);
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 4}));
+  CHECK(valuesOf(y) == up);
+  // Scales: a float graph input.
+  ModelBuilder b(13);
+  b.input("x", {1, 1, 2, 2});
+  b.input("sc", {4});
+  nearest(b.node("Resize", {"x", "", "sc"}, {"y"}));
+  untypedOutput(b);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  y = run(*r->module, {iota({1, 1, 2, 2}), Tensor::fromFloats({4}, {1, 1, 2, 2})})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 4}));
+  CHECK(valuesOf(y) == up);
+  CHECK_THROWS_WITH(run(*r->module, {iota({1, 1, 2, 2}), Tensor::fromFloats({4}, {1, 1, -2, 2})}),
+                    Catch::Contains("not a positive size factor"));
+}
+
+TEST_CASE("import: Range and ConstantOfShape read their inputs at run time", "[onnx]") {
+  ModelBuilder b(13);
+  for (const char *n : {"s", "l", "d"})
+    b.input(n, {}, onnx::TensorProto::INT64);
+  b.node("Range", {"s", "l", "d"}, {"y"});
+  untypedOutput(b, onnx::TensorProto::INT64);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto i64 = [](int64_t v) { return Tensor::fromInts({}, {v}, DType::Int64); };
+  Tensor y = run(*r->module, {i64(10), i64(1), i64(-3)})[0];
+  CHECK(y.dtype() == DType::Int64);
+  CHECK(valuesOf(y) == std::vector<double>{10, 7, 4});
+  CHECK_THROWS_WITH(run(*r->module, {i64(0), i64(3), i64(0)}), Catch::Contains("non-zero"));
+
+  ModelBuilder c(13);
+  c.input("shape", {2}, onnx::TensorProto::INT64);
+  auto *n = c.node("ConstantOfShape", {"shape"}, {"y"});
+  auto *a = n->add_attribute();
+  a->set_name("value");
+  a->set_type(onnx::AttributeProto::TENSOR);
+  a->mutable_t()->set_data_type(onnx::TensorProto::FLOAT);
+  a->mutable_t()->add_dims(1);
+  a->mutable_t()->add_float_data(2.5f);
+  untypedOutput(c);
+  r = c.import();
+  REQUIRE(r.succeeded());
+  y = run(*r->module, {Tensor::fromInts({2}, {2, 3}, DType::Int64)})[0];
+  CHECK(y.shape() == llvm::ArrayRef<int64_t>({2, 3}));
+  CHECK(valuesOf(y) == std::vector<double>(6, 2.5));
+  CHECK_THROWS_WITH(run(*r->module, {Tensor::fromInts({2}, {2, -3}, DType::Int64)}),
+                    Catch::Contains("full: invalid shape"));
+}
+
+TEST_CASE("import: Split reads its sizes at run time", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {2, 5});
+  b.input("sizes", {2}, onnx::TensorProto::INT64);
+  attrI(b.node("Split", {"x", "sizes"}, {"y0", "y1"}), "axis", 1);
+  for (const char *o : {"y0", "y1"}) {
+    auto *v = b.g->add_output();
+    v->set_name(o);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto ys = run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {2, 3}, DType::Int64)});
+  REQUIRE(ys.size() == 2);
+  CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({2, 2}));
+  CHECK(valuesOf(ys[0]) == std::vector<double>{1, 2, 6, 7});
+  CHECK(valuesOf(ys[1]) == std::vector<double>{3, 4, 5, 8, 9, 10});
+  ys = run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {0, 5}, DType::Int64)});
+  CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({2, 0}));
+  CHECK_THROWS_WITH(run(*r->module, {iota({2, 5}), Tensor::fromInts({2}, {-1, 6}, DType::Int64)}),
+                    Catch::Contains("not ascending"));
+}
+
+TEST_CASE("import: a shape computed from a symbolic dimension is read at run time", "[onnx]") {
+  // y = reshape(x, concat(unsqueeze(shape(x)[0]), [-1])) and
+  // z = reshape(x, [0, 2, -1]) with x of shape (N, 3, 4), N symbolic.
+  ModelBuilder b(13);
+  b.input("x", {1, 3, 4});
+  b.g->mutable_input(0)->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  b.initInts("zero", {0});
+  b.initInts("minus1", {-1});
+  b.initInts("zt", {0, 2, -1});
+  b.g->mutable_initializer(0)->clear_dims(); // a 0-d index
+  b.node("Shape", {"x"}, {"s"});
+  b.node("Gather", {"s", "zero"}, {"n"});
+  b.node("Unsqueeze", {"n", "minus1"}, {"n1"}); // axes [-1]
+  attrI(b.node("Concat", {"n1", "minus1"}, {"t"}), "axis", 0);
+  b.node("Reshape", {"x", "t"}, {"y"});
+  b.node("Reshape", {"x", "zt"}, {"z"});
+  for (const char *o : {"y", "z"}) {
+    auto *v = b.g->add_output();
+    v->set_name(o);
+    v->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  for (int64_t n : {2, 5}) {
+    auto ys = run(*r->module, {iota({n, 3, 4})});
+    CHECK(ys[0].shape() == llvm::ArrayRef<int64_t>({n, 12}));
+    CHECK(ys[1].shape() == llvm::ArrayRef<int64_t>({n, 2, 6}));
+    CHECK(valuesOf(ys[0]) == valuesOf(iota({n, 3, 4})));
+  }
 }
 
 TEST_CASE("import: shape arithmetic is folded at import time", "[onnx]") {
