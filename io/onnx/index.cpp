@@ -164,21 +164,13 @@ void importReverseSequence(NodeCx &c) {
                   {{"batch_axis", c.ai("batch_axis", 1)}, {"time_axis", c.ai("time_axis", 0)}}));
 }
 
-/// NonMaxSuppression: its limits must be known at import.
+/// NonMaxSuppression: the limits are graph values.
 void importNms(NodeCx &c) {
-  auto one = [&](size_t i, const char *what) {
-    std::vector<double> v = c.floats(i);
-    if (v.size() != 1)
-      c.fail(fmt::format("{} must hold one value, got {}", what, v.size()));
-    return v[0];
-  };
   std::vector<KwArg> kw;
-  if (c.has(2))
-    kw.push_back({"max_output_boxes_per_class", int64_t(one(2, "max_output_boxes_per_class"))});
-  if (c.has(3))
-    kw.push_back({"iou_threshold", one(3, "iou_threshold")});
-  if (c.has(4))
-    kw.push_back({"score_threshold", one(4, "score_threshold")});
+  const char *names[] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < 5; ++i)
+    if (c.has(i))
+      kw.push_back({names[i - 2], c.node(i)});
   kw.push_back({"center_point_box", bool(c.ai("center_point_box", 0))});
   c.out(0, c.call("vision.non_max_suppression", {c.node(0), c.node(1)}, kw));
 }
@@ -289,13 +281,11 @@ void exportOneHot(ExportCall &c) {
 }
 
 void exportNms(ExportCall &c) {
-  std::vector<std::string> ins = {
-      c.operand("boxes"), c.operand("scores"),
-      c.intsInit({c.ints("max_output_boxes_per_class")[0]}, c.out + "_max"),
-      c.init(Tensor::fromFloats({1}, {float(c.number("iou_threshold"))}), c.out + "_iou")};
+  std::vector<std::string> ins = {c.operand("boxes"), c.operand("scores"),
+                                  c.operand("max_output_boxes_per_class", DType::Int64),
+                                  c.operand("iou_threshold", DType::Float32)};
   if (!c.isNone("score_threshold"))
-    ins.push_back(
-        c.init(Tensor::fromFloats({1}, {float(c.number("score_threshold"))}), c.out + "_score"));
+    ins.push_back(c.operand("score_threshold", DType::Float32));
   c.simple("NonMaxSuppression", ins);
   Exporter::attrI(c.n, "center_point_box", c.boolean("center_point_box"));
 }

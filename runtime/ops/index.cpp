@@ -470,18 +470,30 @@ StepFn lowerUnique(const Expr &e, OpKind, LowerContext &ctx) {
   };
 }
 
+/// The one value of a limit given as a tensor (ONNX passes 1-element ones).
+double limitOf(const Tensor &t, const char *what) {
+  if (t.numel() != 1)
+    raise("non_max_suppression: {} must hold one value, got {}", what, shapeStr(t.shape()));
+  return t.at(0);
+}
+
+/// The limits may be tensors computed at run time.
 StepFn lowerNms(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  int64_t maxOut = a.integer("max_output_boxes_per_class");
-  double iou = a.number("iou_threshold");
-  std::optional<double> score;
-  if (!a.isNone("score_threshold"))
-    score = a.number("score_threshold");
+  Src maxOut = a.tensor("max_output_boxes_per_class", DType::Int64);
+  Src iou = a.tensor("iou_threshold", DType::Float32);
+  Src score = a.optTensor("score_threshold");
   bool center = a.boolean("center_point_box");
-  return binaryStep(a.tensor("boxes"), a.tensor("scores"), outSlot(e, ctx),
-                    [=](const Tensor &b, const Tensor &sc) {
-                      return nonMaxSuppression(b, sc, maxOut, iou, score, center);
-                    });
+  Src b = a.tensor("boxes"), sc = a.tensor("scores");
+  uint32_t o = outSlot(e, ctx);
+  return [=](Value *s, RunState &) {
+    std::optional<double> th;
+    if (score.defined())
+      th = limitOf(score.get(s), "score_threshold");
+    s[o].tensor = nonMaxSuppression(
+        b.get(s), sc.get(s), int64_t(limitOf(maxOut.get(s), "max_output_boxes_per_class")),
+        limitOf(iou.get(s), "iou_threshold"), th, center);
+  };
 }
 
 } // namespace

@@ -676,3 +676,28 @@ TEST_CASE("import: Compress with a known condition, MaxUnpool and GridSample", "
     CHECK(outs[2].at(0) == Approx(2.5));
   }
 }
+
+TEST_CASE("import: NonMaxSuppression reads its limits at run time", "[onnx]") {
+  ModelBuilder b(11);
+  b.input("boxes", {1, 6, 4});
+  b.input("scores", {1, 1, 6});
+  b.input("max", {1}, onnx::TensorProto::INT64);
+  b.input("iou", {1});
+  b.node("NonMaxSuppression", {"boxes", "scores", "max", "iou"}, {"sel"});
+  b.output("sel", {3, 3}, onnx::TensorProto::INT64);
+  // The ONNX suppress_by_IOU example.
+  Tensor boxes = Tensor::fromFloats({1, 6, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, -0.1f, 1, 0.9f,
+                                                0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100, 1, 101});
+  Tensor scores = Tensor::fromFloats({1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
+  Tensor iou = Tensor::fromFloats({1}, {0.5f});
+  auto [got, back] = runAndRoundTrip(b, {boxes, scores, Tensor::fromInts({1}, {3}), iou});
+  const double want[] = {0, 0, 3, 0, 0, 0, 0, 0, 5};
+  for (const auto &outs : {got, back}) {
+    REQUIRE(outs[0].shape() == llvm::ArrayRef<int64_t>({3, 3}));
+    for (int k = 0; k < 9; ++k)
+      CHECK(outs[0].at(k) == want[k]);
+  }
+  // At most 2 boxes per class, given at run time.
+  std::vector<Tensor> two = runAndRoundTrip(b, {boxes, scores, Tensor::fromInts({1}, {2}), iou}).first;
+  CHECK(two[0].dim(0) == 2);
+}
