@@ -2,7 +2,9 @@
 //
 // The ONNX importers and exporters of the index family: Slice (as
 // __getitem__ with clamped bounds, or with bounds read at run time), Gather
-// (take), GatherElements (gather) and the scatters.
+// (take), GatherElements (gather), the scatters, GatherND, OneHot (one_hot,
+// then where and a transpose), Compress (a take when the condition is known
+// at import), ReverseSequence, NonMaxSuppression and Unique.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -138,6 +140,91 @@ void importScatter(NodeCx &c, bool nd) {
                   {{"reduction", red}}));
 }
 
+void importGatherNd(NodeCx &c) {
+  c.out(0, c.call("tensor.gather_nd", {c.node(0), c.node(1)},
+                  {{"batch_dims", c.ai("batch_dims", 0)}}));
+}
+
+/// One of OneHot's (off, on) values as a 0-d tensor node.
+Node *oneHotValue(NodeCx &c, int64_t i) {
+  const Val &v = c.val(2);
+  if (v.cst) {
+    if (v.cst->numel() != 2)
+      c.fail(fmt::format("values must hold 2 elements, got {}", v.cst->numel()));
+    return c.constant(Tensor::full({}, v.cst->at(i), v.cst->dtype()));
+  }
+  return c.method(c.node(2), "__getitem__", {Arg(i)});
+}
+
+/// OneHot: one_hot along a new last axis as a mask, the values chosen by
+/// where, the new axis moved to `axis`.
+void importOneHot(NodeCx &c) {
+  std::vector<double> d = c.floats(1);
+  if (d.size() != 1 || d[0] < 1)
+    c.fail("depth must be one positive number");
+  int64_t r = c.rank(0), ax = c.axis(c.ai("axis", -1), r + 1);
+  Node *hot = c.call("nn.one_hot", {c.node(0), int64_t(d[0])});
+  Node *y = c.call("tensor.where",
+                   {c.astype(hot, DType::Bool), oneHotValue(c, 1), oneHotValue(c, 0)});
+  if (ax != r) {
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < r; ++i) {
+      if (i == ax)
+        perm.push_back(r);
+      perm.push_back(i);
+    }
+    y = c.call("tensor.transpose", {y, tupleOf(perm)});
+  }
+  c.out(0, y);
+}
+
+/// Compress: a take of the selected positions when the condition is known
+/// at import (its result shape is then known), else compress.
+void importCompress(NodeCx &c) {
+  std::optional<int64_t> ax;
+  if (c.hasAttr("axis"))
+    ax = c.axis(c.ai("axis", 0), c.rank(0));
+  if (!c.val(1).cst) {
+    std::vector<KwArg> kw;
+    if (ax)
+      kw.push_back({"axis", *ax});
+    return c.out(0, c.call("tensor.compress", {c.node(0), c.node(1)}, kw));
+  }
+  const Tensor &cond = *c.val(1).cst;
+  std::vector<int64_t> keep;
+  for (int64_t i = 0; i < cond.numel(); ++i)
+    if (cond.at(i) != 0)
+      keep.push_back(i);
+  Node *idx = c.constant(Tensor::fromInts({int64_t(keep.size())}, keep));
+  Node *x = ax ? c.node(0) : c.call("tensor.flatten", {c.node(0)});
+  c.out(0, c.call("tensor.take", {x, idx}, {{"axis", ax.value_or(0)}}));
+}
+
+void importReverseSequence(NodeCx &c) {
+  c.out(0, c.call("tensor.reverse_sequence", {c.node(0), c.node(1)},
+                  {{"batch_axis", c.ai("batch_axis", 1)}, {"time_axis", c.ai("time_axis", 0)}}));
+}
+
+/// NonMaxSuppression: the limits are graph values.
+void importNms(NodeCx &c) {
+  std::vector<KwArg> kw;
+  const char *names[] = {"max_output_boxes_per_class", "iou_threshold", "score_threshold"};
+  for (size_t i = 2; i < 5; ++i)
+    if (c.has(i))
+      kw.push_back({names[i - 2], c.node(i)});
+  kw.push_back({"center_point_box", bool(c.ai("center_point_box", 0))});
+  c.out(0, c.call("vision.non_max_suppression", {c.node(0), c.node(1)}, kw));
+}
+
+void importUnique(NodeCx &c) {
+  std::vector<KwArg> kw = {{"sorted", bool(c.ai("sorted", 1))}};
+  if (c.hasAttr("axis"))
+    kw.push_back({"axis", c.axis(c.ai("axis", 0), c.rank(0))});
+  auto outs = c.cx.b.callFunctionN(functionOp("tensor.unique"), {c.node(0)}, kw, 4);
+  for (size_t i = 0; i < 4; ++i)
+    c.out(i, outs[i]);
+}
+
 } // namespace
 
 void registerIndexOnnxImport(OnnxImportTable &t) {
@@ -148,6 +235,12 @@ void registerIndexOnnxImport(OnnxImportTable &t) {
   t.add("ScatterND", 1, kMaxOpset, [](NodeCx &c) { importScatter(c, true); });
   for (const char *op : {"ScatterElements", "Scatter"})
     t.add(op, 1, kMaxOpset, [](NodeCx &c) { importScatter(c, false); });
+  t.add("GatherND", 11, kMaxOpset, importGatherNd);
+  t.add("OneHot", 9, kMaxOpset, importOneHot);
+  t.add("Compress", 9, kMaxOpset, importCompress);
+  t.add("ReverseSequence", 10, kMaxOpset, importReverseSequence);
+  t.add("NonMaxSuppression", 10, kMaxOpset, importNms);
+  t.add("Unique", 11, kMaxOpset, importUnique);
 }
 
 // -- Export -------------------------------------------------------------------
@@ -278,6 +371,35 @@ void exportGetItem(ExportCall &c) {
   c.bind(v);
 }
 
+/// one_hot: OneHot with (0, 1) values of the output dtype.
+void exportOneHot(ExportCall &c) {
+  Tensor values = rt::cast(Tensor::fromFloats({2}, {0.0f, 1.0f}), c.od);
+  c.simple("OneHot", {c.operand("inp"), c.intsInit({c.ints("num_classes")[0]}, c.out + "_depth"),
+                      c.init(values, c.out + "_values")});
+}
+
+void exportNms(ExportCall &c) {
+  std::vector<std::string> ins = {c.operand("boxes"), c.operand("scores"),
+                                  c.operand("max_output_boxes_per_class", DType::Int64),
+                                  c.operand("iou_threshold", DType::Float32)};
+  if (!c.isNone("score_threshold"))
+    ins.push_back(c.operand("score_threshold", DType::Float32));
+  c.simple("NonMaxSuppression", ins);
+  Exporter::attrI(c.n, "center_point_box", c.boolean("center_point_box"));
+}
+
+void exportUnique(ExportCall &c) {
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < c.e.numOutputs(); ++i) {
+    outs.push_back(c.ex.fresh(c.e.output(i)->name()));
+    c.bind(outs.back(), i);
+  }
+  onnx::NodeProto *n = c.ex.node("Unique", {c.operand("inp")}, outs);
+  if (!c.isNone("axis"))
+    Exporter::attrI(n, "axis", c.ints("axis")[0]);
+  Exporter::attrI(n, "sorted", c.boolean("sorted"));
+}
+
 } // namespace
 
 void registerIndexOnnxExport(OnnxExportTable &t) {
@@ -294,6 +416,23 @@ void registerIndexOnnxExport(OnnxExportTable &t) {
     c.simple("Gather", {c.operand("weight"), c.operand("inp")});
   });
   t.add("index", {OpKind::MGetItem}, exportGetItem);
+  t.add("index", {OpKind::GatherNd}, [](ExportCall &c) {
+    c.simple("GatherND", {c.operand("inp"), c.operand("indices")});
+    Exporter::attrI(c.n, "batch_dims", c.ints("batch_dims")[0]);
+  });
+  t.add("index", {OpKind::OneHot}, exportOneHot);
+  t.add("index", {OpKind::NonMaxSuppression}, exportNms);
+  t.add("index", {OpKind::Unique}, exportUnique);
+  t.add("index", {OpKind::Compress}, [](ExportCall &c) {
+    c.simple("Compress", {c.operand("inp"), c.operand("condition")});
+    if (!c.isNone("axis"))
+      Exporter::attrI(c.n, "axis", c.ints("axis")[0]);
+  });
+  t.add("index", {OpKind::ReverseSequence}, [](ExportCall &c) {
+    c.simple("ReverseSequence", {c.operand("inp"), c.operand("sequence_lens")});
+    Exporter::attrI(c.n, "batch_axis", c.ints("batch_axis")[0]);
+    Exporter::attrI(c.n, "time_axis", c.ints("time_axis")[0]);
+  });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -1,8 +1,9 @@
 //===- linalg.cpp - ONNX mapping of linear algebra ops ----------*- C++ -*-===//
 //
 // The ONNX importers and exporters of the linalg family: Gemm (as linear
-// when it is one, else matmul with scaling), MatMul, and the export of
-// linear, matmul and linear with a fused activation.
+// when it is one, else matmul with scaling), MatMul, Einsum and Det, and
+// the export of linear, matmul, linear with a fused activation, einsum and
+// det.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -37,6 +38,13 @@ void registerLinalgOnnxImport(OnnxImportTable &t) {
   t.add("Gemm", 1, kMaxOpset, importGemm);
   t.add("MatMul", 1, kMaxOpset,
         [](NodeCx &c) { c.out(0, c.call("math.matmul", {c.node(0), c.node(1)})); });
+  t.add("Einsum", 12, kMaxOpset, [](NodeCx &c) {
+    std::vector<Arg> xs;
+    for (size_t i = 0; i < c.numIn(); ++i)
+      xs.push_back(c.node(i));
+    c.out(0, c.call("math.einsum", {c.as("equation", ""), Arg::list(xs)}));
+  });
+  t.add("Det", 11, kMaxOpset, [](NodeCx &c) { c.out(0, c.call("math.det", {c.node(0)})); });
 }
 
 // -- Export -------------------------------------------------------------------
@@ -93,6 +101,15 @@ void registerLinalgOnnxExport(OnnxExportTable &t) {
   t.add("linalg", {OpKind::Matmul, OpKind::MMatmul}, exportMatmul);
   t.add("linalg", {OpKind::LinearAct},
         [](ExportCall &c) { exportFusedActivation(c, OpKind::Linear); });
+  t.add("linalg", {OpKind::Einsum}, [](ExportCall &c) {
+    auto a = c.e.namedArg("operands");
+    std::vector<std::string> ins;
+    for (size_t i = 0; a && i < a->def.numChildren(); ++i)
+      ins.push_back(c.nameOf(c.e.input(a->firstLeaf + i)));
+    c.simple("Einsum", ins);
+    Exporter::attrS(c.n, "equation", c.string("equation"));
+  });
+  t.add("linalg", {OpKind::Det}, [](ExportCall &c) { c.simple("Det", {c.operand("inp")}); });
 }
 
 } // namespace tmg::io::onnxdetail

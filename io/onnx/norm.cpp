@@ -4,7 +4,7 @@
 // LogSoftmax (before opset 13 over the flattened trailing axes),
 // BatchNormalization in inference mode, and LayerNormalization,
 // InstanceNormalization and MeanVarianceNormalization (layer_norm where it
-// fits, else mean/variance arithmetic).
+// fits, else mean/variance arithmetic), and LRN (local_response_norm).
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -97,6 +97,13 @@ void importMeanVarNorm(NodeCx &c, MeanVarNorm op) {
 } // namespace
 
 void registerNormOnnxImport(OnnxImportTable &t) {
+  t.add("LRN", 1, kMaxOpset, [](NodeCx &c) {
+    if (!c.hasAttr("size") || c.ai("size", 0) < 1)
+      c.fail("the size attribute is missing or not positive");
+    c.out(0, c.call("nn.local_response_norm", {c.node(0)},
+                    {{"kernel_size", c.ai("size", 1)}, {"k", c.af("bias", 1.0)},
+                     {"alpha", c.af("alpha", 1e-4)}, {"beta", c.af("beta", 0.75)}}));
+  });
   static const std::pair<const char *, const char *> softmaxes[] = {
       {"Softmax", "nn.softmax"}, {"LogSoftmax", "nn.logsoftmax"}};
   for (auto [op, fn] : softmaxes) {
@@ -161,6 +168,13 @@ void registerNormOnnxExport(OnnxExportTable &t) {
   t.add("norm", {OpKind::Softmax, OpKind::LogSoftmax}, exportSoftmax);
   t.add("norm", {OpKind::BatchNorm}, exportBatchNorm);
   t.add("norm", {OpKind::LayerNorm}, exportLayerNorm);
+  t.add("norm", {OpKind::LocalResponseNorm}, [](ExportCall &c) {
+    c.simple("LRN", {c.operand("inp")});
+    Exporter::attrI(c.n, "size", c.ints("kernel_size")[0]);
+    Exporter::attrF(c.n, "bias", c.number("k"));
+    Exporter::attrF(c.n, "alpha", c.number("alpha"));
+    Exporter::attrF(c.n, "beta", c.number("beta"));
+  });
 }
 
 } // namespace tmg::io::onnxdetail

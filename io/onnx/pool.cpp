@@ -2,7 +2,7 @@
 //
 // The ONNX importers and exporters of the pool family: MaxPool and
 // AveragePool of any spatial rank (the 2-D ops where their kernels apply,
-// the N-d ops otherwise) and the global poolings.
+// the N-d ops otherwise), the global poolings and MaxUnpool.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -60,9 +60,39 @@ void importGlobalPool(NodeCx &c, bool avg) {
                   {{"axis", tupleOf(axes)}, {"keepdims", true}}));
 }
 
+/// MaxUnpool: the output size from output_shape or the pooling formula.
+void importMaxUnpool(NodeCx &c) {
+  const Shape &xs = c.shape(0);
+  if (xs.size() < 3)
+    c.fail(fmt::format("input {} needs spatial axes", shapeStr(xs)));
+  size_t nd = xs.size() - 2;
+  auto k = c.ais("kernel_shape");
+  if (!k || k->size() != nd)
+    c.fail("kernel_shape is missing or does not match the input rank");
+  std::vector<int64_t> s = c.ais("strides").value_or(std::vector<int64_t>(nd, 1));
+  std::vector<int64_t> p = c.ais("pads").value_or(std::vector<int64_t>(2 * nd, 0));
+  if (s.size() != nd || p.size() != 2 * nd)
+    c.fail("strides or pads do not match the input rank");
+  std::vector<int64_t> size;
+  if (c.has(2)) {
+    std::vector<int64_t> o = c.ints(2);
+    if (o.size() != nd + 2)
+      c.fail(fmt::format("output_shape has {} entries for an input of rank {}", o.size(),
+                         xs.size()));
+    size.assign(o.begin() + 2, o.end());
+  } else {
+    for (size_t i = 0; i < nd; ++i)
+      size.push_back((xs[i + 2] - 1) * s[i] + (*k)[i] - p[i] - p[i + nd]);
+  }
+  c.out(0, c.call("nn.max_unpool_nd", {c.node(0), c.node(1), tupleOf(*k)},
+                  {{"stride", tupleOf(s)}, {"padding", tupleOf(p)},
+                   {"output_size", tupleOf(size)}}));
+}
+
 } // namespace
 
 void registerPoolOnnxImport(OnnxImportTable &t) {
+  t.add("MaxUnpool", 9, kMaxOpset, importMaxUnpool);
   t.add("MaxPool", 1, kMaxOpset, [](NodeCx &c) { importPool(c, true); });
   t.add("AveragePool", 1, kMaxOpset, [](NodeCx &c) { importPool(c, false); });
   t.add("GlobalAveragePool", 1, kMaxOpset, [](NodeCx &c) { importGlobalPool(c, true); });
@@ -110,6 +140,22 @@ void registerPoolOnnxExport(OnnxExportTable &t) {
   t.add("pool", {OpKind::MaxPool2d, OpKind::AvgPool2d, OpKind::MaxPoolNd, OpKind::AvgPoolNd},
         exportPool);
   t.add("pool", {OpKind::AdaptiveAvgPool2d, OpKind::AdaptiveMaxPool2d}, exportAdaptivePool);
+  t.add("pool", {OpKind::MaxUnpoolNd}, [](ExportCall &c) {
+    std::vector<int64_t> ks = c.ints("kernel_size");
+    size_t nd = ks.size();
+    std::vector<int64_t> pads = c.ints("padding");
+    if (pads.size() == 1)
+      pads.assign(2 * nd, pads[0]);
+    else if (pads.size() == nd)
+      pads.insert(pads.end(), pads.begin(), pads.end());
+    const Shape &out = c.shapeOf(c.e.output(0));
+    c.simple("MaxUnpool", {c.operand("inp"), c.operand("indices"),
+                           c.intsInit(std::vector<int64_t>(out.begin(), out.end()),
+                                      c.out + "_shape")});
+    Exporter::attrIs(c.n, "kernel_shape", ks);
+    Exporter::attrIs(c.n, "strides", c.isNone("stride") ? ks : c.intsN("stride", nd));
+    Exporter::attrIs(c.n, "pads", pads);
+  });
 }
 
 } // namespace tmg::io::onnxdetail

@@ -3,7 +3,8 @@
 // The ONNX importers and exporters of the reduce family: the Reduce* ops
 // (axes as attribute or input; L1, L2, LogSum, LogSumExp and SumSquare
 // composed from sum), ArgMax/ArgMin (select_last_index by reversing the
-// axis), Hardmax (an argmax compared with the axis' indices) and CumSum.
+// axis), Hardmax (an argmax compared with the axis' indices), CumSum and
+// TopK (topk along the last axis, other axes transposed there and back).
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -143,6 +144,32 @@ void importCumSum(NodeCx &c) {
                    {"reverse", bool(c.ai("reverse", 0))}}));
 }
 
+/// TopK: k an attribute (opset < 10) or an input known at import.
+void importTopK(NodeCx &c) {
+  int64_t r = c.rank(0), ax = c.axis(c.ai("axis", -1), r);
+  int64_t k = c.opset < 10 ? c.ai("k", -1) : 0;
+  if (c.opset >= 10) {
+    std::vector<int64_t> kv = c.ints(1);
+    if (kv.size() != 1)
+      c.fail(fmt::format("K must hold one value, got {}", kv.size()));
+    k = kv[0];
+  }
+  if (k < 0 || k > c.shape(0)[ax])
+    c.fail(fmt::format("k = {} is out of range for axis {} of {}", k, ax, shapeStr(c.shape(0))));
+  std::vector<int64_t> perm;
+  for (int64_t i = 0; i < r; ++i)
+    perm.push_back(i == ax ? r - 1 : i == r - 1 ? ax : i);
+  Node *x = c.node(0);
+  if (ax != r - 1)
+    x = c.call("tensor.transpose", {x, tupleOf(perm)});
+  auto outs = c.cx.b.callFunctionN(functionOp("math.topk"), {x, k},
+                                   {{"descending", bool(c.ai("largest", 1))},
+                                    {"no_sort", !c.ai("sorted", 1)}},
+                                   2);
+  for (size_t i = 0; i < 2; ++i)
+    c.out(i, ax == r - 1 ? outs[i] : c.call("tensor.transpose", {outs[i], tupleOf(perm)}));
+}
+
 } // namespace
 
 void registerReduceOnnxImport(OnnxImportTable &t) {
@@ -152,6 +179,7 @@ void registerReduceOnnxImport(OnnxImportTable &t) {
   t.add("ArgMin", 1, kMaxOpset, [](NodeCx &c) { importArgReduce(c, "math.argmin"); });
   t.add("Hardmax", 1, kMaxOpset, importHardmax);
   t.add("CumSum", 1, kMaxOpset, importCumSum);
+  t.add("TopK", 1, kMaxOpset, importTopK);
 }
 
 // -- Export -------------------------------------------------------------------
@@ -193,6 +221,22 @@ void exportArgReduce(ExportCall &c) {
   Exporter::attrI(c.n, "keepdims", c.boolean("keepdims"));
 }
 
+/// topk: TopK along the last axis.
+void exportTopk(ExportCall &c) {
+  if (c.boolean("kth_only"))
+    c.fail("kth_only has no ONNX form");
+  std::vector<std::string> outs;
+  for (size_t i = 0; i < 2; ++i) {
+    outs.push_back(c.ex.fresh(c.e.output(i)->name()));
+    c.bind(outs.back(), i);
+  }
+  onnx::NodeProto *n = c.ex.node(
+      "TopK", {c.operand("inp"), c.intsInit({c.ints("k")[0]}, c.out + "_k")}, outs);
+  Exporter::attrI(n, "axis", -1);
+  Exporter::attrI(n, "largest", c.boolean("descending"));
+  Exporter::attrI(n, "sorted", !c.boolean("no_sort"));
+}
+
 } // namespace
 
 void registerReduceOnnxExport(OnnxExportTable &t) {
@@ -201,6 +245,7 @@ void registerReduceOnnxExport(OnnxExportTable &t) {
          OpKind::MMean, OpKind::MMax, OpKind::MMin, OpKind::MProd},
         exportReduce);
   t.add("reduce", {OpKind::Argmax, OpKind::Argmin}, exportArgReduce);
+  t.add("reduce", {OpKind::Topk}, exportTopk);
   t.add("reduce", {OpKind::Cumsum}, [](ExportCall &c) {
     auto a = c.e.namedArg("axis");
     c.simple("CumSum", {c.operand("inp"), a && a->node() ? c.operand("axis", DType::Int64)

@@ -3,6 +3,8 @@
 // The ONNX importers and exporters of the resize family: Resize and
 // Upsample as resize_nd: with their scales or sizes known at import time,
 // to the output size resolved; with either read at run time, to that input.
+// GridSample as grid_sample; RoiAlign as roi_align on rois with their batch
+// index as a first column.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -98,11 +100,43 @@ void importResize(NodeCx &c, bool upsample) {
                    {"exclude_outside", bool(c.ai("exclude_outside", 0))}}));
 }
 
+/// RoiAlign: the batch indices joined to the boxes as MegEngine's rois.
+void importRoiAlign(NodeCx &c) {
+  if (c.as("mode", "avg") != "avg")
+    c.fail(fmt::format("mode '{}' is not supported (only 'avg')", c.as("mode", "avg")));
+  std::string ct = c.as("coordinate_transformation_mode",
+                        c.opset >= 16 ? "half_pixel" : "output_half_pixel");
+  if (ct != "half_pixel" && ct != "output_half_pixel")
+    c.fail(fmt::format("unknown coordinate_transformation_mode '{}'", ct));
+  Node *bi = c.call("tensor.expand_dims", {c.astype(c.node(2), DType::Float32), 1});
+  Node *boxes = c.dtype(1) == DType::Float32 ? c.node(1) : c.astype(c.node(1), DType::Float32);
+  Node *rois = c.call("tensor.concat", {Arg::list({bi, boxes})}, {{"axis", 1}});
+  int64_t sr = c.ai("sampling_ratio", 0);
+  if (sr < 0)
+    c.fail(fmt::format("sampling_ratio {} is negative", sr));
+  c.out(0, c.call("vision.roi_align",
+                  {c.node(0), rois, tupleOf({c.ai("output_height", 1), c.ai("output_width", 1)})},
+                  {{"spatial_scale", c.af("spatial_scale", 1.0)},
+                   {"sample_points", sr},
+                   {"aligned", ct == "half_pixel"}}));
+}
+
 } // namespace
 
 void registerResizeOnnxImport(OnnxImportTable &t) {
+  t.add("RoiAlign", 10, kMaxOpset, importRoiAlign);
   t.add("Resize", 1, kMaxOpset, [](NodeCx &c) { importResize(c, false); });
   t.add("Upsample", 1, kMaxOpset, [](NodeCx &c) { importResize(c, true); });
+  t.add("GridSample", 16, kMaxOpset, [](NodeCx &c) {
+    std::string m = c.as("mode", "bilinear"), p = c.as("padding_mode", "zeros");
+    if (m != "bilinear" && m != "nearest" && m != "bicubic")
+      c.fail(fmt::format("unknown mode '{}'", m));
+    if (p != "zeros" && p != "border" && p != "reflection")
+      c.fail(fmt::format("unknown padding_mode '{}'", p));
+    c.out(0, c.call("nn.grid_sample", {c.node(0), c.node(1)},
+                    {{"mode", m}, {"padding_mode", p},
+                     {"align_corners", bool(c.ai("align_corners", 0))}}));
+  });
 }
 
 // -- Export -------------------------------------------------------------------
@@ -134,10 +168,41 @@ void exportResize(ExportCall &c) {
   Exporter::attrI(n, "exclude_outside", c.boolean("exclude_outside"));
 }
 
+/// roi_align: RoiAlign on the boxes and the batch column as int64.
+void exportRoiAlign(ExportCall &c) {
+  if (c.string("mode") != "average")
+    c.fail("mode 'max' has no ONNX form (ONNX's max mode is another computation)");
+  std::vector<int64_t> o = c.intsN("output_shape", 2), sp = c.intsN("sample_points", 2);
+  if (sp[0] != sp[1])
+    c.fail("ONNX RoiAlign has one sampling_ratio for both axes");
+  std::string r = c.operand("rois");
+  std::string boxes = c.emit("Slice", {r, c.intsInit({1}, c.out + "_b0"),
+                                       c.intsInit({5}, c.out + "_b1"),
+                                       c.intsInit({1}, c.out + "_ax")}, c.out + "_boxes");
+  std::string col = c.emit("Slice", {r, c.intsInit({0}, c.out + "_i0"),
+                                     c.intsInit({1}, c.out + "_i1"),
+                                     c.intsInit({1}, c.out + "_iax")}, c.out + "_col");
+  col = c.emit("Squeeze", {col, c.intsInit({1}, c.out + "_sq")}, c.out + "_batch");
+  c.simple("RoiAlign", {c.operand("inp"), boxes, c.cast(col, DType::Int64)});
+  Exporter::attrI(c.n, "output_height", o[0]);
+  Exporter::attrI(c.n, "output_width", o[1]);
+  Exporter::attrI(c.n, "sampling_ratio", sp[0]);
+  Exporter::attrF(c.n, "spatial_scale", c.number("spatial_scale"));
+  Exporter::attrS(c.n, "coordinate_transformation_mode",
+                  c.boolean("aligned") ? "half_pixel" : "output_half_pixel");
+}
+
 } // namespace
 
 void registerResizeOnnxExport(OnnxExportTable &t) {
+  t.add("resize", {OpKind::RoiAlign}, exportRoiAlign);
   t.add("resize", {OpKind::ResizeNd}, exportResize);
+  t.add("resize", {OpKind::GridSample}, [](ExportCall &c) {
+    c.simple("GridSample", {c.operand("inp"), c.operand("grid")});
+    Exporter::attrS(c.n, "mode", c.string("mode"));
+    Exporter::attrS(c.n, "padding_mode", c.string("padding_mode"));
+    Exporter::attrI(c.n, "align_corners", c.boolean("align_corners"));
+  });
 }
 
 } // namespace tmg::io::onnxdetail

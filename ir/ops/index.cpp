@@ -1,7 +1,9 @@
 //===- index.cpp - Shape rules of the indexing ops ------------------------===//
 //
 // Output types of the index family: embedding, gather and take (shaped by
-// their indices), scatters and __setitem__ (their input's type), and
+// their indices), gather_nd, one_hot, compress, non_max_suppression and
+// unique (of data-dependent lengths),
+// scatters, reverse_sequence and __setitem__ (their input's type), and
 // __getitem__ with constant ints, slices, Ellipsis and None.
 //
 //===----------------------------------------------------------------------===//
@@ -136,6 +138,59 @@ Types getitem(const ShapeContext &c, OpKind) {
   return c.one(out, x->dtype);
 }
 
+/// gather_nd: indices.shape[:-1] + inp.shape[batch_dims + m:].
+Types gatherNd(const ShapeContext &c, OpKind) {
+  auto x = c.first(), idx = c.operand(c.arg("indices"));
+  auto bd = c.constArg("batch_dims");
+  std::optional<int64_t> bo;
+  if (bd)
+    bo = intOf(*bd);
+  if (!x || !idx || !x->shape || !idx->shape || !bo)
+    return c.one(std::nullopt, x ? x->dtype : std::nullopt);
+  const Shape &xs = *x->shape, &is = *idx->shape;
+  int64_t b = bo.value_or(0), r = int64_t(xs.size()), q = int64_t(is.size());
+  int64_t m = q ? is.back() : 0;
+  if (q < 1 || b < 0 || b >= std::min(r, q) || m < 1 || m > r - b)
+    c.fail(fmt::format("indices {} with batch_dims {} do not index input {}", shapeStr(is), b,
+                       shapeStr(xs)));
+  Shape out(is.begin(), is.end() - 1);
+  out.append(xs.begin() + b + m, xs.end());
+  return c.one(out, x->dtype);
+}
+
+/// one_hot: the input's shape plus num_classes, the input's dtype.
+Types oneHot(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  auto nc = c.constArg("num_classes");
+  auto n = nc ? intOf(*nc) : std::nullopt;
+  if (!x || !x->shape || !n)
+    return std::nullopt;
+  Shape out = *x->shape;
+  out.push_back(*n);
+  return c.one(out, x->dtype);
+}
+
+/// compress: the selected length depends on the condition's values.
+Types compress(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  return x ? c.one(std::nullopt, x->dtype) : std::nullopt;
+}
+
+/// non_max_suppression: (selected, 3) int64, the count data-dependent.
+Types nms(const ShapeContext &c, OpKind) { return c.one(std::nullopt, DType::Int64); }
+
+/// unique: values of the input's dtype, then three int64 index tensors.
+Types unique(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  if (!x)
+    return std::nullopt;
+  TensorTypes out;
+  out.push_back(TensorType{std::nullopt, x->dtype});
+  for (int i = 0; i < 3; ++i)
+    out.push_back(TensorType{std::nullopt, DType::Int64});
+  return out;
+}
+
 } // namespace
 
 void registerIndexShapeRules(ShapeRuleTable &t) {
@@ -143,7 +198,13 @@ void registerIndexShapeRules(ShapeRuleTable &t) {
   t.add("index", {OpKind::Gather}, gather);
   t.add("index", {OpKind::Take}, take);
   t.add("index", {OpKind::MGetItem}, getitem);
-  t.add("index", {OpKind::Scatter, OpKind::ScatterNd, OpKind::MSetItem},
+  t.add("index", {OpKind::GatherNd}, gatherNd);
+  t.add("index", {OpKind::OneHot}, oneHot);
+  t.add("index", {OpKind::Compress}, compress);
+  t.add("index", {OpKind::NonMaxSuppression}, nms);
+  t.add("index", {OpKind::Unique}, unique);
+  t.add("index", {OpKind::Scatter, OpKind::ScatterNd, OpKind::MSetItem,
+                  OpKind::ReverseSequence},
         [](const ShapeContext &c, OpKind) { return c.same(); });
 }
 

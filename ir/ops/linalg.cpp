@@ -2,10 +2,16 @@
 //
 // Output types of the linalg family: linear (plain and fused with an
 // activation) and matmul with NumPy batch broadcasting, vector operands and
-// transposed operands.
+// transposed operands; einsum from its equation; det drops the matrix axes.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
+
+#include <algorithm>
+#include <cctype>
+#include <map>
+
+#include <llvm/ADT/STLExtras.h>
 
 namespace tmg::shapes {
 namespace {
@@ -71,12 +77,97 @@ Types matmulMethod(const ShapeContext &c, OpKind) {
                      false, false);
 }
 
+/// The size of each axis of an einsum term: letters by label, "..." by
+/// the broadcast shape of the axes it stands for (`ell`).
+bool einsumSizes(const ShapeContext &c, llvm::StringRef term, const Shape &s,
+                 std::map<char, int64_t> &sizes, Shape &ell) {
+  int64_t letters = llvm::count_if(term, [](char ch) { return std::isalpha(ch); });
+  int64_t ne = int64_t(s.size()) - letters;
+  if (ne < 0 || (ne && !term.contains("...")))
+    c.fail(fmt::format("term '{}' does not fit operand {}", term.str(), shapeStr(s)));
+  if (ne) {
+    auto b = broadcastShapes(ell, llvm::ArrayRef<int64_t>(s).slice(term.find("..."), size_t(ne)));
+    if (!b)
+      c.fail(fmt::format("the '...' axes of {} do not broadcast", shapeStr(s)));
+    ell = *b;
+  }
+  size_t d = 0;
+  for (size_t i = 0; i < term.size(); ++i) {
+    if (term.substr(i).startswith("...")) {
+      d += size_t(ne);
+      i += 2;
+      continue;
+    }
+    if (!std::isalpha(term[i]) || d >= s.size())
+      return false;
+    int64_t &v = sizes.try_emplace(term[i], s[d]).first->second;
+    v = v == 1 ? s[d] : v;
+    ++d;
+  }
+  return true;
+}
+
+Types einsum(const ShapeContext &c, OpKind) {
+  auto eqd = c.constArg("equation");
+  auto xs = c.listOperands("operands");
+  if (!eqd || !eqd->isConst() || !eqd->value().isString() || !xs || xs->empty())
+    return std::nullopt;
+  std::string eq = eqd->value().getString();
+  eq.erase(std::remove(eq.begin(), eq.end(), ' '), eq.end());
+  auto [lhs, rhs] = llvm::StringRef(eq).split("->");
+  llvm::SmallVector<llvm::StringRef, 4> terms;
+  lhs.split(terms, ',');
+  if (terms.size() != xs->size())
+    c.fail(fmt::format("equation '{}' has {} operands, got {}", eq, terms.size(), xs->size()));
+  std::map<char, int64_t> sizes, count;
+  Shape ell;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    if (!(*xs)[i].shape)
+      return c.one(std::nullopt, (*xs)[0].dtype);
+    if (!einsumSizes(c, terms[i], *(*xs)[i].shape, sizes, ell))
+      c.fail(fmt::format("equation '{}' is not an einsum equation", eq));
+    for (char ch : terms[i])
+      count[ch] += std::isalpha(ch) ? 1 : 0;
+  }
+  std::string out = rhs.str();
+  if (!llvm::StringRef(eq).contains("->")) {
+    out = "...";
+    for (auto [ch, n] : count)
+      if (n == 1)
+        out += ch;
+  }
+  Shape shape;
+  for (size_t i = 0; i < out.size(); ++i) {
+    if (llvm::StringRef(out).substr(i).startswith("...")) {
+      shape.append(ell.begin(), ell.end());
+      i += 2;
+    } else if (!sizes.count(out[i])) {
+      c.fail(fmt::format("output label '{}' is in no operand of '{}'", out[i], eq));
+    } else {
+      shape.push_back(sizes[out[i]]);
+    }
+  }
+  return c.one(shape, (*xs)[0].dtype);
+}
+
+Types det(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  if (!x || !x->shape)
+    return std::nullopt;
+  const Shape &s = *x->shape;
+  if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
+    c.fail(fmt::format("input {} does not hold square matrices", shapeStr(s)));
+  return c.one(Shape(s.begin(), s.end() - 2), x->dtype);
+}
+
 } // namespace
 
 void registerLinalgShapeRules(ShapeRuleTable &t) {
   t.add("linalg", {OpKind::Linear, OpKind::LinearAct}, linear);
   t.add("linalg", {OpKind::Matmul}, matmul);
   t.add("linalg", {OpKind::MMatmul}, matmulMethod);
+  t.add("linalg", {OpKind::Einsum}, einsum);
+  t.add("linalg", {OpKind::Det}, det);
 }
 
 } // namespace tmg::shapes

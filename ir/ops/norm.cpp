@@ -1,7 +1,7 @@
 //===- norm.cpp - Shape rules of the normalisation ops --------------------===//
 //
 // Output types of the norm family: softmax, log-softmax, batch and layer
-// norm keep their input's shape and dtype.
+// norm and local response norm keep their input's shape and dtype.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
@@ -11,7 +11,7 @@ namespace tmg::shapes {
 void registerNormShapeRules(ShapeRuleTable &t) {
   t.add("norm",
         {OpKind::Softmax, OpKind::LogSoftmax, OpKind::BatchNorm,
-         OpKind::LayerNorm},
+         OpKind::LayerNorm, OpKind::LocalResponseNorm},
         [](const ShapeContext &c, OpKind) { return c.same(); });
 }
 

@@ -1,7 +1,8 @@
 //===- pool.cpp - Shape rules of the pooling ops --------------------------===//
 //
 // Output types of the pool family: 2-d max and average pooling, adaptive
-// pooling to a given size, and the N-d pools with ONNX-style paddings.
+// pooling to a given size, the N-d pools with ONNX-style paddings and
+// max_unpool_nd.
 // poolShape is shared with the MaxPool2d and AvgPool2d modules.
 //
 //===----------------------------------------------------------------------===//
@@ -52,6 +53,45 @@ Types adaptivePool2d(const ShapeContext &c, OpKind) {
                x->dtype);
 }
 
+/// `name` as n ints (an int or n of them; `dflt` when None).
+std::optional<std::vector<int64_t>> intsN(const ShapeContext &c, const char *name, size_t n,
+                                          std::optional<std::vector<int64_t>> dflt) {
+  auto t = c.constArg(name);
+  if (!t)
+    return std::nullopt;
+  if (isNoneDef(*t))
+    return dflt;
+  auto v = intsOf(*t);
+  if (v && v->size() == 1)
+    v->assign(n, (*v)[0]);
+  return v && v->size() == n ? v : std::nullopt;
+}
+
+/// max_unpool_nd: (N, C, *output_size), or the size pooling came from.
+Types maxUnpool(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  if (!x || !x->shape || x->shape->size() < 3)
+    return std::nullopt;
+  const Shape &xs = *x->shape;
+  size_t nd = xs.size() - 2;
+  Shape out(xs.begin(), xs.begin() + 2);
+  if (auto o = intsN(c, "output_size", nd, std::nullopt)) {
+    out.append(o->begin(), o->end());
+    return c.one(out, x->dtype);
+  }
+  auto k = intsN(c, "kernel_size", nd, std::nullopt);
+  auto st = intsN(c, "stride", nd, k);
+  auto pd = intsN(c, "padding", 2 * nd, std::nullopt);
+  if (!pd)
+    if ((pd = intsN(c, "padding", nd, std::nullopt)))
+      pd->insert(pd->end(), pd->begin(), pd->end());
+  if (!k || !st || !pd)
+    return std::nullopt;
+  for (size_t i = 0; i < nd; ++i)
+    out.push_back((xs[i + 2] - 1) * (*st)[i] + (*k)[i] - (*pd)[i] - (*pd)[i + nd]);
+  return c.one(out, x->dtype);
+}
+
 } // namespace
 
 void registerPoolShapeRules(ShapeRuleTable &t) {
@@ -59,6 +99,7 @@ void registerPoolShapeRules(ShapeRuleTable &t) {
   t.add("pool", {OpKind::AdaptiveAvgPool2d, OpKind::AdaptiveMaxPool2d},
         adaptivePool2d);
   t.add("pool", {OpKind::MaxPoolNd, OpKind::AvgPoolNd}, windowNdShape);
+  t.add("pool", {OpKind::MaxUnpoolNd}, maxUnpool);
 }
 
 } // namespace tmg::shapes

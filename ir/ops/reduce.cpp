@@ -2,7 +2,9 @@
 //
 // Output types of the reduce family: sum, mean, max, min and prod over
 // given axes (or all), keeping reduced dims as 1 on request; argmax and
-// argmin the same with an int64 result; cumsum keeps its input's type.
+// argmin the same with an int64 result; cumsum keeps its input's type;
+// topk gives k values (or the kth) along the last axis and their int64
+// indices.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
@@ -44,6 +46,28 @@ Types reduceShape(const ShapeContext &c, bool toIndex) {
   return c.one(out, dt);
 }
 
+Types topk(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  auto kd = c.constArg("k"), kth = c.constArg("kth_only");
+  std::optional<int64_t> ko;
+  if (kd)
+    ko = intOf(*kd);
+  if (!x || !x->shape || !ko || !kth || !kth->isConst())
+    return std::nullopt;
+  Shape s = *x->shape;
+  int64_t k = ko.value_or(0);
+  if (s.empty() || k < 0 || k > s.back())
+    c.fail(fmt::format("k = {} is out of range for the last axis of {}", k, shapeStr(s)));
+  if (kth->value().isBool() && kth->value().getBool())
+    s.pop_back();
+  else
+    s.back() = k;
+  TensorTypes out;
+  out.push_back(TensorType{s, x->dtype});
+  out.push_back(TensorType{s, DType::Int64});
+  return out;
+}
+
 } // namespace
 
 void registerReduceShapeRules(ShapeRuleTable &t) {
@@ -56,6 +80,7 @@ void registerReduceShapeRules(ShapeRuleTable &t) {
         [](const ShapeContext &c, OpKind) { return reduceShape(c, true); });
   t.add("reduce", {OpKind::Cumsum},
         [](const ShapeContext &c, OpKind) { return c.same(); });
+  t.add("reduce", {OpKind::Topk}, topk);
 }
 
 } // namespace tmg::shapes

@@ -3,18 +3,45 @@
 // 2-D max and average pools (square or per-axis windows), the adaptive
 // pools, and the N-d pools of ONNX import with (before..., after...)
 // paddings, dilations and ceil_mode. The N-d pool kernels live here (with
-// two spatial axes they run on the 2-D plane kernels of Pool.cpp).
+// two spatial axes they run on the 2-D plane kernels of Pool.cpp), and
+// max_unpool_nd's.
 //
 //===----------------------------------------------------------------------===//
 #include "../PoolWindow.h"
 #include "KernelUtil.h"
 #include "Lowering.h"
 
+#include <cstring>
 #include <limits>
+
+#include "../Internal.h"
 
 namespace tmg::rt {
 
 using namespace detail;
+
+Tensor maxUnpoolNd(const Tensor &x0, const Tensor &ind0, llvm::ArrayRef<int64_t> outSpatial) {
+  requireDef("max_unpool_nd", x0);
+  requireDef("max_unpool_nd", ind0);
+  if (x0.rank() < 3 || x0.rank() - 2 != outSpatial.size() || ind0.shape() != x0.shape())
+    raise("max_unpool_nd: input {} needs (N, C, *spatial) with {} spatial axes and indices "
+          "of its shape, got {}", shapeStr(x0.shape()), outSpatial.size(),
+          shapeStr(ind0.shape()));
+  Shape shape{x0.dim(0), x0.dim(1)};
+  shape.append(outSpatial.begin(), outSpatial.end());
+  Tensor out = Tensor::zeros(shape, x0.dtype());
+  Tensor x = x0.contiguous(), ind = ind0.contiguous();
+  size_t es = dtypeSize(x.dtype());
+  auto *src = static_cast<const char *>(x.rawData());
+  auto *dst = static_cast<char *>(out.rawData());
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    int64_t j = int64_t(ind.at(i));
+    if (j < 0 || j >= out.numel())
+      raise("max_unpool_nd: index {} is out of range for output {}", j, shapeStr(shape));
+    std::memcpy(dst + j * es, src + i * es, es);
+  }
+  return out;
+}
 
 // ---- Kernels ------------------------------------------------------------------
 
@@ -188,9 +215,27 @@ template <bool Max> StepFn lowerPoolNd(const Expr &e, OpKind, LowerContext &ctx)
                    [p](const Tensor &t) { return Max ? maxPoolNd(t, p) : avgPoolNd(t, p); });
 }
 
+StepFn lowerMaxUnpool(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::vector<int64_t> k = a.ints("kernel_size");
+  size_t nd = k.size();
+  std::vector<int64_t> st = a.isNone("stride") ? k : ndInts(a, "stride", nd);
+  std::vector<int64_t> pads = ndPadding(a, "padding", nd), size;
+  if (!a.isNone("output_size"))
+    size = ndInts(a, "output_size", nd);
+  return binaryStep(a.tensor("inp"), a.tensor("indices"), outSlot(e, ctx),
+                    [=](const Tensor &x, const Tensor &i) {
+                      std::vector<int64_t> o = size;
+                      for (size_t d = 0; size.empty() && x.rank() == nd + 2 && d < nd; ++d)
+                        o.push_back((x.dim(d + 2) - 1) * st[d] + k[d] - pads[d] - pads[d + nd]);
+                      return maxUnpoolNd(x, i, o);
+                    });
+}
+
 } // namespace
 
 void registerPoolLowering(LowerTable &t) {
+  t.add("pool", {OpKind::MaxUnpoolNd}, lowerMaxUnpool);
   t.add("pool", {OpKind::MaxPool2d}, lowerPool2d<false>);
   t.add("pool", {OpKind::AvgPool2d}, lowerPool2d<true>);
   t.add("pool", {OpKind::AdaptiveAvgPool2d}, lowerAdaptivePool2d<true>);

@@ -1,18 +1,86 @@
 //===- reduce.cpp - Kernels and lowering: reduction family ------*- C++ -*-===//
 //
 // sum, mean, max, min and prod (functions and tensor methods; axis None
-// reduces every axis), argmax/argmin, and cumsum, whose kernel lives here
-// (the others are in Reduce.cpp).
+// reduces every axis), argmax/argmin, cumsum and topk, whose kernels live
+// here (the others are in Reduce.cpp).
 //
 //===----------------------------------------------------------------------===//
+#include "../Internal.h"
 #include "KernelUtil.h"
 #include "Lowering.h"
+
+#include <algorithm>
+#include <numeric>
 
 namespace tmg::rt {
 
 using namespace detail;
 
 // ---- Kernels ------------------------------------------------------------------
+
+/// Orders positions of one row: by value (NaN above everything), ties by
+/// position.
+template <typename T> struct TopkOrder {
+  const T *v;
+  bool desc;
+  bool operator()(int64_t a, int64_t b) const {
+    T x = v[a], y = v[b];
+    bool xn = x != x, yn = y != y;
+    if (xn != yn)
+      return desc ? xn : yn;
+    if (!xn && x != y)
+      return desc ? x > y : x < y;
+    return a < b;
+  }
+};
+
+namespace {
+
+void checkTopk(const Tensor &x, int64_t k, bool kthOnly) {
+  requireDef("topk", x);
+  if (x.rank() == 0)
+    raise("topk: input must have at least one dimension, got ()");
+  int64_t n = x.shape().back();
+  if (k < (kthOnly ? 1 : 0) || k > n)
+    raise("topk: k = {} is out of range for the last axis of {}", k, shapeStr(x.shape()));
+}
+
+} // namespace
+
+std::pair<Tensor, Tensor> topk(const Tensor &x0, int64_t k, bool desc, bool kthOnly, bool) {
+  checkTopk(x0, k, kthOnly);
+  Tensor x = x0.dtype() == DType::Float16 ? cast(x0, DType::Float32) : x0.contiguous();
+  int64_t n = x.shape().back(), rows = n ? x.numel() / n : 0;
+  Shape shape(x.shape().begin(), x.shape().end());
+  shape.back() = k;
+  Tensor vals = Tensor::empty(shape, x.dtype()), idx = Tensor::empty(shape, DType::Int64);
+  visitDType(x.dtype(), [&](auto tag) {
+    using T = StorageT<decltype(tag)::value>;
+    const T *px = x.data<T>();
+    T *pv = vals.data<T>();
+    int64_t *pi = idx.data<int64_t>();
+    parallelFor(rows, std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(n, 1)),
+                [&](int64_t r0, int64_t r1) {
+                  std::vector<int64_t> order(static_cast<size_t>(n));
+                  for (int64_t r = r0; r < r1; ++r) {
+                    std::iota(order.begin(), order.end(), 0);
+                    TopkOrder<T> less{px + r * n, desc};
+                    std::partial_sort(order.begin(), order.begin() + k, order.end(), less);
+                    for (int64_t j = 0; j < k; ++j) {
+                      pv[r * k + j] = px[r * n + order[j]];
+                      pi[r * k + j] = order[j];
+                    }
+                  }
+                });
+  });
+  if (x0.dtype() == DType::Float16)
+    vals = cast(vals, DType::Float16);
+  if (kthOnly) {
+    int64_t last = int64_t(shape.size()) - 1;
+    return {vals.selected(last, k - 1).contiguous(), idx.selected(last, k - 1).contiguous()};
+  }
+  return {vals, idx};
+}
 
 Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
   requireDef("cumsum", x);
@@ -97,6 +165,23 @@ StepFn lowerCumsum(const Expr &e, OpKind, LowerContext &ctx) {
   };
 }
 
+StepFn lowerTopk(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  if (e.numOutputs() != 2)
+    a.fail(fmt::format("topk returns (values, indices), the expr has {} outputs",
+                       e.numOutputs()));
+  int64_t k = a.integer("k");
+  bool desc = a.boolean("descending"), kth = a.boolean("kth_only"),
+       noSort = a.boolean("no_sort");
+  Src x = a.tensor("inp");
+  uint32_t ov = outSlot(e, ctx, 0), oi = outSlot(e, ctx, 1);
+  return [x, k, desc, kth, noSort, ov, oi](Value *s, RunState &) {
+    auto [v, i] = topk(x.get(s), k, desc, kth, noSort);
+    s[ov].tensor = std::move(v);
+    s[oi].tensor = std::move(i);
+  };
+}
+
 } // namespace
 
 void registerReduceLowering(LowerTable &t) {
@@ -109,6 +194,7 @@ void registerReduceLowering(LowerTable &t) {
   t.add("reduce", {K::Argmax}, lowerArgReduce<true>);
   t.add("reduce", {K::Argmin}, lowerArgReduce<false>);
   t.add("reduce", {K::Cumsum}, lowerCumsum);
+  t.add("reduce", {K::Topk}, lowerTopk);
 }
 
 } // namespace tmg::rt

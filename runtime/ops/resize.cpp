@@ -2,19 +2,214 @@
 //
 // interpolate (nearest or bilinear, to a size or by scale factors) and the
 // N-d resize of ONNX import with its interpolation, coordinate
-// transformation and nearest rounding modes, whose kernel lives here.
+// transformation and nearest rounding modes, grid_sample and roi_align,
+// whose kernels live here.
 //
 //===----------------------------------------------------------------------===//
 #include "KernelUtil.h"
 #include "Lowering.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace tmg::rt {
 
 using namespace detail;
 
 // ---- Kernels ------------------------------------------------------------------
+
+namespace {
+
+/// RoIAlign's bilinear sample of an H x W plane at (y, x): 0 outside
+/// [-1, H] x [-1, W], edges clamped.
+double roiSample(const float *p, int64_t h, int64_t w, double y, double x) {
+  if (y < -1.0 || y > double(h) || x < -1.0 || x > double(w))
+    return 0;
+  y = std::max(y, 0.0);
+  x = std::max(x, 0.0);
+  int64_t y0 = int64_t(y), x0 = int64_t(x), y1 = y0 + 1, x1 = x0 + 1;
+  if (y0 >= h - 1) {
+    y0 = y1 = h - 1;
+    y = double(y0);
+  }
+  if (x0 >= w - 1) {
+    x0 = x1 = w - 1;
+    x = double(x0);
+  }
+  double ly = y - double(y0), lx = x - double(x0), hy = 1 - ly, hx = 1 - lx;
+  return hy * hx * p[y0 * w + x0] + hy * lx * p[y0 * w + x1] + ly * hx * p[y1 * w + x0] +
+         ly * lx * p[y1 * w + x1];
+}
+
+struct RoiParams {
+  int64_t outH, outW, sampleH, sampleW;
+  bool max, aligned;
+  double scale;
+};
+
+/// One RoI's (C, outH, outW) bins from its image's planes.
+void roiAlignOne(const float *img, int64_t ch, int64_t h, int64_t w, const float *roi,
+                 const RoiParams &p, float *out) {
+  double off = p.aligned ? 0.5 : 0.0;
+  double x0 = roi[1] * p.scale - off, y0 = roi[2] * p.scale - off;
+  double rw = roi[3] * p.scale - off - x0, rh = roi[4] * p.scale - off - y0;
+  if (!p.aligned) {
+    rw = std::max(rw, 1.0);
+    rh = std::max(rh, 1.0);
+  }
+  double bh = rh / double(p.outH), bw = rw / double(p.outW);
+  int64_t gh = p.sampleH > 0 ? p.sampleH : int64_t(std::ceil(rh / double(p.outH)));
+  int64_t gw = p.sampleW > 0 ? p.sampleW : int64_t(std::ceil(rw / double(p.outW)));
+  double count = double(std::max<int64_t>(gh * gw, 1));
+  for (int64_t c = 0; c < ch; ++c)
+    for (int64_t ph = 0; ph < p.outH; ++ph)
+      for (int64_t pw = 0; pw < p.outW; ++pw) {
+        double acc = p.max ? -std::numeric_limits<double>::infinity() : 0.0;
+        for (int64_t iy = 0; iy < gh; ++iy)
+          for (int64_t ix = 0; ix < gw; ++ix) {
+            double y = y0 + double(ph) * bh + (double(iy) + 0.5) * bh / double(gh);
+            double x = x0 + double(pw) * bw + (double(ix) + 0.5) * bw / double(gw);
+            double v = roiSample(img + c * h * w, h, w, y, x);
+            acc = p.max ? std::max(acc, v) : acc + v;
+          }
+        out[(c * p.outH + ph) * p.outW + pw] =
+            float(p.max ? (gh * gw ? acc : 0.0) : acc / count);
+      }
+}
+
+} // namespace
+
+Tensor roiAlign(const Tensor &x0, const Tensor &rois0, int64_t outH, int64_t outW, bool max,
+                double scale, int64_t sampleH, int64_t sampleW, bool aligned) {
+  requireDef("roi_align", x0);
+  requireDef("roi_align", rois0);
+  if (x0.rank() != 4 || rois0.rank() != 2 || rois0.dim(1) != 5 || outH < 1 || outW < 1)
+    raise("roi_align: input {} must be (N, C, H, W), rois {} (K, 5) and the output size "
+          "positive", shapeStr(x0.shape()), shapeStr(rois0.shape()));
+  Tensor x = cast(x0, DType::Float32).contiguous(), rois = cast(rois0, DType::Float32).contiguous();
+  int64_t k = rois.dim(0), ch = x.dim(1), h = x.dim(2), w = x.dim(3);
+  const float *pr = rois.data<float>();
+  for (int64_t i = 0; i < k; ++i)
+    if (pr[i * 5] < 0 || int64_t(pr[i * 5]) >= x.dim(0))
+      raise("roi_align: roi {} has batch index {} for {} images", i, pr[i * 5], x.dim(0));
+  Tensor y = Tensor::empty({k, ch, outH, outW}, DType::Float32);
+  RoiParams p{outH, outW, sampleH, sampleW, max, aligned, scale};
+  const float *px = x.data<float>();
+  float *py = y.data<float>();
+#pragma omp parallel for schedule(dynamic) if (k > 1)
+  for (int64_t i = 0; i < k; ++i)
+    roiAlignOne(px + int64_t(pr[i * 5]) * ch * h * w, ch, h, w, pr + i * 5, p,
+                py + i * ch * outH * outW);
+  return x0.dtype() == DType::Float32 ? y : cast(y, x0.dtype());
+}
+
+namespace {
+
+/// PyTorch's reflect_coordinates: `v` reflected into [lo2 / 2, hi2 / 2].
+double reflectCoord(double v, double lo2, double hi2) {
+  if (lo2 == hi2)
+    return 0;
+  double mn = lo2 / 2, span = (hi2 - lo2) / 2;
+  v = std::fabs(v - mn);
+  double extra = std::fmod(v, span);
+  int64_t flips = int64_t(std::floor(v / span));
+  return flips % 2 == 0 ? extra + mn : span - extra + mn;
+}
+
+struct GridSampler {
+  GridSamplePad pad;
+  bool align;
+  int64_t h, w;
+
+  /// A normalised coordinate in pixels along an axis of `n`.
+  double unnormalize(double v, int64_t n) const {
+    return align ? (v + 1) / 2 * double(n - 1) : ((v + 1) * double(n) - 1) / 2;
+  }
+  /// Border and reflection padding: `v` moved inside [0, n - 1].
+  double padCoord(double v, int64_t n) const {
+    if (pad == GridSamplePad::Border)
+      return std::clamp(v, 0.0, double(n - 1));
+    if (pad == GridSamplePad::Reflection) {
+      v = align ? reflectCoord(v, 0, 2.0 * double(n - 1)) : reflectCoord(v, -1, 2.0 * double(n) - 1);
+      return std::clamp(v, 0.0, double(n - 1));
+    }
+    return v;
+  }
+  /// Pixel (y, x) of plane p, 0 outside.
+  static double at(const float *p, int64_t y, int64_t x, int64_t h, int64_t w) {
+    return y >= 0 && y < h && x >= 0 && x < w ? double(p[y * w + x]) : 0.0;
+  }
+  /// A bicubic tap: its coordinates padded first.
+  double tap(const float *p, int64_t y, int64_t x) const {
+    if (pad == GridSamplePad::Zeros)
+      return at(p, y, x, h, w);
+    return at(p, int64_t(padCoord(double(y), h)), int64_t(padCoord(double(x), w)), h, w);
+  }
+  double bilinear(const float *p, double y, double x) const {
+    double y0 = std::floor(y), x0 = std::floor(x), ty = y - y0, tx = x - x0;
+    int64_t iy = int64_t(y0), ix = int64_t(x0);
+    return (1 - ty) * ((1 - tx) * at(p, iy, ix, h, w) + tx * at(p, iy, ix + 1, h, w)) +
+           ty * ((1 - tx) * at(p, iy + 1, ix, h, w) + tx * at(p, iy + 1, ix + 1, h, w));
+  }
+  static void cubicWeights(double t, double *c) {
+    const double a = -0.75;
+    auto near = [a](double d) { return ((a + 2) * d - (a + 3)) * d * d + 1; };
+    auto far = [a](double d) { return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a; };
+    c[0] = far(t + 1);
+    c[1] = near(t);
+    c[2] = near(1 - t);
+    c[3] = far(2 - t);
+  }
+  double bicubic(const float *p, double y, double x) const {
+    double y0 = std::floor(y), x0 = std::floor(x), cy[4], cx[4];
+    cubicWeights(y - y0, cy);
+    cubicWeights(x - x0, cx);
+    double v = 0;
+    for (int i = 0; i < 4; ++i)
+      for (int j = 0; j < 4; ++j)
+        v += cy[i] * cx[j] * tap(p, int64_t(y0) - 1 + i, int64_t(x0) - 1 + j);
+    return v;
+  }
+  double sample(const float *p, GridSampleMode m, double gx, double gy) const {
+    double x = unnormalize(gx, w), y = unnormalize(gy, h);
+    if (m == GridSampleMode::Bicubic)
+      return bicubic(p, y, x);
+    x = padCoord(x, w);
+    y = padCoord(y, h);
+    if (m == GridSampleMode::Bilinear)
+      return bilinear(p, y, x);
+    return at(p, int64_t(std::nearbyint(y)), int64_t(std::nearbyint(x)), h, w);
+  }
+};
+
+} // namespace
+
+Tensor gridSample(const Tensor &x0, const Tensor &g0, GridSampleMode mode, GridSamplePad pad,
+                  bool alignCorners) {
+  requireDef("grid_sample", x0);
+  requireDef("grid_sample", g0);
+  if (x0.rank() != 4 || g0.rank() != 4 || g0.dim(0) != x0.dim(0) || g0.dim(3) != 2)
+    raise("grid_sample: input {} must be (N, C, H, W) and grid {} (N, Ho, Wo, 2)",
+          shapeStr(x0.shape()), shapeStr(g0.shape()));
+  if (!isFloat(x0.dtype()) || !isFloat(g0.dtype()))
+    raise("grid_sample: input and grid must be floating point");
+  Tensor x = x0.dtype() == DType::Float32 ? x0.contiguous() : cast(x0, DType::Float32);
+  Tensor g = g0.dtype() == DType::Float32 ? g0.contiguous() : cast(g0, DType::Float32);
+  int64_t n = x.dim(0), ch = x.dim(1), ho = g.dim(1), wo = g.dim(2);
+  GridSampler s{pad, alignCorners, x.dim(2), x.dim(3)};
+  Tensor y = Tensor::empty({n, ch, ho, wo}, DType::Float32);
+  const float *px = x.data<float>(), *pg = g.data<float>();
+  float *py = y.data<float>();
+  int64_t plane = s.h * s.w, outPlane = ho * wo;
+#pragma omp parallel for schedule(static) if (n * ch * outPlane > 4096)
+  for (int64_t p = 0; p < n * ch; ++p) {
+    const float *gp = pg + (p / ch) * outPlane * 2;
+    for (int64_t i = 0; i < outPlane; ++i)
+      py[p * outPlane + i] = float(s.sample(px + p * plane, mode, gp[2 * i], gp[2 * i + 1]));
+  }
+  return x0.dtype() == DType::Float32 ? y : cast(y, x0.dtype());
+}
 
 Tensor resizeNd(const Tensor &x0, llvm::ArrayRef<int64_t> size, const ResizeParams &p) {
   const char *op = "resize_nd";
@@ -247,9 +442,47 @@ StepFn lowerResizeNd(const Expr &e, OpKind, LowerContext &ctx) {
                    [size, p](const Tensor &t) { return resizeNd(t, size, p); });
 }
 
+StepFn lowerGridSample(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::string m = a.string("mode"), p = a.string("padding_mode");
+  GridSampleMode mode = m == "bilinear"  ? GridSampleMode::Bilinear
+                        : m == "nearest" ? GridSampleMode::Nearest
+                        : m == "bicubic" ? GridSampleMode::Bicubic
+                                         : (a.fail("mode must be 'bilinear', 'nearest' or "
+                                                   "'bicubic', got '" + m + "'"),
+                                            GridSampleMode::Bilinear);
+  GridSamplePad pad = p == "zeros"        ? GridSamplePad::Zeros
+                      : p == "border"     ? GridSamplePad::Border
+                      : p == "reflection" ? GridSamplePad::Reflection
+                                          : (a.fail("padding_mode must be 'zeros', 'border' "
+                                                    "or 'reflection', got '" + p + "'"),
+                                             GridSamplePad::Zeros);
+  bool align = a.boolean("align_corners");
+  return binaryStep(a.tensor("inp"), a.tensor("grid"), outSlot(e, ctx),
+                    [=](const Tensor &x, const Tensor &g) {
+                      return gridSample(x, g, mode, pad, align);
+                    });
+}
+
+StepFn lowerRoiAlign(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  Int2 o = a.pair("output_shape"), sp = a.pair("sample_points");
+  std::string m = a.string("mode");
+  if (m != "average" && m != "max")
+    a.fail("mode must be 'average' or 'max', got '" + m + "'");
+  double scale = a.number("spatial_scale");
+  bool aligned = a.boolean("aligned"), max = m == "max";
+  return binaryStep(a.tensor("inp"), a.tensor("rois"), outSlot(e, ctx),
+                    [=](const Tensor &x, const Tensor &r) {
+                      return roiAlign(x, r, o.h, o.w, max, scale, sp.h, sp.w, aligned);
+                    });
+}
+
 } // namespace
 
 void registerResizeLowering(LowerTable &t) {
+  t.add("resize", {OpKind::RoiAlign}, lowerRoiAlign);
+  t.add("resize", {OpKind::GridSample}, lowerGridSample);
   t.add("resize", {OpKind::Interpolate}, lowerInterpolate);
   t.add("resize", {OpKind::ResizeNd}, lowerResizeNd);
 }

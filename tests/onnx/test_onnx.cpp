@@ -319,12 +319,12 @@ TEST_CASE("import: every unsupported op is listed with its node name", "[onnx]")
   ModelBuilder b(13);
   b.input("x", {4});
   b.node("Relu", {"x"}, {"a"}, "ok");
-  b.node("TopK", {"a"}, {"b", "i"}, "first_bad");
+  b.node("Multinomial", {"a"}, {"b"}, "first_bad");
   b.node("NonZero", {"b"}, {"y"}, "second_bad");
   b.output("y", {1});
   auto r = b.import();
   REQUIRE(r.failed());
-  CHECK_THAT(r.diagnostic().message, Catch::Contains("TopK (node 'first_bad')"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("Multinomial (node 'first_bad')"));
   CHECK_THAT(r.diagnostic().message, Catch::Contains("NonZero (node 'second_bad')"));
   CHECK(r.diagnostic().loc.file == "test.onnx");
 }
@@ -814,4 +814,176 @@ TEST_CASE("readOnnxTensor reads raw and typed TensorProto data", "[onnx]") {
   CHECK(r->at(1) == -2.25);
   CHECK(*io::onnxTensorTypeName(path) == "DOUBLE");
   std::remove(path.c_str());
+}
+
+namespace {
+
+void attrI(onnx::NodeProto *n, const char *name, int64_t v) {
+  auto *a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_i(v);
+}
+
+void attrS(onnx::NodeProto *n, const char *name, const std::string &v) {
+  auto *a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(v);
+}
+
+/// Imports `b`, runs it on `in` and exports it back: both runs' outputs.
+std::pair<std::vector<Tensor>, std::vector<Tensor>> runAndRoundTrip(const ModelBuilder &b,
+                                                                     std::vector<Tensor> in) {
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  std::vector<Tensor> got = run(*r->module, in);
+  auto bytes = io::exportOnnxBytes(*r->module);
+  REQUIRE(bytes.succeeded());
+  auto back = io::importOnnxBytes(*bytes, "back.onnx");
+  REQUIRE(back.succeeded());
+  return {got, run(*back->module, in)};
+}
+
+} // namespace
+
+TEST_CASE("import: TopK along a leading axis, smallest first", "[onnx]") {
+  ModelBuilder b(11);
+  b.input("x", {3, 2});
+  b.initInts("k", {2});
+  auto *n = b.node("TopK", {"x", "k"}, {"v", "i"});
+  attrI(n, "axis", 0);
+  attrI(n, "largest", 0);
+  b.output("v", {2, 2});
+  b.output("i", {2, 2}, onnx::TensorProto::INT64);
+  Tensor x = Tensor::fromFloats({3, 2}, {5, 1, 2, 4, 3, 0});
+  auto [got, back] = runAndRoundTrip(b, {x});
+  // Column 0: 2 (row 1), 3 (row 2); column 1: 0 (row 2), 1 (row 0).
+  const double v[] = {2, 0, 3, 1}, i[] = {1, 2, 2, 0};
+  for (int k = 0; k < 4; ++k) {
+    CHECK(got[0].at(k) == v[k]);
+    CHECK(got[1].at(k) == i[k]);
+    CHECK(back[0].at(k) == v[k]);
+    CHECK(back[1].at(k) == i[k]);
+  }
+}
+
+TEST_CASE("import: OneHot with an axis and (off, on) values", "[onnx]") {
+  ModelBuilder b(11);
+  b.input("idx", {2}, onnx::TensorProto::INT64);
+  b.init("depth", {}, {3});
+  b.init("values", {2}, {2, 5});
+  attrI(b.node("OneHot", {"idx", "depth", "values"}, {"y"}), "axis", 0);
+  b.output("y", {3, 2});
+  auto [got, back] = runAndRoundTrip(b, {Tensor::fromInts({2}, {-1, 1})});
+  // y[c, j] = 5 where c is index j (-1 wraps to 2), else 2.
+  const double want[] = {2, 2, 2, 5, 5, 2};
+  REQUIRE(got[0].shape() == llvm::ArrayRef<int64_t>({3, 2}));
+  for (int k = 0; k < 6; ++k) {
+    CHECK(got[0].at(k) == want[k]);
+    CHECK(back[0].at(k) == want[k]);
+  }
+}
+
+TEST_CASE("import: Einsum, Det, GatherND, ReverseSequence and LRN", "[onnx]") {
+  ModelBuilder b(16);
+  b.input("a", {2, 2});
+  b.input("c", {2, 2});
+  attrS(b.node("Einsum", {"a", "c"}, {"e"}), "equation", "ij,jk->ik");
+  b.node("Det", {"a"}, {"d"});
+  b.initInts("gi", {1, 0});
+  b.g->mutable_initializer(0)->clear_dims();
+  b.g->mutable_initializer(0)->add_dims(2);
+  b.g->mutable_initializer(0)->add_dims(1);
+  b.node("GatherND", {"a", "gi"}, {"g"});
+  b.initInts("lens", {2, 1});
+  attrI(b.node("ReverseSequence", {"a", "lens"}, {"r"}), "batch_axis", 0);
+  attrI(b.g->mutable_node(3), "time_axis", 1);
+  b.node("Unsqueeze", {"a", "ax"}, {"a4"});
+  b.initInts("ax", {0, 3});
+  attrI(b.node("LRN", {"a4"}, {"l"}), "size", 1);
+  b.output("e", {2, 2});
+  b.output("d", {});
+  b.output("g", {2, 2});
+  b.output("r", {2, 2});
+  b.output("l", {1, 2, 2, 1});
+  Tensor a = Tensor::fromFloats({2, 2}, {1, 2, 3, 4}), c = Tensor::fromFloats({2, 2}, {5, 6, 7, 8});
+  auto [got, back] = runAndRoundTrip(b, {a, c});
+  for (const auto &outs : {got, back}) {
+    CHECK(outs[0].at(3) == 50);
+    CHECK(outs[1].at(0) == Approx(-2));
+    CHECK(outs[2].at(0) == 3); // row 1 first
+    CHECK(outs[3].at(0) == 2); // row 0 reversed over 2 entries
+    CHECK(outs[3].at(2) == 3); // row 1 over 1 entry: unchanged
+    // size 1, bias 1, alpha 1e-4, beta 0.75: x / (1 + 1e-4 x^2)^0.75.
+    CHECK(outs[4].at(3) == Approx(4 / std::pow(1 + 1e-4 * 16, 0.75)));
+  }
+}
+
+TEST_CASE("import: Compress with a known condition, MaxUnpool and GridSample", "[onnx]") {
+  ModelBuilder b(16);
+  b.input("x", {1, 1, 2, 2});
+  auto *cond = b.initInts("cond", {0, 1});
+  cond->set_data_type(onnx::TensorProto::BOOL);
+  cond->clear_int64_data();
+  cond->add_int32_data(0);
+  cond->add_int32_data(1);
+  attrI(b.node("Compress", {"x", "cond"}, {"cx"}), "axis", 3);
+  auto *ind = b.initInts("ind", {0, 3, 8, 15});
+  ind->clear_dims();
+  for (int64_t d : {1, 1, 2, 2})
+    ind->add_dims(d);
+  auto *un = b.node("MaxUnpool", {"x", "ind"}, {"u"});
+  auto *ks = un->add_attribute();
+  ks->set_name("kernel_shape");
+  ks->set_type(onnx::AttributeProto::INTS);
+  ks->add_ints(2);
+  ks->add_ints(2);
+  auto *st = un->add_attribute();
+  st->set_name("strides");
+  st->set_type(onnx::AttributeProto::INTS);
+  st->add_ints(2);
+  st->add_ints(2);
+  b.init("grid", {1, 1, 1, 2}, {0, 0});
+  attrI(b.node("GridSample", {"x", "grid"}, {"s"}), "align_corners", 1);
+  b.output("cx", {1, 1, 2, 1});
+  b.output("u", {1, 1, 4, 4});
+  b.output("s", {1, 1, 1, 1});
+  Tensor x = Tensor::fromFloats({1, 1, 2, 2}, {1, 2, 3, 4});
+  auto [got, back] = runAndRoundTrip(b, {x});
+  for (const auto &outs : {got, back}) {
+    REQUIRE(outs[0].shape() == llvm::ArrayRef<int64_t>({1, 1, 2, 1}));
+    CHECK(outs[0].at(0) == 2);
+    CHECK(outs[0].at(1) == 4);
+    REQUIRE(outs[1].shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 4}));
+    CHECK(outs[1].at(3) == 2);
+    CHECK(outs[1].at(15) == 4);
+    CHECK(outs[1].at(1) == 0);
+    CHECK(outs[2].at(0) == Approx(2.5));
+  }
+}
+
+TEST_CASE("import: NonMaxSuppression reads its limits at run time", "[onnx]") {
+  ModelBuilder b(11);
+  b.input("boxes", {1, 6, 4});
+  b.input("scores", {1, 1, 6});
+  b.input("max", {1}, onnx::TensorProto::INT64);
+  b.input("iou", {1});
+  b.node("NonMaxSuppression", {"boxes", "scores", "max", "iou"}, {"sel"});
+  b.output("sel", {3, 3}, onnx::TensorProto::INT64);
+  // The ONNX suppress_by_IOU example.
+  Tensor boxes = Tensor::fromFloats({1, 6, 4}, {0, 0, 1, 1, 0, 0.1f, 1, 1.1f, 0, -0.1f, 1, 0.9f,
+                                                0, 10, 1, 11, 0, 10.1f, 1, 11.1f, 0, 100, 1, 101});
+  Tensor scores = Tensor::fromFloats({1, 1, 6}, {0.9f, 0.75f, 0.6f, 0.95f, 0.5f, 0.3f});
+  Tensor iou = Tensor::fromFloats({1}, {0.5f});
+  auto [got, back] = runAndRoundTrip(b, {boxes, scores, Tensor::fromInts({1}, {3}), iou});
+  const double want[] = {0, 0, 3, 0, 0, 0, 0, 0, 5};
+  for (const auto &outs : {got, back}) {
+    REQUIRE(outs[0].shape() == llvm::ArrayRef<int64_t>({3, 3}));
+    for (int k = 0; k < 9; ++k)
+      CHECK(outs[0].at(k) == want[k]);
+  }
+  // At most 2 boxes per class, given at run time.
+  std::vector<Tensor> two = runAndRoundTrip(b, {boxes, scores, Tensor::fromInts({1}, {2}), iou}).first;
+  CHECK(two[0].dim(0) == 2);
 }

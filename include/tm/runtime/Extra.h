@@ -10,6 +10,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <optional>
+#include <utility>
 #include <vector>
 
 #include "tm/runtime/Common.h"
@@ -115,5 +117,84 @@ struct ResizeParams {
 };
 /// ONNX Resize of any float32 tensor to `size` (one entry per axis).
 Tensor resizeNd(const Tensor &x, llvm::ArrayRef<int64_t> size, const ResizeParams &p);
+
+/// The k smallest (descending: largest) elements along the last axis and
+/// their int64 indices, in order; of equal elements the one with the lower
+/// index comes first. noSort leaves the order unspecified (this kernel
+/// sorts anyway). kthOnly: only element k - 1, the last axis removed.
+std::pair<Tensor, Tensor> topk(const Tensor &x, int64_t k, bool descending = false,
+                               bool kthOnly = false, bool noSort = false);
+
+/// ONNX GatherND: indices (..., m) of int32 or int64 address the m axes of
+/// x after its first batchDims axes (shared with indices); negative indices
+/// count from the end. Result: indices.shape[:-1] + x.shape[batchDims + m:].
+Tensor gatherNd(const Tensor &x, const Tensor &indices, int64_t batchDims = 0);
+
+/// One-hot along a new last axis of size numClasses, in x's dtype: 1 where
+/// the (truncated) index equals the position. Indices in [-numClasses, 0)
+/// count from the end; other out-of-range indices give a row of zeros.
+Tensor oneHot(const Tensor &x, int64_t numClasses);
+
+/// Local response normalisation across the channels (axis 1) of x (N, C,
+/// ...): x / (k + alpha / size * sum of squares)^beta, the sum over
+/// channels c - (size - 1) / 2 .. c + size / 2 (ONNX LRN).
+Tensor localResponseNorm(const Tensor &x, int64_t size, double k, double alpha,
+                         double beta);
+
+/// Einstein summation (NumPy's einsum) with an explicit ("ij,jk->ik") or
+/// implicit output, "..." broadcasting and repeated labels (diagonals). Runs
+/// as transposes, reductions and batched float32 matmuls.
+Tensor einsum(llvm::StringRef equation, llvm::ArrayRef<Tensor> operands);
+
+/// Determinants of the square matrices in the last two axes of x (float),
+/// by LU decomposition with partial pivoting in double.
+Tensor det(const Tensor &x);
+
+/// The slices of x along `axis` where condition (1-D, truth values) is
+/// true; without an axis, the elements of flattened x. A condition shorter
+/// than the axis selects nothing past its end.
+Tensor compress(const Tensor &x, const Tensor &condition, std::optional<int64_t> axis);
+
+/// Reverses the first lens[b] elements along timeAxis of each batch entry
+/// b of batchAxis (ONNX ReverseSequence; timeAxis, batchAxis are 0 and 1).
+Tensor reverseSequence(const Tensor &x, const Tensor &lens, int64_t batchAxis,
+                       int64_t timeAxis);
+
+/// Inverse of max pooling: zeros of shape (N, C, *outSpatial) with each
+/// element of x written at its flat index (over the whole output) in
+/// indices, as the Indices output of ONNX MaxPool.
+Tensor maxUnpoolNd(const Tensor &x, const Tensor &indices,
+                   llvm::ArrayRef<int64_t> outSpatial);
+
+enum class GridSampleMode : uint8_t { Bilinear, Nearest, Bicubic };
+enum class GridSamplePad : uint8_t { Zeros, Border, Reflection };
+/// Samples x (N, C, H, W) at the normalised (x, y) points of grid (N, Ho,
+/// Wo, 2) in [-1, 1]: the result is (N, C, Ho, Wo) (ONNX GridSample,
+/// PyTorch grid_sample). float32 compute.
+Tensor gridSample(const Tensor &x, const Tensor &grid, GridSampleMode mode,
+                  GridSamplePad pad, bool alignCorners);
+
+/// RoIAlign of x (N, C, H, W) over rois (K, 5) rows (batch index, x0, y0,
+/// x1, y1) in input coordinates times spatialScale: (K, C, outH, outW),
+/// each bin the average (or the maximum) of sampleH x sampleW bilinear
+/// samples (0: ceil(bin size) samples). aligned shifts the boxes by -0.5
+/// pixel (ONNX half_pixel).
+Tensor roiAlign(const Tensor &x, const Tensor &rois, int64_t outH, int64_t outW, bool max,
+                double spatialScale, int64_t sampleH, int64_t sampleW, bool aligned);
+
+/// ONNX NonMaxSuppression: boxes (B, N, 4) as corners (y0, x0, y1, x1 in
+/// either order) or centres (cx, cy, w, h), scores (B, C, N); per batch and
+/// class at most maxPerClass boxes by descending score, each overlapping
+/// none kept before by more than iouThreshold and scoring above
+/// scoreThreshold. Result: (K, 3) int64 rows (batch, class, box).
+Tensor nonMaxSuppression(const Tensor &boxes, const Tensor &scores, int64_t maxPerClass,
+                         double iouThreshold, std::optional<double> scoreThreshold,
+                         bool centerPointBox);
+
+/// ONNX Unique of x flattened (no axis) or of its slices along axis: the
+/// unique values (sorted, or in order of first occurrence), the index of
+/// each one's first occurrence, each element's (slice's) index into the
+/// unique values, and the counts; the last three int64.
+std::vector<Tensor> unique(const Tensor &x, std::optional<int64_t> axis, bool sorted);
 
 } // namespace tmg::rt
