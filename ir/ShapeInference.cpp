@@ -172,15 +172,8 @@ Types moduleCall(const CallMethod &cm) {
   if (llvm::isa<MaxPool2d>(m) || llvm::isa<AvgPool2d>(m))
     return shapes::poolShape(c, x, val("kernel_size"), val("stride"),
                              val("padding"));
-  if (llvm::isa<AdaptiveAvgPool2d>(m)) {
-    auto pr = shapes::pairOf(val("oshp"));
-    if (!x || !x->shape || !pr)
-      return std::nullopt;
-    if (x->shape->size() != 4)
-      c.fail(fmt::format("input {} must be NCHW", shapeStr(*x->shape)));
-    return c.one(Shape{(*x->shape)[0], (*x->shape)[1], pr->first, pr->second},
-                 x->dtype);
-  }
+  if (llvm::isa<AdaptiveAvgPool2d>(m))
+    return shapes::adaptivePoolShape(c, x, val("oshp"));
   if (llvm::isa<Flatten>(m))
     return shapes::flattenShape(c, x, m->intValue("start_axis"),
                                 m->intValue("end_axis"));

@@ -129,6 +129,10 @@ Types convShape(const ShapeContext &c, const std::optional<Operand> &x,
 /// 2-d max or average pooling of NCHW `x` (pool.cpp; also the pool modules).
 Types poolShape(const ShapeContext &c, const std::optional<Operand> &x,
                 TreeDef kernel, TreeDef stride, TreeDef pad);
+/// Adaptive pooling of NCHW `x` to the (h, w) or h of `oshp` (pool.cpp;
+/// also the AdaptiveAvgPool2d module).
+Types adaptivePoolShape(const ShapeContext &c, const std::optional<Operand> &x,
+                        const TreeDef &oshp);
 /// Axes start..end (inclusive, negatives from the end) merged into one
 /// (shape.cpp; also the Flatten module).
 Types flattenShape(const ShapeContext &c, const std::optional<Operand> &x,

@@ -3,12 +3,23 @@
 // Output types of the pool family: 2-d max and average pooling, adaptive
 // pooling to a given size, the N-d pools with ONNX-style paddings and
 // max_unpool_nd.
-// poolShape is shared with the MaxPool2d and AvgPool2d modules.
+// poolShape is shared with the MaxPool2d and AvgPool2d modules,
+// adaptivePoolShape with AdaptiveAvgPool2d.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
 
 namespace tmg::shapes {
+
+Types adaptivePoolShape(const ShapeContext &c, const std::optional<Operand> &x,
+                        const TreeDef &oshp) {
+  auto pr = pairOf(oshp);
+  if (!x || !x->shape || !pr)
+    return std::nullopt;
+  if (x->shape->size() != 4)
+    c.fail(fmt::format("input {} must be NCHW", shapeStr(*x->shape)));
+  return c.one(Shape{(*x->shape)[0], (*x->shape)[1], pr->first, pr->second}, x->dtype);
+}
 
 Types poolShape(const ShapeContext &c, const std::optional<Operand> &x,
                 TreeDef kernel, TreeDef stride, TreeDef pad) {
@@ -42,15 +53,8 @@ Types pool2d(const ShapeContext &c, OpKind) {
 
 /// adaptive_avg_pool2d and adaptive_max_pool2d: NCHW to N, C, oshp.
 Types adaptivePool2d(const ShapeContext &c, OpKind) {
-  auto x = c.operand(c.arg("inp"));
   auto o = c.constArg("oshp");
-  auto pr = o ? pairOf(*o) : std::nullopt;
-  if (!x || !x->shape || !pr)
-    return std::nullopt;
-  if (x->shape->size() != 4)
-    c.fail(fmt::format("input {} must be NCHW", shapeStr(*x->shape)));
-  return c.one(Shape{(*x->shape)[0], (*x->shape)[1], pr->first, pr->second},
-               x->dtype);
+  return o ? adaptivePoolShape(c, c.operand(c.arg("inp")), *o) : std::nullopt;
 }
 
 /// `name` as n ints (an int or n of them; `dflt` when None).
