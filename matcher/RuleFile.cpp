@@ -1,11 +1,9 @@
 //===- RuleFile.cpp - [[rules]] tables of TOML texts ----------------------===//
 #include "tm/matcher/RuleDecl.h"
 
-#include <toml++/toml.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+
+#include "TomlText.h"
 
 #include "tm/ir/Suggest.h"
 
@@ -13,13 +11,8 @@ namespace tmg {
 
 namespace {
 
-Location at(const std::string &file, const toml::source_region &r) {
-  return Location::inFile(file, int64_t(r.begin.line), int64_t(r.begin.column));
-}
-
-[[noreturn]] void fail(const std::string &file, const toml::node &n, const std::string &msg) {
-  throw Error(at(file, n.source()), msg);
-}
+using tomltext::at;
+using tomltext::fail;
 
 /// Where the text of string node `n` starts: one column after a `"` or
 /// `'`, three after a multi-line delimiter (on the next line when a newline
@@ -107,35 +100,13 @@ std::vector<RuleDecl> parseRules(llvm::StringRef text, const std::string &file,
   return out;
 }
 
-toml::table parseToml(llvm::StringRef text, const std::string &file) {
-  try {
-    return toml::parse(std::string_view(text.data(), text.size()), file);
-  } catch (const toml::parse_error &e) {
-    throw Error(at(file, e.source()), fmt::format("malformed TOML: {}", e.description()));
-  }
-}
-
-/// The whole of `path`.
-FailureOr<std::string> readText(const std::string &path) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return Diagnostic(Location::inFile(path),
-                      fmt::format("cannot open rules file: {}", std::strerror(errno)));
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    text.append(buf, n);
-  std::fclose(f);
-  return text;
-}
 
 } // namespace
 
 FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std::string &file,
                                                 bool rulesOnly) {
   try {
-    toml::table root = parseToml(text, file);
+    toml::table root = tomltext::parse(text, file);
     std::vector<RuleDecl> out;
     for (auto &[k, v] : root) {
       std::string key(k.str());
@@ -153,7 +124,7 @@ FailureOr<std::vector<RuleDecl>> parseRulesToml(llvm::StringRef text, const std:
 }
 
 FailureOr<std::vector<RuleDecl>> parseRulesFile(const std::string &path) {
-  auto text = readText(path);
+  auto text = tomltext::readText(path, "rules file");
   if (text.failed())
     return text.diagnostic();
   return parseRulesToml(*text, path, true);

@@ -1,9 +1,7 @@
 //===- Config.cpp - Pipeline config files (TOML) --------------------------===//
-#include <toml++/toml.h>
-
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
+
+#include "../matcher/TomlText.h"
 
 #include "tm/passes/PassManager.h"
 #include "tm/passes/RulePasses.h"
@@ -12,13 +10,8 @@ namespace tmg {
 
 namespace {
 
-Location at(const std::string &file, const toml::source_region &r) {
-  return Location::inFile(file, int64_t(r.begin.line), int64_t(r.begin.column));
-}
-
-[[noreturn]] void fail(const std::string &file, const toml::node &n, const std::string &msg) {
-  throw Error(at(file, n.source()), msg);
-}
+using tomltext::at;
+using tomltext::fail;
 
 /// Applies `fn` to every pass element, fixpoint children included.
 void forEachPass(std::vector<PipelineElement> &els,
@@ -82,16 +75,8 @@ std::vector<std::string> getStrings(const std::string &file, const toml::node &n
   return out;
 }
 
-toml::table parseToml(llvm::StringRef text, const std::string &file) {
-  try {
-    return toml::parse(std::string_view(text.data(), text.size()), file);
-  } catch (const toml::parse_error &e) {
-    throw Error(at(file, e.source()), fmt::format("malformed TOML: {}", e.description()));
-  }
-}
-
 PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegistry &r) {
-  toml::table root = parseToml(text, file);
+  toml::table root = tomltext::parse(text, file);
   PipelineFile out;
   for (auto &[k, v] : root) {
     std::string key(k.str());
@@ -219,20 +204,6 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
 
 RuleConsumer::~RuleConsumer() = default;
 
-/// The whole of `path`; `what` names the file in the error ("rules file").
-static FailureOr<std::string> readText(const std::string &path, const char *what) {
-  std::FILE *f = std::fopen(path.c_str(), "rb");
-  if (!f)
-    return Diagnostic(Location::inFile(path),
-                      fmt::format("cannot open {}: {}", what, std::strerror(errno)));
-  std::string text;
-  char buf[4096];
-  size_t n;
-  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0)
-    text.append(buf, n);
-  std::fclose(f);
-  return text;
-}
 
 FailureOr<PipelineFile> parsePipelineToml(llvm::StringRef text, const std::string &file,
                                           const PassRegistry &r) {
@@ -244,7 +215,7 @@ FailureOr<PipelineFile> parsePipelineToml(llvm::StringRef text, const std::strin
 }
 
 FailureOr<PipelineFile> parsePipelineFile(const std::string &path, const PassRegistry &r) {
-  auto text = readText(path, "pipeline file");
+  auto text = tomltext::readText(path, "pipeline file");
   if (text.failed())
     return text.diagnostic();
   return parsePipelineToml(*text, path, r);
