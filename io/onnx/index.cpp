@@ -156,14 +156,22 @@ Node *oneHotValue(NodeCx &c, int64_t i) {
   return c.method(c.node(2), "__getitem__", {Arg(i)});
 }
 
-/// OneHot: one_hot along a new last axis as a mask, the values chosen by
-/// where, the new axis moved to `axis`.
-void importOneHot(NodeCx &c) {
+/// OneHot's depth: known at import (checked), or read by the kernel at run
+/// time (a float depth truncated to int64).
+Arg oneHotDepth(NodeCx &c) {
+  if (c.runtime(1))
+    return c.intsNode(1);
   std::vector<double> d = c.floats(1);
   if (d.size() != 1 || d[0] < 1)
     c.fail("depth must be one positive number");
+  return int64_t(d[0]);
+}
+
+/// OneHot: one_hot along a new last axis as a mask, the values chosen by
+/// where, the new axis moved to `axis`.
+void importOneHot(NodeCx &c) {
   int64_t r = c.rank(0), ax = c.axis(c.ai("axis", -1), r + 1);
-  Node *hot = c.call("nn.one_hot", {c.node(0), int64_t(d[0])});
+  Node *hot = c.call("nn.one_hot", {c.node(0), oneHotDepth(c)});
   Node *y = c.call("tensor.where",
                    {c.astype(hot, DType::Bool), oneHotValue(c, 1), oneHotValue(c, 0)});
   if (ax != r) {
@@ -374,8 +382,10 @@ void exportGetItem(ExportCall &c) {
 /// one_hot: OneHot with (0, 1) values of the output dtype.
 void exportOneHot(ExportCall &c) {
   Tensor values = rt::cast(Tensor::fromFloats({2}, {0.0f, 1.0f}), c.od);
-  c.simple("OneHot", {c.operand("inp"), c.intsInit({c.ints("num_classes")[0]}, c.out + "_depth"),
-                      c.init(values, c.out + "_values")});
+  auto n = c.e.namedArg("num_classes");
+  std::string depth = n && n->node() ? c.operand("num_classes", DType::Int64)
+                                     : c.intsInit({c.ints("num_classes")[0]}, c.out + "_depth");
+  c.simple("OneHot", {c.operand("inp"), depth, c.init(values, c.out + "_values")});
 }
 
 void exportNms(ExportCall &c) {

@@ -144,9 +144,11 @@ void importCumSum(NodeCx &c) {
                    {"reverse", bool(c.ai("reverse", 0))}}));
 }
 
-/// TopK: k an attribute (opset < 10) or an input known at import.
-void importTopK(NodeCx &c) {
-  int64_t r = c.rank(0), ax = c.axis(c.ai("axis", -1), r);
+/// TopK's k: an attribute (opset < 10), an input known at import (checked
+/// against the axis) or an input the kernel reads at run time.
+Arg topkK(NodeCx &c, int64_t ax) {
+  if (c.opset >= 10 && c.runtime(1))
+    return c.intsNode(1);
   int64_t k = c.opset < 10 ? c.ai("k", -1) : 0;
   if (c.opset >= 10) {
     std::vector<int64_t> kv = c.ints(1);
@@ -156,13 +158,20 @@ void importTopK(NodeCx &c) {
   }
   if (k < 0 || k > c.shape(0)[ax])
     c.fail(fmt::format("k = {} is out of range for axis {} of {}", k, ax, shapeStr(c.shape(0))));
+  return k;
+}
+
+/// TopK: topk along the last axis, another axis transposed there and back.
+void importTopK(NodeCx &c) {
+  int64_t r = c.rank(0), ax = c.axis(c.ai("axis", -1), r);
+  Arg k = topkK(c, ax);
   std::vector<int64_t> perm;
   for (int64_t i = 0; i < r; ++i)
     perm.push_back(i == ax ? r - 1 : i == r - 1 ? ax : i);
   Node *x = c.node(0);
   if (ax != r - 1)
     x = c.call("tensor.transpose", {x, tupleOf(perm)});
-  auto outs = c.cx.b.callFunctionN(functionOp("math.topk"), {x, k},
+  auto outs = c.cx.b.callFunctionN(functionOp("math.topk"), {x, std::move(k)},
                                    {{"descending", bool(c.ai("largest", 1))},
                                     {"no_sort", !c.ai("sorted", 1)}},
                                    2);
@@ -230,8 +239,10 @@ void exportTopk(ExportCall &c) {
     outs.push_back(c.ex.fresh(c.e.output(i)->name()));
     c.bind(outs.back(), i);
   }
-  onnx::NodeProto *n = c.ex.node(
-      "TopK", {c.operand("inp"), c.intsInit({c.ints("k")[0]}, c.out + "_k")}, outs);
+  auto k = c.e.namedArg("k");
+  std::string kin = k && k->node() ? c.operand("k", DType::Int64)
+                                   : c.intsInit({c.ints("k")[0]}, c.out + "_k");
+  onnx::NodeProto *n = c.ex.node("TopK", {c.operand("inp"), kin}, outs);
   Exporter::attrI(n, "axis", -1);
   Exporter::attrI(n, "largest", c.boolean("descending"));
   Exporter::attrI(n, "sorted", !c.boolean("no_sort"));

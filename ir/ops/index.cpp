@@ -163,6 +163,8 @@ Types oneHot(const ShapeContext &c, OpKind) {
   auto x = c.first();
   auto nc = c.constArg("num_classes");
   auto n = nc ? intOf(*nc) : std::nullopt;
+  if (auto a = c.arg("num_classes"); x && a && a->node()) // read at run time
+    return c.one(std::nullopt, x->dtype);
   if (!x || !x->shape || !n)
     return std::nullopt;
   Shape out = *x->shape;

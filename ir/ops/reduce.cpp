@@ -52,6 +52,12 @@ Types topk(const ShapeContext &c, OpKind) {
   std::optional<int64_t> ko;
   if (kd)
     ko = intOf(*kd);
+  if (auto a = c.arg("k"); x && a && a->node()) { // k read at run time
+    TensorTypes out;
+    out.push_back(TensorType{std::nullopt, x->dtype});
+    out.push_back(TensorType{std::nullopt, DType::Int64});
+    return out;
+  }
   if (!x || !x->shape || !ko || !kth || !kth->isConst())
     return std::nullopt;
   Shape s = *x->shape;

@@ -471,9 +471,13 @@ StepFn lowerGatherNd(const Expr &e, OpKind, LowerContext &ctx) {
 
 StepFn lowerOneHot(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
-  int64_t n = a.integer("num_classes");
-  return unaryStep(a.tensor("inp"), outSlot(e, ctx),
-                   [n](const Tensor &x) { return oneHot(x, n); });
+  IntsArg n = a.intsArg("num_classes");
+  return [x = a.tensor("inp"), n, o = outSlot(e, ctx)](Value *s, RunState &) {
+    std::vector<int64_t> v = n.get(s);
+    if (v.size() != 1)
+      raise("one_hot: num_classes must be one integer, got {} values", v.size());
+    s[o].tensor = oneHot(x.get(s), v[0]);
+  };
 }
 
 StepFn lowerCompress(const Expr &e, OpKind, LowerContext &ctx) {

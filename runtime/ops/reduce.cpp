@@ -170,13 +170,16 @@ StepFn lowerTopk(const Expr &e, OpKind, LowerContext &ctx) {
   if (e.numOutputs() != 2)
     a.fail(fmt::format("topk returns (values, indices), the expr has {} outputs",
                        e.numOutputs()));
-  int64_t k = a.integer("k");
+  IntsArg k = a.intsArg("k");
   bool desc = a.boolean("descending"), kth = a.boolean("kth_only"),
        noSort = a.boolean("no_sort");
   Src x = a.tensor("inp");
   uint32_t ov = outSlot(e, ctx, 0), oi = outSlot(e, ctx, 1);
   return [x, k, desc, kth, noSort, ov, oi](Value *s, RunState &) {
-    auto [v, i] = topk(x.get(s), k, desc, kth, noSort);
+    std::vector<int64_t> kv = k.get(s);
+    if (kv.size() != 1)
+      raise("topk: k must be one integer, got {} values", kv.size());
+    auto [v, i] = topk(x.get(s), kv[0], desc, kth, noSort);
     s[ov].tensor = std::move(v);
     s[oi].tensor = std::move(i);
   };

@@ -832,6 +832,7 @@ std::pair<std::vector<Tensor>, std::vector<Tensor>> runAndRoundTrip(const ModelB
   REQUIRE(r.succeeded());
   std::vector<Tensor> got = run(*r->module, in);
   auto bytes = io::exportOnnxBytes(*r->module);
+  INFO((bytes.failed() ? bytes.diagnostic().message : std::string()));
   REQUIRE(bytes.succeeded());
   auto back = io::importOnnxBytes(*bytes, "back.onnx");
   REQUIRE(back.succeeded());
@@ -979,4 +980,170 @@ TEST_CASE("import: NonMaxSuppression reads its limits at run time", "[onnx]") {
   // At most 2 boxes per class, given at run time.
   std::vector<Tensor> two = runAndRoundTrip(b, {boxes, scores, Tensor::fromInts({1}, {2}), iou}).first;
   CHECK(two[0].dim(0) == 2);
+}
+
+namespace {
+
+/// A graph output `name` with a dtype and no declared shape.
+void untypedOut(ModelBuilder &b, const char *name, int32_t type = onnx::TensorProto::FLOAT) {
+  auto *o = b.g->add_output();
+  o->set_name(name);
+  o->mutable_type()->mutable_tensor_type()->set_elem_type(type);
+}
+
+void attrInts(onnx::NodeProto *n, const char *name, std::vector<int64_t> v) {
+  auto *a = n->add_attribute();
+  a->set_name(name);
+  a->set_type(onnx::AttributeProto::INTS);
+  for (int64_t x : v)
+    a->add_ints(x);
+}
+
+} // namespace
+
+TEST_CASE("import: TopK reads K at run time", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {2, 4});
+  b.input("k", {1}, onnx::TensorProto::INT64);
+  b.node("TopK", {"x", "k"}, {"v", "i"});
+  untypedOut(b, "v");
+  untypedOut(b, "i", onnx::TensorProto::INT64);
+  Tensor x = Tensor::fromFloats({2, 4}, {3, 1, 4, 1, 5, 9, 2, 6});
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto outs = run(*r->module, {x, Tensor::fromInts({1}, {2})});
+  // Row 0: 4 (col 2), 3 (col 0); row 1: 9 (col 1), 6 (col 3).
+  REQUIRE(outs[0].shape() == llvm::ArrayRef<int64_t>({2, 2}));
+  CHECK(valuesOf(outs[0]) == std::vector<double>{4, 3, 9, 6});
+  CHECK(valuesOf(outs[1]) == std::vector<double>{2, 0, 1, 3});
+  Tensor v3 = run(*r->module, {x, Tensor::fromInts({1}, {3})})[0];
+  CHECK(valuesOf(v3) == std::vector<double>{4, 3, 1, 9, 6, 5});
+  CHECK_THROWS_WITH(run(*r->module, {x, Tensor::fromInts({1}, {-1})}),
+                    Catch::Contains("topk: k = -1 is out of range"));
+  CHECK_THROWS_WITH(run(*r->module, {x, Tensor::fromInts({2}, {1, 2})}),
+                    Catch::Contains("k must be one integer"));
+}
+
+TEST_CASE("import: OneHot reads its depth and values at run time", "[onnx]") {
+  ModelBuilder b(11);
+  b.input("idx", {3}, onnx::TensorProto::INT64);
+  b.input("depth", {}, onnx::TensorProto::INT64);
+  b.input("vals", {2});
+  b.node("OneHot", {"idx", "depth", "vals"}, {"y"});
+  untypedOut(b, "y");
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  Tensor idx = Tensor::fromInts({3}, {0, 2, -1}), vals = Tensor::fromFloats({2}, {1, 5});
+  auto i64 = [](int64_t v) { return Tensor::fromInts({}, {v}); };
+  // off 1, on 5; -1 wraps to depth - 1.
+  Tensor y = run(*r->module, {idx, i64(3), vals})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({3, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{5, 1, 1, 1, 1, 5, 1, 1, 5});
+  // Depth 4: -1 is class 3, and the values change per run.
+  y = run(*r->module, {idx, i64(4), Tensor::fromFloats({2}, {0, 2})})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({3, 4}));
+  CHECK(valuesOf(y) == std::vector<double>{2, 0, 0, 0, 0, 0, 2, 0, 0, 0, 0, 2});
+  CHECK_THROWS_WITH(run(*r->module, {idx, i64(0), vals}),
+                    Catch::Contains("one_hot: num_classes must be positive, got 0"));
+}
+
+namespace {
+
+/// The ONNX MaxUnpool example: x (1, 1, 2, 2) = 5..8 at flat indices
+/// 5, 7, 13 and 15 of the (1, 1, 4, 4) the pooling formula gives; the
+/// output_shape an int64 graph input, or the constant `shape`.
+ModelBuilder unpoolModel(std::optional<std::vector<int64_t>> shape) {
+  ModelBuilder b(11);
+  b.input("x", {1, 1, 2, 2});
+  auto *ind = b.initInts("ind", {5, 7, 13, 15});
+  ind->clear_dims();
+  for (int64_t d : {1, 1, 2, 2})
+    ind->add_dims(d);
+  if (shape)
+    b.initInts("os", *shape);
+  else
+    b.input("os", {4}, onnx::TensorProto::INT64);
+  auto *n = b.node("MaxUnpool", {"x", "ind", "os"}, {"y"});
+  attrInts(n, "kernel_shape", {2, 2});
+  attrInts(n, "strides", {2, 2});
+  untypedOut(b, "y");
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("import: MaxUnpool's output_shape pads the pooling formula's shape, read at run "
+          "time", "[onnx]") {
+  auto r = unpoolModel(std::nullopt).import();
+  REQUIRE(r.succeeded());
+  Tensor x = Tensor::fromFloats({1, 1, 2, 2}, {5, 6, 7, 8});
+  // Indices address the 4x4 shape: (1, 1), (1, 3), (3, 1), (3, 3); in the
+  // 5x5 output these are flat 6, 8, 16 and 18 (ONNX's reference result).
+  Tensor y = run(*r->module, {x, Tensor::fromInts({4}, {1, 1, 5, 5})})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 5, 5}));
+  std::vector<double> want(25, 0);
+  want[6] = 5, want[8] = 6, want[16] = 7, want[18] = 8;
+  CHECK(valuesOf(y) == want);
+  y = run(*r->module, {x, Tensor::fromInts({4}, {1, 1, 4, 4})})[0];
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 4}));
+  std::vector<double> same(16, 0);
+  same[5] = 5, same[7] = 6, same[13] = 7, same[15] = 8;
+  CHECK(valuesOf(y) == same);
+  CHECK_THROWS_WITH(run(*r->module, {x, Tensor::fromInts({4}, {1, 1, 3, 3})}),
+                    Catch::Contains("reshape: cannot reshape input (1, 1, 4, 4)"));
+  // Known at import: the same padding, checked there.
+  auto [got, back] = runAndRoundTrip(unpoolModel(std::vector<int64_t>{1, 1, 5, 5}), {x});
+  CHECK(valuesOf(got[0]) == want);
+  CHECK(valuesOf(back[0]) == want);
+  auto small = unpoolModel(std::vector<int64_t>{1, 1, 3, 3}).import();
+  REQUIRE(small.failed());
+  CHECK_THAT(small.diagnostic().message, Catch::Contains("smaller than the unpooled shape"));
+}
+
+namespace {
+
+/// MaxPool (Y, Indices) of a (1, C, H, W) input with 2x2 windows.
+ModelBuilder poolIndicesModel(std::vector<int64_t> shape, std::vector<int64_t> pads,
+                              int64_t storageOrder,
+                              int32_t type = onnx::TensorProto::FLOAT) {
+  ModelBuilder b(12);
+  b.input("x", shape, type);
+  auto *n = b.node("MaxPool", {"x"}, {"y", "i"});
+  attrInts(n, "kernel_shape", {2, 2});
+  attrInts(n, "pads", pads);
+  attrI(n, "storage_order", storageOrder);
+  untypedOut(b, "y", type);
+  untypedOut(b, "i", onnx::TensorProto::INT64);
+  return b;
+}
+
+} // namespace
+
+TEST_CASE("import: MaxPool's Indices output", "[onnx]") {
+  // Channel 0 [[1, 5, 2], [7, 3, 9], [4, 8, 6]]; channel 1 [[9, 1, 1],
+  // [1, 1, 1], [1, 1, 2]], its indices offset by 9; ties take the first.
+  Tensor x = Tensor::fromFloats({1, 2, 3, 3}, {1, 5, 2, 7, 3, 9, 4, 8, 6,  //
+                                               9, 1, 1, 1, 1, 1, 1, 1, 2});
+  auto r = poolIndicesModel({1, 2, 3, 3}, {0, 0, 0, 0}, 0).import();
+  REQUIRE(r.succeeded());
+  auto outs = run(*r->module, {x});
+  REQUIRE(outs[1].shape() == llvm::ArrayRef<int64_t>({1, 2, 2, 2}));
+  CHECK(outs[1].dtype() == DType::Int64);
+  CHECK(valuesOf(outs[0]) == std::vector<double>{7, 9, 8, 9, 9, 1, 1, 2});
+  CHECK(valuesOf(outs[1]) == std::vector<double>{3, 5, 7, 5, 9, 10, 12, 17});
+  // Column-major: h + 3 w.
+  r = poolIndicesModel({1, 2, 3, 3}, {0, 0, 0, 0}, 1).import();
+  REQUIRE(r.succeeded());
+  CHECK(valuesOf(run(*r->module, {x})[1]) ==
+        std::vector<double>{1, 7, 5, 7, 9, 12, 10, 17});
+  // Padding never wins, even over negative values: [[-1, -2], [-3, -4]]
+  // padded by 1 gives a 3x3 output.
+  r = poolIndicesModel({1, 1, 2, 2}, {1, 1, 1, 1}, 0).import();
+  REQUIRE(r.succeeded());
+  outs = run(*r->module, {Tensor::fromFloats({1, 1, 2, 2}, {-1, -2, -3, -4})});
+  CHECK(valuesOf(outs[0]) == std::vector<double>{-1, -1, -2, -1, -1, -2, -3, -3, -4});
+  CHECK(valuesOf(outs[1]) == std::vector<double>{0, 0, 1, 0, 0, 1, 2, 2, 3});
+  auto bad = poolIndicesModel({1, 1, 2, 2}, {0, 0, 0, 0}, 0, onnx::TensorProto::INT8).import();
+  REQUIRE(bad.failed());
+  CHECK_THAT(bad.diagnostic().message, Catch::Contains("needs a float input"));
 }
