@@ -98,13 +98,13 @@ void importReshape(NodeCx &c) {
   c.out(0, c.call("tensor.reshape", {c.node(0), tupleOf(target)}));
 }
 
+/// Transpose: only the default perm (reversed axes) needs the input's rank.
 void importTranspose(NodeCx &c) {
-  int64_t r = c.rank(0);
   std::vector<int64_t> perm;
   if (auto p = c.ais("perm"))
     perm = *p;
   else
-    for (int64_t i = r - 1; i >= 0; --i)
+    for (int64_t i = c.rank(0) - 1; i >= 0; --i)
       perm.push_back(i);
   c.out(0, c.call("tensor.transpose", {c.node(0), tupleOf(perm)}));
 }
