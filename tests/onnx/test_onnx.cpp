@@ -818,13 +818,6 @@ TEST_CASE("readOnnxTensor reads raw and typed TensorProto data", "[onnx]") {
 
 namespace {
 
-void attrI(onnx::NodeProto *n, const char *name, int64_t v) {
-  auto *a = n->add_attribute();
-  a->set_name(name);
-  a->set_type(onnx::AttributeProto::INT);
-  a->set_i(v);
-}
-
 void attrS(onnx::NodeProto *n, const char *name, const std::string &v) {
   auto *a = n->add_attribute();
   a->set_name(name);
