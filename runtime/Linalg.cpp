@@ -29,9 +29,37 @@ void detail::sgemmSerial(bool transA, bool transB, int64_t m, int64_t n,
               a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
-void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
-                   float alpha, const float *a, int64_t lda, const float *b,
-                   int64_t ldb, float beta, float *c, int64_t ldc) {
+namespace {
+
+/// One serial product on the calling thread: sgemmSerial for float32.
+void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                float alpha, const float *a, int64_t lda, const float *b,
+                int64_t ldb, float beta, float *c, int64_t ldc) {
+  sgemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// The float64 counterpart of sgemmSerial, on cblas_dgemm.
+void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                double alpha, const double *a, int64_t lda, const double *b,
+                int64_t ldb, double beta, double *c, int64_t ldc) {
+  if (m == 0 || n == 0)
+    return;
+  if (k == 0) {
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = beta == 0.0 ? 0.0 : beta * c[i * ldc + j];
+    return;
+  }
+  cblas_dgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
+              transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
+              a, int(lda), b, int(ldb), beta, c, int(ldc));
+}
+
+/// parallelSgemm over float (sgemm) or double (dgemm) buffers.
+template <typename T>
+void parallelGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                  T alpha, const T *a, int64_t lda, const T *b, int64_t ldb,
+                  T beta, T *c, int64_t ldc) {
   if (m == 0 || n == 0)
     return;
   bool nested = omp_in_parallel();
@@ -41,7 +69,7 @@ void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   double flops = 2.0 * double(m) * double(n) * double(k);
   // Below ~1 MFLOP a fork/join costs more than it saves.
   if (threads <= 1 || flops < 1e6) {
-    sgemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+    gemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
   // Split the larger output dimension into one part per thread, in
@@ -60,99 +88,149 @@ void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
     if (lo >= hi)
       continue;
     if (byRows) {
-      const float *ap = transA ? a + lo : a + lo * lda;
-      sgemmSerial(transA, transB, hi - lo, n, k, alpha, ap, lda, b, ldb, beta,
-                  c + lo * ldc, ldc);
+      const T *ap = transA ? a + lo : a + lo * lda;
+      gemmSerial(transA, transB, hi - lo, n, k, alpha, ap, lda, b, ldb, beta,
+                 c + lo * ldc, ldc);
     } else {
-      const float *bp = transB ? b + lo * ldb : b + lo;
-      sgemmSerial(transA, transB, m, hi - lo, k, alpha, a, lda, bp, ldb, beta,
-                  c + lo, ldc);
+      const T *bp = transB ? b + lo * ldb : b + lo;
+      gemmSerial(transA, transB, m, hi - lo, k, alpha, a, lda, bp, ldb, beta,
+                 c + lo, ldc);
     }
   }
 }
 
-Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
-              bool transposeB) {
-  requireFloat32("matmul", a, "a");
-  requireFloat32("matmul", b, "b");
+/// Throws "<op>: <what> (shape) must be floating point, got int32": the
+/// products compute float32 and float64 (16-bit floats in float32), never
+/// integers.
+void requireFloatOperand(llvm::StringRef op, const Tensor &t,
+                         llvm::StringRef what) {
+  requireDefined(op, t, what);
+  if (!isFloat(t.dtype()))
+    raise("{}: {} must be floating point (float32, float64, float16 or "
+          "bfloat16), got {}",
+          op.str(), describe(what, t), dtypeName(t.dtype()).str());
+}
+
+/// The dtype a product whose result is `out` computes in: float64 in
+/// itself, 16-bit floats in float32.
+DType computeTypeOf(DType out) {
+  return out == DType::Float64 ? DType::Float64 : DType::Float32;
+}
+
+Tensor asType(const Tensor &t, DType dt) {
+  return t.dtype() == dt ? t : cast(t, dt);
+}
+
+/// The sizes of a matmul, checked: op(a) is (..., M, K), op(b) (..., K, N).
+struct MatmulDims {
+  bool aVec, bVec, ta, tb;
+  int64_t m, n, k;
+  Shape batchA, batchB, batch, out;
+};
+
+/// M, K and the transposes of `a` (a 1-D `a` is one row).
+void rowsOfA(const Tensor &a, bool transposeA, MatmulDims &d, int64_t &ka) {
+  d.aVec = a.rank() == 1;
+  d.ta = transposeA && !d.aVec;
+  if (d.aVec) {
+    d.m = 1;
+    ka = a.dim(0);
+    return;
+  }
+  int64_t r = a.dim(a.rank() - 2), c = a.dim(a.rank() - 1);
+  d.m = d.ta ? c : r;
+  ka = d.ta ? r : c;
+  d.batchA.assign(a.shape().begin(), a.shape().end() - 2);
+}
+
+/// K, N and the transposes of `b` (a 1-D `b` is one column).
+void colsOfB(const Tensor &b, bool transposeB, MatmulDims &d, int64_t &kb) {
+  d.bVec = b.rank() == 1;
+  d.tb = transposeB && !d.bVec;
+  if (d.bVec) {
+    kb = b.dim(0);
+    d.n = 1;
+    return;
+  }
+  int64_t r = b.dim(b.rank() - 2), c = b.dim(b.rank() - 1);
+  kb = d.tb ? c : r;
+  d.n = d.tb ? r : c;
+  d.batchB.assign(b.shape().begin(), b.shape().end() - 2);
+}
+
+/// The NumPy broadcast of the batch dimensions of a and b.
+Shape matmulBatch(const Tensor &a, const Tensor &b, const MatmulDims &d) {
+  size_t rank = std::max(d.batchA.size(), d.batchB.size());
+  Shape batch(rank, 1);
+  for (size_t i = 0; i < rank; ++i) {
+    int64_t da = i < d.batchA.size() ? d.batchA[d.batchA.size() - 1 - i] : 1;
+    int64_t db = i < d.batchB.size() ? d.batchB[d.batchB.size() - 1 - i] : 1;
+    if (da != db && da != 1 && db != 1)
+      raise("matmul: batch dimensions {} of a {} and {} of b {} do not "
+            "broadcast",
+            shapeStr(d.batchA), shapeStr(a.shape()), shapeStr(d.batchB),
+            shapeStr(b.shape()));
+    batch[rank - 1 - i] = da == 1 ? db : da;
+  }
+  return batch;
+}
+
+MatmulDims matmulDims(const Tensor &a, const Tensor &b, bool transposeA,
+                      bool transposeB) {
   if (a.rank() == 0 || b.rank() == 0)
     raise("matmul: operands must have at least one dimension, got a {} and "
           "b {}",
           shapeStr(a.shape()), shapeStr(b.shape()));
-  bool aVec = a.rank() == 1, bVec = b.rank() == 1;
-  bool ta = transposeA && !aVec, tb = transposeB && !bVec;
-  int64_t m, ka, kb, n;
-  if (aVec) {
-    m = 1;
-    ka = a.dim(0);
-  } else {
-    int64_t r = a.dim(a.rank() - 2), c = a.dim(a.rank() - 1);
-    m = ta ? c : r;
-    ka = ta ? r : c;
-  }
-  if (bVec) {
-    kb = b.dim(0);
-    n = 1;
-  } else {
-    int64_t r = b.dim(b.rank() - 2), c = b.dim(b.rank() - 1);
-    kb = tb ? c : r;
-    n = tb ? r : c;
-  }
+  MatmulDims d;
+  int64_t ka, kb;
+  rowsOfA(a, transposeA, d, ka);
+  colsOfB(b, transposeB, d, kb);
   if (ka != kb)
     raise("matmul: a {} and b {} have mismatched inner dimensions {} and "
           "{}{}",
           shapeStr(a.shape()), shapeStr(b.shape()), ka, kb,
-          (ta || tb) ? fmt::format(" (transpose_a={}, transpose_b={})", ta, tb)
-                     : std::string());
-  int64_t k = ka;
-  llvm::ArrayRef<int64_t> batchA =
-      aVec ? llvm::ArrayRef<int64_t>() : a.shape().drop_back(2);
-  llvm::ArrayRef<int64_t> batchB =
-      bVec ? llvm::ArrayRef<int64_t>() : b.shape().drop_back(2);
-  Shape batch;
-  {
-    size_t rank = std::max(batchA.size(), batchB.size());
-    batch.assign(rank, 1);
-    for (size_t i = 0; i < rank; ++i) {
-      int64_t da = i < batchA.size() ? batchA[batchA.size() - 1 - i] : 1;
-      int64_t db = i < batchB.size() ? batchB[batchB.size() - 1 - i] : 1;
-      if (da != db && da != 1 && db != 1)
-        raise("matmul: batch dimensions {} of a {} and {} of b {} do not "
-              "broadcast",
-              shapeStr(batchA), shapeStr(a.shape()), shapeStr(batchB),
-              shapeStr(b.shape()));
-      batch[rank - 1 - i] = da == 1 ? db : da;
-    }
-  }
-  for (int64_t v : {m, n, k})
+          (d.ta || d.tb)
+              ? fmt::format(" (transpose_a={}, transpose_b={})", d.ta, d.tb)
+              : std::string());
+  d.k = ka;
+  d.batch = matmulBatch(a, b, d);
+  for (int64_t v : {d.m, d.n, d.k})
     requireBlasSize("matmul", v, "dimension");
+  d.out = d.batch;
+  if (!d.aVec)
+    d.out.push_back(d.m);
+  if (!d.bVec)
+    d.out.push_back(d.n);
+  return d;
+}
 
-  Shape outShape = batch;
-  if (!aVec)
-    outShape.push_back(m);
-  if (!bVec)
-    outShape.push_back(n);
-  Tensor out = Tensor::empty(outShape, DType::Float32);
-  if (out.numel() == 0)
-    return out;
-  int64_t lda = aVec ? k : a.dim(a.rank() - 1);
-  int64_t ldb = bVec ? 1 : b.dim(b.rank() - 1);
-  const float *pa = a.data<float>(), *pb = b.data<float>();
-  float *pc = out.data<float>();
+/// The batched products of matmul into `out` (non-empty), T = float or
+/// double.
+template <typename T>
+void matmulInto(const Tensor &a, const Tensor &b, const MatmulDims &d,
+                Tensor &out) {
+  int64_t m = d.m, n = d.n, k = d.k;
+  bool ta = d.ta, tb = d.tb;
+  int64_t lda = d.aVec ? k : a.dim(a.rank() - 1);
+  int64_t ldb = d.bVec ? 1 : b.dim(b.rank() - 1);
+  const T *pa = a.data<T>(), *pb = b.data<T>();
+  T *pc = out.data<T>();
 
   // b shared by every batch and a not transposed: the batch folds into M.
-  if (batchB.empty() && !ta && !aVec) {
-    int64_t rows = shapeNumel(batchA) * m;
+  if (d.batchB.empty() && !ta && !d.aVec) {
+    int64_t rows = shapeNumel(d.batchA) * m;
     requireBlasSize("matmul", rows, "folded row count");
-    parallelSgemm(false, tb, rows, n, k, 1.0f, pa, lda, pb, ldb, 0.0f, pc, n);
-    return out;
+    parallelGemm<T>(false, tb, rows, n, k, T(1), pa, lda, pb, ldb, T(0), pc, n);
+    return;
   }
 
   // General batched case: matrix offsets through broadcast strides.
-  int64_t count = shapeNumel(batch);
-  auto plan = makeBroadcastPlan<2>(batch, {batchA, batchB});
+  int64_t count = shapeNumel(d.batch);
+  auto plan =
+      makeBroadcastPlan<2>(d.batch, {llvm::ArrayRef<int64_t>(d.batchA),
+                                     llvm::ArrayRef<int64_t>(d.batchB)});
   llvm::SmallVector<int64_t, 0> offA(count), offB(count);
-  if (!batch.empty()) {
+  if (!d.batch.empty()) {
     forEachRow(plan, 0, plan.rows(),
                [&](int64_t o, const std::array<int64_t, 2> &off) {
                  for (int64_t i = 0; i < plan.inner(); ++i) {
@@ -171,39 +249,95 @@ Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
     ensureSerialBlas();
 #pragma omp parallel for schedule(static) if (count > 1 && threads > 1)
     for (int64_t i = 0; i < count; ++i)
-      sgemmSerial(ta, tb, m, n, k, 1.0f, pa + offA[i] * sizeA, lda,
-                  pb + offB[i] * sizeB, ldb, 0.0f, pc + i * sizeC, n);
+      gemmSerial(ta, tb, m, n, k, T(1), pa + offA[i] * sizeA, lda,
+                 pb + offB[i] * sizeB, ldb, T(0), pc + i * sizeC, n);
   } else {
     for (int64_t i = 0; i < count; ++i)
-      parallelSgemm(ta, tb, m, n, k, 1.0f, pa + offA[i] * sizeA, lda,
-                    pb + offB[i] * sizeB, ldb, 0.0f, pc + i * sizeC, n);
+      parallelGemm<T>(ta, tb, m, n, k, T(1), pa + offA[i] * sizeA, lda,
+                      pb + offB[i] * sizeB, ldb, T(0), pc + i * sizeC, n);
   }
-  return out;
+}
+
+} // namespace
+
+void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                   float alpha, const float *a, int64_t lda, const float *b,
+                   int64_t ldb, float beta, float *c, int64_t ldc) {
+  parallelGemm<float>(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c,
+                      ldc);
+}
+
+Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
+              bool transposeB) {
+  requireFloatOperand("matmul", a, "a");
+  requireFloatOperand("matmul", b, "b");
+  MatmulDims d = matmulDims(a, b, transposeA, transposeB);
+  DType outType = promoteTypes(a.dtype(), b.dtype());
+  DType ct = computeTypeOf(outType);
+  Tensor out = Tensor::empty(d.out, ct);
+  if (out.numel() != 0) {
+    if (ct == DType::Float64)
+      matmulInto<double>(asType(a, ct), asType(b, ct), d, out);
+    else
+      matmulInto<float>(asType(a, ct), asType(b, ct), d, out);
+  }
+  return asType(out, outType);
+}
+
+namespace {
+
+double activated(Activation act, double v) {
+  switch (act) {
+  case Activation::None:
+    return v;
+  case Activation::Relu:
+    return v < 0.0 ? 0.0 : v;
+  case Activation::Relu6:
+    return v < 0.0 ? 0.0 : (v > 6.0 ? 6.0 : v);
+  }
+  return v;
 }
 
 /// out[r, j] = act(out[r, j] + bias[j]) for an (rows, cols) matrix.
-static void rowBiasActivate(float *out, int64_t rows, int64_t cols,
-                            const float *bias, Activation act) {
+template <typename T>
+void rowBiasActivate(T *out, int64_t rows, int64_t cols, const T *bias,
+                     Activation act) {
   if (!bias && act == Activation::None)
     return;
   parallelFor(
       rows, std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(cols, 1)),
       [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          float *row = out + r * cols;
-          if (bias)
+          T *row = out + r * cols;
+          if constexpr (std::is_same_v<T, float>) {
+            if (bias)
+              for (int64_t j = 0; j < cols; ++j)
+                row[j] = activate(act, row[j] + bias[j]);
+            else
+              biasActivate(row, cols, 0.0f, act);
+          } else {
             for (int64_t j = 0; j < cols; ++j)
-              row[j] = activate(act, row[j] + bias[j]);
-          else
-            biasActivate(row, cols, 0.0f, act);
+              row[j] = activated(act, bias ? row[j] + bias[j] : row[j]);
+          }
         }
       });
 }
 
-Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
-              Activation act) {
-  requireFloat32("linear", x, "input");
-  requireFloat32("linear", weight, "weight");
+/// x (rows, in) @ weight^T (in, outF) + bias into `out`, all of dtype T.
+template <typename T>
+void linearInto(const Tensor &x, const Tensor &weight, const Tensor &bias,
+                Activation act, int64_t rows, int64_t in, Tensor &out) {
+  int64_t outF = weight.dim(0);
+  parallelGemm<T>(false, true, rows, outF, in, T(1), x.data<T>(), in,
+                  weight.data<T>(), in, T(0), out.data<T>(), outF);
+  rowBiasActivate<T>(out.data<T>(), rows, outF,
+                     bias.defined() ? bias.data<T>() : nullptr, act);
+}
+
+/// Checks linear's operands; returns the dtype of its result.
+DType checkLinear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
+  requireFloatOperand("linear", x, "input");
+  requireFloatOperand("linear", weight, "weight");
   requireRank("linear", weight, "weight", 2, "(out_features, in_features)");
   if (x.rank() == 0)
     raise("linear: input must have at least one dimension, got ()");
@@ -211,34 +345,60 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
   if (weight.dim(1) != in)
     raise("linear: input {} has {} features but weight {} expects {}",
           shapeStr(x.shape()), in, shapeStr(weight.shape()), weight.dim(1));
-  if (bias.defined()) {
-    requireFloat32("linear", bias, "bias");
-    if (bias.rank() != 1 || bias.dim(0) != outF)
-      raise("linear: bias {} does not match the {} output features of weight "
-            "{}",
-            shapeStr(bias.shape()), outF, shapeStr(weight.shape()));
-  }
+  DType outType = promoteTypes(x.dtype(), weight.dtype());
+  if (!bias.defined())
+    return outType;
+  requireFloatOperand("linear", bias, "bias");
+  if (bias.rank() != 1 || bias.dim(0) != outF)
+    raise("linear: bias {} does not match the {} output features of weight "
+          "{}",
+          shapeStr(bias.shape()), outF, shapeStr(weight.shape()));
+  return promoteTypes(outType, bias.dtype());
+}
+
+} // namespace
+
+Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
+              Activation act) {
+  DType outType = checkLinear(x, weight, bias);
+  DType ct = computeTypeOf(outType);
+  int64_t in = x.dim(x.rank() - 1), outF = weight.dim(0);
   Shape outShape(x.shape().begin(), x.shape().end());
   outShape.back() = outF;
-  Tensor out = Tensor::empty(outShape, DType::Float32);
+  Tensor out = Tensor::empty(outShape, ct);
   if (out.numel() == 0)
-    return out;
+    return asType(out, outType);
   int64_t rows = x.numel() / std::max<int64_t>(in, 1);
   if (in == 0)
     rows = out.numel() / outF;
   for (int64_t v : {rows, in, outF})
     requireBlasSize("linear", v, "dimension");
-  parallelSgemm(false, true, rows, outF, in, 1.0f, x.data<float>(), in,
-                weight.data<float>(), in, 0.0f, out.data<float>(), outF);
-  rowBiasActivate(out.data<float>(), rows, outF,
-                  bias.defined() ? bias.data<float>() : nullptr, act);
-  return out;
+  Tensor b = bias.defined() ? asType(bias, ct) : Tensor();
+  if (ct == DType::Float64)
+    linearInto<double>(asType(x, ct), asType(weight, ct), b, act, rows, in,
+                       out);
+  else
+    linearInto<float>(asType(x, ct), asType(weight, ct), b, act, rows, in, out);
+  return asType(out, outType);
 }
+
+namespace {
+
+/// beta * c broadcast to (m, n), as gemm's output buffer, in dtype `ct`.
+Tensor gemmAccumulator(const Tensor &c, const Shape &outShape, DType ct) {
+  Shape s = broadcastShapes("gemm", c.shape(), outShape);
+  if (s != outShape)
+    raise("gemm: c {} does not broadcast to the result shape {}",
+          shapeStr(c.shape()), shapeStr(outShape));
+  return broadcastTo(asType(c, ct), outShape).clone(); // written in place
+}
+
+} // namespace
 
 Tensor gemm(const Tensor &a, const Tensor &b, const Tensor &c, float alpha,
             float beta, bool transA, bool transB) {
-  requireFloat32("gemm", a, "a");
-  requireFloat32("gemm", b, "b");
+  requireFloatOperand("gemm", a, "a");
+  requireFloatOperand("gemm", b, "b");
   requireRank("gemm", a, "a", 2);
   requireRank("gemm", b, "b", 2);
   int64_t m = transA ? a.dim(1) : a.dim(0), ka = transA ? a.dim(0) : a.dim(1);
@@ -249,25 +409,28 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor &c, float alpha,
           shapeStr(a.shape()), shapeStr(b.shape()), ka, kb, transA, transB);
   for (int64_t v : {m, n, ka})
     requireBlasSize("gemm", v, "dimension");
-  Shape outShape{m, n};
-  Tensor out;
-  float betaEff = 0.0f;
-  if (c.defined() && beta != 0.0f) {
-    requireFloat32("gemm", c, "c");
-    Shape s = broadcastShapes("gemm", c.shape(), outShape);
-    if (s != outShape)
-      raise("gemm: c {} does not broadcast to the result shape {}",
-            shapeStr(c.shape()), shapeStr(outShape));
-    out = broadcastTo(c, outShape).clone(); // written in place below
-    betaEff = beta;
-  } else {
-    out = Tensor::empty(outShape, DType::Float32);
+  bool useC = c.defined() && beta != 0.0f;
+  DType outType = promoteTypes(a.dtype(), b.dtype());
+  if (useC) {
+    requireFloatOperand("gemm", c, "c");
+    outType = promoteTypes(outType, c.dtype());
   }
+  DType ct = computeTypeOf(outType);
+  Shape outShape{m, n};
+  Tensor out =
+      useC ? gemmAccumulator(c, outShape, ct) : Tensor::empty(outShape, ct);
   if (out.numel() == 0)
-    return out;
-  parallelSgemm(transA, transB, m, n, ka, alpha, a.data<float>(), a.dim(1),
-                b.data<float>(), b.dim(1), betaEff, out.data<float>(), n);
-  return out;
+    return asType(out, outType);
+  Tensor x = asType(a, ct), y = asType(b, ct);
+  if (ct == DType::Float64)
+    parallelGemm<double>(transA, transB, m, n, ka, alpha, x.data<double>(),
+                         a.dim(1), y.data<double>(), b.dim(1),
+                         useC ? double(beta) : 0.0, out.data<double>(), n);
+  else
+    parallelGemm<float>(transA, transB, m, n, ka, alpha, x.data<float>(),
+                        a.dim(1), y.data<float>(), b.dim(1), useC ? beta : 0.0f,
+                        out.data<float>(), n);
+  return asType(out, outType);
 }
 
 } // namespace tmg::rt

@@ -46,7 +46,8 @@ Types matmulShape(const ShapeContext &c, const std::optional<Operand> &a,
     out.push_back(x[x.size() - 2]);
   if (!vy)
     out.push_back(y.back());
-  return c.one(out, a->dtype);
+  return c.one(out, a->dtype && b->dtype ? std::optional<DType>(promote(*a, *b))
+                                         : a->dtype);
 }
 
 /// linear and linear_act: the last dim of inp becomes weight's out dim.
@@ -60,7 +61,8 @@ Types linear(const ShapeContext &c, OpKind) {
                        shapeStr(*x->shape), shapeStr(*w->shape)));
   Shape out = *x->shape;
   out.back() = (*w->shape)[0];
-  return c.one(out, x->dtype);
+  return c.one(out, x->dtype && w->dtype ? std::optional<DType>(promote(*x, *w))
+                                         : x->dtype);
 }
 
 Types matmul(const ShapeContext &c, OpKind) {
@@ -136,6 +138,9 @@ Types einsum(const ShapeContext &c, OpKind) {
       if (n == 1)
         out += ch;
   }
+  std::optional<DType> dt = (*xs)[0].dtype;
+  for (const Operand &x : *xs)
+    dt = dt && x.dtype ? std::optional<DType>(promoteTypes(*dt, *x.dtype)) : std::nullopt;
   Shape shape;
   for (size_t i = 0; i < out.size(); ++i) {
     if (llvm::StringRef(out).substr(i).startswith("...")) {
@@ -147,7 +152,7 @@ Types einsum(const ShapeContext &c, OpKind) {
       shape.push_back(sizes[out[i]]);
     }
   }
-  return c.one(shape, (*xs)[0].dtype);
+  return c.one(shape, dt);
 }
 
 Types det(const ShapeContext &c, OpKind) {

@@ -245,17 +245,23 @@ Tensor einsumFloat(const EinsumSpec &s, llvm::ArrayRef<Tensor> xs) {
 Tensor einsum(llvm::StringRef equation, llvm::ArrayRef<Tensor> operands) {
   if (operands.empty())
     raise("einsum: no operands");
-  DType dt = operands[0].dtype();
-  std::vector<Tensor> xs;
+  // The product of all operands' dtypes, float64 computed in itself and
+  // 16-bit floats in float32.
+  DType dt = operands[0].defined() ? operands[0].dtype() : DType::Float32;
   for (const Tensor &x : operands) {
     requireDef("einsum", x);
-    if (x.dtype() != dt || (dt != DType::Float32 && dt != DType::Float16))
-      raise("einsum: operands must all be float32 or all float16, got {}",
+    if (!isFloat(x.dtype()))
+      raise("einsum: operands must be floating point (float32, float64, float16 or "
+            "bfloat16), got {}",
             dtypeName(x.dtype()).str());
-    xs.push_back(dt == DType::Float32 ? x : cast(x, DType::Float32));
+    dt = promoteTypes(dt, x.dtype());
   }
+  DType ct = dt == DType::Float64 ? DType::Float64 : DType::Float32;
+  std::vector<Tensor> xs;
+  for (const Tensor &x : operands)
+    xs.push_back(x.dtype() == ct ? x : cast(x, ct));
   Tensor y = einsumFloat(parseEinsum(equation, xs), xs);
-  return dt == DType::Float32 ? y : cast(y, dt);
+  return dt == ct ? y : cast(y, dt);
 }
 
 namespace {
@@ -286,6 +292,25 @@ double luDet(double *m, int64_t n) {
 
 } // namespace
 
+namespace {
+
+/// The determinants of `count` n x n matrices of x into y, both of dtype T,
+/// each computed in double.
+template <typename T> void detInto(const Tensor &x, Tensor &y, int64_t n, int64_t count) {
+  const T *px = x.data<T>();
+  T *py = y.data<T>();
+  parallelFor(count, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * n * n, 1)),
+              [&](int64_t b0, int64_t b1) {
+                std::vector<double> m(size_t(n * n));
+                for (int64_t b = b0; b < b1; ++b) {
+                  std::copy(px + b * n * n, px + (b + 1) * n * n, m.begin());
+                  py[b] = T(luDet(m.data(), n));
+                }
+              });
+}
+
+} // namespace
+
 Tensor det(const Tensor &x0) {
   requireDef("det", x0);
   if (x0.rank() < 2 || x0.dim(x0.rank() - 1) != x0.dim(x0.rank() - 2))
@@ -293,20 +318,15 @@ Tensor det(const Tensor &x0) {
           shapeStr(x0.shape()));
   if (!isFloat(x0.dtype()))
     raise("det: input must be floating point, got {}", dtypeName(x0.dtype()).str());
-  Tensor x = x0.dtype() == DType::Float32 ? x0.contiguous() : cast(x0, DType::Float32);
+  DType ct = x0.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
+  Tensor x = (x0.dtype() == ct ? x0 : cast(x0, ct)).contiguous();
   int64_t n = x.shape().back(), count = shapeNumel(x.shape().drop_back(2));
-  Tensor y = Tensor::empty(x.shape().drop_back(2), DType::Float32);
-  const float *px = x.data<float>();
-  float *py = y.data<float>();
-  parallelFor(count, std::max<int64_t>(1, 4096 / std::max<int64_t>(n * n * n, 1)),
-              [&](int64_t b0, int64_t b1) {
-                std::vector<double> m(size_t(n * n));
-                for (int64_t b = b0; b < b1; ++b) {
-                  std::copy(px + b * n * n, px + (b + 1) * n * n, m.begin());
-                  py[b] = float(luDet(m.data(), n));
-                }
-              });
-  return x0.dtype() == DType::Float32 ? y : cast(y, x0.dtype());
+  Tensor y = Tensor::empty(x.shape().drop_back(2), ct);
+  if (ct == DType::Float64)
+    detInto<double>(x, y, n, count);
+  else
+    detInto<float>(x, y, n, count);
+  return x0.dtype() == ct ? y : cast(y, x0.dtype());
 }
 
 // ---- Lowering -----------------------------------------------------------------

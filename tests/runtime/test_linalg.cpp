@@ -1,6 +1,8 @@
 //===- test_linalg.cpp - matmul, linear, gemm against references ----------===//
 #include "Reference.h"
 
+#include <array>
+
 using namespace tmtest;
 namespace rt = tmg::rt;
 
@@ -48,10 +50,10 @@ Ref refMatmul(const Ref &a, const Ref &b, bool ta, bool tb) {
     int64_t oa = slab(ba, idx) * ar * ac, ob = slab(bb, idx) * br * bc;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        double s = 0;
+        long double s = 0;
         for (int64_t p = 0; p < k; ++p)
-          s += mat(a, oa, ac, ta, i, p) * mat(b, ob, bc, tb, p, j);
-        c.v[(bi * m + i) * n + j] = s;
+          s += (long double)mat(a, oa, ac, ta, i, p) * mat(b, ob, bc, tb, p, j);
+        c.v[(bi * m + i) * n + j] = double(s);
       }
   }
   return c;
@@ -192,8 +194,9 @@ TEST_CASE("linalg errors name the op and the shapes", "[linalg][errors]") {
                       "(2, 3, 4) and (3,) of b (3, 4, 5) do "
                       "not broadcast"));
   REQUIRE_THROWS_WITH(rt::matmul(Tensor::fromInts({2, 2}, {1, 2, 3, 4}), a),
-                      Catch::Contains("matmul: a (2, 2) must be float32, got "
-                                      "int64"));
+                      Catch::Contains("matmul: a (2, 2) must be floating point "
+                                      "(float32, float64, float16 or "
+                                      "bfloat16), got int64"));
   REQUIRE_THROWS_WITH(rt::linear(Tensor::zeros({3, 6}), Tensor::zeros({4, 5})),
                       Catch::Contains("linear: input (3, 6) has 6 features "
                                       "but weight (4, 5) expects 5"));
@@ -208,4 +211,179 @@ TEST_CASE("linalg errors name the op and the shapes", "[linalg][errors]") {
                       Catch::Contains("gemm: c (3, 5) does not broadcast to "
                                       "the result shape (2, 5)") ||
                           Catch::Contains("gemm: shapes (3, 5) and (2, 5)"));
+}
+
+//===-- float64 -----------------------------------------------------------===//
+//
+// The float64 operands hold +-(1 + p * 2^-20) for small integers p: float32
+// holds them exactly, but their products 1 + (p + q) 2^-20 + pq 2^-40 need
+// 41 bits, so a float32 computation rounds them while every partial sum of
+// a float64 one (magnitude < 2^9, on the 2^-40 grid) is exact. The
+// references (refMatmul, long double) are therefore exact and the kernels
+// must match them bit for bit; the same products in float32 must not.
+
+namespace {
+
+/// float64 tensor of +-(1 + p * 2^-20), p in [-8, 8].
+Tensor exactF64(Rng &rng, llvm::ArrayRef<int64_t> shape) {
+  Tensor t = Tensor::empty(shape, DType::Float64);
+  double *p = t.data<double>();
+  for (int64_t i = 0; i < t.numel(); ++i)
+    p[i] = (rng.coin() ? -1.0 : 1.0) *
+           (1.0 + double(rng.uniformInt(-8, 8)) * std::ldexp(1.0, -20));
+  return t;
+}
+
+/// Whether some element of `got` differs from `want`.
+bool differs(const Tensor &got, const Ref &want) {
+  for (int64_t i = 0; i < got.numel(); ++i)
+    if (got.at(i) != want.v[size_t(i)])
+      return true;
+  return false;
+}
+
+} // namespace
+
+TEST_CASE("matmul: float64 computes in float64", "[linalg][float64]") {
+  Rng rng(201);
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {4, 5}},
+      {{130, 257}, {257, 190}},
+      {{2, 3, 4}, {2, 4, 5}},
+      {{2, 3, 4}, {4, 5}},
+      {{3, 4}, {6, 4, 5}},
+      {{2, 1, 3, 4}, {5, 4, 2}},
+      {{4}, {3, 4, 5}},
+      {{2, 3, 4}, {4}},
+      {{4}, {4}},
+      {{0, 3, 4}, {4, 2}},
+      {{40, 20, 30}, {40, 30, 10}},
+      {{3, 0}, {0, 2}},
+  };
+  for (const auto &[sa, sb] : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape a = sa, b = sb;
+        if (ta && a.size() >= 2)
+          std::swap(a[a.size() - 1], a[a.size() - 2]);
+        if (tb && b.size() >= 2)
+          std::swap(b[b.size() - 1], b[b.size() - 2]);
+        Tensor x = exactF64(rng, a), y = exactF64(rng, b);
+        INFO(shapeOf(a) << " @ " << shapeOf(b) << " ta=" << ta << " tb=" << tb);
+        Tensor got = rt::matmul(x, y, ta, tb);
+        REQUIRE(got.dtype() == DType::Float64);
+        Ref want = refMatmul(Ref(x), Ref(y), ta, tb);
+        requireClose(got, want, Exact);
+        if (want.numel() > 0 && sa.back() > 0)
+          CHECK(differs(rt::matmul(rt::cast(x, DType::Float32),
+                                   rt::cast(y, DType::Float32), ta, tb),
+                        want));
+      }
+}
+
+TEST_CASE("matmul: mixed float32 and float64 promote to float64; 16-bit "
+          "floats round back; integers are refused",
+          "[linalg][float64]") {
+  Rng rng(202);
+  Tensor x = exactF64(rng, {5, 6}), y = exactF64(rng, {6, 7});
+  Tensor x32 = rt::cast(x, DType::Float32); // exact: 21 significant bits
+  Ref want = refMatmul(Ref(x), Ref(y), false, false);
+  Tensor got = rt::matmul(x32, y);
+  REQUIRE(got.dtype() == DType::Float64);
+  requireClose(got, want, Exact);
+  got = rt::matmul(y, x32, true, true);
+  REQUIRE(got.dtype() == DType::Float64);
+  requireClose(got, refMatmul(Ref(y), Ref(x32), true, true), Exact);
+
+  // [[1, 2], [3, 4]] @ [[5, 6], [7, 8]] = [[19, 22], [43, 50]].
+  for (DType h : {DType::Float16, DType::BFloat16}) {
+    Tensor a = rt::cast(Tensor::fromFloats({2, 2}, {1, 2, 3, 4}), h);
+    Tensor b = rt::cast(Tensor::fromFloats({2, 2}, {5, 6, 7, 8}), h);
+    Tensor c = rt::matmul(a, b);
+    REQUIRE(c.dtype() == h);
+    Ref r(Shape{2, 2});
+    r.v = {19, 22, 43, 50};
+    requireClose(c, r, Exact);
+  }
+  Tensor i32 = Tensor::fromInts({2, 2}, {1, 2, 3, 4}, DType::Int32);
+  REQUIRE_THROWS_WITH(
+      rt::matmul(x, i32),
+      Catch::Contains("matmul: b (2, 2) must be floating point"));
+}
+
+TEST_CASE("linear and gemm: float64 computes in float64", "[linalg][float64]") {
+  Rng rng(203);
+  Tensor x = exactF64(rng, {2, 3, 9}), w = exactF64(rng, {5, 9});
+  // bias on the 2^-40 grid: added in float64 it stays exact.
+  Tensor bias = Tensor::empty({5}, DType::Float64);
+  for (int64_t o = 0; o < 5; ++o)
+    bias.data<double>()[o] = double(o - 2) * std::ldexp(1.0, -40);
+  for (rt::Activation act : {rt::Activation::None, rt::Activation::Relu6}) {
+    Ref want(Shape{2, 3, 5}), rx(x), rw(w);
+    for (int64_t r = 0; r < 6; ++r)
+      for (int64_t o = 0; o < 5; ++o) {
+        long double s = bias.data<double>()[o];
+        for (int64_t i = 0; i < 9; ++i)
+          s += (long double)rx.v[r * 9 + i] * rw.v[o * 9 + i];
+        if (act == rt::Activation::Relu6)
+          s = std::min<long double>(std::max<long double>(s, 0), 6);
+        want.v[r * 5 + o] = double(s);
+      }
+    Tensor got = rt::linear(x, w, bias, act);
+    REQUIRE(got.dtype() == DType::Float64);
+    requireClose(got, want, Exact);
+    CHECK(differs(rt::linear(rt::cast(x, DType::Float32),
+                             rt::cast(w, DType::Float32),
+                             rt::cast(bias, DType::Float32), act),
+                  want));
+  }
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      Tensor a = exactF64(rng, ta ? Shape{11, 7} : Shape{7, 11});
+      Tensor b = exactF64(rng, tb ? Shape{4, 11} : Shape{11, 4});
+      Tensor c = exactF64(rng, {4});
+      Ref ab = refMatmul(Ref(a), Ref(b), ta, tb), want(Shape{7, 4});
+      for (int64_t i = 0; i < 7; ++i)
+        for (int64_t j = 0; j < 4; ++j)
+          want.v[i * 4 + j] = double(0.5L * ab.v[i * 4 + j] + 2.0L * c.at(j));
+      INFO("ta=" << ta << " tb=" << tb);
+      Tensor got = rt::gemm(a, b, c, 0.5f, 2.0f, ta, tb);
+      REQUIRE(got.dtype() == DType::Float64);
+      requireClose(got, want, Exact);
+    }
+}
+
+TEST_CASE("einsum and det: float64 in, float64 out", "[linalg][float64]") {
+  Rng rng(204);
+  Tensor a = exactF64(rng, {2, 3, 4}), b = exactF64(rng, {2, 4, 5});
+  Ref want = refMatmul(Ref(a), Ref(b), false, false);
+  Tensor got = rt::einsum("bij,bjk->bik", {a, b});
+  REQUIRE(got.dtype() == DType::Float64);
+  requireClose(got, want, Exact);
+  // A float32 operand promotes: the product is still exact.
+  got = rt::einsum("bij,bjk->bik", {rt::cast(a, DType::Float32), b});
+  REQUIRE(got.dtype() == DType::Float64);
+  requireClose(got, want, Exact);
+  // The sum over j of a[0] (3, 4): 1 + p 2^-20 terms, exact in float64.
+  Ref rowSums(Shape{3});
+  for (int64_t i = 0; i < 3; ++i) {
+    long double s = 0;
+    for (int64_t j = 0; j < 4; ++j)
+      s += a.at(i * 4 + j);
+    rowSums.v[size_t(i)] = double(s);
+  }
+  requireClose(rt::einsum("ij->i", {a.sliced(0, 0, 1).reshaped({3, 4})}),
+               rowSums, Exact);
+  REQUIRE_THROWS_WITH(
+      rt::einsum("ij->i", {Tensor::fromInts({1, 2}, {1, 2}, DType::Int32)}),
+      Catch::Contains("einsum: operands must be floating point"));
+
+  // det [[2, 1], [1, 0.5 + 2^-30]] = 2^-29; 0.5 + 2^-30 is 0.5 in float32.
+  Tensor m = Tensor::empty({2, 2}, DType::Float64);
+  double e = std::ldexp(1.0, -30);
+  std::copy_n(std::array<double, 4>{2.0, 1.0, 1.0, 0.5 + e}.data(), 4,
+              m.data<double>());
+  Tensor d = rt::det(m);
+  REQUIRE(d.dtype() == DType::Float64);
+  CHECK(d.at(0) == 2 * e);
 }

@@ -143,11 +143,12 @@ Tensor localResponseNorm(const Tensor &x, int64_t size, double k, double alpha,
 
 /// Einstein summation (NumPy's einsum) with an explicit ("ij,jk->ik") or
 /// implicit output, "..." broadcasting and repeated labels (diagonals). Runs
-/// as transposes, reductions and batched float32 matmuls.
+/// as transposes, reductions and batched matmuls in the promoted dtype of the
+/// operands (float64 in float64; float32, float16 and bfloat16 in float32).
 Tensor einsum(llvm::StringRef equation, llvm::ArrayRef<Tensor> operands);
 
-/// Determinants of the square matrices in the last two axes of x (float),
-/// by LU decomposition with partial pivoting in double.
+/// Determinants of the square matrices in the last two axes of x (float), by
+/// LU decomposition with partial pivoting in double; the result has x's dtype.
 Tensor det(const Tensor &x);
 
 /// The slices of x along `axis` where condition (1-D, truth values) is

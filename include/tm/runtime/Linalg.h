@@ -1,9 +1,14 @@
 //===- Linalg.h - Matrix products -------------------------------*- C++ -*-===//
 //
-// GEMM-shaped kernels on float32. The products run on OpenBLAS's sgemm, one
-// call per OpenMP thread on a fixed partition of the output (see
-// `parallelSgemm`), so OpenBLAS's own thread pool is kept at one thread and
-// never competes with OpenMP for the cores.
+// GEMM-shaped kernels. The products run on OpenBLAS's sgemm (float32) or
+// dgemm (float64), one call per OpenMP thread on a fixed partition of the
+// output (see `parallelSgemm`), so OpenBLAS's own thread pool is kept at one
+// thread and never competes with OpenMP for the cores.
+//
+// Dtypes: the operands promote by `promoteTypes`; a float64 result computes
+// in float64, float32 in float32, float16 and bfloat16 in float32 rounded
+// back. Integer and bool operands throw ("matmul: a (2, 2) must be floating
+// point ..., got int64").
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -12,7 +17,7 @@
 
 namespace tmg::rt {
 
-/// NumPy `matmul` on float32 with optional transposes of the last two
+/// NumPy `matmul` with optional transposes of the last two
 /// dimensions of either operand.
 ///  * 2-D and higher: (..., M, K) @ (..., K, N) -> (..., M, N); the batch
 ///    dimensions broadcast (NumPy rules).
@@ -26,13 +31,13 @@ Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA = false,
               bool transposeB = false);
 
 /// y = act(x @ weight^T + bias): x (..., in), weight (out, in), bias (out,)
-/// or undefined; result (..., out). float32.
+/// or undefined; result (..., out).
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias = {},
               Activation act = Activation::None);
 
 /// ONNX Gemm: y = alpha * op(a) @ op(b) + beta * c, with op = transpose when
 /// the flag is set; a and b are 2-D, c (optional) broadcasts
-/// unidirectionally to (M, N). float32.
+/// unidirectionally to (M, N); alpha and beta apply in the computing dtype.
 Tensor gemm(const Tensor &a, const Tensor &b, const Tensor &c = {},
             float alpha = 1.0f, float beta = 1.0f, bool transA = false,
             bool transB = false);
