@@ -1147,3 +1147,41 @@ TEST_CASE("import: MaxPool's Indices output", "[onnx]") {
   REQUIRE(bad.failed());
   CHECK_THAT(bad.diagnostic().message, Catch::Contains("needs a float input"));
 }
+
+TEST_CASE("import: QuantizeLinear and DequantizeLinear, per tensor and per axis", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {1, 2, 3});
+  b.input("s", {2});
+  b.input("z", {2}, onnx::TensorProto::UINT8);
+  b.node("QuantizeLinear", {"x", "s", "z"}, {"q"});
+  b.node("DequantizeLinear", {"q", "s", "z"}, {"d"});
+  untypedOut(b, "q", onnx::TensorProto::UINT8);
+  untypedOut(b, "d");
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  Tensor x = Tensor::fromFloats({1, 2, 3}, {0.5f, 1.5f, -3.0f, 2.0f, 1000.0f, 2.5f});
+  Tensor s = Tensor::fromFloats({2}, {1.0f, 0.5f});
+  Tensor z = Tensor::fromInts({2}, {10, 0}, DType::UInt8);
+  auto outs = run(*r->module, {x, s, z});
+  REQUIRE(outs[0].dtype() == DType::UInt8);
+  // Channel 0 (scale 1, zero point 10): round-half-even(0.5, 1.5, -3) + 10.
+  // Channel 1 (scale 0.5, zero point 0): 4, 2000 saturates to 255, 5.
+  CHECK(valuesOf(outs[0]) == std::vector<double>{10, 12, 7, 4, 255, 5});
+  CHECK(valuesOf(outs[1]) == std::vector<double>{0, 2, -3, 2, 127.5, 2.5});
+}
+
+TEST_CASE("import: DynamicQuantizeLinear", "[onnx]") {
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.node("DynamicQuantizeLinear", {"x"}, {"y", "s", "z"});
+  untypedOut(b, "y", onnx::TensorProto::UINT8);
+  untypedOut(b, "s");
+  untypedOut(b, "z", onnx::TensorProto::UINT8);
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto outs = run(*r->module, {Tensor::fromFloats({4}, {-1.0f, 0.0f, 1.0f, 1.55f})});
+  // Range [-1, 1.55]: scale 2.55 / 255 = 0.01, zero point round(1 / 0.01) = 100.
+  CHECK(outs[1].at(0) == Approx(0.01).epsilon(1e-6));
+  CHECK(valuesOf(outs[2]) == std::vector<double>{100});
+  CHECK(valuesOf(outs[0]) == std::vector<double>{0, 100, 200, 255});
+}
