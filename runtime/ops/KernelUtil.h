@@ -30,7 +30,7 @@ inline void requireDef(const char *op, const Tensor &x) {
 
 /// The floating dtype a float kernel computes `t` in: float64 in itself,
 /// everything else (16-bit floats, integers, bool) in float32.
-inline DType floatComputeType(const char *, DType t) {
+inline DType floatComputeType(DType t) {
   return t == DType::Float64 ? DType::Float64 : DType::Float32;
 }
 
@@ -50,7 +50,7 @@ inline Tensor asFloat32(const char *op, const Tensor &x) {
 /// unless keepInt.
 template <typename F> Tensor mapFloat(const char *op, const Tensor &x, bool keepInt, F f) {
   requireDef(op, x);
-  DType t = floatComputeType(op, x.dtype());
+  DType t = floatComputeType(x.dtype());
   Tensor in = (x.dtype() == t ? x : cast(x, t)).contiguous();
   Tensor out = Tensor::empty(x.shape(), t);
   visitDType(t, [&](auto tag) {

@@ -59,7 +59,7 @@ Tensor thresholdedRelu(const Tensor &x, double alpha) {
 
 Tensor prelu(const Tensor &x, const Tensor &slope) {
   auto [a, s] = broadcastPair("prelu", x, slope);
-  DType t = floatComputeType("prelu", x.dtype());
+  DType t = floatComputeType(x.dtype());
   Tensor af = a.dtype() == t ? a : cast(a, t);
   Tensor sf = s.dtype() == t ? s : cast(s, t);
   Tensor out = Tensor::empty(af.shape(), t);

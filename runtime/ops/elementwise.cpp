@@ -29,7 +29,7 @@ template <typename Pred> Tensor boolMap(const char *op, const Tensor &x, Pred pr
   Tensor out = Tensor::zeros(x.shape(), DType::Bool);
   if (!isFloat(x.dtype()))
     return out;
-  DType t = floatComputeType(op, x.dtype());
+  DType t = floatComputeType(x.dtype());
   Tensor in = (x.dtype() == t ? x : cast(x, t)).contiguous();
   visitDType(t, [&](auto tag) {
     using T = StorageT<decltype(tag)::value>;
