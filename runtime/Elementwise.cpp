@@ -162,11 +162,6 @@ Tensor cast(const Tensor &x, DType to) {
   return out;
 }
 
-/// `x` converted to `t` unless it already has that dtype (no copy then).
-static Tensor as(const Tensor &x, DType t) {
-  return x.dtype() == t ? x : cast(x, t);
-}
-
 //===----------------------------------------------------------------------===//
 // Binary
 //===----------------------------------------------------------------------===//
@@ -287,8 +282,8 @@ Tensor binary(BinaryOp op, const Tensor &a, const Tensor &b) {
   DType t = promoteTypes(a.dtype(), b.dtype());
   // 16-bit floats compute in float32 and round back.
   if (t == DType::Float16 || t == DType::BFloat16)
-    return cast(binary(op, as(a, DType::Float32), as(b, DType::Float32)), t);
-  Tensor ca = as(a, t), cb = as(b, t);
+    return cast(binary(op, asDType(a, DType::Float32), asDType(b, DType::Float32)), t);
+  Tensor ca = asDType(a, t), cb = asDType(b, t);
   if (op == BinaryOp::Pow && isInteger(t))
     requireNonNegativeExponent(a, b, cb);
 
@@ -347,7 +342,7 @@ Tensor compare(CompareOp op, const Tensor &a, const Tensor &b) {
   DType t = promoteTypes(a.dtype(), b.dtype());
   if (t == DType::Float16 || t == DType::BFloat16)
     t = DType::Float32; // exact: every 16-bit float is a float
-  Tensor ca = as(a, t), cb = as(b, t);
+  Tensor ca = asDType(a, t), cb = asDType(b, t);
   Tensor out = Tensor::empty(shape, DType::Bool);
   if (out.numel() == 0)
     return out;
@@ -399,7 +394,7 @@ Tensor where(const Tensor &mask, const Tensor &x, const Tensor &y) {
   // works on every dtype (including bool, int8 and float16).
   DType t =
       x.dtype() == y.dtype() ? x.dtype() : promoteTypes(x.dtype(), y.dtype());
-  Tensor cx = as(x, t), cy = as(y, t);
+  Tensor cx = asDType(x, t), cy = asDType(y, t);
   Tensor out = Tensor::empty(shape, t);
   if (out.numel() == 0)
     return out;
@@ -516,7 +511,7 @@ Tensor unary(UnaryOp op, const Tensor &x) {
   // the other ops compute on them in float32.
   if (!isFloat(t))
     t = !isIntegerPreserving(op) ? DType::Float32 : t == DType::Bool ? DType::Int32 : t;
-  Tensor cx = as(x, t);
+  Tensor cx = asDType(x, t);
   Tensor out = Tensor::empty(x.shape(), t);
   int64_t n = x.numel();
   visitDType(t, [&](auto tag) {
@@ -536,8 +531,8 @@ Tensor leakyRelu(const Tensor &x, double negativeSlope) {
   requireDefined("leaky_relu", x, "input");
   if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
     return cast(leakyRelu(cast(x, DType::Float32), negativeSlope), x.dtype());
-  DType t = x.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor cx = as(x, t);
+  DType t = floatComputeType(x.dtype());
+  Tensor cx = asDType(x, t);
   Tensor out = Tensor::empty(x.shape(), t);
   visitDType(t, [&](auto tag) {
     using T = StorageT<decltype(tag)::value>;
@@ -561,7 +556,7 @@ Tensor clip(const Tensor &x, std::optional<double> lower,
   if (x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16)
     return cast(clip(cast(x, DType::Float32), lower, upper), x.dtype());
   DType t = x.dtype() == DType::Bool ? DType::Int32 : x.dtype();
-  Tensor cx = as(x, t);
+  Tensor cx = asDType(x, t);
   Tensor out = Tensor::empty(x.shape(), t);
   visitDType(t, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;

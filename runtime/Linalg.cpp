@@ -111,16 +111,6 @@ void requireFloatOperand(llvm::StringRef op, const Tensor &t,
           op.str(), describe(what, t), dtypeName(t.dtype()).str());
 }
 
-/// The dtype a product whose result is `out` computes in: float64 in
-/// itself, 16-bit floats in float32.
-DType computeTypeOf(DType out) {
-  return out == DType::Float64 ? DType::Float64 : DType::Float32;
-}
-
-Tensor asType(const Tensor &t, DType dt) {
-  return t.dtype() == dt ? t : cast(t, dt);
-}
-
 /// The sizes of a matmul, checked: op(a) is (..., M, K), op(b) (..., K, N).
 struct MatmulDims {
   bool aVec, bVec, ta, tb;
@@ -273,15 +263,15 @@ Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
   requireFloatOperand("matmul", b, "b");
   MatmulDims d = matmulDims(a, b, transposeA, transposeB);
   DType outType = promoteTypes(a.dtype(), b.dtype());
-  DType ct = computeTypeOf(outType);
+  DType ct = floatComputeType(outType);
   Tensor out = Tensor::empty(d.out, ct);
   if (out.numel() != 0) {
     if (ct == DType::Float64)
-      matmulInto<double>(asType(a, ct), asType(b, ct), d, out);
+      matmulInto<double>(asDType(a, ct), asDType(b, ct), d, out);
     else
-      matmulInto<float>(asType(a, ct), asType(b, ct), d, out);
+      matmulInto<float>(asDType(a, ct), asDType(b, ct), d, out);
   }
-  return asType(out, outType);
+  return asDType(out, outType);
 }
 
 namespace {
@@ -361,25 +351,25 @@ DType checkLinear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
               Activation act) {
   DType outType = checkLinear(x, weight, bias);
-  DType ct = computeTypeOf(outType);
+  DType ct = floatComputeType(outType);
   int64_t in = x.dim(x.rank() - 1), outF = weight.dim(0);
   Shape outShape(x.shape().begin(), x.shape().end());
   outShape.back() = outF;
   Tensor out = Tensor::empty(outShape, ct);
   if (out.numel() == 0)
-    return asType(out, outType);
+    return asDType(out, outType);
   int64_t rows = x.numel() / std::max<int64_t>(in, 1);
   if (in == 0)
     rows = out.numel() / outF;
   for (int64_t v : {rows, in, outF})
     requireBlasSize("linear", v, "dimension");
-  Tensor b = bias.defined() ? asType(bias, ct) : Tensor();
+  Tensor b = bias.defined() ? asDType(bias, ct) : Tensor();
   if (ct == DType::Float64)
-    linearInto<double>(asType(x, ct), asType(weight, ct), b, act, rows, in,
+    linearInto<double>(asDType(x, ct), asDType(weight, ct), b, act, rows, in,
                        out);
   else
-    linearInto<float>(asType(x, ct), asType(weight, ct), b, act, rows, in, out);
-  return asType(out, outType);
+    linearInto<float>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out);
+  return asDType(out, outType);
 }
 
 namespace {
@@ -390,7 +380,7 @@ Tensor gemmAccumulator(const Tensor &c, const Shape &outShape, DType ct) {
   if (s != outShape)
     raise("gemm: c {} does not broadcast to the result shape {}",
           shapeStr(c.shape()), shapeStr(outShape));
-  return broadcastTo(asType(c, ct), outShape).clone(); // written in place
+  return broadcastTo(asDType(c, ct), outShape).clone(); // written in place
 }
 
 } // namespace
@@ -415,13 +405,13 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor &c, float alpha,
     requireFloatOperand("gemm", c, "c");
     outType = promoteTypes(outType, c.dtype());
   }
-  DType ct = computeTypeOf(outType);
+  DType ct = floatComputeType(outType);
   Shape outShape{m, n};
   Tensor out =
       useC ? gemmAccumulator(c, outShape, ct) : Tensor::empty(outShape, ct);
   if (out.numel() == 0)
-    return asType(out, outType);
-  Tensor x = asType(a, ct), y = asType(b, ct);
+    return asDType(out, outType);
+  Tensor x = asDType(a, ct), y = asDType(b, ct);
   if (ct == DType::Float64)
     parallelGemm<double>(transA, transB, m, n, ka, alpha, x.data<double>(),
                          a.dim(1), y.data<double>(), b.dim(1),
@@ -430,7 +420,7 @@ Tensor gemm(const Tensor &a, const Tensor &b, const Tensor &c, float alpha,
     parallelGemm<float>(transA, transB, m, n, ka, alpha, x.data<float>(),
                         a.dim(1), y.data<float>(), b.dim(1), useC ? beta : 0.0f,
                         out.data<float>(), n);
-  return asType(out, outType);
+  return asDType(out, outType);
 }
 
 } // namespace tmg::rt

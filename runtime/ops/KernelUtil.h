@@ -28,12 +28,6 @@ inline void requireDef(const char *op, const Tensor &x) {
     raise("{}: input is undefined", op);
 }
 
-/// The floating dtype a float kernel computes `t` in: float64 in itself,
-/// everything else (16-bit floats, integers, bool) in float32.
-inline DType floatComputeType(DType t) {
-  return t == DType::Float64 ? DType::Float64 : DType::Float32;
-}
-
 /// `x` for a kernel that computes in float32 only: 16-bit floats and
 /// integers convert exactly or nearly so; float64 is an error naming `op`
 /// (never narrowed silently).
@@ -42,7 +36,7 @@ inline Tensor asFloat32(const char *op, const Tensor &x) {
     raise("{}: float64 is not supported (this kernel computes in float32; cast the "
           "input to float32 first)",
           op);
-  return x.dtype() == DType::Float32 ? x : cast(x, DType::Float32);
+  return asDType(x, DType::Float32);
 }
 
 /// Applies f elementwise in floatComputeType (f takes and returns float or
@@ -51,7 +45,7 @@ inline Tensor asFloat32(const char *op, const Tensor &x) {
 template <typename F> Tensor mapFloat(const char *op, const Tensor &x, bool keepInt, F f) {
   requireDef(op, x);
   DType t = floatComputeType(x.dtype());
-  Tensor in = (x.dtype() == t ? x : cast(x, t)).contiguous();
+  Tensor in = asDType(x, t).contiguous();
   Tensor out = Tensor::empty(x.shape(), t);
   visitDType(t, [&](auto tag) {
     using T = StorageT<decltype(tag)::value>;

@@ -60,8 +60,7 @@ Tensor thresholdedRelu(const Tensor &x, double alpha) {
 Tensor prelu(const Tensor &x, const Tensor &slope) {
   auto [a, s] = broadcastPair("prelu", x, slope);
   DType t = floatComputeType(x.dtype());
-  Tensor af = a.dtype() == t ? a : cast(a, t);
-  Tensor sf = s.dtype() == t ? s : cast(s, t);
+  Tensor af = asDType(a, t), sf = asDType(s, t);
   Tensor out = Tensor::empty(af.shape(), t);
   visitDType(t, [&](auto tag) {
     using T = StorageT<decltype(tag)::value>;

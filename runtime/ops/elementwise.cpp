@@ -30,7 +30,7 @@ template <typename Pred> Tensor boolMap(const char *op, const Tensor &x, Pred pr
   if (!isFloat(x.dtype()))
     return out;
   DType t = floatComputeType(x.dtype());
-  Tensor in = (x.dtype() == t ? x : cast(x, t)).contiguous();
+  Tensor in = asDType(x, t).contiguous();
   visitDType(t, [&](auto tag) {
     using T = StorageT<decltype(tag)::value>;
     if constexpr (std::is_floating_point_v<T>) {

@@ -256,10 +256,10 @@ Tensor einsum(llvm::StringRef equation, llvm::ArrayRef<Tensor> operands) {
             dtypeName(x.dtype()).str());
     dt = promoteTypes(dt, x.dtype());
   }
-  DType ct = dt == DType::Float64 ? DType::Float64 : DType::Float32;
+  DType ct = floatComputeType(dt);
   std::vector<Tensor> xs;
   for (const Tensor &x : operands)
-    xs.push_back(x.dtype() == ct ? x : cast(x, ct));
+    xs.push_back(asDType(x, ct));
   Tensor y = einsumFloat(parseEinsum(equation, xs), xs);
   return dt == ct ? y : cast(y, dt);
 }
@@ -318,8 +318,8 @@ Tensor det(const Tensor &x0) {
           shapeStr(x0.shape()));
   if (!isFloat(x0.dtype()))
     raise("det: input must be floating point, got {}", dtypeName(x0.dtype()).str());
-  DType ct = x0.dtype() == DType::Float64 ? DType::Float64 : DType::Float32;
-  Tensor x = (x0.dtype() == ct ? x0 : cast(x0, ct)).contiguous();
+  DType ct = floatComputeType(x0.dtype());
+  Tensor x = asDType(x0, ct).contiguous();
   int64_t n = x.shape().back(), count = shapeNumel(x.shape().drop_back(2));
   Tensor y = Tensor::empty(x.shape().drop_back(2), ct);
   if (ct == DType::Float64)

@@ -98,7 +98,7 @@ Tensor cumsum(const Tensor &x, int64_t axis, bool exclusive, bool reverse) {
   DType t = x.dtype() == DType::Float16 || x.dtype() == DType::BFloat16 ? DType::Float32
             : x.dtype() == DType::Bool                                   ? DType::Int64
                                                                           : x.dtype();
-  Tensor in = (t == x.dtype() ? x : cast(x, t)).contiguous();
+  Tensor in = asDType(x, t).contiguous();
   Tensor out = Tensor::empty(x.shape(), t);
   visitDType(t, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;

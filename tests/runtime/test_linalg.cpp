@@ -80,6 +80,23 @@ TEST_CASE("matmul: 2-D with transposes and edge sizes", "[linalg]") {
   }
 }
 
+/// Calls f(original a, a, b, ta, tb) for every shape pair of `cases` and
+/// every pair of transpose flags, a transposed operand's last two
+/// dimensions swapped.
+template <typename F>
+void forEachTransposed(const std::vector<std::pair<Shape, Shape>> &cases, F f) {
+  for (const auto &[sa, sb] : cases)
+    for (bool ta : {false, true})
+      for (bool tb : {false, true}) {
+        Shape a = sa, b = sb;
+        if (ta && a.size() >= 2)
+          std::swap(a[a.size() - 1], a[a.size() - 2]);
+        if (tb && b.size() >= 2)
+          std::swap(b[b.size() - 1], b[b.size() - 2]);
+        f(sa, a, b, ta, tb);
+      }
+}
+
 TEST_CASE("matmul: batched with broadcast batch dimensions", "[linalg]") {
   Rng rng(102);
   const std::vector<std::pair<Shape, Shape>> cases = {
@@ -95,19 +112,11 @@ TEST_CASE("matmul: batched with broadcast batch dimensions", "[linalg]") {
       {{5, 2, 8, 16}, {5, 1, 16, 8}},
       {{40, 20, 30}, {40, 30, 10}},
   };
-  for (const auto &[sa, sb] : cases)
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        Shape a = sa, b = sb;
-        if (ta && a.size() >= 2)
-          std::swap(a[a.size() - 1], a[a.size() - 2]);
-        if (tb && b.size() >= 2)
-          std::swap(b[b.size() - 1], b[b.size() - 2]);
-        Tensor ta_ = rng.tensor(a), tb_ = rng.tensor(b);
-        INFO(shapeOf(a) << " @ " << shapeOf(b) << " ta=" << ta << " tb=" << tb);
-        requireClose(rt::matmul(ta_, tb_, ta, tb),
-                     refMatmul(Ref(ta_), Ref(tb_), ta, tb), GemmTol);
-      }
+  forEachTransposed(cases, [&](const Shape &, const Shape &a, const Shape &b, bool ta, bool tb) {
+    Tensor ta_ = rng.tensor(a), tb_ = rng.tensor(b);
+    INFO(shapeOf(a) << " @ " << shapeOf(b) << " ta=" << ta << " tb=" << tb);
+    requireClose(rt::matmul(ta_, tb_, ta, tb), refMatmul(Ref(ta_), Ref(tb_), ta, tb), GemmTol);
+  });
 }
 
 TEST_CASE("matmul: large products use every thread and agree across thread "
@@ -260,25 +269,18 @@ TEST_CASE("matmul: float64 computes in float64", "[linalg][float64]") {
       {{40, 20, 30}, {40, 30, 10}},
       {{3, 0}, {0, 2}},
   };
-  for (const auto &[sa, sb] : cases)
-    for (bool ta : {false, true})
-      for (bool tb : {false, true}) {
-        Shape a = sa, b = sb;
-        if (ta && a.size() >= 2)
-          std::swap(a[a.size() - 1], a[a.size() - 2]);
-        if (tb && b.size() >= 2)
-          std::swap(b[b.size() - 1], b[b.size() - 2]);
-        Tensor x = exactF64(rng, a), y = exactF64(rng, b);
-        INFO(shapeOf(a) << " @ " << shapeOf(b) << " ta=" << ta << " tb=" << tb);
-        Tensor got = rt::matmul(x, y, ta, tb);
-        REQUIRE(got.dtype() == DType::Float64);
-        Ref want = refMatmul(Ref(x), Ref(y), ta, tb);
-        requireClose(got, want, Exact);
-        if (want.numel() > 0 && sa.back() > 0)
-          CHECK(differs(rt::matmul(rt::cast(x, DType::Float32),
-                                   rt::cast(y, DType::Float32), ta, tb),
-                        want));
-      }
+  forEachTransposed(cases, [&](const Shape &sa, const Shape &a, const Shape &b, bool ta, bool tb) {
+    Tensor x = exactF64(rng, a), y = exactF64(rng, b);
+    INFO(shapeOf(a) << " @ " << shapeOf(b) << " ta=" << ta << " tb=" << tb);
+    Tensor got = rt::matmul(x, y, ta, tb);
+    REQUIRE(got.dtype() == DType::Float64);
+    Ref want = refMatmul(Ref(x), Ref(y), ta, tb);
+    requireClose(got, want, Exact);
+    if (want.numel() > 0 && sa.back() > 0)
+      CHECK(differs(rt::matmul(rt::cast(x, DType::Float32),
+                               rt::cast(y, DType::Float32), ta, tb),
+                    want));
+  });
 }
 
 TEST_CASE("matmul: mixed float32 and float64 promote to float64; 16-bit "

@@ -144,6 +144,14 @@ Tensor where(const Tensor &mask, const Tensor &x, const Tensor &y);
 /// float16 goes through tmg::halfToFloat / floatToHalf. Casting to the same
 /// dtype returns a copy.
 Tensor cast(const Tensor &x, DType to);
+/// `x` itself when it already has dtype `to` (no copy), else cast(x, to).
+inline Tensor asDType(const Tensor &x, DType to) { return x.dtype() == to ? x : cast(x, to); }
+/// The dtype kernels that compute in floating point compute `t` in:
+/// float64 in itself, every other dtype (16-bit floats, integers, bool) in
+/// float32.
+inline DType floatComputeType(DType t) {
+  return t == DType::Float64 ? DType::Float64 : DType::Float32;
+}
 
 inline Tensor equal(const Tensor &a, const Tensor &b) {
   return compare(CompareOp::Equal, a, b);
