@@ -29,7 +29,7 @@ static std::string typeLabel(const Node *n) {
   if (auto *t = llvm::dyn_cast<TensorNode>(n)) {
     std::string s = t->hasDType() ? dtypeName(t->dtype()).str() : "?";
     if (t->shape())
-      s += shapeStr(*t->shape());
+      s += dim::dimsStr(*t->shape());
     return s;
   }
   return llvm::cast<ModuleNode>(n)->moduleType().name;

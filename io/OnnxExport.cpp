@@ -36,6 +36,18 @@ namespace onnxdetail {
 using onnx::AttributeProto;
 using onnx::NodeProto;
 
+/// Writes a node's dims: sizes as dim_value, symbolic dims as their name or
+/// expression in dim_param, unknown dims as neither.
+static void writeShape(onnx::TensorShapeProto &sh, llvm::ArrayRef<int64_t> dims) {
+  for (int64_t d : dims) {
+    auto *od = sh.add_dim();
+    if (isKnownDim(d))
+      od->set_dim_value(d);
+    else if (isSymbolicDim(d))
+      od->set_dim_param(dim::symbolName(d).value_or(dim::str(d)));
+  }
+}
+
 std::string Exporter::weight(const Tensor &t, llvm::StringRef base) {
   TensorKey k = keyOf(t);
   if (auto it = written_.find(k); it != written_.end())
@@ -88,11 +100,8 @@ void Exporter::run(const InternalGraph &graph) {
     vi->set_name(name);
     auto *tt = vi->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(toOnnxType(dt(n)));
-    if (t->shape()) {
-      auto *sh = tt->mutable_shape();
-      for (int64_t d : *t->shape())
-        sh->add_dim()->set_dim_value(d);
-    }
+    if (t->shape())
+      writeShape(*tt->mutable_shape(), *t->shape());
   }
   for (const Expr *e : graph.body()) {
     pendingName_.clear();
@@ -121,11 +130,8 @@ void Exporter::run(const InternalGraph &graph) {
     vi->set_name(v);
     auto *tt = vi->mutable_type()->mutable_tensor_type();
     tt->set_elem_type(toOnnxType(dt(n)));
-    if (auto *t = llvm::dyn_cast<TensorNode>(n); t && t->shape()) {
-      auto *sh = tt->mutable_shape();
-      for (int64_t d : *t->shape())
-        sh->add_dim()->set_dim_value(d);
-    }
+    if (auto *t = llvm::dyn_cast<TensorNode>(n); t && t->shape())
+      writeShape(*tt->mutable_shape(), *t->shape());
   }
 }
 

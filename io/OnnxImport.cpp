@@ -58,6 +58,18 @@ std::string sanitizeIdent(const std::string &s, const char *fallback) {
   return out;
 }
 
+/// A dim of an ONNX type: its size, its dim_param as a symbol (or the
+/// expression it spells, such as `N*197`), or unknown.
+int64_t onnxDim(const onnx::TensorShapeProto::Dimension &d) {
+  if (d.has_dim_value())
+    return d.dim_value() >= 0 ? d.dim_value() : kUnknownDim;
+  if (!d.has_dim_param() || d.dim_param().empty())
+    return kUnknownDim;
+  if (auto v = dim::parse(d.dim_param()); v && isSymbolicDim(*v))
+    return *v;
+  return dim::symbol(d.dim_param());
+}
+
 struct TypeInfo {
   int32_t elem = 0;
   std::optional<Shape> shape;
@@ -71,14 +83,24 @@ TypeInfo typeInfoOf(const onnx::ValueInfoProto &v) {
   t.elem = tt.elem_type();
   if (tt.has_shape()) {
     Shape s;
-    for (const auto &d : tt.shape().dim()) {
-      if (!d.has_dim_value() || d.dim_value() < 0)
-        return t;
-      s.push_back(d.dim_value());
-    }
+    for (const auto &d : tt.shape().dim())
+      s.push_back(onnxDim(d));
     t.shape = s;
   }
   return t;
+}
+
+/// Our shape of a node with what ONNX's types say of it merged in: per dim,
+/// a known size wins over a symbol, a symbol over an unknown dim.
+std::optional<Shape> mergeShapes(const std::optional<Shape> &ours,
+                                 const std::optional<Shape> &onnx) {
+  if (!ours || !onnx || ours->size() != onnx->size())
+    return ours ? ours : onnx;
+  Shape s = *ours;
+  for (size_t i = 0; i < s.size(); ++i)
+    if (!isKnownDim(s[i]) && (isKnownDim((*onnx)[i]) || s[i] == kUnknownDim))
+      s[i] = (*onnx)[i];
+  return s;
 }
 
 } // namespace
@@ -339,8 +361,9 @@ void Importer::setOutput(Ctx &cx, const std::string &name, Node *x, const NodeCx
   auto *t = llvm::dyn_cast<TensorNode>(x);
   if (t) {
     auto it = onnxTypes_.find(name);
-    if (!t->shape() && it != onnxTypes_.end() && it->second.shape)
-      t->setShape(it->second.shape);
+    if (it != onnxTypes_.end() && it->second.shape &&
+        (!t->shape() || !isStaticShape(*t->shape())))
+      t->setShape(mergeShapes(t->shape(), it->second.shape));
     if (!t->hasDType() && it != onnxTypes_.end())
       if (auto dt = fromOnnxType(it->second.elem)) {
         t->setDType(*dt);
@@ -619,7 +642,7 @@ OnnxModel Importer::run() {
     if (!dt)
       raise("graph input '{}' has element type {}, which tmgraph does not support", in.name(),
             onnxTypeName(ti.elem));
-    if (!ti.shape)
+    if (!ti.shape || !isStaticShape(*ti.shape))
       symbolicInputs_[in.name()] = dimsText(in);
     specs.emplace_back(in.name(), ti.shape, *dt);
     inputNames.push_back(in.name());
@@ -712,6 +735,17 @@ const Shape &NodeCx::shape(size_t i) const {
   Val &v = val(i);
   if (!v.shape)
     fail(fmt::format("the shape of input '{}' is not known statically{}", n.input(int(i)),
+                     im.symbolicHint()));
+  if (!isStaticShape(*v.shape))
+    fail(fmt::format("input '{}' has shape {}; this import needs its sizes{}", n.input(int(i)),
+                     dim::dimsStr(*v.shape), im.symbolicHint()));
+  return *v.shape;
+}
+
+const Shape &NodeCx::dims(size_t i) const {
+  Val &v = val(i);
+  if (!v.shape)
+    fail(fmt::format("the rank of input '{}' is not known statically{}", n.input(int(i)),
                      im.symbolicHint()));
   return *v.shape;
 }

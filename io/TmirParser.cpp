@@ -131,10 +131,46 @@ Shape LineParser::shapeTuple() {
       expect(",");
     if (eat(")"))
       break;
-    int64_t d = integer();
-    if (d < 0)
-      fail("dimensions must be non-negative");
-    s.push_back(d);
+    skipWs();
+    size_t start = pos_;
+    if (pos_ < s_.size() && (std::isdigit(uint8_t(s_[pos_])) || s_[pos_] == '-')) {
+      int64_t d = integer();
+      if (d < 0)
+        fail("dimensions must be non-negative", base_ + start + 1);
+      skipWs();
+      if (peek(",") || peek(")")) {
+        s.push_back(d);
+        continue;
+      }
+      pos_ = start; // an expression such as 2*N
+    }
+    // A symbolic dim up to the next ',' or ')' outside parentheses and quotes.
+    int depth = 0;
+    bool quoted = false;
+    for (; pos_ < s_.size(); ++pos_) {
+      char ch = s_[pos_];
+      if (quoted) {
+        if (ch == '\\')
+          ++pos_;
+        else if (ch == '\'')
+          quoted = false;
+      } else if (ch == '\'') {
+        quoted = true;
+      } else if (ch == '(') {
+        ++depth;
+      } else if (ch == ')' || ch == ',') {
+        if (depth == 0)
+          break;
+        if (ch == ')')
+          --depth;
+      }
+    }
+    std::string err;
+    size_t at = 0;
+    auto d = dim::parse(s_.slice(start, pos_).rtrim(' '), &err, &at);
+    if (!d)
+      fail(err, base_ + start + at + 1);
+    s.push_back(*d);
   }
   return s;
 }
@@ -157,7 +193,8 @@ LineParser::NodeType LineParser::nodeType() {
   if (peek("(")) {
     size_t c = col();
     t.shape = shapeTuple();
-    if (!(t.dtype ? checkedByteSize(*t.shape, *t.dtype) : checkedNumel(*t.shape)))
+    if (isStaticShape(*t.shape) &&
+        !(t.dtype ? checkedByteSize(*t.shape, *t.dtype) : checkedNumel(*t.shape)))
       fail(fmt::format("shape {} is too large: its {} does not fit in 64 bits",
                        shapeStr(*t.shape), t.dtype ? "byte size" : "element count"),
            c);
@@ -320,6 +357,8 @@ PyVal LineParser::value() {
     NodeType t = nodeType();
     if (t.isModule || !t.dtype || !t.shape)
       fail("a tensor value needs a dtype and a shape, e.g. float32(3, 4)", tc);
+    if (!isStaticShape(*t.shape))
+      fail(fmt::format("a tensor value needs known sizes, got {}", dim::dimsStr(*t.shape)), tc);
     v.dtype = t.dtype;
     v.shape = *t.shape;
     v.hasShape = true;

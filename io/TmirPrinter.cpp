@@ -518,7 +518,10 @@ void appendShape(std::string &out, llvm::ArrayRef<int64_t> shape) {
   for (size_t i = 0; i < shape.size(); ++i) {
     if (i)
       out += ", ";
-    appendInt(out, shape[i]);
+    if (shape[i] >= 0)
+      appendInt(out, shape[i]);
+    else
+      out += dim::str(shape[i]);
   }
   if (shape.size() == 1)
     out += ',';

@@ -25,9 +25,16 @@ std::optional<Shape> broadcastShapes(llvm::ArrayRef<int64_t> a,
   for (size_t i = 0; i < n; ++i) {
     int64_t x = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t y = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    if (x != y && x != 1 && y != 1)
+    if (x == y || y == 1)
+      out[i] = x;
+    else if (x == 1)
+      out[i] = y;
+    else if (x >= 0 && y >= 0)
       return std::nullopt;
-    out[i] = x == 1 ? y : x;
+    else if (x >= 0 || y >= 0)
+      out[i] = std::max(x, y); // a size other than 1: the other dim is 1 or equal
+    else
+      out[i] = kUnknownDim; // two different symbols: either may be 1
   }
   return out;
 }
@@ -66,9 +73,9 @@ using shapes::Types;
 Types opCall(const Expr &e, const OpSchema &schema, llvm::StringRef name) {
   const shapes::ShapeRule *rule =
       shapes::shapeRuleTable().lookup(schema.kind());
-  if (!rule)
+  if (!rule || !rule->fn)
     return std::nullopt;
-  return (*rule)(ShapeContext(e, name), schema.kind());
+  return rule->fn(ShapeContext(e, name, rule->symbolic), schema.kind());
 }
 
 /// `Elemwise(method)(*inputs)`: the NumPy broadcast of every input, the
@@ -100,7 +107,7 @@ Types elemwiseModule(const ShapeContext &c, const CallMethod &cm,
       auto b = broadcastShapes(*acc->shape, *x->shape);
       if (!b)
         c.fail(fmt::format("shapes {} and {} do not broadcast",
-                           shapeStr(*acc->shape), shapeStr(*x->shape)));
+                           dim::dimsStr(*acc->shape), dim::dimsStr(*x->shape)));
       acc->shape = std::move(b);
     } else {
       acc->shape.reset();
@@ -155,18 +162,19 @@ Types moduleCall(const CallMethod &cm) {
     const Tensor *w = m->tensor("weight");
     if (!x || !x->shape || !w)
       return std::nullopt;
-    if (x->shape->empty() || x->shape->back() != w->dim(1))
+    if (x->shape->empty() || (isKnownDim(x->shape->back()) && x->shape->back() != w->dim(1)))
       c.fail(fmt::format("input {} does not fit weight {} (out, in)",
-                         shapeStr(*x->shape), shapeStr(w->shape())));
+                         dim::dimsStr(*x->shape), dim::dimsStr(w->shape())));
     Shape out = *x->shape;
     out.back() = w->dim(0);
     return c.one(out, x->dtype);
   }
   if (llvm::isa<BatchNorm2d>(m)) {
     if (x && x->shape &&
-        (x->shape->size() < 2 || (*x->shape)[1] != m->intValue("num_features")))
+        (x->shape->size() < 2 ||
+         (isKnownDim((*x->shape)[1]) && (*x->shape)[1] != m->intValue("num_features"))))
       c.fail(fmt::format("input {} does not have {} channels",
-                         shapeStr(*x->shape), m->intValue("num_features")));
+                         dim::dimsStr(*x->shape), m->intValue("num_features")));
     return x ? c.one(std::move(x->shape), x->dtype) : std::nullopt;
   }
   if (llvm::isa<MaxPool2d>(m) || llvm::isa<AvgPool2d>(m))

@@ -207,6 +207,30 @@ std::shared_ptr<const ExecutionPlan> Interpreter::planFor(const InternalGraph &g
 
 void Interpreter::prepare(const InternalGraph &g) const { (void)planFor(g); }
 
+/// The inputs' shapes against the graph's: the same rank, each symbol one
+/// size throughout, expressions of symbols holding and, for a model whose
+/// input types are declarations (an imported ONNX model), the same sizes. A
+/// traced module's sizes are what the trace saw, not constraints: it runs
+/// at other sizes where its ops allow. The plan does not depend on the
+/// shapes (kernels size their outputs from their inputs), so one plan
+/// serves every shape that fits.
+static void checkInputShapes(const TracedModule &m, const InternalGraph &g,
+                             llvm::ArrayRef<Tensor> inputs) {
+  bool declared = m.value("onnx_inputs") != nullptr;
+  ShapeBinder b;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    auto *t = llvm::cast<TensorNode>(g.input(i + 1));
+    if (!t->shape())
+      continue;
+    std::string err = b.bind(fmt::format("input '{}'", t->name().str()), *t->shape(),
+                             inputs[i].shape(), declared);
+    if (!err.empty())
+      raise("graph '{}': {}", g.name(), err);
+  }
+  if (std::string err = b.finish(); !err.empty())
+    raise("graph '{}': {}", g.name(), err);
+}
+
 RunResult Interpreter::run(llvm::ArrayRef<Tensor> inputs, const RunOptions &opts) const {
   return run(module_.graph(), inputs, opts);
 }
@@ -229,6 +253,7 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
       raise("graph '{}': input '{}' expects {} but got {}", g.name(), t->str(),
             dtypeName(t->dtype()).str(), inputs[i].str());
   }
+  checkInputShapes(module_, g, inputs);
   auto plan = planFor(g);
   RunResult result;
   RunState st;

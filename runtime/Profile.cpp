@@ -16,7 +16,7 @@ namespace {
 
 const Shape *shapeOf(const Node *n) {
   auto *t = llvm::dyn_cast_or_null<TensorNode>(n);
-  return t && t->shape() ? &*t->shape() : nullptr;
+  return t ? t->staticShape() : nullptr; // FLOPs need sizes
 }
 
 /// The weight of a conv or linear: the function's second input, or the

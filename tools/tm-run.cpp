@@ -175,7 +175,12 @@ int bindInputs(Options &o, Model &m, std::vector<std::pair<std::string, Tensor>>
                              "=FILE.npy or --random-inputs)");
     if (!tn->shape())
       return Tool.usageError("input '" + name + "' has no static shape to fill randomly");
-    args[i] = Tensor::randn(*tn->shape(), o.seed + i);
+    if (!tn->staticShape())
+      return Tool.usageError("input '" + name + "' has shape " + dim::dimsStr(*tn->shape()) +
+                             ": bind it with -i " + name +
+                             "=FILE.npy to fill it (or fix an ONNX model's sizes with "
+                             "--input-shape)");
+    args[i] = Tensor::randn(*tn->staticShape(), o.seed + i);
     if (tn->hasDType() && tn->dtype() != DType::Float32)
       args[i] = rt::cast(args[i], tn->dtype());
   }

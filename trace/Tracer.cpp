@@ -261,8 +261,20 @@ static Expr *buildOp(GraphBuilder &b, const OpSchema &s, const CallArgs &args,
     Node *self = leaf(args.args[0].var());
     return b.callMethodExpr(self, s, std::move(a), std::move(kw), numOutputs, {});
   }
+  if (s.opClass() == OpClass::OpDef) {
+    std::vector<Node *> ins;
+    for (const Value &v : args.args) {
+      if (!v.isVar() || !v.var().defined())
+        raise("{}: op def inputs must be tensors", s.name().str());
+      ins.push_back(leaf(v.var()));
+    }
+    auto outs = b.apply(s, ins);
+    if (outs.empty())
+      raise("{} produced no output", s.name().str());
+    return outs[0]->expr();
+  }
   if (s.opClass() != OpClass::Function)
-    raise("'{}' is an op def; apply it with GraphBuilder::apply", s.name().str());
+    raise("'{}' is not a function", s.name().str());
   auto outs = b.callFunctionN(s, std::move(a), std::move(kw), numOutputs);
   if (outs.empty())
     raise("{} produced no output", s.printName().str());

@@ -94,8 +94,19 @@ void Var::setName(llvm::StringRef name) const {
 static Var method(const char *m, CallArgs c) { return callOp(methodOp(m), std::move(c)); }
 static Value optInt(std::optional<int64_t> v) { return v ? Value(*v) : Value(); }
 
-Var Var::reshape(std::vector<int64_t> shape) const {
-  return method("reshape", {{*this, Value::ints(shape)}, {}});
+Var Var::reshape(const ShapeArg &shape) const {
+  return method("reshape", {{*this, shape.value()}, {}});
+}
+
+Var Var::tracedShape() const { return callOp(op(OpKind::GetVarShape), {{*this}, {}}); }
+Var Var::tracedDim(int64_t i) const {
+  int64_t r = int64_t(rank());
+  if (i < -r || i >= r)
+    raise("dimension {} out of range for rank {}", i, r);
+  return tracedShape()[Index(i < 0 ? i + r : i)];
+}
+Var Var::tracedNumel() const {
+  return callOp(op(OpKind::Prod), {{tracedShape()}, {}});
 }
 Var Var::flatten() const { return method("flatten", {{*this}, {}}); }
 Var Var::transpose(std::vector<int64_t> pattern) const {

@@ -53,10 +53,11 @@ const TensorNode *floatTensor(const Node *n) {
   return t && t->hasDType() && t->dtype() == DType::Float32 && t->shape() ? t : nullptr;
 }
 
-/// True when both nodes are float32 tensors of the same known shape.
+/// True when both nodes are float32 tensors of provably the same shape
+/// (equal sizes or symbols, no unknown dim).
 bool sameFloatShape(const Node *a, const Node *b) {
   const TensorNode *ta = floatTensor(a), *tb = floatTensor(b);
-  return ta && tb && *ta->shape() == *tb->shape();
+  return ta && tb && provablySameShape(*ta->shape(), *tb->shape());
 }
 
 /// A float32 tensor known at compile time with exactly one element.
@@ -259,7 +260,8 @@ LogicalResult linearBias(const Match &m, Rewriter &rw) {
   const Tensor *b = xf::staticTensor(bn);
   const TensorNode *out = floatTensor(lin ? lin->output(0) : nullptr);
   if (!lin || !isNoneArg(lin, "bias") || !b || b->dtype() != DType::Float32 || !out ||
-      out->shape()->empty() || !sameFloatShape(lin->output(0), m.rootExpr()->output(0)))
+      out->shape()->empty() || !isKnownDim(out->shape()->back()) ||
+      !sameFloatShape(lin->output(0), m.rootExpr()->output(0)))
     return failure();
   int64_t features = out->shape()->back();
   if (b->numel() != features || (b->rank() > 0 && b->shape().back() != features))
@@ -292,7 +294,7 @@ LogicalResult layerNormCore(const Match &m, Rewriter &rw) {
   Node *x = m.node("x");
   const TensorNode *xt = floatTensor(x);
   auto eps = scalarValue(m.node("eps"), m.literal("eps"));
-  if (!xt || xt->shape()->empty() || !eps || !(*eps >= 0) ||
+  if (!xt || xt->shape()->empty() || !isKnownDim(xt->shape()->back()) || !eps || !(*eps >= 0) ||
       !sameFloatShape(x, m.rootExpr()->output(0)))
     return failure();
   size_t r = xt->shape()->size();

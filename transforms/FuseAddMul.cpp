@@ -109,7 +109,8 @@ FailureOr<bool> FuseAddMulPass::runOnGraph(InternalGraph &g, PassContext &ctx) {
       auto *tn = llvm::dyn_cast<TensorNode>(inner);
       if (literal && v == (ar == Arith::Add ? 0.0 : 1.0) && tn->hasDType() &&
           tn->dtype() == DType::Float32 && tn->shape() &&
-          llvm::cast<TensorNode>(e->output(0))->shape() == tn->shape() &&
+          llvm::cast<TensorNode>(e->output(0))->shape() &&
+          provablySameShape(*llvm::cast<TensorNode>(e->output(0))->shape(), *tn->shape()) &&
           xf::replaceAll(g, e->output(0), inner)) {
         g.eraseExpr(e);
         erased.insert(e);

@@ -18,8 +18,15 @@ struct AttrToConstantPass : GraphPass<AttrToConstantPass> {
 struct FixInputShapePass : GraphPass<FixInputShapePass> {
   static constexpr const char *Name = "fix-input-shape";
   static constexpr const char *Description =
-      "GetVarShape / .shape of a node with a static shape becomes an int32 Constant";
+      "fix graph inputs to the given sizes (their symbols become sizes through the graph); "
+      "then GetVarShape / .shape of a node with a static shape becomes an int32 Constant";
+  ListOption<std::string> shape{
+      *this, "shape",
+      llvm::cl::desc("NAME:DIMxDIMx... per graph input to fix, e.g. x:1x3x224x224")};
   FailureOr<bool> runOnGraph(InternalGraph &g, PassContext &ctx) override;
+
+private:
+  FailureOr<bool> fixInputs(InternalGraph &g);
 };
 
 struct FoldConstantPass : GraphPass<FoldConstantPass> {

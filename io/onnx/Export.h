@@ -131,11 +131,21 @@ public:
   static DType dt(const Node *n) { return dtypeOf(n).value_or(DType::Float32); }
   /// The dtype an output was computed in (float32 when unknown).
   static DType outDType(const Expr &e, size_t i = 0) { return dt(e.output(i)); }
+  /// The shape of `n` (its dims may be symbolic); an error when not even
+  /// its rank is known.
   const Shape &shapeOf(const Expr &e, const Node *n) const {
     auto *t = llvm::dyn_cast_or_null<TensorNode>(n);
     if (!t || !t->shape())
       fail(e, fmt::format("the static shape of '{}' is unknown", n ? n->name() : "?"));
     return *t->shape();
+  }
+  /// The shape of `n` when every dim is a known size; an error otherwise.
+  const Shape &staticShapeOf(const Expr &e, const Node *n) const {
+    const Shape &s = shapeOf(e, n);
+    if (!isStaticShape(s))
+      fail(e, fmt::format("'{}' has shape {}; its ONNX form needs the sizes", n->name(),
+                          dim::dimsStr(s)));
+    return s;
   }
   std::optional<ArgRef> ref(const Expr &e, llvm::StringRef name) const {
     return e.namedArg(name);
@@ -291,6 +301,7 @@ struct ExportCall {
   bool boolean(llvm::StringRef name) const { return ex.boolean(e, name); }
   std::string string(llvm::StringRef name) const { return ex.string(e, name); }
   const Shape &shapeOf(const Node *node) const { return ex.shapeOf(e, node); }
+  const Shape &staticShapeOf(const Node *node) const { return ex.staticShapeOf(e, node); }
   std::string nameOf(const Node *node) const { return ex.nameOf(e, node); }
   std::string emit(const std::string &op, std::vector<std::string> ins, llvm::StringRef base,
                    onnx::NodeProto **node = nullptr) {

@@ -112,14 +112,21 @@ struct NodeCx {
   }
   /// The static length of input `i`, a 1-d tensor; an error otherwise.
   int64_t length(size_t i) const {
-    const Shape &s = shape(i);
+    const Shape &s = dims(i);
+    if (s.size() == 1 && !isKnownDim(s[0]))
+      fail(fmt::format("input '{}' must have a known length, got shape {}", n.input(int(i)),
+                       dim::dimsStr(s)));
     if (s.size() != 1)
-      fail(fmt::format("input '{}' must be 1-d, got shape {}", n.input(int(i)), shapeStr(s)));
+      fail(fmt::format("input '{}' must be 1-d, got shape {}", n.input(int(i)), dim::dimsStr(s)));
     return s[0];
   }
-  /// The static shape of input `i`; an error when it is not known.
+  /// The static shape of input `i`; an error when it is not known or has a
+  /// symbolic or unknown dim.
   const Shape &shape(size_t i) const;
-  int64_t rank(size_t i) const { return int64_t(shape(i).size()); }
+  /// The shape of input `i`, whose dims may be symbolic or unknown
+  /// (tm/ir/SymbolicDim.h); an error when its rank is not known.
+  const Shape &dims(size_t i) const;
+  int64_t rank(size_t i) const { return int64_t(dims(i).size()); }
   std::optional<DType> dtype(size_t i) const { return val(i).dtype; }
 
   // -- Attributes ---------------------------------------------------------------
@@ -238,6 +245,10 @@ std::vector<int64_t> windowPads(const std::string &autoPad,
                                 std::optional<std::vector<int64_t>> pads,
                                 llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> k,
                                 llvm::ArrayRef<int64_t> s, llvm::ArrayRef<int64_t> d);
+/// Fails unless the input sizes `in` that SAME_UPPER/SAME_LOWER paddings
+/// depend on (those with a stride above 1) are known.
+void checkSamePads(const NodeCx &c, const std::string &autoPad, llvm::ArrayRef<int64_t> in,
+                   llvm::ArrayRef<int64_t> s);
 /// Whether (begin..., end...) paddings are the same on both sides.
 bool symmetric(const std::vector<int64_t> &p);
 

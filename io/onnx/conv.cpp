@@ -12,6 +12,17 @@
 
 namespace tmg::io::onnxdetail {
 
+void checkSamePads(const NodeCx &c, const std::string &autoPad, llvm::ArrayRef<int64_t> in,
+                   llvm::ArrayRef<int64_t> s) {
+  if (autoPad != "SAME_UPPER" && autoPad != "SAME_LOWER")
+    return;
+  for (size_t i = 0; i < in.size() && i < s.size(); ++i)
+    if (!isKnownDim(in[i]) && s[i] != 1)
+      c.fail(fmt::format("auto_pad {} with stride {} needs the size of spatial dim {}, which is "
+                         "{}; give static shapes with --input-shape",
+                         autoPad, s[i], i, dim::str(in[i])));
+}
+
 std::vector<int64_t> windowPads(const std::string &autoPad,
                                 std::optional<std::vector<int64_t>> pads,
                                 llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> k,
@@ -20,6 +31,12 @@ std::vector<int64_t> windowPads(const std::string &autoPad,
   std::vector<int64_t> p(2 * nd, 0);
   if (autoPad == "SAME_UPPER" || autoPad == "SAME_LOWER") {
     for (size_t i = 0; i < nd; ++i) {
+      if (!isKnownDim(in[i]) && s[i] == 1) { // the total is the window's extent less one
+        int64_t total = (k[i] - 1) * d[i], small = total / 2, big = total - small;
+        p[i] = autoPad == "SAME_UPPER" ? small : big;
+        p[i + nd] = autoPad == "SAME_UPPER" ? big : small;
+        continue;
+      }
       int64_t out = (in[i] + s[i] - 1) / s[i];
       int64_t total = std::max<int64_t>(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - in[i]);
       int64_t small = total / 2, big = total - small;
@@ -56,9 +73,9 @@ struct ConvAttrs {
 };
 
 ConvAttrs convAttrs(NodeCx &c) {
-  const Shape &xs = c.shape(0), &ws = c.shape(1);
+  const Shape &xs = c.dims(0), &ws = c.shape(1);
   if (xs.size() < 3 || ws.size() != xs.size())
-    c.fail(fmt::format("input {} and weight {} do not fit", shapeStr(xs), shapeStr(ws)));
+    c.fail(fmt::format("input {} and weight {} do not fit", dim::dimsStr(xs), dim::dimsStr(ws)));
   ConvAttrs a;
   a.nd = xs.size() - 2;
   a.in.assign(xs.begin() + 2, xs.end());
@@ -69,6 +86,7 @@ ConvAttrs convAttrs(NodeCx &c) {
   a.d = c.ais("dilations").value_or(std::vector<int64_t>(a.nd, 1));
   a.groups = c.ai("group", 1);
   a.autoPad = c.as("auto_pad", "NOTSET");
+  checkSamePads(c, a.autoPad, a.in, a.s);
   a.x = c.node(0);
   a.w = c.node(1);
   a.bias = c.has(2) ? Arg(c.node(2)) : Arg::none();
@@ -132,6 +150,7 @@ std::vector<int64_t> convTransposePads(NodeCx &c, const ConvAttrs &a,
 }
 
 void importConvTranspose(NodeCx &c) {
+  c.shape(0); // its paddings and output shape are computed from the sizes
   ConvAttrs a = convAttrs(c);
   size_t nd = a.nd;
   std::vector<int64_t> op2 = c.ais("output_padding").value_or(std::vector<int64_t>(nd, 0));

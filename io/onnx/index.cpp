@@ -20,7 +20,7 @@ namespace {
 /// Slice's bounds made a __getitem__ index of slices.
 void emitSlice(NodeCx &c, const std::vector<int64_t> &starts, const std::vector<int64_t> &ends,
                std::vector<int64_t> axes, std::vector<int64_t> steps) {
-  const Shape &s = c.shape(0);
+  const Shape &s = c.dims(0);
   int64_t r = int64_t(s.size());
   if (axes.empty())
     for (size_t i = 0; i < starts.size(); ++i)
@@ -38,6 +38,11 @@ void emitSlice(NodeCx &c, const std::vector<int64_t> &starts, const std::vector<
     if (st == 0)
       c.fail("a step is 0");
     int64_t b0 = starts[i], e0 = ends[i];
+    if (!isKnownDim(dim)) {
+      // Python's slice clamping is ONNX's: the bounds go as they are.
+      idx[ax] = Arg::slice(b0, e0, st);
+      continue;
+    }
     if (b0 < 0)
       b0 = std::max<int64_t>(b0, -dim - 1) + dim;
     if (e0 < 0)
@@ -59,7 +64,7 @@ void emitSlice(NodeCx &c, const std::vector<int64_t> &starts, const std::vector<
 
 /// Slice before opset 10: bounds are attributes.
 void importSliceAttrs(NodeCx &c) {
-  c.shape(0);
+  c.dims(0);
   emitSlice(c, c.ais("starts").value_or(std::vector<int64_t>{}),
             c.ais("ends").value_or(std::vector<int64_t>{}),
             c.ais("axes").value_or(std::vector<int64_t>{}), {});
@@ -105,7 +110,7 @@ void importSliceRuntime(NodeCx &c) {
 
 /// Slice from opset 10: bounds are inputs.
 void importSliceInputs(NodeCx &c) {
-  c.shape(0);
+  c.dims(0);
   for (size_t i = 1; i <= 4; ++i)
     if (c.runtime(i))
       return importSliceRuntime(c);

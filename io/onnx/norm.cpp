@@ -63,9 +63,9 @@ void importMeanVarNorm(NodeCx &c, MeanVarNorm op) {
   }
   Node *x = c.node(0);
   if (op == MeanVarNorm::Layer && !c.wants(1) && !c.wants(2)) {
-    const Shape &xs = c.shape(0);
+    const Shape &xs = c.dims(0);
     Shape ns(xs.begin() + axes[0], xs.end());
-    bool fits = c.shape(1) == ns && (!c.has(2) || c.shape(2) == ns);
+    bool fits = isStaticShape(ns) && c.dims(1) == ns && (!c.has(2) || c.dims(2) == ns);
     if (fits)
       return c.out(0, c.call("nn.layer_norm", {x, tupleOf(ns)},
                              {{"affine", true}, {"weight", c.node(1)},
@@ -79,7 +79,7 @@ void importMeanVarNorm(NodeCx &c, MeanVarNorm op) {
   Node *inv = c.call("elemwise.rsqrt", {c.call("elemwise.add", {v, eps})});
   Node *y = c.call("elemwise.mul", {dlt, inv});
   if (op == MeanVarNorm::Instance) {
-    Shape cs{c.shape(0)[1]};
+    Shape cs{c.length(1)};
     for (int64_t i = 2; i < r; ++i)
       cs.push_back(1);
     y = c.call("elemwise.mul", {y, c.call("tensor.reshape", {c.node(1), tupleOf(cs)})});
@@ -135,6 +135,8 @@ void exportBatchNorm(ExportCall &c) {
   std::string x = c.operand("inp");
   const Shape &xs = c.shapeOf(c.e.input(0));
   int64_t C = xs.size() > 1 ? xs[1] : 1;
+  if (!isKnownDim(C))
+    C = c.staticShapeOf(c.e.input(0))[1];
   auto param = [&](const char *name, double dflt) {
     if (c.isNone(name))
       return c.init(Tensor::full({C}, dflt), c.out + "_" + name);

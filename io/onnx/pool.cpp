@@ -111,9 +111,9 @@ Node *maxPoolIndices(NodeCx &c, const PoolGeom &g) {
 }
 
 void importPool(NodeCx &c, bool isMax) {
-  const Shape &xs = c.shape(0);
+  const Shape &xs = c.dims(0);
   if (xs.size() < 3)
-    c.fail(fmt::format("input {} needs spatial axes", shapeStr(xs)));
+    c.fail(fmt::format("input {} needs spatial axes", dim::dimsStr(xs)));
   size_t nd = xs.size() - 2;
   std::vector<int64_t> in(xs.begin() + 2, xs.end());
   auto k = c.ais("kernel_shape");
@@ -121,9 +121,11 @@ void importPool(NodeCx &c, bool isMax) {
     c.fail("kernel_shape is missing or does not match the input rank");
   std::vector<int64_t> s = c.ais("strides").value_or(std::vector<int64_t>(nd, 1));
   std::vector<int64_t> d = c.ais("dilations").value_or(std::vector<int64_t>(nd, 1));
+  checkSamePads(c, c.as("auto_pad", "NOTSET"), in, s);
   std::vector<int64_t> p = windowPads(c.as("auto_pad", "NOTSET"), c.ais("pads"), in, *k, s, d);
   bool ceil = c.ai("ceil_mode", 0);
   if (c.wants(1)) {
+    c.shape(0); // the indices are computed from the sizes
     std::vector<int64_t> out;
     for (size_t i = 0; i < nd; ++i)
       out.push_back(rt::poolOutputSize(in[i], (*k)[i], s[i], p[i], p[i + nd], d[i], ceil));
@@ -284,7 +286,7 @@ void registerPoolOnnxExport(OnnxExportTable &t) {
     else if (pads.size() == nd)
       pads.insert(pads.end(), pads.begin(), pads.end());
     std::vector<int64_t> st = c.isNone("stride") ? ks : c.intsN("stride", nd);
-    const Shape &in = c.shapeOf(c.e.input(0)), &out = c.shapeOf(c.e.output(0));
+    const Shape &in = c.staticShapeOf(c.e.input(0)), &out = c.staticShapeOf(c.e.output(0));
     for (size_t i = 0; i < nd; ++i)
       if (out[i + 2] != (in[i + 2] - 1) * st[i] + ks[i] - pads[i] - pads[i + nd])
         c.fail("ONNX's MaxUnpool indexes the shape the pooling formula gives; an "

@@ -12,13 +12,6 @@
 namespace tmg::io::onnxdetail {
 namespace {
 
-/// where(t == match, v, t): the entries of `t` equal to `match` replaced by
-/// those of `v` (t an int64 node, v and match known at import time).
-Node *replaceWhere(const NodeCx &c, Node *t, int64_t match, const std::vector<int64_t> &v) {
-  Node *eq = c.call("elemwise.equal", {t, c.constant(Tensor::fromInts({}, {match}, DType::Int64))});
-  return c.call("tensor.where", {eq, intsConst(c, v), t});
-}
-
 /// Input `i`'s shape read at run time (GetVarShape), as int64.
 Node *runtimeShape(NodeCx &c, size_t i) {
   Node *s = c.cx.b.apply(op(OpKind::GetVarShape), {c.node(i)})[0];
@@ -41,7 +34,8 @@ void importReshapeRuntime(NodeCx &c) {
     int64_t n = c.length(1);
     Node *eq = c.call("elemwise.equal", {t, c.constant(Tensor::fromInts({}, {0}))});
     Node *dims;
-    if (const auto &s = c.val(0).shape) {
+    if (const auto &s = c.val(0).shape;
+        s && isStaticShape(llvm::ArrayRef<int64_t>(*s).take_front(size_t(n)))) {
       std::vector<int64_t> d(size_t(n), 0);
       for (size_t i = 0; i < d.size() && i < s->size(); ++i)
         d[i] = (*s)[i];
@@ -59,9 +53,18 @@ void importFlatten(NodeCx &c) {
   ax = ax < 0 ? ax + r : ax;
   if (ax < 0 || ax > r)
     c.fail(fmt::format("axis {} is out of range", c.ai("axis", 1)));
-  const Shape &s = c.shape(0);
   if (ax == 1 && r >= 2)
     return c.out(0, c.call("tensor.flatten", {c.node(0)}, {{"start_axis", int64_t(1)}}));
+  if (!isStaticShape(c.dims(0)) && ax >= 1 && ax < r) {
+    // Both sides merged by flatten, which keeps symbolic sizes.
+    Node *y = c.call("tensor.flatten", {c.node(0)}, {{"start_axis", ax}});
+    return c.out(0, c.call("tensor.flatten", {y}, {{"start_axis", int64_t(0)},
+                                                  {"end_axis", ax - 1}}));
+  }
+  if (!isStaticShape(c.dims(0)))
+    return c.out(0, c.call("tensor.reshape", {c.node(0), tupleOf(ax == 0 ? std::vector<int64_t>{1, -1}
+                                                                        : std::vector<int64_t>{-1, 1})}));
+  const Shape &s = c.shape(0);
   int64_t a = 1, b2 = 1;
   for (int64_t i = 0; i < r; ++i)
     if (__builtin_mul_overflow(i < ax ? a : b2, s[i], i < ax ? &a : &b2))
@@ -74,8 +77,19 @@ void importReshape(NodeCx &c) {
     return importReshapeRuntime(c);
   std::vector<int64_t> target =
       c.has(1) ? c.ints(1) : c.ais("shape").value_or(std::vector<int64_t>{});
-  const Shape &s = c.shape(0);
   bool allowZero = c.ai("allowzero", 0);
+  if (!isStaticShape(c.dims(0))) {
+    // A 0 copies a dim that may be symbolic: read at run time; -1 alone is
+    // the reshape's own inference.
+    bool copies = !allowZero && llvm::is_contained(target, 0);
+    if (copies && c.has(1))
+      return importReshapeRuntime(c);
+    if (!copies && llvm::count(target, -1) <= 1 && llvm::all_of(target, [](int64_t v) {
+          return v >= -1;
+        }))
+      return c.out(0, c.call("tensor.reshape", {c.node(0), tupleOf(target)}));
+  }
+  const Shape &s = c.shape(0);
   int64_t known = 1, infer = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == 0 && !allowZero) {
@@ -143,7 +157,16 @@ void importSplit(NodeCx &c) {
     return importSplitRuntime(c, ax, n);
   std::vector<int64_t> sizes =
       c.has(1) ? c.ints(1) : c.ais("split").value_or(std::vector<int64_t>{});
-  int64_t dim = c.shape(0)[ax];
+  int64_t dim = c.dims(0)[ax];
+  if (sizes.empty() && !isKnownDim(dim)) {
+    if (n == 1)
+      return c.outAlias(0, c.val(0));
+    auto outs = c.cx.b.callFunctionN(functionOp("tensor.split"), {c.node(0), Arg(int64_t(n))},
+                                     {{"axis", ax}}, n);
+    for (size_t i = 0; i < n; ++i)
+      c.out(i, outs[i]);
+    return;
+  }
   if (sizes.empty()) {
     if (dim % int64_t(n))
       c.fail(fmt::format("axis of size {} does not split into {} equal parts", dim, n));
@@ -181,7 +204,7 @@ void importShapeRuntime(NodeCx &c) {
 void importShape(NodeCx &c) {
   if (!c.val(0).shape)
     return importShapeRuntime(c);
-  const Shape &s = c.shape(0);
+  const Shape &s = c.dims(0);
   int64_t r = int64_t(s.size());
   int64_t b0 = c.ai("start", 0), e0 = c.ai("end", r);
   if (b0 < 0)
@@ -191,6 +214,8 @@ void importShape(NodeCx &c) {
   b0 = std::clamp<int64_t>(b0, 0, r);
   e0 = std::clamp<int64_t>(e0, b0, r);
   std::vector<int64_t> v(s.begin() + b0, s.begin() + e0);
+  if (!isStaticShape(v)) // symbolic sizes: read when it runs
+    return importShapeRuntime(c);
   c.outConst(0, Tensor::fromInts({int64_t(v.size())}, v, DType::Int64));
 }
 
@@ -198,18 +223,22 @@ void importShape(NodeCx &c) {
 /// target is the shape with each 1 replaced by the input's dim (both
 /// right-aligned).
 void importExpandRuntime(NodeCx &c) {
-  const Shape &s = c.shape(0);
+  const Shape &s = c.dims(0);
   int64_t n = c.length(1), r = int64_t(s.size()), m = std::max(n, r);
   Node *t = c.intsNode(1);
   if (n < r)
     t = c.call("tensor.concat", {Arg::list({intsConst(c, std::vector<int64_t>(r - n, 1)), t})});
-  std::vector<int64_t> dims(size_t(m - r), 1);
+  std::vector<int64_t> ones(size_t(m - r), 1), dims = ones;
   dims.insert(dims.end(), s.begin(), s.end());
-  c.out(0, c.call("tensor.broadcast_to", {c.node(0), replaceWhere(c, t, 1, dims)}));
+  Node *eq = c.call("elemwise.equal", {t, c.constant(Tensor::fromInts({}, {1}, DType::Int64))});
+  Node *d = isStaticShape(s) ? intsConst(c, dims)
+                             : c.call("tensor.concat",
+                                      {Arg::list({intsConst(c, ones), runtimeShape(c, 0)})});
+  c.out(0, c.call("tensor.broadcast_to", {c.node(0), c.call("tensor.where", {eq, d, t})}));
 }
 
 void importExpand(NodeCx &c) {
-  if (c.runtime(1))
+  if (c.runtime(1) || !isStaticShape(c.dims(0)))
     return importExpandRuntime(c);
   std::vector<int64_t> shp = c.ints(1);
   auto s = broadcastShapes(c.shape(0), shp);
@@ -367,6 +396,8 @@ void registerShapeOnnxImport(OnnxImportTable &t) {
   t.add("Split", 1, kMaxOpset, importSplit);
   t.add("Shape", 1, kMaxOpset, importShape);
   t.add("Size", 1, kMaxOpset, [](NodeCx &c) {
+    if (!isStaticShape(c.dims(0))) // the product of the dims read when it runs
+      return c.out(0, c.call("math.prod", {runtimeShape(c, 0)}, {{"axis", Arg::none()}, {"keepdims", false}}));
     c.outConst(0, Tensor::fromInts({}, {shapeNumel(c.shape(0))}, DType::Int64));
   });
   t.add("Expand", 1, kMaxOpset, importExpand);
@@ -420,7 +451,7 @@ void exportConcat(ExportCall &c) {
 /// split at points read at run time: ONNX Split sizes, the differences of
 /// (points..., size) and (0, points...).
 void exportSplitRuntime(ExportCall &c, int64_t axis, std::vector<std::string> outs) {
-  const Shape &s = c.shapeOf(c.e.input(0));
+  const Shape &s = c.staticShapeOf(c.e.input(0));
   int64_t ax = axis < 0 ? axis + int64_t(s.size()) : axis;
   std::string p = c.operand("nsplits_or_sections", DType::Int64), base = c.out + "_split";
   onnx::NodeProto *n1, *n2;
@@ -445,7 +476,7 @@ void exportSplit(ExportCall &c) {
   std::vector<int64_t> sizes;
   std::vector<std::string> outs;
   for (size_t i = 0; i < c.e.numOutputs(); ++i) {
-    const Shape &s = c.shapeOf(c.e.output(i));
+    const Shape &s = c.staticShapeOf(c.e.output(i));
     int64_t ax = axis < 0 ? axis + int64_t(s.size()) : axis;
     sizes.push_back(s[ax]);
     outs.push_back(c.ex.fresh(c.e.output(i)->name()));

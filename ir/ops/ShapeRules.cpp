@@ -35,6 +35,13 @@ std::optional<std::vector<int64_t>> intsOf(const TreeDef &t) {
   return out;
 }
 
+std::string intsStr(llvm::ArrayRef<int64_t> v) {
+  std::string s = "(";
+  for (size_t i = 0; i < v.size(); ++i)
+    s += (i ? ", " : "") + std::to_string(v[i]);
+  return s + (v.size() == 1 ? ",)" : ")");
+}
+
 bool isNoneDef(const TreeDef &t) { return t.isConst() && t.value().isNone(); }
 
 std::optional<std::pair<int64_t, int64_t>> pairOf(const TreeDef &t) {
@@ -60,12 +67,13 @@ void ShapeContext::fail(const std::string &msg) const {
   raiseAt(Location::atExpr(e_.id()), "{}: {}", name_.str(), msg);
 }
 
-std::optional<Operand> ShapeContext::operand(const Node *n) {
+std::optional<Operand> ShapeContext::operand(const Node *n) const {
   auto *t = llvm::dyn_cast<TensorNode>(n);
   if (!t)
     return std::nullopt;
   Operand o;
-  o.shape = t->shape();
+  if (symbolic_ || t->staticShape())
+    o.shape = t->shape();
   if (t->hasDType())
     o.dtype = t->dtype();
   return o;
@@ -142,7 +150,7 @@ Types ShapeContext::same() const {
   if (auto *t = llvm::dyn_cast_or_null<TensorNode>(firstPositionalNode())) {
     Types r(std::in_place);
     TensorType &out = r->emplace_back();
-    if (const std::optional<Shape> &s = t->shape())
+    if (const std::optional<Shape> &s = t->shape(); s && (symbolic_ || t->staticShape()))
       out.shape.emplace(s->begin(), s->end());
     else
       out.shape.reset();
@@ -170,8 +178,8 @@ Types ShapeContext::binary(bool toBool, bool toFloat) const {
   if (a->shape && b->shape) {
     s = broadcastShapes(*a->shape, *b->shape);
     if (!s)
-      fail(fmt::format("shapes {} and {} do not broadcast", shapeStr(*a->shape),
-                       shapeStr(*b->shape)));
+      fail(fmt::format("shapes {} and {} do not broadcast", dim::dimsStr(*a->shape),
+                       dim::dimsStr(*b->shape)));
   }
   std::optional<DType> t;
   if (toBool)
@@ -198,11 +206,11 @@ int64_t ShapeContext::window(int64_t in, int64_t k, int64_t s, int64_t p,
                      "must be positive (padding non-negative)",
                      what, k, s, d, p));
   int64_t eff = d * (k - 1) + 1;
-  if (in + 2 * p < eff)
+  if (in >= 0 && in + 2 * p < eff)
     fail(fmt::format("{}: input size {} with padding {} is smaller than the "
                      "kernel extent {}",
                      what, in, p, eff));
-  return (in + 2 * p - eff) / s + 1;
+  return dim::add(dim::floorDiv(dim::sub(dim::add(in, 2 * p), eff), s), 1);
 }
 
 std::optional<std::vector<Operand>>
@@ -217,7 +225,7 @@ ShapeContext::listOperands(llvm::StringRef name) const {
     if (!a->def.child(i).isLeaf())
       return std::nullopt;
     auto *t = llvm::dyn_cast<TensorNode>(e_.input(leaf++));
-    if (!t || !t->shape())
+    if (!t || !t->shape() || (!symbolic_ && !t->staticShape()))
       return std::nullopt;
     Operand o;
     o.shape = t->shape();
@@ -246,6 +254,8 @@ Types windowNdShape(const ShapeContext &c, OpKind k) {
     w = c.operand(c.arg("weight"));
     if (!w || !w->shape || w->shape->size() != nd + 2)
       return std::nullopt;
+    if (!isStaticShape(*w->shape)) // a weight computed at run time
+      return c.one(std::nullopt, x->dtype);
     ks.assign(w->shape->begin() + 2, w->shape->end());
   } else {
     auto kk = c.constArg("kernel_size");
@@ -291,7 +301,7 @@ Types windowNdShape(const ShapeContext &c, OpKind k) {
     auto gi = g ? intOf(*g) : std::nullopt;
     if (!gi)
       return std::nullopt;
-    out[1] = k == OpKind::ConvNd ? (*w->shape)[0] : (*w->shape)[1] * *gi;
+    out[1] = k == OpKind::ConvNd ? (*w->shape)[0] : dim::mul((*w->shape)[1], *gi);
   }
   std::vector<int64_t> op(nd, 0);
   if (k == OpKind::ConvTransposeNd) {
@@ -304,13 +314,21 @@ Types windowNdShape(const ShapeContext &c, OpKind k) {
     int64_t in = (*x->shape)[i + 2], s = (*st)[i], d = (*dl)[i];
     int64_t pb = (*pd)[i], pe = (*pd)[i + nd];
     if (k == OpKind::ConvTransposeNd) {
-      out.push_back((in - 1) * s - pb - pe + d * (ks[i] - 1) + op[i] + 1);
+      out.push_back(dim::offset(dim::mul(dim::offset(in, -1), s),
+                                -pb - pe + d * (ks[i] - 1) + op[i] + 1));
+      continue;
+    }
+    if (s < 1 || (isKnownDim(in) && in + pb + pe < d * (ks[i] - 1) + 1))
+      c.fail(fmt::format("window {} does not fit input {}", ks[i],
+                         dim::dimsStr(*x->shape)));
+    if (!isKnownDim(in)) {
+      // A ceil-mode window that would start in the end padding is dropped:
+      // whether it does depends on the size, so the dim stays unknown.
+      int64_t span = dim::offset(in, pb + pe - (d * (ks[i] - 1) + 1));
+      out.push_back(ceil ? kUnknownDim : dim::offset(dim::floorDiv(span, s), 1));
       continue;
     }
     int64_t span = in + pb + pe - (d * (ks[i] - 1) + 1);
-    if (span < 0 || s < 1)
-      c.fail(fmt::format("window {} does not fit input {}", ks[i],
-                         shapeStr(*x->shape)));
     int64_t o = (ceil ? (span + s - 1) / s : span / s) + 1;
     if (ceil && (o - 1) * s >= in + pb)
       --o;

@@ -39,6 +39,8 @@ std::optional<int64_t> intOf(const TreeDef &t);
 /// An int, or a tuple or list of ints.
 std::optional<std::vector<int64_t>> intsOf(const TreeDef &t);
 bool isNoneDef(const TreeDef &t);
+/// Ints as a Python tuple, as given (a -1 to infer, negative axes): "(5, -1)".
+std::string intsStr(llvm::ArrayRef<int64_t> v);
 /// An int or an (a, b) pair, as conv and pool parameters are given.
 std::optional<std::pair<int64_t, int64_t>> pairOf(const TreeDef &t);
 /// The result dtype of a binary op on `a` and `b` (both dtypes known); a
@@ -49,8 +51,10 @@ DType promote(const Operand &a, const Operand &b);
 class ShapeContext {
 public:
   /// `name` is what failures name (the op or module type); it refers to a
-  /// schema or module type, which outlive the inference.
-  ShapeContext(const Expr &e, llvm::StringRef name) : e_(e), name_(name) {}
+  /// schema or module type, which outlive the inference. A rule that is not
+  /// `symbolic` sees shapes with a symbolic or unknown dim as unknown.
+  ShapeContext(const Expr &e, llvm::StringRef name, bool symbolic = true)
+      : e_(e), name_(name), symbolic_(symbolic) {}
 
   const Expr &expr() const { return e_; }
 
@@ -70,7 +74,7 @@ public:
   }
 
   /// A tensor node as an operand (nullopt for other nodes).
-  static std::optional<Operand> operand(const Node *n);
+  std::optional<Operand> operand(const Node *n) const;
   /// An argument as an operand: a tensor node or a constant Python scalar.
   std::optional<Operand> operand(const std::optional<ArgRef> &a) const;
   /// The receiver or first tensor argument.
@@ -86,9 +90,15 @@ public:
 
   /// `a` in [-rank, rank), made non-negative.
   int64_t normAxis(int64_t a, size_t rank) const;
-  /// Output spatial size of a conv or pool.
+  /// Output spatial size of a conv or pool (`in` may be symbolic).
   int64_t window(int64_t in, int64_t k, int64_t s, int64_t p, int64_t d,
                  const char *what) const;
+  /// Fails with `msg` when dims `a` and `b` are known to differ (two sizes
+  /// that are not equal); symbolic or unknown dims are taken to agree.
+  void checkDim(int64_t a, int64_t b, const std::string &msg) const {
+    if (a >= 0 && b >= 0 && a != b)
+      fail(msg);
+  }
   /// Tensor operands of a list argument (concat, stack).
   std::optional<std::vector<Operand>> listOperands(llvm::StringRef name) const;
 
@@ -97,11 +107,22 @@ private:
 
   const Expr &e_;
   llvm::StringRef name_;
+  bool symbolic_;
 };
 
 /// A shape rule: the output types of an expr of op `k`, nullopt when an
-/// input type it needs is unknown.
-using ShapeRule = Types (*)(const ShapeContext &c, OpKind k);
+/// input type it needs is unknown. A rule is `symbolic` when it handles
+/// symbolic and unknown dims (tm/ir/SymbolicDim.h): it keeps equal symbols
+/// equal, computes with dim:: arithmetic and never turns an unknown into a
+/// wrong size; other rules see such shapes as unknown.
+struct ShapeRule {
+  using Fn = Types (*)(const ShapeContext &c, OpKind k);
+  ShapeRule(Fn f = nullptr, bool sym = false) : fn(f), symbolic(sym) {}
+  Fn fn;
+  bool symbolic;
+};
+/// A rule that handles symbolic dims.
+inline ShapeRule symbolic(ShapeRule::Fn f) { return ShapeRule(f, true); }
 using ShapeRuleTable = OpTable<ShapeRule>;
 
 /// The rules of every builtin op that has one, built once.

@@ -15,7 +15,7 @@ void registerActivationShapeRules(ShapeRuleTable &t) {
          OpKind::Hsigmoid, OpKind::Softplus, OpKind::Prelu, OpKind::Dropout,
          OpKind::Elu, OpKind::Selu, OpKind::Celu, OpKind::Softsign,
          OpKind::HardSigmoid, OpKind::ThresholdedRelu},
-        [](const ShapeContext &c, OpKind) { return c.same(); });
+        symbolic([](const ShapeContext &c, OpKind) { return c.same(); }));
 }
 
 } // namespace tmg::shapes

@@ -18,14 +18,16 @@ Types convShape(const ShapeContext &c, const std::optional<Operand> &x,
     return std::nullopt;
   const Shape &xs = *x->shape, &ws = *w->shape;
   if (xs.size() != spatial + 2 || ws.size() != spatial + 2)
-    c.fail(fmt::format("input {} and weight {} must have rank {}", shapeStr(xs),
-                       shapeStr(ws), spatial + 2));
+    c.fail(fmt::format("input {} and weight {} must have rank {}", dim::dimsStr(xs),
+                       dim::dimsStr(ws), spatial + 2));
   if (groups <= 0)
     c.fail(fmt::format("groups must be positive, got {}", groups));
-  int64_t inC = transposed ? ws[0] : ws[1] * groups;
-  if (xs[1] != inC)
-    c.fail(fmt::format("input {} has {} channels but weight {} expects {}",
-                       shapeStr(xs), xs[1], shapeStr(ws), inC));
+  if (!isStaticShape(ws)) // a weight computed at run time
+    return c.one(std::nullopt, x->dtype);
+  int64_t inC = dim::mul(transposed ? ws[0] : ws[1], groups);
+  c.checkDim(xs[1], inC,
+             fmt::format("input {} has {} channels but weight {} expects {}",
+                         dim::dimsStr(xs), dim::str(xs[1]), dim::dimsStr(ws), dim::str(inC)));
   auto st = intsOf(stride), pd = intsOf(pad), dl = intsOf(dil),
        op = intsOf(outPad);
   if (!st || !pd || !dl || !op)
@@ -33,7 +35,7 @@ Types convShape(const ShapeContext &c, const std::optional<Operand> &x,
   auto at = [&](const std::vector<int64_t> &v, size_t i) {
     return v.size() == 1 ? v[0] : v.at(i);
   };
-  Shape out = {xs[0], transposed ? ws[1] * groups : ws[0]};
+  Shape out = {xs[0], transposed ? dim::mul(ws[1], groups) : ws[0]};
   for (size_t i = 0; i < spatial; ++i) {
     if ((st->size() != 1 && st->size() != spatial) ||
         (pd->size() != 1 && pd->size() != spatial) ||
@@ -42,8 +44,8 @@ Types convShape(const ShapeContext &c, const std::optional<Operand> &x,
           "stride, padding and dilation need 1 or one value per spatial dim");
     int64_t k = ws[2 + i];
     if (transposed)
-      out.push_back((xs[2 + i] - 1) * at(*st, i) - 2 * at(*pd, i) +
-                    at(*dl, i) * (k - 1) + at(*op, i) + 1);
+      out.push_back(dim::offset(dim::mul(dim::offset(xs[2 + i], -1), at(*st, i)),
+                                -2 * at(*pd, i) + at(*dl, i) * (k - 1) + at(*op, i) + 1));
     else
       out.push_back(
           c.window(xs[2 + i], k, at(*st, i), at(*pd, i), at(*dl, i), "conv"));
@@ -75,8 +77,8 @@ void registerConvShapeRules(ShapeRuleTable &t) {
   t.add("conv",
         {OpKind::Conv1d, OpKind::Conv2d, OpKind::Conv2dAct,
          OpKind::ConvTranspose2d},
-        conv);
-  t.add("conv", {OpKind::ConvNd, OpKind::ConvTransposeNd}, windowNdShape);
+        symbolic(conv));
+  t.add("conv", {OpKind::ConvNd, OpKind::ConvTransposeNd}, symbolic(windowNdShape));
 }
 
 } // namespace tmg::shapes

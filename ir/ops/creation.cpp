@@ -61,8 +61,8 @@ Types arange(const ShapeContext &c, OpKind) {
 } // namespace
 
 void registerCreationShapeRules(ShapeRuleTable &t) {
-  t.add("creation", {OpKind::Zeros, OpKind::Ones, OpKind::Full}, filled);
-  t.add("creation", {OpKind::Arange}, arange);
+  t.add("creation", {OpKind::Zeros, OpKind::Ones, OpKind::Full}, symbolic(filled));
+  t.add("creation", {OpKind::Arange}, symbolic(arange));
 }
 
 } // namespace tmg::shapes

@@ -42,8 +42,8 @@ Types where(const ShapeContext &c, OpKind) {
     s = broadcastShapes(*s, *y->shape);
   if (!s)
     c.fail(fmt::format("shapes {}, {} and {} do not broadcast",
-                       shapeStr(*m->shape), shapeStr(*x->shape),
-                       shapeStr(*y->shape)));
+                       dim::dimsStr(*m->shape), dim::dimsStr(*x->shape),
+                       dim::dimsStr(*y->shape)));
   return c.one(s, x->dtype && y->dtype ? std::optional<DType>(promote(*x, *y))
                                        : std::nullopt);
 }
@@ -70,19 +70,19 @@ void registerElementwiseShapeRules(ShapeRuleTable &t) {
          OpKind::MSub,    OpKind::MRSub,   OpKind::MISub,     OpKind::MMul,
          OpKind::MRMul,   OpKind::MIMul,   OpKind::MFloorDiv, OpKind::MMod,
          OpKind::MPow,    OpKind::MRPow,   OpKind::MLShift,   OpKind::MRShift},
-        arithmetic);
+        symbolic(arithmetic));
   t.add("elementwise",
         {OpKind::Div, OpKind::MTrueDiv, OpKind::MRTrueDiv, OpKind::MITrueDiv},
-        trueDivision);
+        symbolic(trueDivision));
   t.add("elementwise",
         {OpKind::Equal, OpKind::NotEqual, OpKind::Less, OpKind::LessEqual,
          OpKind::Greater, OpKind::GreaterEqual, OpKind::LogicalAnd,
          OpKind::LogicalOr, OpKind::LogicalXor, OpKind::MEq, OpKind::MNe,
          OpKind::MLt, OpKind::MLe, OpKind::MGt, OpKind::MGe},
-        predicate);
-  t.add("elementwise", {OpKind::MAnd, OpKind::MOr, OpKind::MXor}, bitwise);
+        symbolic(predicate));
+  t.add("elementwise", {OpKind::MAnd, OpKind::MOr, OpKind::MXor}, symbolic(bitwise));
   t.add("elementwise", {OpKind::LogicalNot, OpKind::IsNan, OpKind::IsInf},
-        unaryPredicate);
+        symbolic(unaryPredicate));
   t.add("elementwise",
         {OpKind::Neg,   OpKind::Abs,        OpKind::Exp,    OpKind::Log,
          OpKind::Sqrt,  OpKind::Rsqrt,      OpKind::Erf,    OpKind::Tanh,
@@ -92,9 +92,9 @@ void registerElementwiseShapeRules(ShapeRuleTable &t) {
          OpKind::Sinh,  OpKind::Cosh,       OpKind::Asinh,  OpKind::Acosh,
          OpKind::Atanh, OpKind::Copy,       OpKind::MNeg,   OpKind::MPos,
          OpKind::MAbs,  OpKind::MInvert,    OpKind::MDetach},
-        sameType);
-  t.add("elementwise", {OpKind::Where}, where);
-  t.add("elementwise", {OpKind::MAstype}, astype);
+        symbolic(sameType));
+  t.add("elementwise", {OpKind::Where}, symbolic(where));
+  t.add("elementwise", {OpKind::MAstype}, symbolic(astype));
 }
 
 } // namespace tmg::shapes

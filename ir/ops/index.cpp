@@ -42,7 +42,7 @@ Types take(const ShapeContext &c, OpKind) {
           axis = a0 < 0 ? a0 + r : a0;
   if (axis < 0 || axis >= r)
     c.fail(
-        fmt::format("axis {} is out of range for {}", a0, shapeStr(*x->shape)));
+        fmt::format("axis {} is out of range for {}", a0, dim::dimsStr(*x->shape)));
   Shape out(x->shape->begin(), x->shape->begin() + axis);
   out.append(idx->shape->begin(), idx->shape->end());
   out.append(x->shape->begin() + axis + 1, x->shape->end());
@@ -67,6 +67,18 @@ std::optional<int64_t> sliceLength(const ShapeContext &c, const TreeDef &it,
   int64_t step = st->value_or(1);
   if (step == 0)
     c.fail("slice step cannot be zero");
+  if (!isKnownDim(n)) {
+    // A symbolic length: kept where the bounds are relative to the start or
+    // the end of the dim (x[2:], x[:-1], x[::2]); bounds that would clamp
+    // against the unknown size leave it unknown.
+    if (step < 0)
+      return kUnknownDim;
+    int64_t lo = !*b ? 0 : **b >= 0 ? **b : dim::offset(n, **b);
+    int64_t hi = !*en || **en >= (int64_t(1) << 62) ? n
+                 : **en < 0                          ? dim::offset(n, **en)
+                                                     : kUnknownDim;
+    return dim::ceilDiv(dim::sub(hi, lo), step);
+  }
   auto clampIdx = [&](std::optional<int64_t> v, int64_t dflt) {
     if (!v)
       return dflt;
@@ -101,7 +113,7 @@ Types getitem(const ShapeContext &c, OpKind) {
           (it.value().isNone() || it.value().kind() == Scalar::Kind::Ellipsis)))
       ++consumed;
   if (consumed > xs.size())
-    c.fail(fmt::format("too many indices for {}", shapeStr(xs)));
+    c.fail(fmt::format("too many indices for {}", dim::dimsStr(xs)));
   Shape out;
   size_t dim = 0;
   for (const auto &it : items) {
@@ -117,9 +129,9 @@ Types getitem(const ShapeContext &c, OpKind) {
       continue;
     }
     if (auto i = intOf(it)) {
-      if (*i < -xs[dim] || *i >= xs[dim])
+      if (isKnownDim(xs[dim]) && (*i < -xs[dim] || *i >= xs[dim]))
         c.fail(fmt::format("index {} is out of range for dim {} of {}", *i, dim,
-                           shapeStr(xs)));
+                           dim::dimsStr(xs)));
       ++dim;
       continue;
     }
@@ -151,8 +163,8 @@ Types gatherNd(const ShapeContext &c, OpKind) {
   int64_t b = bo.value_or(0), r = int64_t(xs.size()), q = int64_t(is.size());
   int64_t m = q ? is.back() : 0;
   if (q < 1 || b < 0 || b >= std::min(r, q) || m < 1 || m > r - b)
-    c.fail(fmt::format("indices {} with batch_dims {} do not index input {}", shapeStr(is), b,
-                       shapeStr(xs)));
+    c.fail(fmt::format("indices {} with batch_dims {} do not index input {}", dim::dimsStr(is), b,
+                       dim::dimsStr(xs)));
   Shape out(is.begin(), is.end() - 1);
   out.append(xs.begin() + b + m, xs.end());
   return c.one(out, x->dtype);
@@ -196,18 +208,18 @@ Types unique(const ShapeContext &c, OpKind) {
 } // namespace
 
 void registerIndexShapeRules(ShapeRuleTable &t) {
-  t.add("index", {OpKind::Embedding}, embedding);
-  t.add("index", {OpKind::Gather}, gather);
-  t.add("index", {OpKind::Take}, take);
-  t.add("index", {OpKind::MGetItem}, getitem);
+  t.add("index", {OpKind::Embedding}, symbolic(embedding));
+  t.add("index", {OpKind::Gather}, symbolic(gather));
+  t.add("index", {OpKind::Take}, symbolic(take));
+  t.add("index", {OpKind::MGetItem}, symbolic(getitem));
   t.add("index", {OpKind::GatherNd}, gatherNd);
-  t.add("index", {OpKind::OneHot}, oneHot);
-  t.add("index", {OpKind::Compress}, compress);
-  t.add("index", {OpKind::NonMaxSuppression}, nms);
-  t.add("index", {OpKind::Unique}, unique);
+  t.add("index", {OpKind::OneHot}, symbolic(oneHot));
+  t.add("index", {OpKind::Compress}, symbolic(compress));
+  t.add("index", {OpKind::NonMaxSuppression}, symbolic(nms));
+  t.add("index", {OpKind::Unique}, symbolic(unique));
   t.add("index", {OpKind::Scatter, OpKind::ScatterNd, OpKind::MSetItem,
                   OpKind::ReverseSequence},
-        [](const ShapeContext &c, OpKind) { return c.same(); });
+        symbolic([](const ShapeContext &c, OpKind) { return c.same(); }));
 }
 
 } // namespace tmg::shapes

@@ -32,15 +32,15 @@ Types matmulShape(const ShapeContext &c, const std::optional<Operand> &a,
     std::swap(x[x.size() - 1], x[x.size() - 2]);
   if (tb)
     std::swap(y[y.size() - 1], y[y.size() - 2]);
-  if (x.back() != y[y.size() - 2])
-    c.fail(fmt::format("{} @ {}: inner dimensions {} and {} differ",
-                       shapeStr(*a->shape), shapeStr(*b->shape), x.back(),
-                       y[y.size() - 2]));
+  c.checkDim(x.back(), y[y.size() - 2],
+             fmt::format("{} @ {}: inner dimensions {} and {} differ",
+                         dim::dimsStr(*a->shape), dim::dimsStr(*b->shape), x.back(),
+                         y[y.size() - 2]));
   auto batch = broadcastShapes(llvm::ArrayRef<int64_t>(x).drop_back(2),
                                llvm::ArrayRef<int64_t>(y).drop_back(2));
   if (!batch)
     c.fail(fmt::format("batch dimensions of {} and {} do not broadcast",
-                       shapeStr(*a->shape), shapeStr(*b->shape)));
+                       dim::dimsStr(*a->shape), dim::dimsStr(*b->shape)));
   Shape out = *batch;
   if (!vx)
     out.push_back(x[x.size() - 2]);
@@ -55,10 +55,12 @@ Types linear(const ShapeContext &c, OpKind) {
   auto x = c.operand(c.arg("inp")), w = c.operand(c.arg("weight"));
   if (!x || !w || !x->shape || !w->shape)
     return std::nullopt;
-  if (w->shape->size() != 2 || x->shape->empty() ||
-      x->shape->back() != (*w->shape)[1])
+  if (w->shape->size() != 2 || x->shape->empty())
     c.fail(fmt::format("input {} does not fit weight {} (out, in)",
-                       shapeStr(*x->shape), shapeStr(*w->shape)));
+                       dim::dimsStr(*x->shape), dim::dimsStr(*w->shape)));
+  c.checkDim(x->shape->back(), (*w->shape)[1],
+             fmt::format("input {} does not fit weight {} (out, in)",
+                         dim::dimsStr(*x->shape), dim::dimsStr(*w->shape)));
   Shape out = *x->shape;
   out.back() = (*w->shape)[0];
   return c.one(out, x->dtype && w->dtype ? std::optional<DType>(promote(*x, *w))
@@ -86,11 +88,11 @@ bool einsumSizes(const ShapeContext &c, llvm::StringRef term, const Shape &s,
   int64_t letters = llvm::count_if(term, [](char ch) { return std::isalpha(ch); });
   int64_t ne = int64_t(s.size()) - letters;
   if (ne < 0 || (ne && !term.contains("...")))
-    c.fail(fmt::format("term '{}' does not fit operand {}", term.str(), shapeStr(s)));
+    c.fail(fmt::format("term '{}' does not fit operand {}", term.str(), dim::dimsStr(s)));
   if (ne) {
     auto b = broadcastShapes(ell, llvm::ArrayRef<int64_t>(s).slice(term.find("..."), size_t(ne)));
     if (!b)
-      c.fail(fmt::format("the '...' axes of {} do not broadcast", shapeStr(s)));
+      c.fail(fmt::format("the '...' axes of {} do not broadcast", dim::dimsStr(s)));
     ell = *b;
   }
   size_t d = 0;
@@ -161,16 +163,16 @@ Types det(const ShapeContext &c, OpKind) {
     return std::nullopt;
   const Shape &s = *x->shape;
   if (s.size() < 2 || s[s.size() - 1] != s[s.size() - 2])
-    c.fail(fmt::format("input {} does not hold square matrices", shapeStr(s)));
+    c.fail(fmt::format("input {} does not hold square matrices", dim::dimsStr(s)));
   return c.one(Shape(s.begin(), s.end() - 2), x->dtype);
 }
 
 } // namespace
 
 void registerLinalgShapeRules(ShapeRuleTable &t) {
-  t.add("linalg", {OpKind::Linear, OpKind::LinearAct}, linear);
-  t.add("linalg", {OpKind::Matmul}, matmul);
-  t.add("linalg", {OpKind::MMatmul}, matmulMethod);
+  t.add("linalg", {OpKind::Linear, OpKind::LinearAct}, symbolic(linear));
+  t.add("linalg", {OpKind::Matmul}, symbolic(matmul));
+  t.add("linalg", {OpKind::MMatmul}, symbolic(matmulMethod));
   t.add("linalg", {OpKind::Einsum}, einsum);
   t.add("linalg", {OpKind::Det}, det);
 }

@@ -12,7 +12,7 @@ void registerNormShapeRules(ShapeRuleTable &t) {
   t.add("norm",
         {OpKind::Softmax, OpKind::LogSoftmax, OpKind::BatchNorm,
          OpKind::LayerNorm, OpKind::LocalResponseNorm},
-        [](const ShapeContext &c, OpKind) { return c.same(); });
+        symbolic([](const ShapeContext &c, OpKind) { return c.same(); }));
 }
 
 } // namespace tmg::shapes

@@ -17,7 +17,7 @@ Types adaptivePoolShape(const ShapeContext &c, const std::optional<Operand> &x,
   if (!x || !x->shape || !pr)
     return std::nullopt;
   if (x->shape->size() != 4)
-    c.fail(fmt::format("input {} must be NCHW", shapeStr(*x->shape)));
+    c.fail(fmt::format("input {} must be NCHW", dim::dimsStr(*x->shape)));
   return c.one(Shape{(*x->shape)[0], (*x->shape)[1], pr->first, pr->second}, x->dtype);
 }
 
@@ -27,7 +27,7 @@ Types poolShape(const ShapeContext &c, const std::optional<Operand> &x,
     return std::nullopt;
   const Shape &xs = *x->shape;
   if (xs.size() != 4)
-    c.fail(fmt::format("input {} must be NCHW", shapeStr(xs)));
+    c.fail(fmt::format("input {} must be NCHW", dim::dimsStr(xs)));
   auto k = pairOf(kernel);
   auto s = isNoneDef(stride) ? k : pairOf(stride);
   auto p = pairOf(pad);
@@ -99,10 +99,10 @@ Types maxUnpool(const ShapeContext &c, OpKind) {
 } // namespace
 
 void registerPoolShapeRules(ShapeRuleTable &t) {
-  t.add("pool", {OpKind::MaxPool2d, OpKind::AvgPool2d}, pool2d);
+  t.add("pool", {OpKind::MaxPool2d, OpKind::AvgPool2d}, symbolic(pool2d));
   t.add("pool", {OpKind::AdaptiveAvgPool2d, OpKind::AdaptiveMaxPool2d},
-        adaptivePool2d);
-  t.add("pool", {OpKind::MaxPoolNd, OpKind::AvgPoolNd}, windowNdShape);
+        symbolic(adaptivePool2d));
+  t.add("pool", {OpKind::MaxPoolNd, OpKind::AvgPoolNd}, symbolic(windowNdShape));
   t.add("pool", {OpKind::MaxUnpoolNd}, maxUnpool);
 }
 

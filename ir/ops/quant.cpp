@@ -10,7 +10,7 @@ namespace tmg::shapes {
 
 void registerQuantShapeRules(ShapeRuleTable &t) {
   t.add("quant", {OpKind::FakeQuantize},
-        [](const ShapeContext &c, OpKind) { return c.same(); });
+        symbolic([](const ShapeContext &c, OpKind) { return c.same(); }));
 }
 
 } // namespace tmg::shapes

@@ -33,7 +33,7 @@ Types reduceShape(const ShapeContext &c, bool toIndex) {
     for (int64_t a : *axes) {
       int64_t r = int64_t(xs.size());
       if (a < -r || a >= r)
-        c.fail(fmt::format("axis {} is out of range for {}", a, shapeStr(xs)));
+        c.fail(fmt::format("axis {} is out of range for {}", a, dim::dimsStr(xs)));
       drop[a < 0 ? a + r : a] = true;
     }
   }
@@ -62,8 +62,8 @@ Types topk(const ShapeContext &c, OpKind) {
     return std::nullopt;
   Shape s = *x->shape;
   int64_t k = ko.value_or(0);
-  if (s.empty() || k < 0 || k > s.back())
-    c.fail(fmt::format("k = {} is out of range for the last axis of {}", k, shapeStr(s)));
+  if (s.empty() || k < 0 || (isKnownDim(s.back()) && k > s.back()))
+    c.fail(fmt::format("k = {} is out of range for the last axis of {}", k, dim::dimsStr(s)));
   if (kth->value().isBool() && kth->value().getBool())
     s.pop_back();
   else
@@ -81,12 +81,12 @@ void registerReduceShapeRules(ShapeRuleTable &t) {
         {OpKind::Sum, OpKind::Mean, OpKind::Max, OpKind::Min, OpKind::Prod,
          OpKind::MSum, OpKind::MMean, OpKind::MMax, OpKind::MMin,
          OpKind::MProd},
-        [](const ShapeContext &c, OpKind) { return reduceShape(c, false); });
+        symbolic([](const ShapeContext &c, OpKind) { return reduceShape(c, false); }));
   t.add("reduce", {OpKind::Argmax, OpKind::Argmin},
-        [](const ShapeContext &c, OpKind) { return reduceShape(c, true); });
+        symbolic([](const ShapeContext &c, OpKind) { return reduceShape(c, true); }));
   t.add("reduce", {OpKind::Cumsum},
-        [](const ShapeContext &c, OpKind) { return c.same(); });
-  t.add("reduce", {OpKind::Topk}, topk);
+        symbolic([](const ShapeContext &c, OpKind) { return c.same(); }));
+  t.add("reduce", {OpKind::Topk}, symbolic(topk));
 }
 
 } // namespace tmg::shapes

@@ -28,7 +28,7 @@ Types gridSample(const ShapeContext &c, OpKind) {
   const Shape &xs = *x->shape, &gs = *g->shape;
   if (xs.size() != 4 || gs.size() != 4 || gs[0] != xs[0] || gs[3] != 2)
     c.fail(fmt::format("input {} must be (N, C, H, W) and grid {} (N, Ho, Wo, 2)",
-                       shapeStr(xs), shapeStr(gs)));
+                       dim::dimsStr(xs), dim::dimsStr(gs)));
   return c.one(Shape{xs[0], xs[1], gs[1], gs[2]}, x->dtype);
 }
 
@@ -40,8 +40,8 @@ Types roiAlign(const ShapeContext &c, OpKind) {
     return std::nullopt;
   const Shape &xs = *x->shape, &rs = *r->shape;
   if (xs.size() != 4 || rs.size() != 2 || rs[1] != 5)
-    c.fail(fmt::format("input {} must be (N, C, H, W) and rois {} (K, 5)", shapeStr(xs),
-                       shapeStr(rs)));
+    c.fail(fmt::format("input {} must be (N, C, H, W) and rois {} (K, 5)", dim::dimsStr(xs),
+                       dim::dimsStr(rs)));
   return c.one(Shape{rs[0], xs[1], hw->first, hw->second}, x->dtype);
 }
 
@@ -50,7 +50,7 @@ Types roiAlign(const ShapeContext &c, OpKind) {
 void registerResizeShapeRules(ShapeRuleTable &t) {
   t.add("resize", {OpKind::RoiAlign}, roiAlign);
   t.add("resize", {OpKind::GridSample}, gridSample);
-  t.add("resize", {OpKind::ResizeNd}, resizeNd);
+  t.add("resize", {OpKind::ResizeNd}, symbolic(resizeNd));
 }
 
 } // namespace tmg::shapes

@@ -21,32 +21,108 @@ Types flattenShape(const ShapeContext &c, const std::optional<Operand> &x,
   if (b > e)
     c.fail(fmt::format("start axis {} is after end axis {}", start, end));
   Shape out(xs.begin(), xs.begin() + b);
-  int64_t m = 1;
-  for (int64_t i = b; i <= e; ++i)
-    m *= xs[i];
-  out.push_back(m);
+  out.push_back(dim::product(llvm::ArrayRef<int64_t>(xs).slice(b, e - b + 1)));
   out.append(xs.begin() + e + 1, xs.end());
   return c.one(out, x->dtype);
 }
 
 namespace {
 
+/// How the rank of an output shaped at run time is known.
+enum class RuntimeRank {
+  None,      // not at all (squeeze)
+  OfInput,   // the input's (pad)
+  OfShapeArg // the length of the 1-d shape argument (reshape, broadcast_to)
+};
+
 /// An op whose argument `name` (a shape, axes or paddings) is a tensor node:
-/// its values, and so the output shape, are known only at run time; the
-/// dtype is the first operand's.
-std::optional<Types> runtimeShaped(const ShapeContext &c, llvm::StringRef name) {
+/// its values, and so the output dims, are known only at run time; the
+/// dtype is the first operand's and the rank is kept where `rank` says.
+std::optional<Types> runtimeShaped(const ShapeContext &c, llvm::StringRef name,
+                                   RuntimeRank rank = RuntimeRank::None) {
   auto a = c.arg(name);
   if (!a || !a->node())
     return std::nullopt;
   auto x = c.first();
-  return c.one(std::nullopt, x ? x->dtype : std::nullopt);
+  std::optional<Shape> s;
+  if (rank == RuntimeRank::OfInput && x && x->shape)
+    s = Shape(x->shape->size(), kUnknownDim);
+  if (rank == RuntimeRank::OfShapeArg)
+    if (auto t = c.operand(a->node()); t && t->shape && t->shape->size() == 1 &&
+                                       isKnownDim((*t->shape)[0]))
+      s = Shape(size_t((*t->shape)[0]), kUnknownDim);
+  return c.one(std::move(s), x ? x->dtype : std::nullopt);
+}
+
+/// The dim a traced integer node stands for: `y.shape[i]` (GetVarShape of
+/// y, indexed by a constant) is dim i of y's shape; anything else unknown.
+int64_t dimOfNode(const Node *n) {
+  auto *get = llvm::dyn_cast_or_null<CallMethod>(n ? n->expr() : nullptr);
+  if (!get || !get->methodSchema() || get->methodSchema()->kind() != OpKind::MGetItem ||
+      get->numInputs() != 1 || get->numArgs() != 2)
+    return kUnknownDim;
+  auto i = intOf(get->arg(1).def);
+  auto *ap = llvm::dyn_cast_or_null<Apply>(get->input(0)->expr());
+  if (!i || !ap || ap->opdef().kind() != OpKind::GetVarShape || ap->numInputs() != 1)
+    return kUnknownDim;
+  auto *y = llvm::dyn_cast<TensorNode>(ap->input(0));
+  if (!y || !y->shape())
+    return kUnknownDim;
+  int64_t r = int64_t(y->shape()->size()), k = *i < 0 ? *i + r : *i;
+  return k >= 0 && k < r ? (*y->shape())[size_t(k)] : kUnknownDim;
+}
+
+/// A tuple argument of ints and traced integer nodes (`(x.shape[0], -1)`):
+/// each entry's dim, with the position of a -1 in `inferAt`; nullopt when
+/// `name` is not such a tuple.
+std::optional<Shape> mixedTarget(const ShapeContext &c, llvm::StringRef name,
+                                 std::optional<size_t> &inferAt) {
+  auto a = c.arg(name);
+  if (!a || a->node() || !a->def.numLeaves() ||
+      (a->def.kind() != TreeDef::Kind::Tuple && a->def.kind() != TreeDef::Kind::List))
+    return std::nullopt;
+  Shape out;
+  size_t leaf = a->firstLeaf;
+  for (size_t i = 0; i < a->def.numChildren(); ++i) {
+    const TreeDef &ch = a->def.child(i);
+    if (ch.isLeaf()) {
+      out.push_back(dimOfNode(c.expr().input(leaf++)));
+      continue;
+    }
+    auto v = intOf(ch);
+    if (!v || *v < -1)
+      return std::nullopt;
+    if (*v == -1) {
+      if (inferAt)
+        c.fail("at most one dimension may be -1");
+      inferAt = i;
+    }
+    out.push_back(*v);
+  }
+  return out;
+}
+
+/// Reshape to a tuple of ints and traced dims.
+Types reshapeMixed(const ShapeContext &c, const std::optional<Operand> &x, const char *name) {
+  std::optional<size_t> at;
+  auto t = mixedTarget(c, name, at);
+  if (!t || !x)
+    return std::nullopt;
+  if (at) {
+    Shape others = *t;
+    others.erase(others.begin() + long(*at));
+    (*t)[*at] = x->shape ? dim::exactDiv(dim::product(*x->shape), dim::product(others))
+                               .value_or(kUnknownDim)
+                         : kUnknownDim;
+  }
+  return c.one(std::move(*t), x->dtype);
 }
 
 Types reshapeShape(const ShapeContext &c, const std::optional<Operand> &x,
                    std::vector<int64_t> target) {
   if (!x || !x->shape)
     return std::nullopt;
-  int64_t n = shapeNumel(*x->shape), known = 1, infer = -1;
+  int64_t known = 1, infer = -1;
   for (size_t i = 0; i < target.size(); ++i) {
     if (target[i] == -1) {
       if (infer >= 0)
@@ -58,14 +134,24 @@ Types reshapeShape(const ShapeContext &c, const std::optional<Operand> &x,
       known *= target[i];
     }
   }
+  if (!isStaticShape(*x->shape)) {
+    // The -1 dim is the element count over the others, when that division
+    // is exact as an expression (N*197*768 / 768 = N*197).
+    if (infer >= 0)
+      target[infer] = known == 0 ? kUnknownDim
+                                 : dim::exactDiv(dim::product(*x->shape), known)
+                                       .value_or(kUnknownDim);
+    return c.one(Shape(target.begin(), target.end()), x->dtype);
+  }
+  int64_t n = shapeNumel(*x->shape);
   if (infer >= 0) {
     if (known == 0 || n % known)
-      c.fail(fmt::format("cannot reshape {} to {}", shapeStr(*x->shape),
-                         shapeStr(target)));
+      c.fail(fmt::format("cannot reshape {} to {}", dim::dimsStr(*x->shape),
+                         intsStr(target)));
     target[infer] = n / known;
   } else if (known != n) {
     c.fail(fmt::format("cannot reshape {} ({} elements) to {}",
-                       shapeStr(*x->shape), n, shapeStr(target)));
+                       dim::dimsStr(*x->shape), n, intsStr(target)));
   }
   return c.one(Shape(target.begin(), target.end()), x->dtype);
 }
@@ -88,7 +174,7 @@ std::optional<std::vector<int64_t>> methodInts(const ShapeContext &c,
 }
 
 Types pad(const ShapeContext &c, OpKind) {
-  if (auto r = runtimeShaped(c, "pad_width"))
+  if (auto r = runtimeShaped(c, "pad_width", RuntimeRank::OfInput))
     return *r;
   auto x = c.operand(c.arg("src"));
   auto pw = c.constArg("pad_width");
@@ -98,19 +184,21 @@ Types pad(const ShapeContext &c, OpKind) {
   if (pw->numChildren() != out.size())
     c.fail(
         fmt::format("pad_width {} needs one (before, after) pair per dim of {}",
-                    pw->str(), shapeStr(out)));
+                    pw->str(), dim::dimsStr(out)));
   for (size_t i = 0; i < out.size(); ++i) {
     auto pr = intsOf(pw->child(i));
     if (!pr || pr->size() != 2)
       return std::nullopt;
-    out[i] += (*pr)[0] + (*pr)[1];
+    out[i] = dim::offset(out[i], (*pr)[0] + (*pr)[1]);
   }
   return c.one(out, x->dtype);
 }
 
 Types reshape(const ShapeContext &c, OpKind) {
-  if (auto r = runtimeShaped(c, "target_shape"))
+  if (auto r = runtimeShaped(c, "target_shape", RuntimeRank::OfShapeArg))
     return *r;
+  if (auto r = reshapeMixed(c, c.first(), "target_shape"))
+    return r;
   auto t = c.constArg("target_shape");
   auto v = t ? intsOf(*t) : std::nullopt;
   return v ? reshapeShape(c, c.first(), *v) : std::nullopt;
@@ -137,7 +225,7 @@ Types flattenMethod(const ShapeContext &c, OpKind) {
   auto x = c.first();
   if (!x || !x->shape)
     return std::nullopt;
-  return c.one(Shape{shapeNumel(*x->shape)}, x->dtype);
+  return c.one(Shape{dim::product(*x->shape)}, x->dtype);
 }
 
 /// transpose(x, pattern) and x.transpose(*pattern).
@@ -156,14 +244,14 @@ Types transpose(const ShapeContext &c, OpKind k) {
     return std::nullopt;
   const Shape &xs = *x->shape;
   if (perm->size() != xs.size())
-    c.fail(fmt::format("pattern {} does not match rank of {}", shapeStr(*perm),
-                       shapeStr(xs)));
+    c.fail(fmt::format("pattern {} does not match rank of {}", intsStr(*perm),
+                       dim::dimsStr(xs)));
   Shape out;
   std::vector<bool> seen(xs.size(), false);
   for (int64_t p : *perm) {
     int64_t a = c.normAxis(p, xs.size());
     if (seen[a])
-      c.fail(fmt::format("pattern {} repeats axis {}", shapeStr(*perm), p));
+      c.fail(fmt::format("pattern {} repeats axis {}", intsStr(*perm), p));
     seen[a] = true;
     out.push_back(xs[a]);
   }
@@ -172,8 +260,15 @@ Types transpose(const ShapeContext &c, OpKind k) {
 
 /// broadcast_to(x, shape) and x._broadcast(*shape).
 Types broadcastTo(const ShapeContext &c, OpKind k) {
-  if (auto r = runtimeShaped(c, "shape"))
+  if (auto r = runtimeShaped(c, "shape", RuntimeRank::OfShapeArg))
     return *r;
+  std::optional<size_t> at;
+  if (auto t = k == OpKind::BroadcastTo ? mixedTarget(c, "shape", at) : std::nullopt) {
+    auto x0 = c.first();
+    if (at)
+      c.fail("a broadcast target cannot hold -1");
+    return x0 ? c.one(std::move(*t), x0->dtype) : std::nullopt;
+  }
   auto x = c.first();
   std::optional<std::vector<int64_t>> v;
   if (k == OpKind::MBroadcast) {
@@ -184,10 +279,13 @@ Types broadcastTo(const ShapeContext &c, OpKind k) {
   if (!x || !x->shape || !v)
     return std::nullopt;
   auto b = broadcastShapes(*x->shape, *v);
-  if (!b || llvm::ArrayRef<int64_t>(*b) != llvm::ArrayRef<int64_t>(*v))
-    c.fail(fmt::format("cannot broadcast {} to {}", shapeStr(*x->shape),
-                       shapeStr(*v)));
-  return c.one(*b, x->dtype);
+  bool fits = b && b->size() == v->size();
+  for (size_t i = 0; fits && i < v->size(); ++i)
+    fits = (*b)[i] == (*v)[i] || !isKnownDim((*b)[i]); // a symbol may be 1
+  if (!fits)
+    c.fail(fmt::format("cannot broadcast {} to {}", dim::dimsStr(*x->shape),
+                       intsStr(*v)));
+  return c.one(Shape(v->begin(), v->end()), x->dtype);
 }
 
 /// concat (sizes add up along axis) and stack (a new axis of the count).
@@ -203,14 +301,19 @@ Types concatOrStack(const ShapeContext &c, OpKind k) {
   for (size_t i = 1; i < xs->size(); ++i) {
     const Shape &s = *(*xs)[i].shape;
     bool ok = s.size() == out.size();
-    for (size_t d = 0; ok && d < s.size(); ++d)
-      ok = (stack || int64_t(d) != axis) ? s[d] == (*xs)[0].shape->data()[d]
-                                         : true;
+    for (size_t d = 0; ok && d < s.size(); ++d) {
+      if (!stack && int64_t(d) == axis)
+        continue;
+      int64_t a = s[d], b = out[d];
+      ok = a == b || a < 0 || b < 0;
+      if (ok && a != b) // a symbol and a size, or two symbols: keep what is surest
+        out[d] = b >= 0 ? b : a >= 0 ? a : kUnknownDim;
+    }
     if (!ok)
       c.fail(fmt::format("input {} does not match {} along the other axes",
-                         shapeStr(s), shapeStr(*(*xs)[0].shape)));
+                         dim::dimsStr(s), dim::dimsStr(*(*xs)[0].shape)));
     if (!stack)
-      out[axis] += s[axis];
+      out[axis] = dim::add(out[axis], s[axis]);
   }
   if (stack)
     out.insert(out.begin() + axis, int64_t(xs->size()));
@@ -229,7 +332,18 @@ Types split(const ShapeContext &c, OpKind) {
   Shape xs = *x->shape;
   int64_t axis = c.normAxis(*a, xs.size());
   std::vector<int64_t> sizes;
-  if (auto n = intOf(*ns)) {
+  if (auto n = intOf(*ns); n && *n > 0 && !isKnownDim(xs[axis])) {
+    sizes.assign(size_t(*n), dim::exactDiv(xs[axis], *n).value_or(kUnknownDim));
+  } else if (auto sec = intsOf(*ns); sec && !isKnownDim(xs[axis]) && !n) {
+    int64_t prev = 0;
+    for (int64_t s : *sec) {
+      if (s < prev)
+        c.fail(fmt::format("split points {} must be increasing", intsStr(*sec)));
+      sizes.push_back(s - prev);
+      prev = s;
+    }
+    sizes.push_back(dim::offset(xs[axis], -prev));
+  } else if (n) {
     if (*n <= 0 || xs[axis] % *n)
       c.fail(fmt::format("cannot split dim {} of size {} into {} equal parts",
                          axis, xs[axis], *n));
@@ -239,7 +353,7 @@ Types split(const ShapeContext &c, OpKind) {
     for (int64_t s : *sec) {
       if (s < prev || s > xs[axis])
         c.fail(fmt::format("split points {} must be increasing within {}",
-                           shapeStr(*sec), xs[axis]));
+                           intsStr(*sec), xs[axis]));
       sizes.push_back(s - prev);
       prev = s;
     }
@@ -267,14 +381,16 @@ Types squeeze(const ShapeContext &c, OpKind) {
   const Shape &xs = *x->shape;
   std::vector<bool> drop(xs.size(), false);
   if (isNoneDef(*ax)) {
+    if (!isStaticShape(xs)) // whether a symbol is 1 is known at run time
+      return c.one(std::nullopt, x->dtype);
     for (size_t i = 0; i < xs.size(); ++i)
       drop[i] = xs[i] == 1;
   } else if (auto axes = intsOf(*ax)) {
     for (int64_t a : *axes) {
       int64_t n = c.normAxis(a, xs.size());
-      if (xs[n] != 1)
+      if (isKnownDim(xs[n]) && xs[n] != 1)
         c.fail(fmt::format("cannot squeeze axis {} of {}: its size is not 1", a,
-                           shapeStr(xs)));
+                           dim::dimsStr(xs)));
       drop[n] = true;
     }
   } else {
@@ -319,18 +435,18 @@ Types getVarShape(const ShapeContext &c, OpKind) {
 } // namespace
 
 void registerShapeShapeRules(ShapeRuleTable &t) {
-  t.add("shape", {OpKind::Pad}, pad);
-  t.add("shape", {OpKind::Reshape}, reshape);
-  t.add("shape", {OpKind::MReshape}, reshapeMethod);
-  t.add("shape", {OpKind::Flatten}, flatten);
-  t.add("shape", {OpKind::MFlatten}, flattenMethod);
-  t.add("shape", {OpKind::Transpose, OpKind::MTranspose}, transpose);
-  t.add("shape", {OpKind::BroadcastTo, OpKind::MBroadcast}, broadcastTo);
-  t.add("shape", {OpKind::Concat, OpKind::Stack}, concatOrStack);
-  t.add("shape", {OpKind::Split}, split);
-  t.add("shape", {OpKind::Squeeze}, squeeze);
-  t.add("shape", {OpKind::ExpandDims}, expandDims);
-  t.add("shape", {OpKind::GetVarShape}, getVarShape);
+  t.add("shape", {OpKind::Pad}, symbolic(pad));
+  t.add("shape", {OpKind::Reshape}, symbolic(reshape));
+  t.add("shape", {OpKind::MReshape}, symbolic(reshapeMethod));
+  t.add("shape", {OpKind::Flatten}, symbolic(flatten));
+  t.add("shape", {OpKind::MFlatten}, symbolic(flattenMethod));
+  t.add("shape", {OpKind::Transpose, OpKind::MTranspose}, symbolic(transpose));
+  t.add("shape", {OpKind::BroadcastTo, OpKind::MBroadcast}, symbolic(broadcastTo));
+  t.add("shape", {OpKind::Concat, OpKind::Stack}, symbolic(concatOrStack));
+  t.add("shape", {OpKind::Split}, symbolic(split));
+  t.add("shape", {OpKind::Squeeze}, symbolic(squeeze));
+  t.add("shape", {OpKind::ExpandDims}, symbolic(expandDims));
+  t.add("shape", {OpKind::GetVarShape}, symbolic(getVarShape));
 }
 
 } // namespace tmg::shapes

@@ -118,10 +118,28 @@ IntsArg Args::intsArg(llvm::StringRef name) const {
   IntsArg r;
   r.what = fmt::format("argument '{}'", name.str());
   auto a = ref(name);
-  if (a && a->node())
+  if (a && a->node()) {
     r.t = tensorOf(*a);
-  else
+  } else if (a && a->def.numLeaves() &&
+             (a->def.kind() == TreeDef::Kind::Tuple || a->def.kind() == TreeDef::Kind::List)) {
+    // Ints and one-element tensors (traced dims), each child a leaf or an int.
+    size_t leaf = a->firstLeaf;
+    for (size_t i = 0; i < a->def.numChildren(); ++i) {
+      const TreeDef &c = a->def.child(i);
+      if (c.isLeaf()) {
+        r.parts.emplace_back(i, tensorOf(ArgRef{&e_, c, leaf}));
+        ++leaf;
+        r.fixed.push_back(0);
+      } else if (c.isConst() && c.value().isInt()) {
+        r.fixed.push_back(c.value().getInt());
+      } else {
+        fail(fmt::format("'{}' must hold ints and integer tensors, got {}", name.str(),
+                         a->def.str()));
+      }
+    }
+  } else {
     r.fixed = ints(name);
+  }
   return r;
 }
 

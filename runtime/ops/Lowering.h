@@ -67,9 +67,23 @@ std::vector<int64_t> tensorInts(const Tensor &t, const std::string &what);
 struct IntsArg {
   std::vector<int64_t> fixed;
   Src t; ///< defined when the integers are read at run time
-  bool runtime() const { return t.defined(); }
+  /// Entries of `fixed` read at run time from one-element integer tensors
+  /// (a tuple of ints and traced dims: `(x.shape[0], -1)`).
+  std::vector<std::pair<size_t, Src>> parts;
+  bool runtime() const { return t.defined() || !parts.empty(); }
   std::vector<int64_t> get(const Value *slots) const {
-    return runtime() ? tensorInts(t.get(slots), what) : fixed;
+    if (t.defined())
+      return tensorInts(t.get(slots), what);
+    if (parts.empty())
+      return fixed;
+    std::vector<int64_t> v = fixed;
+    for (const auto &[i, src] : parts) {
+      std::vector<int64_t> one = tensorInts(src.get(slots), what);
+      if (one.size() != 1)
+        raise("{}: entry {} must be one integer, got {} values", what, i, one.size());
+      v[i] = one[0];
+    }
+    return v;
   }
   std::string what;
 };

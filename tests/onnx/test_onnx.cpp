@@ -1185,3 +1185,150 @@ TEST_CASE("import: DynamicQuantizeLinear", "[onnx]") {
   CHECK(valuesOf(outs[2]) == std::vector<double>{100});
   CHECK(valuesOf(outs[0]) == std::vector<double>{0, 100, 200, 255});
 }
+
+TEST_CASE("dynamic axes: symbols through import, run and export", "[onnx][symbolic]") {
+  // x: (N, 3, 8, 8) -> Conv (4 out, 3x3, pad 1) -> Relu -> GlobalAveragePool
+  // -> Flatten -> Gemm (4 -> 2) -> y: (N, 2).
+  ModelBuilder mb(13);
+  mb.input("x", {1, 3, 8, 8});
+  mb.output("y", {1, 2});
+  for (auto *v : {mb.g->mutable_input(0), mb.g->mutable_output(0)})
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("N");
+  mb.m.set_producer_name("symbolic-test");
+  std::vector<float> w(4 * 3 * 3 * 3), fc(2 * 4), bias = {0.5f, -0.25f};
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = 0.05f * float(int(i % 7) - 3);
+  for (size_t i = 0; i < fc.size(); ++i)
+    fc[i] = 0.1f * float(i + 1);
+  mb.init("conv_w", {4, 3, 3, 3}, w);
+  mb.init("fc_w", {2, 4}, fc);
+  mb.init("fc_b", {2}, bias);
+  auto *conv = mb.node("Conv", {"x", "conv_w"}, {"c"}, "conv0");
+  auto *pads = conv->add_attribute();
+  pads->set_name("pads");
+  pads->set_type(onnx::AttributeProto::INTS);
+  for (int i = 0; i < 4; ++i)
+    pads->add_ints(1);
+  mb.node("Relu", {"c"}, {"r"}, "relu0");
+  mb.node("GlobalAveragePool", {"r"}, {"p"}, "gap");
+  mb.node("Flatten", {"p"}, {"f"}, "flat");
+  auto *gemm = mb.node("Gemm", {"f", "fc_w", "fc_b"}, {"y"}, "fc");
+  auto *tb = gemm->add_attribute();
+  tb->set_name("transB");
+  tb->set_type(onnx::AttributeProto::INT);
+  tb->set_i(1);
+  auto imported = mb.import();
+  REQUIRE(imported.succeeded());
+  TracedModule &tm = *imported->module;
+  const InternalGraph &g = tm.graph();
+  auto *x = llvm::cast<TensorNode>(g.input(1));
+  REQUIRE(x->shape());
+  CHECK(dim::dimsStr(*x->shape()) == "(N, 3, 8, 8)");
+  auto *y = llvm::cast<TensorNode>(g.output(0));
+  REQUIRE(y->shape());
+  CHECK(dim::dimsStr(*y->shape()) == "(N, 2)");
+
+  // The reference: the same arithmetic written out here.
+  auto reference = [&](const Tensor &in) {
+    int64_t n = in.dim(0);
+    Tensor out = Tensor::empty({n, 2});
+    for (int64_t b = 0; b < n; ++b) {
+      float feat[4] = {0, 0, 0, 0};
+      for (int oc = 0; oc < 4; ++oc)
+        for (int i = 0; i < 8; ++i)
+          for (int j = 0; j < 8; ++j) {
+            float acc = 0;
+            for (int ic = 0; ic < 3; ++ic)
+              for (int ki = 0; ki < 3; ++ki)
+                for (int kj = 0; kj < 3; ++kj) {
+                  int ii = i + ki - 1, jj = j + kj - 1;
+                  if (ii < 0 || jj < 0 || ii >= 8 || jj >= 8)
+                    continue;
+                  acc += in.data<float>()[((b * 3 + ic) * 8 + ii) * 8 + jj] *
+                         w[size_t(((oc * 3 + ic) * 3 + ki) * 3 + kj)];
+                }
+            feat[oc] += std::max(acc, 0.0f) / 64.0f;
+          }
+      for (int o = 0; o < 2; ++o) {
+        float acc = bias[size_t(o)];
+        for (int k = 0; k < 4; ++k)
+          acc += feat[k] * fc[size_t(o * 4 + k)];
+        out.data<float>()[b * 2 + o] = acc;
+      }
+    }
+    return out;
+  };
+  rt::Interpreter interp(tm);
+  for (int64_t n : {1, 5}) {
+    INFO("batch " << n);
+    Tensor in = Tensor::randn({n, 3, 8, 8}, uint64_t(n));
+    Tensor got = interp.run({in}).outputs[0], want = reference(in);
+    REQUIRE(got.shape() == want.shape());
+    for (int64_t i = 0; i < want.numel(); ++i)
+      CHECK(got.at(i) == Approx(want.at(i)).margin(1e-5));
+  }
+  try {
+    interp.run({Tensor::randn({2, 4, 8, 8}, 1)});
+    FAIL("a wrong channel count was accepted");
+  } catch (const Error &e) {
+    CHECK_THAT(e.diagnostic().message, Catch::Contains("input 'x': dim 1 is 3 in the graph, got 4"));
+  }
+
+  // Export keeps the symbol, the names and the model info.
+  auto bytes = io::exportOnnxBytes(tm);
+  REQUIRE(bytes.succeeded());
+  onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(*bytes));
+  CHECK_NOTHROW(onnx::checker::check_model(mp));
+  const auto &in0 = mp.graph().input(0).type().tensor_type().shape();
+  REQUIRE(in0.dim_size() == 4);
+  CHECK(in0.dim(0).dim_param() == "N");
+  CHECK(in0.dim(1).dim_value() == 3);
+  const auto &out0 = mp.graph().output(0).type().tensor_type().shape();
+  REQUIRE(out0.dim_size() == 2);
+  CHECK(out0.dim(0).dim_param() == "N");
+  CHECK(mp.graph().output(0).name() == "y");
+  CHECK(mp.producer_name() == "symbolic-test");
+  auto back = io::importOnnxBytes(*bytes, "back.onnx");
+  REQUIRE(back.succeeded());
+  Tensor in = Tensor::randn({3, 3, 8, 8}, 9);
+  Tensor a = run(tm, {in})[0], b2 = run(*back->module, {in})[0];
+  REQUIRE(a.shape() == b2.shape());
+  for (int64_t i = 0; i < a.numel(); ++i)
+    CHECK(b2.at(i) == Approx(a.at(i)).margin(1e-6));
+}
+
+TEST_CASE("dynamic axes: shape-reading subgraphs stay generic", "[onnx][symbolic]") {
+  // PyTorch's export of x.reshape(x.shape[0], -1): Shape -> Gather(0) ->
+  // Unsqueeze -> Concat with -1 -> Reshape, on x: (N, 2, 3).
+  ModelBuilder mb(13);
+  mb.input("x", {1, 2, 3});
+  mb.output("y", {1, 6});
+  for (auto *v : {mb.g->mutable_input(0), mb.g->mutable_output(0)})
+    v->mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim(0)->set_dim_param("batch");
+  mb.initInts("zero", {0});
+  mb.initInts("minus1", {-1});
+  auto *zs = mb.g->add_initializer();
+  zs->set_name("idx0");
+  zs->set_data_type(onnx::TensorProto::INT64);
+  zs->add_int64_data(0);
+  mb.node("Shape", {"x"}, {"s"});
+  mb.node("Gather", {"s", "idx0"}, {"n"});
+  mb.node("Unsqueeze", {"n", "zero"}, {"n1"});
+  auto *cat = mb.node("Concat", {"n1", "minus1"}, {"target"});
+  auto *ax = cat->add_attribute();
+  ax->set_name("axis");
+  ax->set_type(onnx::AttributeProto::INT);
+  ax->set_i(0);
+  mb.node("Reshape", {"x", "target"}, {"y"});
+  auto imported = mb.import();
+  REQUIRE(imported.succeeded());
+  rt::Interpreter interp(*imported->module);
+  for (int64_t n : {1, 4}) {
+    Tensor in = ramp({n, 2, 3});
+    Tensor got = interp.run({in}).outputs[0];
+    REQUIRE(got.shape() == llvm::ArrayRef<int64_t>{n, 6});
+    for (int64_t i = 0; i < in.numel(); ++i)
+      CHECK(got.at(i) == in.at(i));
+  }
+}

@@ -36,16 +36,20 @@ if [ -d "$data/node/test_if" ]; then
   check "an unsupported op exits 2" test $s -eq 2
   check "an unsupported op is named with its node" contains if.txt "unsupported ONNX ops: If (node"
 fi
-# A dynamic batch (input x: (N, 3)): -i gives N, --input-shape too, and
-# without either the error names the flag.
+# A dynamic batch (input x: (N, 3)): kept as the symbol N, fixed by -i or
+# --input-shape.
 dyn=$srcdir/dyn_batch
 check "tm-run takes a symbolic batch from the bound input's shape" \
   "$run" "$dyn.onnx" -i x="${dyn}_x.npy" --compare y="${dyn}_y.npy" --rtol 0 --atol 0
 check "tm-run --input-shape fixes a symbolic batch" \
   "$run" "$dyn.onnx" --input-shape x=4x3 --random-inputs --seed=1
-"$opt" "$dyn.onnx" 2> dyn.txt; s=$?
-check "an unfixed symbolic batch exits 2" test $s -eq 2
-check "an unfixed symbolic batch names --input-shape" contains dyn.txt "give static shapes with --input-shape x="
+check "tm-opt keeps a symbolic batch" "$opt" "$dyn.onnx" -o dynsym.tmir
+check "the symbolic graph has N" contains dynsym.tmir "float32(N, 3)"
+check "the symbolic .tmir runs at the bound batch" \
+  "$run" dynsym.tmir -i x="${dyn}_x.npy" --compare y="${dyn}_y.npy" --rtol 0 --atol 0
+"$run" dynsym.tmir --random-inputs 2> dyn.txt; s=$?
+check "random inputs for a symbolic batch exit 2" test $s -eq 2
+check "random inputs for a symbolic batch name the shape" contains dyn.txt "has shape (N, 3)"
 check "tm-opt --input-shape writes a static graph" "$opt" "$dyn.onnx" --input-shape x=5x3 -o dyn.tmir
 check "the static graph has the given shape" contains dyn.tmir "float32(5, 3)"
 "$opt" "$dyn.onnx" --input-shape x=5xa 2> dynbad.txt; s=$?

@@ -180,8 +180,13 @@ public:
   TensorNode(Expr *e, int64_t id) : Node(Kind::Tensor, e, id) {}
   static bool classof(const Node *n) { return n->kind() == Kind::Tensor; }
 
-  /// Static shape when known (tracing records it; builders may leave it).
+  /// The shape when its rank is known (tracing records it; builders may
+  /// leave it). Dims may be symbolic or unknown (tm/ir/SymbolicDim.h);
+  /// staticShape() is the shape only when every dim is a known size.
   const std::optional<Shape> &shape() const { return shape_; }
+  const Shape *staticShape() const {
+    return shape_ && isStaticShape(*shape_) ? &*shape_ : nullptr;
+  }
   void setShape(std::optional<Shape> &&s) { shape_ = std::move(s); }
   void setShape(const std::optional<Shape> &s) { shape_ = s; }
   DType dtype() const { return dtype_; }

@@ -24,6 +24,8 @@
 #include <llvm/ADT/SmallVector.h>
 #include <llvm/ADT/StringRef.h>
 
+#include "tm/ir/SymbolicDim.h"
+
 namespace tmg {
 
 /// The element type of a tensor; the list is include/tm/ir/DTypes.def.
@@ -131,13 +133,15 @@ template <DType D> inline double toDouble(StorageT<D> v) {
     return double(v);
 }
 
-/// A shape; dimensions are non-negative (size-0 dimensions are allowed).
+/// A shape. A tensor's dimensions are sizes (>= 0; size 0 is allowed); a
+/// graph node's may also be symbolic or unknown (tm/ir/SymbolicDim.h).
 using Shape = llvm::SmallVector<int64_t, 4>;
 
 /// Number of elements of a shape (1 for a scalar shape `()`). Throws
 /// tmg::Error on a negative dimension or overflow.
 int64_t shapeNumel(llvm::ArrayRef<int64_t> shape);
-/// "(3, 4)", "(5,)" and "()" as Python prints a tuple.
+/// "(3, 4)", "(5,)" and "()" as Python prints a tuple (of any ints; a
+/// node's shape with symbolic dims prints with dimsStr, tm/ir/SymbolicDim.h).
 std::string shapeStr(llvm::ArrayRef<int64_t> shape);
 
 /// Where tensor storage comes from on the current thread. By default plain

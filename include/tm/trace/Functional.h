@@ -120,8 +120,11 @@ TM_F_REDUCE(argmax, Argmax)
 TM_F_REDUCE(argmin, Argmin)
 #undef TM_F_REDUCE
 
-inline Var reshape(const Var &x, std::vector<int64_t> shape) {
-  return detail::one(OpKind::Reshape, {{x, Value::ints(shape)}, {}});
+/// A target of ints, or of ints and traced dims (Var::tracedDim) whose
+/// sizes are computed when the traced module runs:
+/// `reshape(x, {x.tracedDim(0), -1})`.
+inline Var reshape(const Var &x, const ShapeArg &shape) {
+  return detail::one(OpKind::Reshape, {{x, shape.value()}, {}});
 }
 inline Var flatten(const Var &x, int64_t start = 0, int64_t end = -1) {
   return detail::one(OpKind::Flatten, {{x, start, end}, {}});
@@ -129,8 +132,8 @@ inline Var flatten(const Var &x, int64_t start = 0, int64_t end = -1) {
 inline Var transpose(const Var &x, std::vector<int64_t> pattern) {
   return detail::one(OpKind::Transpose, {{x, Value::ints(pattern)}, {}});
 }
-inline Var broadcast_to(const Var &x, std::vector<int64_t> shape) {
-  return detail::one(OpKind::BroadcastTo, {{x, Value::ints(shape)}, {}});
+inline Var broadcast_to(const Var &x, const ShapeArg &shape) {
+  return detail::one(OpKind::BroadcastTo, {{x, shape.value()}, {}});
 }
 inline Var expand_dims(const Var &x, int64_t axis) {
   return detail::one(OpKind::ExpandDims, {{x, axis}, {}});

@@ -27,6 +27,7 @@
 namespace tmg {
 
 class Value;
+struct ShapeArg;
 
 /// One item of an index: an int, a slice, `...` or a new axis (None).
 struct Index {
@@ -91,13 +92,23 @@ public:
   DType dtype() const;
   size_t rank() const { return shape().size(); }
   int64_t dim(int64_t i) const;
+  /// The shape as a traced value: `GetVarShape(x)`, an int32 tensor, which
+  /// is what the reference records for `x.shape` with symbolic shapes.
+  /// Ops given it (or tracedDim) compute their sizes when the module runs,
+  /// so the traced module stays generic in those dims.
+  Var tracedShape() const;
+  /// Dim `i` as a traced 0-d value: `tracedShape()[i]` (a __getitem__).
+  Var tracedDim(int64_t i) const;
+  /// The element count as a traced 0-d value: the product of tracedShape().
+  Var tracedNumel() const;
 
   /// The node's name (tracing: `x.name = "result"` of the reference).
   std::string name() const;
   void setName(llvm::StringRef name) const;
 
   // -- Tensor methods: recorded as CallMethod --------------------------------
-  Var reshape(std::vector<int64_t> shape) const;
+  /// Ints, or ints and traced dims: `x.reshape({x.tracedDim(0), -1})`.
+  Var reshape(const ShapeArg &shape) const;
   Var flatten() const;
   Var transpose(std::vector<int64_t> pattern) const;
   Var astype(DType t) const;
@@ -212,6 +223,18 @@ struct Kw {
 inline Kw kw(std::string name, Value v) { return Kw{std::move(name), std::move(v)}; }
 
 /// Positional and keyword arguments of a call.
+/// A shape argument: ints, or ints and traced dims (Var::tracedDim),
+/// whose sizes the traced module computes when it runs.
+struct ShapeArg {
+  ShapeArg(std::initializer_list<Value> items) : items(items) {}
+  ShapeArg(std::vector<Value> v) : items(std::move(v)) {}
+  ShapeArg(const std::vector<int64_t> &v) : items(v.begin(), v.end()) {}
+  ShapeArg(llvm::ArrayRef<int64_t> v) : items(v.begin(), v.end()) {}
+  /// The tuple recorded as the argument.
+  Value value() const { return Value::tuple(items); }
+  std::vector<Value> items;
+};
+
 struct CallArgs {
   std::vector<Value> args;
   std::vector<Kw> kwargs;
