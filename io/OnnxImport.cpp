@@ -538,7 +538,7 @@ void Importer::validateTensors(const onnx::GraphProto &g) {
     auto dt = fromOnnxType(ti.elem);
     if (!ti.shape || !dt)
       continue;
-    auto bytes = checkTensorBytes("graph input '" + in.name() + "'", *ti.shape, *dt,
+    auto bytes = checkTensorBytes("graph input '" + in.name() + "'", knownSizes(*ti.shape), *dt,
                                   limits_);
     if (bytes.failed())
       throw Error(bytes.diagnostic());

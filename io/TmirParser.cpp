@@ -355,10 +355,8 @@ PyVal LineParser::value() {
     expect("(");
     size_t tc = col();
     NodeType t = nodeType();
-    if (t.isModule || !t.dtype || !t.shape)
-      fail("a tensor value needs a dtype and a shape, e.g. float32(3, 4)", tc);
-    if (!isStaticShape(*t.shape))
-      fail(fmt::format("a tensor value needs known sizes, got {}", dim::dimsStr(*t.shape)), tc);
+    if (t.isModule || !t.dtype || !t.shape || !isStaticShape(*t.shape))
+      fail("a tensor value needs a dtype and sizes, e.g. float32(3, 4)", tc);
     v.dtype = t.dtype;
     v.shape = *t.shape;
     v.hasShape = true;
@@ -759,7 +757,7 @@ private:
       n = std::move(mn);
     } else {
       if (t.dtype && t.shape) {
-        auto bytes = checkTensorBytes(fmt::format("node %{} '{}'", id, name), *t.shape,
+        auto bytes = checkTensorBytes(fmt::format("node %{} '{}'", id, name), knownSizes(*t.shape),
                                       *t.dtype, limits_);
         if (bytes.failed())
           p.fail(bytes.diagnostic().message, tc);

@@ -216,9 +216,9 @@ void checkNodeSizes(const TracedModule &m, const SizeLimits &limits,
   SizeLimits limit = limits.resolved();
   auto check = [&](const Node *n, const Expr *e) {
     auto *t = llvm::dyn_cast<TensorNode>(n);
-    if (!t || !t->staticShape() || !t->hasDType())
-      return; // symbolic sizes are checked when values are made
-    auto bytes = checkTensorBytes("node '" + t->name().str() + "'", *t->staticShape(), t->dtype(),
+    if (!t || !t->shape() || !t->hasDType())
+      return; // symbolic dims count as 1 until they have values
+    auto bytes = checkTensorBytes("node '" + t->name().str() + "'", knownSizes(*t->shape()), t->dtype(),
                                   limit);
     if (bytes.failed())
       diags.emplace_back(Location::atExpr(e->id()), bytes.diagnostic().message);

@@ -137,6 +137,15 @@ template <DType D> inline double toDouble(StorageT<D> v) {
 /// graph node's may also be symbolic or unknown (tm/ir/SymbolicDim.h).
 using Shape = llvm::SmallVector<int64_t, 4>;
 
+/// A node shape's sizes with each symbolic or unknown dim taken as 1: what
+/// size limits check before the symbols have values.
+inline Shape knownSizes(llvm::ArrayRef<int64_t> dims) {
+  Shape s;
+  for (int64_t d : dims)
+    s.push_back(d >= 0 ? d : 1);
+  return s;
+}
+
 /// Number of elements of a shape (1 for a scalar shape `()`). Throws
 /// tmg::Error on a negative dimension or overflow.
 int64_t shapeNumel(llvm::ArrayRef<int64_t> shape);
