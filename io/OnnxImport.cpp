@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -35,6 +36,9 @@
 #include "tm/ir/ModuleCheck.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/runtime/Interpreter.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace tmg::io {
 namespace {
@@ -233,6 +237,81 @@ void Importer::loadExternalData() {
   }
 }
 
+namespace {
+
+bool writeAll(int fd, const std::string &s) {
+  for (size_t done = 0; done < s.size();) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+/// ONNX's shape inference trusts the model it is given: ranks and attribute
+/// lengths that disagree (a ConvTranspose weight of rank 2 for a rank-3
+/// input, a `pads` shorter than the kernel, ...) make libonnx read and write
+/// out of bounds. It runs in a child process, whose value_info comes back
+/// through a pipe; a child that fails, dies of a signal or outlives its
+/// alarm gives no ONNX types, as for a model ONNX rejects (tmgraph's own
+/// shape rules then type the graph, and check what they use).
+std::optional<onnx::GraphProto> inferShapesIsolated(onnx::ModelProto &model) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return std::nullopt;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    // The child: the default action for the signals of a crash (not the
+    // sanitizers' or a fuzzer's handlers, which would report the parent's
+    // input as a finding), a time limit, and _exit (no atexit work).
+    ::close(fds[0]);
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM})
+      ::sigaction(sig, &dfl, nullptr);
+    ::alarm(120);
+    int code = 1;
+    try {
+      onnx::shape_inference::InferShapes(model);
+      onnx::GraphProto out;
+      *out.mutable_value_info() = model.graph().value_info();
+      if (writeAll(fds[1], out.SerializeAsString()))
+        code = 0;
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  std::string bytes;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    bytes.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  onnx::GraphProto out;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out.ParseFromString(bytes))
+    return std::nullopt;
+  return out;
+}
+
+} // namespace
+
 void Importer::inferOnnxTypes() {
   constexpr size_t KeepBytes = 4096;
   auto &inits = *model_.mutable_graph()->mutable_initializer();
@@ -242,19 +321,13 @@ void Importer::inferOnnxTypes() {
       held.emplace_back(i, std::string());
       held.back().second.swap(*inits[i].mutable_raw_data());
     }
-  try {
-    onnx::ModelProto copy = model_;
-    for (auto &[i, bytes] : held)
-      inits[i].mutable_raw_data()->swap(bytes);
-    held.clear();
-    onnx::shape_inference::InferShapes(copy);
-    for (const auto &v : copy.graph().value_info())
+  onnx::ModelProto copy = model_;
+  for (auto &[i, bytes] : held)
+    inits[i].mutable_raw_data()->swap(bytes);
+  // Models ONNX cannot type are typed by tmgraph's own rules.
+  if (auto inferred = inferShapesIsolated(copy))
+    for (const auto &v : inferred->value_info())
       onnxTypes_[v.name()] = typeInfoOf(v);
-  } catch (const std::exception &) {
-    // Models ONNX cannot type are typed by tmgraph's own rules.
-    for (auto &[i, bytes] : held)
-      inits[i].mutable_raw_data()->swap(bytes);
-  }
 }
 
 void Importer::applyInputShapes(onnx::GraphProto &g) {

@@ -63,6 +63,11 @@ def onnx_files():
                [helper.make_node("ConstantOfShape", ["size"], ["big"]),
                 helper.make_node("Add", ["big", "x"], ["y"])],
                [float_io("x", [1])], [float_io("y", [2**20, 2**20])], [size])
+    # A ConvTranspose weight of rank 2 for a rank-3 input: ONNX's shape
+    # inference reads past the weight's dims (SIGSEGV inside libonnx).
+    save_model("convtranspose-weight-rank",
+               [helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
+               [float_io("x", [1, 1, 3]), float_io("w", [1, 3])], [float_io("y", [1, 2, 5])])
     save_model("input-terabytes", [helper.make_node("Relu", ["x"], ["y"])],
                [float_io("x", [2**40])], [float_io("y", [2**40])])
 
