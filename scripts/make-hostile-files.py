@@ -68,6 +68,10 @@ def onnx_files():
     save_model("convtranspose-weight-rank",
                [helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
                [float_io("x", [1, 1, 3]), float_io("w", [1, 3])], [float_io("y", [1, 2, 5])])
+    # A DepthToSpace blocksize of 2^32: blocksize^2 wrapped to 0 (SIGFPE).
+    save_model("depth-to-space-blocksize",
+               [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2**32)],
+               [float_io("x", [1, 4, 2, 2])], [float_io("y", [1, 1, 4, 4])])
     save_model("input-terabytes", [helper.make_node("Relu", ["x"], ["y"])],
                [float_io("x", [2**40])], [float_io("y", [2**40])])
 
