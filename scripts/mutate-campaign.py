@@ -358,7 +358,9 @@ def safetensors_mutate(rng, data, others):
         meta = json.loads(header)
     except ValueError:
         return byte_mutate(rng, data, others)
-    keys = [k for k in meta if k != "__metadata__"]
+    if not isinstance(meta, dict):
+        return byte_mutate(rng, data, others)
+    keys = [k for k in meta if k != "__metadata__" and isinstance(meta[k], dict)]
     if not keys:
         return byte_mutate(rng, data, others)
     k = rng.choice(keys)
@@ -369,12 +371,14 @@ def safetensors_mutate(rng, data, others):
     elif r < 0.55:
         e["dtype"] = rng.choice(ST_DTYPES)
     elif r < 0.72:
-        offs = e.get("data_offsets", [0, 0])
+        offs = e.get("data_offsets")
+        if not isinstance(offs, list) or len(offs) != 2:
+            offs = [0, 0]
         j = rng.randrange(2)
         offs[j] = rng.choice([0, 1, 3, len(body), len(body) + 1, 2**32, 2**63 - 1, 2**64 - 1,
                               -1, offs[1 - j]])
         e["data_offsets"] = offs
-    elif r < 0.80:
+    elif r < 0.80 and e:
         del e[rng.choice(list(e))]
     elif r < 0.86:
         del meta[k]
@@ -469,21 +473,24 @@ class Campaign:
 
     def mutate(self, fmt, rng, data, others):
         for _ in range(rng.choice([1, 1, 1, 2, 3])):
-            if fmt == "onnx" and rng.random() < 0.7:
-                m = pb_mutate(rng, data)
-                data = m if m is not None else byte_mutate(rng, data, others)
-            elif fmt == "pb" and rng.random() < 0.7:
-                m = pb_mutate(rng, data)
-                data = m if m is not None else byte_mutate(rng, data, others)
-            elif fmt == "tmir":
-                data = tmir_mutate(rng, data, others)
-            elif fmt == "npy":
-                data = npy_mutate(rng, data, others)
-            elif fmt == "safetensors":
-                data = safetensors_mutate(rng, data, others)
-            else:
+            try:
+                data = self.mutate_once(fmt, rng, data, others)
+            except (ValueError, TypeError, KeyError, IndexError, struct.error):
                 data = byte_mutate(rng, data, others)
         return data
+
+    @staticmethod
+    def mutate_once(fmt, rng, data, others):
+        if fmt in ("onnx", "pb") and rng.random() < 0.7:
+            m = pb_mutate(rng, data)
+            return m if m is not None else byte_mutate(rng, data, others)
+        if fmt == "tmir":
+            return tmir_mutate(rng, data, others)
+        if fmt == "npy":
+            return npy_mutate(rng, data, others)
+        if fmt == "safetensors":
+            return safetensors_mutate(rng, data, others)
+        return byte_mutate(rng, data, others)
 
     def commands(self, fmt, seed, path, d):
         """[(label, argv)] for one mutant written at path."""
@@ -538,11 +545,18 @@ class Campaign:
         return results
 
     def execute(self, argv, cwd):
-        try:
-            p = subprocess.run(argv, cwd=cwd, env=self.env, capture_output=True,
-                               timeout=self.args.timeout, start_new_session=True)
-        except subprocess.TimeoutExpired as e:
-            return "timeout", (e.stderr or b"").decode("utf-8", "replace")
+        for attempt in range(3):
+            try:
+                p = subprocess.run(argv, cwd=cwd, env=self.env, capture_output=True,
+                                   timeout=self.args.timeout, start_new_session=True)
+                break
+            except subprocess.TimeoutExpired as e:
+                return "timeout", (e.stderr or b"").decode("utf-8", "replace")
+            except OSError:
+                # The tool is being relinked: try again.
+                if attempt == 2:
+                    raise
+                time.sleep(5)
         err = p.stderr.decode("utf-8", "replace")
         rc = p.returncode
         if "ERROR: AddressSanitizer" in err or "ERROR: LeakSanitizer" in err:
