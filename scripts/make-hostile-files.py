@@ -72,6 +72,17 @@ def onnx_files():
     save_model("depth-to-space-blocksize",
                [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2**32)],
                [float_io("x", [1, 4, 2, 2])], [float_io("y", [1, 1, 4, 4])])
+    # SAME padding of a Conv with one stride for two spatial axes: the
+    # window arithmetic read strides[1] past the end of the vector.
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 2, 2], [0.5] * 4)
+    save_model("conv-strides-short",
+               [helper.make_node("Conv", ["x", "w"], ["y"], strides=[1], auto_pad="SAME_UPPER")],
+               [float_io("x", [1, 1, 4, 4])], [float_io("y", [1, 1, 4, 4])], [weight])
+    # A MaxPool dilation of 2^62: (kernel - 1) * dilation overflowed int64.
+    save_model("pool-dilation-overflow",
+               [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                 dilations=[2**62, 1], auto_pad="SAME_UPPER")],
+               [float_io("x", [1, 1, 4, 4])], [float_io("y", [1, 1, 4, 4])])
     save_model("input-terabytes", [helper.make_node("Relu", ["x"], ["y"])],
                [float_io("x", [2**40])], [float_io("y", [2**40])])
 
