@@ -116,6 +116,8 @@ TEST_CASE("safetensors: a read file is mapped; its tensors are private views of 
   w.tensors.emplace_back("d", Tensor::fromInts({2}, {5, 6}, DType::Int64));
   w.tensors.emplace_back("odd", Tensor::fromInts({3}, {1, 2, 3}, DType::Int8));
   w.tensors.emplace_back("f", Tensor::fromFloats({2, 2}, {1, 2, 3, 4}));
+  // Unaligned and above 2 MiB: copied into huge-page memory.
+  w.tensors.emplace_back("big", Tensor::randn({3, 200001}, 7));
   REQUIRE(writeSafetensors(path, w).succeeded());
   auto bytes = [&] {
     std::ifstream f(path, std::ios::binary);
@@ -138,6 +140,7 @@ TEST_CASE("safetensors: a read file is mapped; its tensors are private views of 
   REQUIRE(writeSafetensors(path, w).succeeded());
   std::filesystem::remove_all(dir);
   CHECK(r->find("odd")->bitwiseEqual(*w.find("odd")));
+  CHECK(r->find("big")->bitwiseEqual(*w.find("big")));
   CHECK(d.at(0) == 9);
   CHECK(d.at(1) == 6);
   CHECK(f.at(3) == 4);
