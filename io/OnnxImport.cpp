@@ -18,19 +18,12 @@
 #include "onnx/Import.h"
 
 #include <algorithm>
-#include <cerrno>
-#include <climits>
-#include <cstring>
-#include <fstream>
+#include <cstdint>
 #include <map>
 #include <optional>
 #include <set>
 #include <unordered_map>
 
-#include <fcntl.h>
-#include <unistd.h>
-
-#include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <llvm/ADT/DenseSet.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
@@ -211,7 +204,13 @@ void Importer::loadExternalData() {
         number(length);
     }
     if (inlined) {
-      // raw_data left in the mapped model file (mapInlineData).
+      // raw_data left in the mapped model file (mapInlineData). The range
+      // is checked all the same: a file may carry this key itself.
+      if (length < 0 || offset > int64_t(self_->size()) ||
+          length > int64_t(self_->size()) - offset)
+        raise("{}: its data ({} bytes at offset {}) lies beyond the end of the model file ({} "
+              "bytes)",
+              what, length, offset, self_->size());
       auto dt = fromOnnxType(t.data_type());
       Shape shape(t.dims().begin(), t.dims().end());
       std::optional<int64_t> want = dt ? checkedByteSize(shape, dtypeSize(*dt)) : std::nullopt;

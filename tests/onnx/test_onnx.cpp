@@ -504,6 +504,15 @@ TEST_CASE("import: bad external data names the initializer and the file", "[onnx
   em.external(0, {{"location", "."}});
   CHECK_THAT(error(em), Contains("initializer 'w': its external data file '") &&
                             Contains("not a regular file"));
+
+  // The key by which the importer marks raw_data left in the mapped model
+  // file, written into a file by hand, is range-checked like the rest.
+  ExternalModel own("inline");
+  own.b.g->mutable_initializer(0)->set_raw_data(
+      std::string(reinterpret_cast<const char *>(own.w.data()), own.w.size() * 4));
+  own.external(1, {{"tmgraph.inline_raw_data", "1"}, {"offset", "99999"}, {"length", "4"}});
+  CHECK_THAT(error(own), Contains("initializer 's': its data (4 bytes at offset 99999) lies "
+                                  "beyond the end of the model file"));
 }
 
 TEST_CASE("export: external data round trip, over the very files imported",
