@@ -184,6 +184,26 @@ TEST_CASE("insert after an expr: a node produced later moves the new exprs after
   checkVerified(*c.tm);
 }
 
+TEST_CASE("insert after an expr: a module node counts as a producer too",
+          "[trace][modification]") {
+  // Calling the existing `nothing` node (%8, after conv) on conv1_out: the
+  // call goes after %8, not before it (the reference counts tensor nodes
+  // only and would place it before its GetAttr; see differences.md).
+  Init<MyBlock> c;
+  InternalGraph &g = c.tm->graph();
+  Expr *conv = g.getExprById({3}).asUnique();
+  Node *nothing = g.getExprById({8}).asUnique()->output(0);
+  Var y;
+  {
+    auto scope = insertExprs(g, conv);
+    y = ModuleRef(nothing)(Var(conv->output(0)));
+  }
+  REQUIRE(y.node()->expr()->graph() == &g);
+  CHECK(nothing->expr()->isBefore(y.node()->expr()));
+  CHECK(y.node()->expr()->nextInGraph() == g.getExprById({9}).asUnique());
+  checkVerified(*c.tm);
+}
+
 TEST_CASE("insert without an expr: at the start of the body, or after the last producer used",
           "[trace][modification]") {
   // _InsertExprs.__exit__ without an expr: index max(0, last producer + 1),
