@@ -8,6 +8,8 @@
 // InferenceSession uses all graph optimisations and N intra-op threads, sequential
 // execution; the input is bound to the model's first input. Prints one line:
 //   ort load=<ms> ms min=<ms> ms median=<ms> ms
+// With --repeat 0 it only creates the session (bench/vs-ort-load.sh):
+//   ort load=<ms> ms rss=<peak RSS of the process> MiB
 'use strict';
 const fs = require('fs');
 const ort = require('onnxruntime-node');
@@ -46,6 +48,11 @@ async function main() {
     graphOptimizationLevel: 'all', intraOpNumThreads: threads, interOpNumThreads: 1,
     executionMode: 'sequential' });
   const load = Number(process.hrtime.bigint() - t0) / 1e6;
+  if (repeat === 0) { // load only: the session's creation time and the peak RSS so far
+    const rss = process.resourceUsage().maxRSS / 1024;
+    console.log(`ort load=${load.toFixed(1)} ms rss=${rss.toFixed(1)} MiB`);
+    return;
+  }
   const feeds = { [runner.inputNames[0]]: readNpy(input) };
   for (let i = 0; i < warmup; ++i) await runner.run(feeds);
   const ms = [];

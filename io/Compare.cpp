@@ -57,6 +57,10 @@ struct Comparer {
         if (!modules(*x.module, *y.module, ap))
           return false;
         break;
+      case ModuleAttr::Kind::Alias:
+        if (x.target != y.target)
+          return fail(fmt::format("{}: alias of '{}' vs '{}'", ap, x.target, y.target));
+        break;
       }
     }
     auto *ta = llvm::dyn_cast<TracedModule>(&a);

@@ -138,6 +138,23 @@ Tensor tensorFromProto(const TensorProto &p, const SizeLimits &limits) {
   return t;
 }
 
+Tensor takeTensorFromProto(TensorProto &p, const SizeLimits &limits) {
+  // Below a page the copy costs less than the bookkeeping.
+  constexpr size_t MoveBytes = 4096;
+  if (!p.has_raw_data() || p.raw_data().size() < MoveBytes)
+    return tensorFromProto(p, limits);
+  validateTensorProto(p, "tensor '" + p.name() + "'", limits);
+  DType dt = *fromOnnxType(p.data_type());
+  // malloc aligns a buffer this large to 16 bytes, more than any element
+  // needs; a moved std::string keeps its buffer.
+  if (reinterpret_cast<uintptr_t>(p.raw_data().data()) % dtypeSize(dt))
+    return tensorFromProto(p, limits);
+  auto bytes = std::make_shared<std::string>(std::move(*p.mutable_raw_data()));
+  p.clear_raw_data();
+  Shape shape(p.dims().begin(), p.dims().end());
+  return Tensor::fromExternal(shape, dt, bytes->data(), bytes);
+}
+
 void tensorToProto(const Tensor &t, TensorProto &p) {
   p.set_data_type(toOnnxType(t.dtype()));
   for (int64_t d : t.shape())

@@ -25,6 +25,9 @@ int64_t validateTensorProto(const onnx::TensorProto &p, const std::string &what,
                             const SizeLimits &limits);
 /// Tensor of a TensorProto (raw_data or typed fields), validated first.
 Tensor tensorFromProto(const onnx::TensorProto &p, const SizeLimits &limits = {});
+/// Tensor of a TensorProto, validated first, that takes over the buffer of
+/// a large raw_data instead of copying it (p's raw_data is left empty).
+Tensor takeTensorFromProto(onnx::TensorProto &p, const SizeLimits &limits = {});
 void tensorToProto(const Tensor &t, onnx::TensorProto &p);
 
 /// Parses serialized bytes; throws tmg::Error naming `what` when they are

@@ -19,6 +19,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -434,11 +435,14 @@ int64_t initializerBytes(const onnx::ModelProto &model) {
 }
 
 /// Moves the bytes of the initializers of at least `minBytes` into the
-/// file `dir/location`, each at a 64-byte aligned offset.
+/// file `dir/location`, each at a 64-byte aligned offset. The file is
+/// written beside and renamed over the old one at the end: the tensors
+/// written may be views of the old file's mapping (a model imported from
+/// this very file), which must not change under them.
 void writeExternalData(onnx::ModelProto &model, const std::string &dir,
                        const std::string &location, int64_t minBytes) {
-  std::string path = dir + "/" + location;
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  std::string path = dir + "/" + location, tmp = path + ".tmp";
+  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
   if (!f)
     raise("cannot write the external data file '{}': {}", path, std::strerror(errno));
   int64_t offset = 0;
@@ -463,8 +467,17 @@ void writeExternalData(onnx::ModelProto &model, const std::string &dir,
     t.set_data_location(onnx::TensorProto::EXTERNAL);
     std::string().swap(*t.mutable_raw_data());
   }
-  if (!f.flush())
+  if (!f.flush()) {
+    f.close();
+    std::remove(tmp.c_str());
     raise("write error in '{}'", path);
+  }
+  f.close();
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    int err = errno;
+    std::remove(tmp.c_str());
+    raise("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
+  }
 }
 
 } // namespace

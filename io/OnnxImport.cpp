@@ -19,6 +19,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -30,11 +32,15 @@
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include "tm/io/MappedFile.h"
 #include "tm/ir/Builder.h"
 #include "tm/ir/IR.h"
 #include "tm/ir/ModuleCheck.h"
 #include "tm/ir/NameSpace.h"
 #include "tm/runtime/Interpreter.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace tmg::io {
 namespace {
@@ -46,6 +52,10 @@ using onnx::NodeProto;
 /// Known values up to this many elements (summed over a node's inputs) are
 /// folded at import time.
 constexpr int64_t FoldLimit = 1 << 16;
+
+/// The external_data key by which importOnnx marks an initializer whose
+/// raw_data was left in the mapped model file (mapInlineData).
+constexpr const char *InlineKey = "tmgraph.inline_raw_data";
 
 std::string sanitizeIdent(const std::string &s, const char *fallback) {
   std::string out;
@@ -115,6 +125,9 @@ public:
   /// that the weights are held once, not twice.
   Importer(onnx::ModelProto &m, std::string file, const OnnxImportOptions &o)
       : model_(m), file_(std::move(file)), opts_(o) {}
+  /// The mapped model file, whose initializers' raw_data the model names
+  /// as external data of key InlineKey (see mapInlineData).
+  void setSelf(std::shared_ptr<MappedFile> self) { self_ = std::move(self); }
 
   OnnxModel run();
 
@@ -157,10 +170,15 @@ private:
   std::map<std::string, std::string> symbolicInputs_;
 
   void applyInputShapes(onnx::GraphProto &g);
-  /// Reads the bytes of initializers stored as external data into their
-  /// raw_data (checked: a relative location inside the model's directory,
-  /// offset and length inside the file, the length the dims ask for).
+  /// Maps the files of initializers stored as external data (checked: a
+  /// relative location inside the model's directory, offset and length
+  /// inside the file, the length the dims ask for). Large tensors become
+  /// views of the mapping in external_; small ones (a Reshape's shape) are
+  /// read into their raw_data for ONNX's shape inference.
   void loadExternalData();
+  /// Initializers read by loadExternalData, by index.
+  std::unordered_map<int, Tensor> external_;
+  std::shared_ptr<MappedFile> self_;
   /// Types of the graph's values from ONNX's shape inference, run on a copy
   /// of the model without the bytes of its large initializers (their types
   /// and shapes are what inference needs; small ones, such as a Reshape's
@@ -189,13 +207,19 @@ static std::string dimsText(const onnx::ValueInfoProto &v) {
 /// Writes OnnxImportOptions::inputShapes into the graph's input types (so
 /// that ONNX's shape inference sees them too), checking rank and fixed dims.
 void Importer::loadExternalData() {
-  for (auto &t : *model_.mutable_graph()->mutable_initializer()) {
+  constexpr int64_t ReadBytes = 4096;
+  std::map<std::string, std::shared_ptr<MappedFile>> files;
+  auto &inits = *model_.mutable_graph()->mutable_initializer();
+  for (int i = 0; i < inits.size(); ++i) {
+    onnx::TensorProto &t = inits[i];
     if (t.data_location() != onnx::TensorProto::EXTERNAL)
       continue;
     std::string what = "initializer '" + t.name() + "'";
     std::string location;
     int64_t offset = 0, length = -1;
+    bool inlined = false;
     for (const auto &kv : t.external_data()) {
+      inlined |= kv.key() == InlineKey && self_;
       auto number = [&](int64_t &out) {
         if (llvm::StringRef(kv.value()).getAsInteger(10, out) || out < 0)
           raise("{}: external data {} '{}' is not a non-negative integer", what, kv.key(),
@@ -207,6 +231,33 @@ void Importer::loadExternalData() {
         number(offset);
       else if (kv.key() == "length")
         number(length);
+    }
+    if (inlined) {
+      // raw_data left in the mapped model file (mapInlineData). The range
+      // is checked all the same: a file may carry this key itself.
+      if (length < 0 || offset > int64_t(self_->size()) ||
+          length > int64_t(self_->size()) - offset)
+        raise("{}: its data ({} bytes at offset {}) lies beyond the end of the model file ({} "
+              "bytes)",
+              what, length, offset, self_->size());
+      auto dt = fromOnnxType(t.data_type());
+      Shape shape(t.dims().begin(), t.dims().end());
+      std::optional<int64_t> want = dt ? checkedByteSize(shape, dtypeSize(*dt)) : std::nullopt;
+      if (dt && (!want || *want != length))
+        raise("{}: tensor '{}' of shape {} ({}) has {} raw bytes, expected {}", what, t.name(),
+              shapeStr(shape), onnxTypeName(t.data_type()), length,
+              want ? fmt::to_string(*want) : std::string("more than 2^63"));
+      if (dt) {
+        auto ok = checkTensorBytes(what, shape, *dt, limits_);
+        if (ok.failed())
+          throw Error(ok.diagnostic());
+        external_[i] = MappedFile::tensor(self_, uint64_t(offset), shape, *dt);
+      } else {
+        t.set_raw_data(self_->bytes().data() + offset, size_t(length));
+      }
+      t.clear_external_data();
+      t.set_data_location(onnx::TensorProto::DEFAULT);
+      continue;
     }
     if (location.empty())
       raise("{}: external data without a location", what);
@@ -221,10 +272,14 @@ void Importer::loadExternalData() {
             "directory",
             what, location);
     std::string path = opts_.externalDataDir + "/" + location;
-    std::ifstream f(path, std::ios::binary | std::ios::ate);
-    if (!f)
-      raise("{}: cannot open its external data file '{}': {}", what, path, std::strerror(errno));
-    int64_t size = int64_t(f.tellg());
+    std::shared_ptr<MappedFile> &file = files[path];
+    if (!file) {
+      auto mapped = MappedFile::open(path);
+      if (mapped.failed())
+        raise("{}: its external data file '{}': {}", what, path, mapped.diagnostic().message);
+      file = *mapped;
+    }
+    int64_t size = int64_t(file->size());
     if (length < 0)
       length = size - offset;
     if (offset > size || length > size - offset)
@@ -245,15 +300,89 @@ void Importer::loadExternalData() {
       if (ok.failed())
         throw Error(ok.diagnostic());
     }
-    std::string *raw = t.mutable_raw_data();
-    raw->resize(size_t(length));
-    f.seekg(offset);
-    if (!f.read(raw->data(), length))
-      raise("{}: read error in '{}'", what, path);
+    if (dt && want && length > ReadBytes)
+      external_[i] = MappedFile::tensor(file, uint64_t(offset), shape, *dt);
+    else
+      t.set_raw_data(file->bytes().data() + offset, size_t(length));
     t.clear_external_data();
     t.set_data_location(onnx::TensorProto::DEFAULT);
   }
 }
+
+namespace {
+
+bool writeAll(int fd, const std::string &s) {
+  for (size_t done = 0; done < s.size();) {
+    ssize_t n = ::write(fd, s.data() + done, s.size() - done);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      return false;
+    done += size_t(n);
+  }
+  return true;
+}
+
+/// ONNX's shape inference trusts the model it is given: ranks and attribute
+/// lengths that disagree (a ConvTranspose weight of rank 2 for a rank-3
+/// input, a `pads` shorter than the kernel, ...) make libonnx read and write
+/// out of bounds. It runs in a child process, whose value_info comes back
+/// through a pipe; a child that fails, dies of a signal or outlives its
+/// alarm gives no ONNX types, as for a model ONNX rejects (tmgraph's own
+/// shape rules then type the graph, and check what they use).
+std::optional<onnx::GraphProto> inferShapesIsolated(onnx::ModelProto &model) {
+  int fds[2];
+  if (::pipe(fds) != 0)
+    return std::nullopt;
+  pid_t pid = ::fork();
+  if (pid < 0) {
+    ::close(fds[0]);
+    ::close(fds[1]);
+    return std::nullopt;
+  }
+  if (pid == 0) {
+    // The child: the default action for the signals of a crash (not the
+    // sanitizers' or a fuzzer's handlers, which would report the parent's
+    // input as a finding), a time limit, and _exit (no atexit work).
+    ::close(fds[0]);
+    struct sigaction dfl = {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGSEGV, SIGBUS, SIGABRT, SIGFPE, SIGILL, SIGALRM})
+      ::sigaction(sig, &dfl, nullptr);
+    ::alarm(120);
+    int code = 1;
+    try {
+      onnx::shape_inference::InferShapes(model);
+      onnx::GraphProto out;
+      *out.mutable_value_info() = model.graph().value_info();
+      if (writeAll(fds[1], out.SerializeAsString()))
+        code = 0;
+    } catch (...) {
+    }
+    ::_exit(code);
+  }
+  ::close(fds[1]);
+  std::string bytes;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = ::read(fds[0], buf, sizeof buf);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n <= 0)
+      break;
+    bytes.append(buf, size_t(n));
+  }
+  ::close(fds[0]);
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  onnx::GraphProto out;
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || !out.ParseFromString(bytes))
+    return std::nullopt;
+  return out;
+}
+
+} // namespace
 
 void Importer::inferOnnxTypes() {
   constexpr size_t KeepBytes = 4096;
@@ -264,19 +393,13 @@ void Importer::inferOnnxTypes() {
       held.emplace_back(i, std::string());
       held.back().second.swap(*inits[i].mutable_raw_data());
     }
-  try {
-    onnx::ModelProto copy = model_;
-    for (auto &[i, bytes] : held)
-      inits[i].mutable_raw_data()->swap(bytes);
-    held.clear();
-    onnx::shape_inference::InferShapes(copy);
-    for (const auto &v : copy.graph().value_info())
+  onnx::ModelProto copy = model_;
+  for (auto &[i, bytes] : held)
+    inits[i].mutable_raw_data()->swap(bytes);
+  // Models ONNX cannot type are typed by tmgraph's own rules.
+  if (auto inferred = inferShapesIsolated(copy))
+    for (const auto &v : inferred->value_info())
       onnxTypes_[v.name()] = typeInfoOf(v);
-  } catch (const std::exception &) {
-    // Models ONNX cannot type are typed by tmgraph's own rules.
-    for (auto &[i, bytes] : held)
-      inits[i].mutable_raw_data()->swap(bytes);
-  }
 }
 
 void Importer::applyInputShapes(onnx::GraphProto &g) {
@@ -514,8 +637,16 @@ void Importer::validateTensors(const onnx::GraphProto &g) {
     if (auto r = budget.add(where, bytes); r.failed())
       throw Error(r.diagnostic());
   };
-  for (const auto &init : g.initializer())
-    check(init, "initializer '" + init.name() + "'");
+  for (int i = 0; i < g.initializer_size(); ++i) {
+    const onnx::TensorProto &init = g.initializer(i);
+    std::string where = "initializer '" + init.name() + "'";
+    if (auto it = external_.find(i); it != external_.end()) {
+      if (auto r = budget.add(where, int64_t(it->second.nbytes())); r.failed())
+        throw Error(r.diagnostic());
+      continue;
+    }
+    check(init, where);
+  }
   int64_t index = -1;
   for (const auto &n : g.node()) {
     ++index;
@@ -615,13 +746,20 @@ OnnxModel Importer::run() {
     paramNames.emplace_back(Scalar(name), TreeDef::constant(Scalar(orig)));
     vals[orig] = std::move(v);
   };
-  for (auto &init : *model_.mutable_graph()->mutable_initializer()) {
+  auto &inits = *model_.mutable_graph()->mutable_initializer();
+  for (int i = 0; i < inits.size(); ++i) {
+    onnx::TensorProto &init = inits[i];
+    if (auto it = external_.find(i); it != external_.end()) {
+      addParam(init.name(), std::move(it->second));
+      external_.erase(it);
+      continue;
+    }
     try {
-      addParam(init.name(), tensorFromProto(init, limits_));
+      // The tensor takes the parsed bytes over: they are held once.
+      addParam(init.name(), takeTensorFromProto(init, limits_));
     } catch (const Error &e) {
       raise("initializer '{}': {}", init.name(), e.diagnostic().message);
     }
-    // The bytes are in the tensor now: give the proto's copy back.
     std::string().swap(*init.mutable_raw_data());
   }
   std::vector<InputSpec> specs;
@@ -849,11 +987,145 @@ FailureOr<std::vector<std::string>> onnxModelOps(const std::string &path) {
 
 namespace {
 
+/// The protobuf wire format, as far as mapInlineData reads it.
+struct WireReader {
+  const char *p, *end;
+  bool varint(uint64_t &v) {
+    v = 0;
+    for (int shift = 0; shift < 64 && p < end; shift += 7) {
+      uint8_t c = uint8_t(*p++);
+      v |= uint64_t(c & 0x7f) << shift;
+      if (!(c & 0x80))
+        return true;
+    }
+    return false;
+  }
+  /// One field: its number, wire type and (for LEN fields) payload; false
+  /// at the end or on bytes that are not the wire format.
+  bool field(uint32_t &number, uint32_t &type, llvm::StringRef &payload, const char *&start) {
+    start = p;
+    uint64_t key, v;
+    if (p >= end || !varint(key))
+      return false;
+    number = uint32_t(key >> 3);
+    type = uint32_t(key & 7);
+    const char *at = p;
+    switch (type) {
+    case 0: if (!varint(v)) return false; break;
+    case 1: if (end - p < 8) return false; p += 8; break;
+    case 5: if (end - p < 4) return false; p += 4; break;
+    case 2:
+      if (!varint(v) || v > uint64_t(end - p))
+        return false;
+      at = p;
+      p += v;
+      break;
+    default: return false; // groups: not in ONNX
+    }
+    payload = llvm::StringRef(at, size_t(p - at));
+    return true;
+  }
+};
+
+void putVarint(std::string &out, uint64_t v) {
+  while (v >= 0x80) {
+    out += char(v | 0x80);
+    v >>= 7;
+  }
+  out += char(v);
+}
+
+void putLen(std::string &out, uint32_t number, llvm::StringRef payload) {
+  putVarint(out, uint64_t(number) << 3 | 2);
+  putVarint(out, payload.size());
+  out += payload;
+}
+
+/// An initializer (TensorProto) without its raw_data (field 9) when that
+/// holds at least MinBytes: it names the bytes as external data of key
+/// InlineKey instead (offset from `base`, length). Copied as it is
+/// otherwise, and when it has external data of its own.
+bool unrawTensor(llvm::StringRef t, const char *base, std::string &out) {
+  constexpr size_t MinBytes = 4096;
+  WireReader r{t.data(), t.data() + t.size()};
+  uint32_t n, type;
+  llvm::StringRef payload, raw;
+  const char *start;
+  int raws = 0;
+  while (r.field(n, type, payload, start)) {
+    if (n == 13 || n == 14) // external_data, data_location
+      return false;
+    if (n == 9 && type == 2) {
+      raw = payload;
+      ++raws;
+    }
+  }
+  if (r.p != r.end || raws != 1 || raw.size() < MinBytes)
+    return false;
+  r.p = t.data();
+  std::string body;
+  while (r.field(n, type, payload, start))
+    if (!(n == 9 && type == 2))
+      body.append(start, size_t(r.p - start));
+  auto entry = [&](const char *key, const std::string &value) {
+    std::string kv;
+    putLen(kv, 1, key);
+    putLen(kv, 2, value);
+    putLen(body, 13, kv);
+  };
+  entry(InlineKey, "1");
+  entry("offset", std::to_string(raw.data() - base));
+  entry("length", std::to_string(raw.size()));
+  putVarint(body, 14 << 3 | 0);
+  putVarint(body, onnx::TensorProto::EXTERNAL);
+  putLen(out, 5, body);
+  return true;
+}
+
+/// The serialized model `bytes` without the raw_data of its graph's large
+/// initializers, which name it as external data of key InlineKey (the
+/// offset of the bytes in `bytes`) instead: parsing the result costs no
+/// copy of the weights. nullopt when no initializer changes, or when the
+/// bytes are not the wire format (the parser then reports them).
+std::optional<std::string> mapInlineData(llvm::StringRef bytes) {
+  std::string out;
+  bool changed = false;
+  WireReader model{bytes.data(), bytes.data() + bytes.size()};
+  uint32_t n, type;
+  llvm::StringRef payload;
+  const char *start;
+  while (model.field(n, type, payload, start)) {
+    if (n != 7 || type != 2) { // ModelProto.graph
+      out.append(start, size_t(model.p - start));
+      continue;
+    }
+    std::string graph;
+    WireReader g{payload.data(), payload.data() + payload.size()};
+    uint32_t gn, gtype;
+    llvm::StringRef gp;
+    const char *gstart;
+    while (g.field(gn, gtype, gp, gstart)) {
+      bool done = gn == 5 && gtype == 2 && unrawTensor(gp, bytes.data(), graph); // initializer
+      changed |= done;
+      if (!done)
+        graph.append(gstart, size_t(g.p - gstart));
+    }
+    if (g.p != g.end)
+      return std::nullopt;
+    putLen(out, 7, graph);
+  }
+  if (model.p != model.end || !changed)
+    return std::nullopt;
+  return out;
+}
+
 /// Imports the parsed `m` (consumed), naming `name` in errors.
 FailureOr<OnnxModel> importModel(onnx::ModelProto &m, const std::string &name,
-                                 const OnnxImportOptions &opts) {
+                                 const OnnxImportOptions &opts,
+                                 std::shared_ptr<MappedFile> self = nullptr) {
   try {
     Importer im(m, name, opts);
+    im.setSelf(std::move(self));
     return im.run();
   } catch (const Error &e) {
     Diagnostic d = e.diagnostic();
@@ -879,25 +1151,26 @@ FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string
 }
 
 FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions &opts) {
-  // Parsed from the file as it is read: the weights are not held as file
-  // bytes besides the parsed model.
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Diagnostic(Location::inFile(path),
-                      fmt::format("cannot open file: {}", std::strerror(errno)));
-  onnx::ModelProto m;
-  if (!m.ParseFromIstream(&f)) {
-    if (f.bad())
-      return Diagnostic(Location::inFile(path), "read error");
-    return Diagnostic(Location::inFile(path),
-                      fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)", path));
-  }
+  // The file is mapped, and only what is not the initializers' bytes is
+  // parsed: their raw_data stays in the mapping, where the tensors view it
+  // (or copy it from, when not aligned to the element size).
+  auto file = MappedFile::open(path);
+  if (file.failed())
+    return file.diagnostic();
   OnnxImportOptions o = opts;
   if (o.externalDataDir.empty()) {
     size_t slash = path.rfind('/');
     o.externalDataDir = slash == std::string::npos ? "." : path.substr(0, slash);
   }
-  return importModel(m, path, o);
+  llvm::StringRef bytes = (*file)->bytes();
+  onnx::ModelProto m;
+  std::optional<std::string> skeleton = mapInlineData(bytes);
+  bool parsed = skeleton ? m.ParseFromString(*skeleton)
+                         : m.ParseFromArray(bytes.data(), int(std::min<size_t>(bytes.size(), INT32_MAX)));
+  if (!parsed || bytes.size() > size_t(INT32_MAX))
+    return Diagnostic(Location::inFile(path),
+                      fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)", path));
+  return importModel(m, path, o, skeleton ? *file : nullptr);
 }
 
 } // namespace tmg::io

@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tm/io/MappedFile.h"
 #include "tm/ir/CheckedSize.h"
 
 namespace tmg {
@@ -55,8 +56,10 @@ static Diagnostic at(llvm::StringRef file, int64_t byte, std::string msg) {
   return Diagnostic(l, std::move(msg));
 }
 
-FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
-                                       llvm::StringRef file) {
+/// Parses `bytes`; the tensors are views of `map` (which holds `bytes`)
+/// where aligned, else copies.
+static FailureOr<WeightFile> parse(llvm::StringRef bytes, llvm::StringRef file,
+                                   const std::shared_ptr<MappedFile> &map) {
   if (bytes.size() < 8)
     return at(file, 0, fmt::format("truncated safetensors file: {} bytes, "
                                    "the header length alone needs 8",
@@ -143,9 +146,14 @@ FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
                             "offsets span {}",
                             name, dtypeName(*dt).str(), shapeStr(shape), want,
                             e - b));
-    Tensor t = Tensor::empty(shape, *dt);
-    if (want)
-      std::memcpy(t.rawData(), bytes.data() + dataStart + b, want);
+    Tensor t;
+    if (map) {
+      t = MappedFile::tensor(map, dataStart + b, shape, *dt);
+    } else {
+      t = Tensor::empty(shape, *dt);
+      if (want)
+        std::memcpy(t.rawData(), bytes.data() + dataStart + b, want);
+    }
     spans.push_back({b, e, name});
     w.tensors.emplace_back(name, std::move(t));
   }
@@ -166,6 +174,10 @@ FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
                      return begins[x.first] < begins[y.first];
                    });
   return w;
+}
+
+FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes, llvm::StringRef file) {
+  return parse(bytes, file, nullptr);
 }
 
 FailureOr<std::string> readFileBytes(const std::string &path) {
@@ -201,13 +213,16 @@ FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes) {
 }
 
 FailureOr<WeightFile> readSafetensors(const std::string &path) {
-  auto bytes = readFileBytes(path);
-  if (bytes.failed())
-    return bytes.diagnostic();
-  return parseSafetensors(*bytes, path);
+  // Mapped, not read: the tensors are views of the file's pages.
+  auto map = MappedFile::open(path);
+  if (map.failed())
+    return map.diagnostic();
+  return parse((*map)->bytes(), path, *map);
 }
 
-FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
+/// The 8-byte length and the JSON header (padded with spaces so that the
+/// data starts 8-byte aligned); `dataBytes` gets the data section's size.
+static FailureOr<std::string> headerOf(const WeightFile &w, uint64_t &dataBytes) {
   nlohmann::ordered_json h = nlohmann::ordered_json::object();
   if (!w.metadata.empty()) {
     nlohmann::ordered_json m = nlohmann::ordered_json::object();
@@ -233,11 +248,21 @@ FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
   while ((8 + header.size()) % 8)
     header += ' ';
   std::string out;
-  out.reserve(8 + header.size() + off);
   uint64_t n = header.size();
   for (int i = 0; i < 8; ++i)
     out += char((n >> (8 * i)) & 0xff);
   out += header;
+  dataBytes = off;
+  return out;
+}
+
+FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
+  uint64_t dataBytes = 0;
+  auto header = headerOf(w, dataBytes);
+  if (header.failed())
+    return header.diagnostic();
+  std::string out = std::move(*header);
+  out.reserve(out.size() + dataBytes);
   for (const auto &[name, t] : w.tensors) {
     Tensor dense = t.contiguous(); // views are written dense
     out.append(static_cast<const char *>(dense.rawData()), dense.nbytes());
@@ -246,13 +271,39 @@ FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
 }
 
 FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w) {
-  auto bytes = serializeSafetensors(w);
-  if (bytes.failed()) {
-    Diagnostic d = bytes.diagnostic();
+  // Written tensor by tensor: the weights are not serialized to memory
+  // first. As writeFileBytes, through a temporary file renamed at the end.
+  uint64_t dataBytes = 0;
+  auto header = headerOf(w, dataBytes);
+  if (header.failed()) {
+    Diagnostic d = header.diagnostic();
     d.loc.file = path;
     return d;
   }
-  return writeFileBytes(path, *bytes);
+  std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out)
+      return Diagnostic(Location::inFile(path),
+                        fmt::format("cannot write file: {}", std::strerror(errno)));
+    out.write(header->data(), std::streamsize(header->size()));
+    for (const auto &[name, t] : w.tensors) {
+      Tensor dense = t.contiguous(); // views are written dense
+      out.write(static_cast<const char *>(dense.rawData()), std::streamsize(dense.nbytes()));
+    }
+    if (!out.flush()) {
+      out.close();
+      std::remove(tmp.c_str());
+      return Diagnostic(Location::inFile(path), "write error");
+    }
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    Diagnostic d(Location::inFile(path),
+                 fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
+    std::remove(tmp.c_str());
+    return d;
+  }
+  return {};
 }
 
 } // namespace tmg

@@ -692,6 +692,22 @@ private:
       std::string name = p.ident();
       p.expect("=");
       size_t c = p.col();
+      if (p.eat("alias ")) { // `b = alias a`: submodule a under a second name
+        p.skipWs();
+        size_t tc = p.col();
+        std::string target = p.ident();
+        endOfLine(p);
+        if (m.hasAttr(name))
+          p.fail(fmt::format("duplicate attribute '{}'", name), c);
+        if (!m.module(target))
+          p.fail(fmt::format("alias '{}' names '{}', which is not a submodule declared "
+                             "before it",
+                             name, target),
+                 tc);
+        m.registerModuleAlias(name, target);
+        ++cur_;
+        continue;
+      }
       // A submodule block: `name = Type kind [name='x'] {`: a capitalised
       // word that is not a Python constant.
       llvm::StringRef after = p.rest().ltrim();

@@ -277,6 +277,7 @@ private:
         tensorValue("buffer", a.tensor, keyPrefix + a.name);
         break;
       case ModuleAttr::Kind::Submodule:
+      case ModuleAttr::Kind::Alias:
         raise("module constant '{}' has a submodule '{}': not supported in "
               ".tmir",
               m.typeName().str(), a.name);
@@ -322,6 +323,11 @@ private:
         out_ += "}\n";
         break;
       }
+      case ModuleAttr::Kind::Alias: // one module, written once
+        out_ += "alias ";
+        out_ += a.target;
+        out_ += '\n';
+        break;
       }
     }
     if (auto *t = llvm::dyn_cast<TracedModule>(&m))

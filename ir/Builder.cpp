@@ -128,16 +128,16 @@ Node *GraphBuilder::getAttr(Node *base, llvm::StringRef attr) {
   }
   Module *holder = owner->resolveModule(path);
   const ModuleAttr *a = holder ? holder->attr(last) : nullptr;
-  if (!a || a->kind == ModuleAttr::Kind::Value)
+  if (!a || a->kind == ModuleAttr::Kind::Value ||
+      (a->kind == ModuleAttr::Kind::Alias && !holder->module(last)))
     raise("module '{}' has no {}attribute '{}'", owner->typeName().str(),
           a ? "module or tensor " : "", attr.str());
   auto *e = g_->create<GetAttr>(attr.str());
   e->addInput(mn);
-  if (a->kind == ModuleAttr::Kind::Submodule) {
+  if (Module *sub = holder->module(last)) { // a submodule, or an alias of one
     ModuleNode *out = g_->newModuleOutput(*e);
-    out->setOwner(a->module.get());
-    out->setModuleType(a->module->isBuiltin() ? a->module->type()
-                                              : moduleBaseType());
+    out->setOwner(sub);
+    out->setModuleType(sub->isBuiltin() ? sub->type() : moduleBaseType());
   } else {
     TensorNode *out = g_->newTensorOutput(*e);
     out->setShape(Shape(a->tensor.shape().begin(), a->tensor.shape().end()));

@@ -140,10 +140,13 @@ ModuleAttr &Module::upsert(llvm::StringRef name, ModuleAttr::Kind kind) {
     ModuleAttr &a = attrs_[it->second];
     if (a.module)
       a.module->parent_ = nullptr;
+    if (a.kind == ModuleAttr::Kind::Submodule && kind != ModuleAttr::Kind::Submodule)
+      checkNotAliased(name);
     a.kind = kind;
     a.tensor = Tensor();
     a.module.reset();
     a.value = TreeDef();
+    a.target.clear();
     return a;
   }
   index_[name] = attrs_.size();
@@ -184,6 +187,29 @@ Module &Module::registerModule(llvm::StringRef name, std::unique_ptr<Module> m) 
   return *a.module;
 }
 
+Module &Module::registerModuleAlias(llvm::StringRef name, llvm::StringRef target) {
+  const ModuleAttr *t = attr(target);
+  if (t && t->kind == ModuleAttr::Kind::Alias)
+    t = attr(t->target);
+  if (!t || t->kind != ModuleAttr::Kind::Submodule || !t->module)
+    raise("module '{}': alias '{}' names '{}', which is not a submodule", typeName_,
+          name.str(), target.str());
+  if (t->name == name)
+    raise("module '{}': '{}' cannot be an alias of itself", typeName_, name.str());
+  std::string to = t->name;
+  ModuleAttr &a = upsert(name, ModuleAttr::Kind::Alias);
+  a.target = std::move(to);
+  return *module(name);
+}
+
+void Module::checkNotAliased(llvm::StringRef name) const {
+  for (const ModuleAttr &a : attrs_)
+    if (a.kind == ModuleAttr::Kind::Alias && a.target == name)
+      raise("module '{}': submodule '{}' is also named '{}' (an alias); remove "
+            "the alias first",
+            typeName_, name.str(), a.name);
+}
+
 void Module::setValue(llvm::StringRef name, TreeDef v) {
   if (v.numLeaves() != 0)
     raise("module '{}': value attribute '{}' must be a constant", typeName_,
@@ -197,6 +223,8 @@ bool Module::removeAttr(llvm::StringRef name) {
   if (it == index_.end())
     return false;
   size_t i = it->second;
+  if (attrs_[i].kind == ModuleAttr::Kind::Submodule)
+    checkNotAliased(name);
   ++version_;
   if (attrs_[i].module)
     attrs_[i].module->parent_ = nullptr;
@@ -251,6 +279,8 @@ Tensor *Module::tensor(llvm::StringRef name) {
 
 Module *Module::module(llvm::StringRef name) const {
   const ModuleAttr *a = attr(name);
+  if (a && a->kind == ModuleAttr::Kind::Alias)
+    a = attr(a->target);
   if (!a || a->kind != ModuleAttr::Kind::Submodule)
     return nullptr;
   return a->module.get();
@@ -356,8 +386,16 @@ void Module::cloneAttrsInto(Module &dst) const {
     case ModuleAttr::Kind::Submodule:
       dst.registerModule(a.name, a.module->cloneTree());
       break;
+    case ModuleAttr::Kind::Alias:
+      if (dst.module(a.target))
+        dst.registerModuleAlias(a.name, a.target);
+      break;
     }
   }
+  // An alias declared before its target comes after the submodules.
+  for (const auto &a : attrs_)
+    if (a.kind == ModuleAttr::Kind::Alias && !dst.hasAttr(a.name))
+      dst.registerModuleAlias(a.name, a.target);
 }
 
 std::unique_ptr<Module> Module::clone() const {

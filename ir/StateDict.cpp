@@ -11,6 +11,7 @@
 #include <map>
 #include <tuple>
 
+#include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/ADT/StringExtras.h>
 #include <llvm/ADT/StringMap.h>
 
@@ -56,9 +57,13 @@ void collect(const Module &m, const std::string &prefix, std::vector<Entry> &out
     if (a->kind == ModuleAttr::Kind::Parameter || a->kind == ModuleAttr::Kind::Buffer)
       if (seen.emplace(identityOf(a->tensor), true).second)
         out.push_back({prefix + a->name, &a->tensor});
+  // A submodule under two names (an alias) is one object: listed under the
+  // first name in `_flatten` order.
+  llvm::SmallPtrSet<const Module *, 8> seenModules;
   for (const ModuleAttr *a : order)
-    if (a->kind == ModuleAttr::Kind::Submodule && a->module)
-      collect(*a->module, prefix + a->name + ".", out);
+    if (a->kind == ModuleAttr::Kind::Submodule || a->kind == ModuleAttr::Kind::Alias)
+      if (const Module *sub = m.module(a->name); sub && seenModules.insert(sub).second)
+        collect(*sub, prefix + a->name + ".", out);
 }
 
 std::string describe(const Tensor &t) {

@@ -200,6 +200,8 @@ Storage::Storage(size_t bytes) : size_(bytes) {
 }
 
 Storage::~Storage() {
+  if (owner_)
+    return; // the owner frees the memory when its last user is gone
   if (arena_)
     arena_->give(data_, rounded_);
   else
@@ -258,6 +260,26 @@ Tensor Tensor::empty(llvm::ArrayRef<int64_t> shape, DType dtype) {
           formatBytes(uint64_t(physicalMemoryBytes())));
   t.strides_ = denseStrides(shape);
   t.storage_ = std::make_shared<Storage>(size_t(*bytes));
+  return t;
+}
+
+Tensor Tensor::fromExternal(llvm::ArrayRef<int64_t> shape, DType dtype, void *data,
+                            std::shared_ptr<const void> owner) {
+  if (!owner)
+    raise("a tensor over external memory needs an owner of that memory");
+  Tensor t;
+  t.dtype_ = dtype;
+  t.shape_.assign(shape.begin(), shape.end());
+  t.numel_ = shapeNumel(shape);
+  std::optional<int64_t> bytes = checkedByteSize(shape, dtype);
+  if (!bytes)
+    raise("a {} tensor of shape {}: its byte size does not fit in 64 bits",
+          dtypeName(dtype).str(), shapeStr(shape));
+  if (reinterpret_cast<uintptr_t>(data) % dtypeSize(dtype))
+    raise("a {} tensor over external memory must be aligned to its element size",
+          dtypeName(dtype).str());
+  t.strides_ = denseStrides(shape);
+  t.storage_ = std::make_shared<Storage>(data, size_t(*bytes), std::move(owner));
   return t;
 }
 

@@ -63,6 +63,26 @@ def onnx_files():
                [helper.make_node("ConstantOfShape", ["size"], ["big"]),
                 helper.make_node("Add", ["big", "x"], ["y"])],
                [float_io("x", [1])], [float_io("y", [2**20, 2**20])], [size])
+    # A ConvTranspose weight of rank 2 for a rank-3 input: ONNX's shape
+    # inference reads past the weight's dims (SIGSEGV inside libonnx).
+    save_model("convtranspose-weight-rank",
+               [helper.make_node("ConvTranspose", ["x", "w"], ["y"])],
+               [float_io("x", [1, 1, 3]), float_io("w", [1, 3])], [float_io("y", [1, 2, 5])])
+    # A DepthToSpace blocksize of 2^32: blocksize^2 wrapped to 0 (SIGFPE).
+    save_model("depth-to-space-blocksize",
+               [helper.make_node("DepthToSpace", ["x"], ["y"], blocksize=2**32)],
+               [float_io("x", [1, 4, 2, 2])], [float_io("y", [1, 1, 4, 4])])
+    # SAME padding of a Conv with one stride for two spatial axes: the
+    # window arithmetic read strides[1] past the end of the vector.
+    weight = helper.make_tensor("w", TensorProto.FLOAT, [1, 1, 2, 2], [0.5] * 4)
+    save_model("conv-strides-short",
+               [helper.make_node("Conv", ["x", "w"], ["y"], strides=[1], auto_pad="SAME_UPPER")],
+               [float_io("x", [1, 1, 4, 4])], [float_io("y", [1, 1, 4, 4])], [weight])
+    # A MaxPool dilation of 2^62: (kernel - 1) * dilation overflowed int64.
+    save_model("pool-dilation-overflow",
+               [helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2],
+                                 dilations=[2**62, 1], auto_pad="SAME_UPPER")],
+               [float_io("x", [1, 1, 4, 4])], [float_io("y", [1, 1, 4, 4])])
     save_model("input-terabytes", [helper.make_node("Relu", ["x"], ["y"])],
                [float_io("x", [2**40])], [float_io("y", [2**40])])
 

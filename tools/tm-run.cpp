@@ -18,6 +18,8 @@
 
 #include <llvm/ADT/StringExtras.h>
 
+#include <sys/resource.h>
+
 #include "tm/io/Npy.h"
 #ifdef TM_HAVE_ONNX
 #include "tm/io/Onnx.h"
@@ -105,6 +107,10 @@ struct Options {
   cl::opt<std::string> profileTrace{
       "profile-trace", cl::desc("Write the last run as a Chrome trace (chrome://tracing)"),
       cl::value_desc("file.json"), cl::cat(exec)};
+  cl::opt<bool> loadOnly{"load-only",
+                         cl::desc("Load the model and build its plan, print the time and the "
+                                  "peak memory (RSS) this took, and run nothing"),
+                         cl::cat(exec)};
 };
 
 tools::Tool Tool{"tm-run"};
@@ -265,6 +271,7 @@ int run(Options &o) {
     inputShapes.emplace(key, Shape(t->shape().begin(), t->shape().end()));
     bound.emplace_back(key, std::move(*t));
   }
+  auto loadStart = std::chrono::steady_clock::now();
   Model m;
   {
     tools::LoadedModel loaded;
@@ -289,6 +296,22 @@ int run(Options &o) {
   names("onnx_inputs", m.onnxIn);
   names("onnx_outputs", m.onnxOut);
 
+  if (o.loadOnly) {
+    auto imported = std::chrono::steady_clock::now();
+    rt::Interpreter interp(*m.module);
+    interp.prepare(m.module->graph());
+    auto ready = std::chrono::steady_clock::now();
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    int64_t weights = 0;
+    m.module->namedTensors([&](const std::string &, const Tensor &t) { weights += t.nbytes(); });
+    struct rusage ru {};
+    getrusage(RUSAGE_SELF, &ru);
+    std::printf("load: %.1f ms (read %.1f ms, plan %.1f ms); weights %.1f MiB; peak RSS %.1f "
+                "MiB\n",
+                ms(loadStart, ready), ms(loadStart, imported), ms(imported, ready),
+                double(weights) / (1 << 20), double(ru.ru_maxrss) / 1024);
+    return tools::ExitOk;
+  }
   std::vector<Tensor> args;
   if (int rc = bindInputs(o, m, bound, args); rc >= 0)
     return rc;

@@ -2,12 +2,12 @@
 //
 // New exprs are recorded by the same tracer machinery into the edited graph.
 // With an insertion point they are created in place, one after the other;
-// without one they are appended and moved, on commit, right after the last
-// producer of the nodes they use. Commit checks that no new expr uses a
-// node defined after the insertion point; failure, or leaving the scope by
-// an exception, removes the new exprs (last first) and restores attached
-// modules, so the graph is as before. Everything is linear in the new
-// exprs and their inputs.
+// without one they are appended. On commit they move, in order, right after
+// the last producer of the nodes they use when that producer comes after
+// the insertion point (the reference's `_InsertExprs.__exit__`). Failure,
+// or leaving the scope by an exception, removes the new exprs (last first)
+// and restores attached modules, so the graph is as before. Everything is
+// linear in the new exprs and their inputs.
 //
 //===----------------------------------------------------------------------===//
 #include <exception>
@@ -113,7 +113,6 @@ void InsertScope::commit() {
   llvm::DenseSet<const Expr *> isNew(news.begin(), news.end());
   // The last producer (outside the new exprs) of a node they use.
   Expr *last = nullptr;
-  Node *lastNode = nullptr;
   for (Expr *e : news)
     for (size_t i = 0; i < e->numInputs(); ++i) {
       Node *n = e->input(i);
@@ -124,24 +123,17 @@ void InsertScope::commit() {
         rollback();
         raise("insertExprs: node '{}' is not in graph '{}'", n->str(), im.g->name());
       }
-      if (!last || last->isBefore(p)) {
+      if (!last || last->isBefore(p))
         last = p;
-        lastNode = n;
-      }
     }
-  if (im.after) {
-    if (last && last != im.after && im.after->isBefore(last)) {
-      int64_t lastId = last->id(), afterId = im.after->id();
-      std::string nodeName = lastNode->str();
-      rollback();
-      raiseAt(Location::atExpr(lastId),
-              "insertExprs: a new expr uses '{}', defined by %{} after the "
-              "insertion point %{}",
-              nodeName, lastId, afterId);
-    }
-  } else if (!news.empty()) {
-    // Move the new exprs, in order, right after `last` (or to the front).
-    Expr *before = last ? last->nextInGraph() : im.g->front();
+  // The reference's rule: the new exprs go, in order, right after `after`
+  // but never before the last producer of a node they use (after that
+  // producer, or at the front of the body when there is neither).
+  Expr *at = im.after;
+  if (last && (!at || at->isBefore(last)))
+    at = last;
+  if (!news.empty() && (!im.after || at != im.after)) {
+    Expr *before = at ? at->nextInGraph() : im.g->front();
     for (Expr *e : news)
       if (e != before)
         im.g->moveBefore(e, before);

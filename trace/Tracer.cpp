@@ -63,8 +63,15 @@ static void copyAttrs(Module &from, Module &to, State &st) {
       if (a.module)
         to.registerModule(a.name, convertTree(*a.module, false, st));
       break;
+    case ModuleAttr::Kind::Alias: break;
     }
   }
+  // One module under two names stays one module (the reference keeps the
+  // object a builtin module is reached by; a traced one has one graph per
+  // call signature, whichever name calls it).
+  for (const ModuleAttr &a : from.attrs())
+    if (a.kind == ModuleAttr::Kind::Alias && to.module(a.target))
+      to.registerModuleAlias(a.name, a.target);
 }
 
 std::unique_ptr<Module> convertTree(Module &m, bool top, State &st) {
@@ -509,6 +516,12 @@ static void registerLayerKernel(const ModuleType &type, std::type_index t) {
   rt::registerModuleKernel(type, [factory](const Module &m, const Expr &e,
                                            llvm::ArrayRef<Tensor> ins) {
     std::unique_ptr<Layer> inst = factory();
+    std::vector<std::string> aliases; // the instance's own, gone before its targets
+    for (const ModuleAttr &a : inst->attrs())
+      if (a.kind == ModuleAttr::Kind::Alias)
+        aliases.push_back(a.name);
+    for (const std::string &n : aliases)
+      inst->removeAttr(n);
     for (const ModuleAttr &a : m.attrs()) {
       switch (a.kind) {
       case ModuleAttr::Kind::Parameter: inst->registerParameter(a.name, a.tensor); break;
@@ -519,8 +532,12 @@ static void registerLayerKernel(const ModuleType &type, std::type_index t) {
         if (a.module)
           inst->registerModule(a.name, a.module->clone());
         break;
+      case ModuleAttr::Kind::Alias: break;
       }
     }
+    for (const ModuleAttr &a : m.attrs())
+      if (a.kind == ModuleAttr::Kind::Alias)
+        inst->registerModuleAlias(a.name, a.target);
     if (!e.argDef())
       raiseAt(Location::atExpr(e.id()), "a module call without arguments");
     size_t next = 0;

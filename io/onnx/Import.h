@@ -240,6 +240,15 @@ const OnnxImportTable &onnxImportTable();
 
 // Window helpers shared by the conv and pool families (conv.cpp).
 
+/// Fails unless the kernel, strides and dilations each have one value per
+/// spatial axis and every size of the window arithmetic (input, kernel
+/// extent (k - 1) * d + 1, stride, dilation, padding) is below 2^60, so
+/// that no sum or product of them overflows int64.
+void checkWindow(NodeCx &c, llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> k,
+                 llvm::ArrayRef<int64_t> s, llvm::ArrayRef<int64_t> d);
+/// Fails unless every value of attribute `what` lies in (-2^60, 2^60).
+void checkWindowValues(NodeCx &c, const char *what, llvm::ArrayRef<int64_t> values);
+
 /// (begin..., end...) paddings for a window op: explicit pads or auto_pad.
 std::vector<int64_t> windowPads(const std::string &autoPad,
                                 std::optional<std::vector<int64_t>> pads,

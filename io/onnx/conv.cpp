@@ -23,6 +23,44 @@ void checkSamePads(const NodeCx &c, const std::string &autoPad, llvm::ArrayRef<i
                          autoPad, s[i], i, dim::str(in[i])));
 }
 
+namespace {
+constexpr int64_t WindowMax = int64_t(1) << 60;
+
+std::string valuesStr(llvm::ArrayRef<int64_t> v) {
+  std::string out = "[";
+  for (size_t i = 0; i < v.size(); ++i)
+    out += (i ? ", " : "") + std::to_string(v[i]);
+  return out + "]";
+}
+} // namespace
+
+void checkWindow(NodeCx &c, llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> k,
+                 llvm::ArrayRef<int64_t> s, llvm::ArrayRef<int64_t> d) {
+  size_t nd = in.size();
+  auto what = [&] {
+    return fmt::format("kernel {}, strides {} and dilations {}", valuesStr(k), valuesStr(s),
+                       valuesStr(d));
+  };
+  if (k.size() != nd || s.size() != nd || d.size() != nd)
+    c.fail(fmt::format("{} must each have {} values, one per spatial axis of the input",
+                       what(), nd));
+  for (size_t i = 0; i < nd; ++i) {
+    bool fits = in[i] < WindowMax && k[i] < WindowMax && s[i] >= 1 && s[i] < WindowMax &&
+                d[i] >= 1 && d[i] < WindowMax &&
+                (k[i] <= 1 || d[i] < WindowMax / k[i]);
+    if (!fits)
+      c.fail(fmt::format("{} do not fit spatial size {} (strides and dilations from 1, window "
+                         "sizes below 2^60)",
+                         what(), in[i]));
+  }
+}
+
+void checkWindowValues(NodeCx &c, const char *what, llvm::ArrayRef<int64_t> values) {
+  for (int64_t v : values)
+    if (v <= -WindowMax || v >= WindowMax)
+      c.fail(fmt::format("{} {} must lie between -2^60 and 2^60", what, valuesStr(values)));
+}
+
 std::vector<int64_t> windowPads(const std::string &autoPad,
                                 std::optional<std::vector<int64_t>> pads,
                                 llvm::ArrayRef<int64_t> in, llvm::ArrayRef<int64_t> k,
@@ -90,12 +128,14 @@ ConvAttrs convAttrs(NodeCx &c) {
   a.x = c.node(0);
   a.w = c.node(1);
   a.bias = c.has(2) ? Arg(c.node(2)) : Arg::none();
+  checkWindow(c, a.in, a.k, a.s, a.d);
   return a;
 }
 
 void importConv(NodeCx &c) {
   ConvAttrs a = convAttrs(c);
   std::vector<int64_t> p = windowPads(a.autoPad, c.ais("pads"), a.in, a.k, a.s, a.d);
+  checkWindowValues(c, "pads", p);
   if (a.nd == 2 && symmetric(p))
     return c.out(0, c.call("nn.conv2d", {a.x, a.w, a.bias},
                            {{"stride", tupleOf(a.s)}, {"padding", tupleOf({p[0], p[1]})},
@@ -125,6 +165,9 @@ std::vector<int64_t> convTransposePads(NodeCx &c, const ConvAttrs &a,
       (*outShape)[i] = in[i] * s[i];
   }
   if (outShape) {
+    if (outShape->size() != nd)
+      c.fail(fmt::format("output_shape {} must have {} values", valuesStr(*outShape), nd));
+    checkWindowValues(c, "output_shape", *outShape);
     for (size_t i = 0; i < nd; ++i) {
       int64_t total = s[i] * (in[i] - 1) + op2[i] + ((k[i] - 1) * d[i] + 1) - (*outShape)[i];
       int64_t half = total >= 0 ? total / 2 : -((-total + 1) / 2); // floor division
@@ -146,6 +189,7 @@ std::vector<int64_t> convTransposePads(NodeCx &c, const ConvAttrs &a,
     if (auto pads = c.ais("pads"); pads && pads->size() == 2 * nd)
       p = *pads;
   }
+  checkWindowValues(c, "pads", p);
   return p;
 }
 
@@ -154,6 +198,9 @@ void importConvTranspose(NodeCx &c) {
   ConvAttrs a = convAttrs(c);
   size_t nd = a.nd;
   std::vector<int64_t> op2 = c.ais("output_padding").value_or(std::vector<int64_t>(nd, 0));
+  if (op2.size() != nd)
+    c.fail(fmt::format("output_padding {} must have {} values", valuesStr(op2), nd));
+  checkWindowValues(c, "output_padding", op2);
   std::vector<int64_t> p = convTransposePads(c, a, op2);
   bool opOk = true;
   for (size_t i = 0; i < nd; ++i)

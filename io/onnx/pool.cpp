@@ -121,8 +121,10 @@ void importPool(NodeCx &c, bool isMax) {
     c.fail("kernel_shape is missing or does not match the input rank");
   std::vector<int64_t> s = c.ais("strides").value_or(std::vector<int64_t>(nd, 1));
   std::vector<int64_t> d = c.ais("dilations").value_or(std::vector<int64_t>(nd, 1));
+  checkWindow(c, in, *k, s, d);
   checkSamePads(c, c.as("auto_pad", "NOTSET"), in, s);
   std::vector<int64_t> p = windowPads(c.as("auto_pad", "NOTSET"), c.ais("pads"), in, *k, s, d);
+  checkWindowValues(c, "pads", p);
   bool ceil = c.ai("ceil_mode", 0);
   if (c.wants(1)) {
     c.shape(0); // the indices are computed from the sizes

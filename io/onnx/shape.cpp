@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "Import.h"
 #include "Export.h"
+#include "tm/ir/CheckedSize.h"
 
 namespace tmg::io::onnxdetail {
 namespace {
@@ -371,6 +372,13 @@ void importDepthSpace(NodeCx &c, bool toSpace) {
   int64_t bs = c.ai("blocksize", 0), N = s[0], C = s[1], H = s[2], W = s[3];
   if (bs <= 0)
     c.fail("blocksize must be positive");
+  // bs * bs and the output dims must fit in int64: a blocksize of 2^32
+  // wrapped bs * bs to 0 (a division by zero).
+  std::optional<int64_t> bs2 = checkedNumel({bs, bs});
+  bool fits = bs2 && (toSpace ? C % *bs2 == 0 && checkedNumel({H, bs}) && checkedNumel({W, bs})
+                              : H % bs == 0 && W % bs == 0 && checkedNumel({C, *bs2}));
+  if (!fits)
+    c.fail(fmt::format("blocksize {} does not fit input {}", bs, shapeStr(s)));
   Node *x = c.node(0);
   if (toSpace) {
     bool crd = c.as("mode", "DCR") == "CRD";

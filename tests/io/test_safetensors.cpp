@@ -2,6 +2,11 @@
 #include <catch2/catch.hpp>
 #include <fmt/format.h>
 
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
 #include "tm/io/Safetensors.h"
 
 using namespace tmg;
@@ -99,4 +104,44 @@ TEST_CASE("safetensors: every malformed input names the byte offset", "[io][safe
         std::string::npos);
   CHECK(readSafetensors("/nonexistent/x.safetensors").diagnostic().str().find(
             "/nonexistent/x.safetensors: error: cannot open file") == 0);
+}
+
+TEST_CASE("safetensors: a read file is mapped; its tensors are private views of it",
+          "[io][safetensors]") {
+  auto dir = std::filesystem::temp_directory_path() /
+             ("tmgraph-safetensors-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string path = (dir / "w.safetensors").string();
+  WeightFile w;
+  w.tensors.emplace_back("d", Tensor::fromInts({2}, {5, 6}, DType::Int64));
+  w.tensors.emplace_back("odd", Tensor::fromInts({3}, {1, 2, 3}, DType::Int8));
+  w.tensors.emplace_back("f", Tensor::fromFloats({2, 2}, {1, 2, 3, 4}));
+  // Unaligned and above 2 MiB: copied into huge-page memory.
+  w.tensors.emplace_back("big", Tensor::randn({3, 200001}, 7));
+  REQUIRE(writeSafetensors(path, w).succeeded());
+  auto bytes = [&] {
+    std::ifstream f(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  };
+  std::string before = bytes();
+  auto r = readSafetensors(path);
+  REQUIRE(r.succeeded());
+  // "f" starts 19 bytes into the data: not aligned to a float, so a copy;
+  // "d" and "odd" are views. Either way every value is right.
+  for (const auto &[name, t] : r->tensors)
+    CHECK(t.bitwiseEqual(*w.find(name)));
+  Tensor f = *r->find("f");
+  f.data<float>()[0] = 9;
+  Tensor d = *r->find("d");
+  d.data<int64_t>()[0] = 9;
+  CHECK(bytes() == before); // copy-on-write: the file is unchanged
+  // Written over while mapped (a new file renamed over it), and removed:
+  // the tensors read what they were loaded with.
+  REQUIRE(writeSafetensors(path, w).succeeded());
+  std::filesystem::remove_all(dir);
+  CHECK(r->find("odd")->bitwiseEqual(*w.find("odd")));
+  CHECK(r->find("big")->bitwiseEqual(*w.find("big")));
+  CHECK(d.at(0) == 9);
+  CHECK(d.at(1) == 6);
+  CHECK(f.at(3) == 4);
 }

@@ -166,3 +166,40 @@ TEST_CASE("test_load_param: a module's state dict loads into a traced module and
     checkVerified(*t);
   }
 }
+
+TEST_CASE("one module under two names: one object, listed once, cloned as one",
+          "[ir][state_dict][shared]") {
+  // Python's `self.b = self.a`; state_dict lists an object once per module,
+  // under its first name in sorted order.
+  Module m("Net");
+  Module &a = m.addModule<Linear>("z", 2, 2, true, 1);
+  m.registerModuleAlias("a", "z");
+  CHECK(m.module("a") == &a);
+  CHECK(m.resolveTensor("a.weight") == a.tensor("weight"));
+  CHECK(m.attr("a")->kind == ModuleAttr::Kind::Alias);
+  std::vector<std::string> names;
+  m.namedModules([&](const std::string &n, Module &) { names.push_back(n); });
+  CHECK(names == std::vector<std::string>{"", "z"});
+  CHECK(keys(stateDict(m)) == std::vector<std::string>{"a.bias", "a.weight"});
+  // A load through the one key changes what both names reach.
+  StateDict sd = randomState(m, 5);
+  REQUIRE(loadStateDict(m, sd).succeeded());
+  CHECK(m.resolveTensor("z.weight")->bitwiseEqual(sd[1].second));
+  // An alias of an alias names the submodule.
+  m.registerModuleAlias("b", "a");
+  CHECK(m.attr("b")->target == "z");
+  auto c = m.clone();
+  CHECK(c->module("a") == c->module("z"));
+  CHECK(c->module("b") == c->module("z"));
+  CHECK(c->module("z") != &a);
+  // Replacing the submodule: both names reach the new one.
+  Module &n = m.addModule<Linear>("z", 2, 2, false, 2);
+  CHECK(m.module("a") == &n);
+  // Errors: a target that is not a submodule; removing an aliased submodule.
+  m.registerBuffer("t", Tensor::zeros({1}));
+  CHECK_THROWS_WITH(m.registerModuleAlias("c", "t"), Catch::Contains("not a submodule"));
+  CHECK_THROWS_WITH(m.removeAttr("z"), Catch::Contains("remove the alias first"));
+  CHECK(m.removeAttr("a"));
+  CHECK(m.removeAttr("b"));
+  CHECK(m.removeAttr("z"));
+}

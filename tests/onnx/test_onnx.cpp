@@ -2,9 +2,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <functional>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <set>
+
+#include <unistd.h>
 
 #include <onnx/checker.h>
 #include <onnx/onnx_pb.h>
@@ -366,6 +370,177 @@ TEST_CASE("import: corrupt, truncated, sparse and external data are errors", "[o
   auto rs = s.import();
   REQUIRE(rs.failed());
   CHECK_THAT(rs.diagnostic().message, Catch::Contains("sparse"));
+}
+
+namespace {
+
+/// A model `y = (x + w) * s` with w (2048 floats, mapped when imported)
+/// and s (one float, read) as external data in `dir/weights.bin`, w at
+/// byte `offset` (after s and padding); the model is `dir/m.onnx`.
+struct ExternalModel {
+  std::filesystem::path dir;
+  ModelBuilder b{13};
+  std::vector<float> w = std::vector<float>(2048);
+  explicit ExternalModel(const std::string &tag) {
+    dir = std::filesystem::temp_directory_path() /
+          ("tmgraph-external-" + tag + "-" + std::to_string(::getpid()));
+    std::filesystem::remove_all(dir);
+    std::filesystem::create_directories(dir);
+    for (size_t i = 0; i < w.size(); ++i)
+      w[i] = float(i % 7) - 3.0f;
+    b.input("x", {2048});
+    b.init("w", {2048}, {});
+    b.init("s", {1}, {});
+    b.node("Add", {"x", "w"}, {"h"});
+    b.node("Mul", {"h", "s"}, {"y"});
+    b.output("y", {2048});
+  }
+  ~ExternalModel() { std::filesystem::remove_all(dir); }
+  /// Sets initializer `i`'s external_data entries ({key, value} pairs).
+  void external(int i, std::vector<std::pair<std::string, std::string>> kvs) {
+    auto *t = b.g->mutable_initializer(i);
+    t->clear_external_data();
+    t->set_data_location(onnx::TensorProto::EXTERNAL);
+    for (auto &[k, v] : kvs) {
+      auto *e = t->add_external_data();
+      e->set_key(k);
+      e->set_value(v);
+    }
+  }
+  /// Writes weights.bin (s at 0, w at `offset`) and m.onnx pointing there.
+  std::string write(int64_t offset = 64) {
+    std::string data(size_t(offset), '\0');
+    float s = 0.5f;
+    std::memcpy(data.data(), &s, 4);
+    data.append(reinterpret_cast<const char *>(w.data()), w.size() * 4);
+    std::ofstream((dir / "weights.bin").string(), std::ios::binary) << data;
+    external(0, {{"location", "weights.bin"},
+                 {"offset", std::to_string(offset)},
+                 {"length", std::to_string(w.size() * 4)}});
+    external(1, {{"location", "weights.bin"}, {"offset", "0"}, {"length", "4"}});
+    return save();
+  }
+  std::string save() {
+    std::string path = (dir / "m.onnx").string();
+    std::ofstream(path, std::ios::binary) << b.bytes();
+    return path;
+  }
+  std::string fileBytes(const std::string &name) const {
+    std::ifstream f((dir / name).string(), std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(f), {});
+  }
+  /// Runs `m` on x = 1, 2, 3, ... and checks y = (x + w) * 0.5.
+  void check(const TracedModule &m) const {
+    Tensor x = Tensor::empty({2048});
+    for (int64_t i = 0; i < 2048; ++i)
+      x.data<float>()[i] = float(i);
+    Tensor y = run(m, {x})[0];
+    REQUIRE(y.numel() == 2048);
+    for (int64_t i = 0; i < 2048; ++i)
+      REQUIRE(y.data<float>()[i] == (float(i) + w[size_t(i)]) * 0.5f);
+  }
+};
+
+} // namespace
+
+TEST_CASE("import: external data is mapped from its file, not copied", "[onnx][external]") {
+  for (int64_t offset : {64, 66}) { // aligned: a view of the mapping; odd: a copy
+    CAPTURE(offset);
+    ExternalModel em("map" + std::to_string(offset));
+    std::string path = em.write(offset);
+    std::string before = em.fileBytes("weights.bin");
+    auto r = io::importOnnx(path);
+    REQUIRE(r.succeeded());
+    em.check(*r->module);
+    const Tensor *w = nullptr;
+    r->module->namedTensors([&](const std::string &, const Tensor &t) {
+      if (t.numel() == 2048)
+        w = &t;
+    });
+    REQUIRE(w);
+    // The mapping is private: writing to the tensor leaves the file alone.
+    const_cast<Tensor *>(w)->data<float>()[0] = 1e6f;
+    CHECK(em.fileBytes("weights.bin") == before);
+    const_cast<Tensor *>(w)->data<float>()[0] = em.w[0];
+    // The tensors keep the mapping: the file may go.
+    std::filesystem::remove(em.dir / "weights.bin");
+    em.check(*r->module);
+  }
+}
+
+TEST_CASE("import: bad external data names the initializer and the file", "[onnx][external]") {
+  auto error = [](ExternalModel &em) {
+    auto r = io::importOnnx(em.save());
+    REQUIRE(r.failed());
+    return r.diagnostic().message;
+  };
+  using Catch::Contains;
+  ExternalModel em("errors");
+  em.write();
+  std::string len = std::to_string(2048 * 4);
+  em.external(0, {{"location", "weights.bin"}, {"offset", "64"}, {"length", "100"}});
+  CHECK_THAT(error(em), Contains("initializer 'w' of shape (2048,) (FLOAT): its external data "
+                                 "holds 100 bytes, expected 8192"));
+  em.external(0, {{"location", "weights.bin"}, {"offset", "128"}, {"length", len}});
+  CHECK_THAT(error(em), Contains("initializer 'w': external data [128, 8320) lies beyond the "
+                                 "end of") &&
+                            Contains("weights.bin' (8256 bytes)"));
+  em.external(0, {{"location", "weights.bin"}, {"offset", "99999"}});
+  CHECK_THAT(error(em), Contains("initializer 'w': external data [99999,"));
+  em.external(0, {{"location", "weights.bin"}, {"offset", "-4"}});
+  CHECK_THAT(error(em), Contains("initializer 'w': external data offset '-4' is not a "
+                                 "non-negative integer"));
+  em.external(0, {{"location", "weights.bin"}, {"length", "12abc"}});
+  CHECK_THAT(error(em), Contains("external data length '12abc' is not a non-negative integer"));
+  em.external(0, {{"offset", "64"}});
+  CHECK_THAT(error(em), Contains("initializer 'w': external data without a location"));
+  for (const char *loc : {"../weights.bin", "/etc/passwd", "sub/../../weights.bin"}) {
+    em.external(0, {{"location", loc}});
+    CHECK_THAT(error(em), Contains(fmt::format("initializer 'w': external data location '{}' "
+                                               "must be a relative path inside the model's "
+                                               "directory",
+                                               loc)));
+  }
+  em.external(0, {{"location", "missing.bin"}});
+  CHECK_THAT(error(em), Contains("initializer 'w': its external data file '") &&
+                            Contains("missing.bin': cannot open file: No such file or directory"));
+  em.external(0, {{"location", "."}});
+  CHECK_THAT(error(em), Contains("initializer 'w': its external data file '") &&
+                            Contains("not a regular file"));
+
+  // The key by which the importer marks raw_data left in the mapped model
+  // file, written into a file by hand, is range-checked like the rest.
+  ExternalModel own("inline");
+  own.b.g->mutable_initializer(0)->set_raw_data(
+      std::string(reinterpret_cast<const char *>(own.w.data()), own.w.size() * 4));
+  own.external(1, {{"tmgraph.inline_raw_data", "1"}, {"offset", "99999"}, {"length", "4"}});
+  CHECK_THAT(error(own), Contains("initializer 's': its data (4 bytes at offset 99999) lies "
+                                  "beyond the end of the model file"));
+}
+
+TEST_CASE("export: external data round trip, over the very files imported",
+          "[onnx][external]") {
+  ExternalModel em("export");
+  auto r = io::importOnnx(em.write());
+  REQUIRE(r.succeeded());
+  io::OnnxExportOptions eo;
+  eo.externalData = "out.data";
+  std::string out = (em.dir / "out.onnx").string();
+  REQUIRE(io::exportOnnx(*r->module, out, eo).succeeded());
+  // The side file holds w (s is below externalDataMinBytes, inline).
+  CHECK(std::filesystem::file_size(em.dir / "out.data") == 2048 * 4);
+  CHECK(std::filesystem::file_size(out) < 2048);
+  auto back = io::importOnnx(out);
+  REQUIRE(back.succeeded());
+  em.check(*back->module);
+  // Written again over the files `back` maps (a new file renamed over the
+  // old one, never truncated under the mapping): its tensors still read,
+  // and the new files read back.
+  REQUIRE(io::exportOnnx(*back->module, out, eo).succeeded());
+  em.check(*back->module);
+  auto again = io::importOnnx(out);
+  REQUIRE(again.succeeded());
+  em.check(*again->module);
 }
 
 namespace {

@@ -55,6 +55,10 @@ if [ "$have_onnx" = yes ]; then
   both gather-huge-indices.onnx "graph input 'idx': int64 tensor of shape (4611686018427387904,)"
   both constant-of-shape-terabytes.onnx "needs 4398046511104 bytes (4.0 TiB), more than"
   both input-terabytes.onnx "needs 4398046511104 bytes (4.0 TiB), more than"
+  both depth-to-space-blocksize.onnx "(DepthToSpace): blocksize 4294967296 does not fit input (1, 4, 2, 2)"
+  both conv-strides-short.onnx "(Conv): kernel \\[2, 2\\], strides \\[1\\] and dilations \\[1, 1\\] must each have 2 values"
+  both pool-dilation-overflow.onnx "(MaxPool): kernel \\[2, 2\\], strides \\[1, 1\\] and dilations \\[4611686018427387904, 1\\] do not fit"
+  both convtranspose-weight-rank.onnx "(ConvTranspose): input (1, 1, 3) and weight (1, 3) do not fit"
 fi
 
 echo "$failures failure(s)"

@@ -37,6 +37,8 @@ llvm::StringRef safetensorsDType(DType t);
 /// and the byte offset.
 FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes,
                                        llvm::StringRef filename = "<memory>");
+/// Maps the file: its tensors are views of the mapping (copies where a
+/// tensor's bytes are not aligned to its element size), see MappedFile.h.
 FailureOr<WeightFile> readSafetensors(const std::string &path);
 
 /// Serialises tensors (names must be unique; order kept).

@@ -64,14 +64,17 @@ private:
 /// The base `Module` type ("Module"): plain user modules and traced modules.
 const ModuleType &moduleBaseType();
 
-/// One attribute of a module.
+/// One attribute of a module. An Alias is a second name for a submodule of
+/// the same module (Python's `self.b = self.a`): it holds the name of that
+/// Submodule attribute and resolves through it.
 struct ModuleAttr {
-  enum class Kind : uint8_t { Parameter, Buffer, Submodule, Value };
+  enum class Kind : uint8_t { Parameter, Buffer, Submodule, Value, Alias };
   std::string name;
   Kind kind;
   Tensor tensor;                  ///< Parameter, Buffer
   std::unique_ptr<Module> module; ///< Submodule
   TreeDef value;                  ///< Value (a constant TreeDef)
+  std::string target = {};        ///< Alias: the Submodule attribute it names
 };
 
 class Module {
@@ -110,11 +113,17 @@ public:
     return static_cast<T &>(
         registerModule(name, std::make_unique<T>(std::forward<Args>(args)...)));
   }
+  /// Makes `name` a second name for submodule `target` of this module (the
+  /// reference's `self.b = self.a`): module(name) is module(target), one
+  /// object reached by both paths. An alias of an alias names its target.
+  /// Throws tmg::Error when `target` is not a submodule attribute.
+  Module &registerModuleAlias(llvm::StringRef name, llvm::StringRef target);
   void setValue(llvm::StringRef name, TreeDef v);
   void setValue(llvm::StringRef name, Scalar v) {
     setValue(name, TreeDef::constant(std::move(v)));
   }
-  /// Removes an attribute; returns false when absent.
+  /// Removes an attribute; returns false when absent. A submodule that an
+  /// alias names cannot be removed before the alias (throws tmg::Error).
   bool removeAttr(llvm::StringRef name);
   /// Detaches and returns submodule `name` (nullptr when absent).
   /// O(attributes): the attribute is removed.
@@ -129,7 +138,7 @@ public:
   /// Tensor attribute (parameter or buffer) or nullptr.
   const Tensor *tensor(llvm::StringRef name) const;
   Tensor *tensor(llvm::StringRef name);
-  /// Submodule or nullptr.
+  /// Submodule (through an alias too) or nullptr.
   Module *module(llvm::StringRef name) const;
   /// Value attribute or nullptr.
   const TreeDef *value(llvm::StringRef name) const;
@@ -150,7 +159,9 @@ public:
   Module *resolveModule(llvm::StringRef path) const;
   const Tensor *resolveTensor(llvm::StringRef path) const;
 
-  /// Submodules in pre-order with their dotted names ("" for this module).
+  /// Submodules in pre-order with their dotted names ("" for this module);
+  /// a module under several names of one module is visited under the
+  /// first (aliases are skipped), as the reference's `named_modules`.
   void namedModules(
       const std::function<void(const std::string &, Module &)> &fn,
       const std::string &prefix = "");
@@ -181,6 +192,8 @@ protected:
 
 private:
   ModuleAttr &upsert(llvm::StringRef name, ModuleAttr::Kind kind);
+  /// Throws when an alias names submodule `name`.
+  void checkNotAliased(llvm::StringRef name) const;
 
   Kind kind_;
   const ModuleType *type_;

@@ -1,7 +1,8 @@
 //===- Tensor.h - Dense tensor value type -----------------------*- C++ -*-===//
 //
 // The value type of parameters, buffers and constants: a dtype, a shape and a
-// 64-byte-aligned storage shared between copies (copying a Tensor is O(1);
+// storage shared between copies (64-byte aligned when allocated, or a view of
+// a mapped file; copying a Tensor is O(1);
 // `clone()` copies the bytes). A tensor may be a strided view of its storage
 // (an element offset and per-dimension element strides): permuted(),
 // sliced(), expanded() and, when the layout allows, reshaped() share the
@@ -187,11 +188,15 @@ private:
   Impl &impl() const;
 };
 
-/// Aligned, reference-counted byte buffer.
+/// Reference-counted byte buffer: allocated 64-byte aligned, or memory owned
+/// elsewhere (a region of a mapped file, a buffer moved in) that `owner`
+/// keeps alive until the storage is gone.
 class Storage {
 public:
   static constexpr size_t Alignment = 64;
   explicit Storage(size_t bytes);
+  Storage(void *data, size_t bytes, std::shared_ptr<const void> owner)
+      : data_(data), size_(bytes), owner_(std::move(owner)) {}
   ~Storage();
   Storage(const Storage &) = delete;
   Storage &operator=(const Storage &) = delete;
@@ -205,6 +210,7 @@ private:
   size_t size_ = 0;
   size_t rounded_ = 0;
   std::shared_ptr<StorageArena> arena_;
+  std::shared_ptr<const void> owner_;
 };
 
 /// A tensor: row-major and dense when created, possibly a strided view of
@@ -227,6 +233,11 @@ public:
   static Tensor fromInts(llvm::ArrayRef<int64_t> shape,
                          llvm::ArrayRef<int64_t> values,
                          DType dtype = DType::Int64);
+  /// A dense tensor over the bytes at `data`, not copied: `owner` keeps
+  /// them alive as long as the storage lives. `data` must be aligned to the
+  /// element size and writable (or a copy-on-write mapping).
+  static Tensor fromExternal(llvm::ArrayRef<int64_t> shape, DType dtype, void *data,
+                             std::shared_ptr<const void> owner);
 
   bool defined() const { return storage_ != nullptr; }
   DType dtype() const { return dtype_; }

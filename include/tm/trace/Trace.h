@@ -161,19 +161,19 @@ WrappedFunction wrap(Fn fn, llvm::StringRef qualname, std::vector<std::string> p
 
 /// The reference's `with graph.insert_exprs(after):`. While the scope lives,
 /// ops on Vars of `graph`'s nodes (`Var(node)`) and calls through
-/// `ModuleRef(moduleNode)` record new exprs in `graph`. They are placed right
-/// after `after` as they are made or, without `after`, on commit after the
-/// last producer of the nodes they use. Names go to the graph's namespace,
+/// `ModuleRef(moduleNode)` record new exprs in `graph`. On commit they are
+/// placed, in order and contiguous, right after `after` (at the start of the
+/// body without `after`) but never before the last producer of a node they
+/// use (the reference's `_InsertExprs.__exit__`). Names go to the graph's namespace,
 /// ids continue from the top module's counters; calls of non-builtin
 /// modules (a Layer attached to the module tree with registerModule becomes
 /// a TracedModule) produce their graphs.
 ///
 /// `commit()` (or the destructor when no exception is in flight) checks
-/// that no new expr uses a node defined after the insertion point and
-/// places them; on failure, or when the scope is left by an exception, the
-/// new exprs are removed and the graph is as before. Call replaceNode after
-/// the scope when `after` is not given (before commit the new exprs sit at
-/// the end of the body).
+/// that every node the new exprs use is of `graph` and places them; on
+/// failure, or when the scope is left by an exception, the new exprs are
+/// removed and the graph is as before. Call replaceNode after the scope
+/// (before commit the new exprs may not be at their place yet).
 class InsertScope {
 public:
   InsertScope(InternalGraph &g, Expr *after = nullptr);
