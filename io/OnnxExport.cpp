@@ -323,9 +323,28 @@ void ExportCall::cmp(const char *op, bool negate) {
 
 void ExportCall::reshapeToOutput() {
   const Shape &s = shapeOf(e.output(0));
-  simple("Reshape", {first(), intsInit(s, out + "_shape")});
-  if (std::find(s.begin(), s.end(), 0) != s.end())
-    Exporter::attrI(n, "allowzero", 1); // a 0 is a size, not "copy the input's"
+  if (isStaticShape(s)) {
+    simple("Reshape", {first(), intsInit(s, out + "_shape")});
+    if (std::find(s.begin(), s.end(), 0) != s.end())
+      Exporter::attrI(n, "allowzero", 1); // a 0 is a size, not "copy the input's"
+    return;
+  }
+  // Symbolic dims: a 0 copies the input's dim where it is the same symbol
+  // at the same position, and one other symbolic dim is ONNX's -1.
+  const Shape &in = shapeOf(e.input(0));
+  std::vector<int64_t> target;
+  int infer = 0;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (isKnownDim(s[i]) && s[i] != 0)
+      target.push_back(s[i]);
+    else if (!isKnownDim(s[i]) && i < in.size() && in[i] == s[i] && isSymbolicDim(s[i]))
+      target.push_back(0);
+    else if (!isKnownDim(s[i]) && infer++ == 0)
+      target.push_back(-1);
+    else
+      staticShapeOf(e.output(0)); // fails, naming the shape
+  }
+  simple("Reshape", {first(), intsInit(target, out + "_shape")});
 }
 
 // -- The export table -----------------------------------------------------------

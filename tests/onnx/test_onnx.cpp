@@ -1468,6 +1468,7 @@ TEST_CASE("dynamic axes: symbols through import, run and export", "[onnx][symbol
   CHECK(mp.graph().output(0).name() == "y");
   CHECK(mp.producer_name() == "symbolic-test");
   auto back = io::importOnnxBytes(*bytes, "back.onnx");
+  INFO((back.failed() ? back.diagnostic().message : std::string()));
   REQUIRE(back.succeeded());
   Tensor in = Tensor::randn({3, 3, 8, 8}, 9);
   Tensor a = run(tm, {in})[0], b2 = run(*back->module, {in})[0];
