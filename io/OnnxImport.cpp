@@ -817,9 +817,14 @@ OnnxModel Importer::run() {
       raise("graph output '{}' is not computed by any node", o.name());
     Node *x = materialize(cx, it->second, o.name());
     auto *t = llvm::dyn_cast<TensorNode>(x);
-    auto want = fromOnnxType(typeInfoOf(o).elem);
+    TypeInfo declared = typeInfoOf(o);
+    auto want = fromOnnxType(declared.elem);
     if (t && want && t->hasDType() && t->dtype() != *want)
       x = b.callMethod(x, "astype", {Arg(dtypeName(*want).str())});
+    // The declared output type fills the dims inference left unknown.
+    if (auto *tx = llvm::dyn_cast<TensorNode>(x); tx && declared.shape &&
+                                                   (!tx->shape() || !isStaticShape(*tx->shape())))
+      tx->setShape(mergeShapes(tx->shape(), declared.shape));
     if (!llvm::isa<Input>(x->expr()) && !renamed.count(x) && x->name() != o.name()) {
       try {
         x->setName(o.name());

@@ -483,6 +483,15 @@ void exportSplit(ExportCall &c) {
   }
   std::vector<int64_t> sizes;
   std::vector<std::string> outs;
+  auto ns = c.e.namedArg("nsplits_or_sections");
+  if (ns && ns->isConst() && ns->scalar().isInt() && !isStaticShape(c.shapeOf(c.e.output(0)))) {
+    // Equal parts of a symbolic axis: opset-17 Split without sizes.
+    for (size_t i = 0; i < c.e.numOutputs(); ++i) {
+      outs.push_back(c.ex.fresh(c.e.output(i)->name()));
+      c.bind(outs.back(), i);
+    }
+    return Exporter::attrI(c.ex.node("Split", {c.operand("inp")}, outs), "axis", axis);
+  }
   for (size_t i = 0; i < c.e.numOutputs(); ++i) {
     const Shape &s = c.staticShapeOf(c.e.output(i));
     int64_t ax = axis < 0 ? axis + int64_t(s.size()) : axis;
@@ -571,8 +580,16 @@ void registerShapeOnnxExport(OnnxExportTable &t) {
         {OpKind::Reshape, OpKind::MReshape, OpKind::Flatten, OpKind::MFlatten, OpKind::Squeeze,
          OpKind::ExpandDims},
         [](ExportCall &c) {
-          if (!exportRuntimeShaped(c))
-            c.reshapeToOutput();
+          if (exportRuntimeShaped(c))
+            return;
+          // Without sizes, squeeze and expand_dims keep their ONNX forms.
+          bool sym = !isStaticShape(c.shapeOf(c.e.output(0)));
+          auto ax = c.e.namedArg("axis");
+          if (sym && ax && (c.k == OpKind::Squeeze || c.k == OpKind::ExpandDims) &&
+              !(ax->isConst() && ax->scalar().isNone()))
+            return (void)c.simple(c.k == OpKind::Squeeze ? "Squeeze" : "Unsqueeze",
+                                  {c.operand("inp"), c.intsInit(c.ints("axis"), c.out + "_axes")});
+          c.reshapeToOutput();
         });
   t.add(f, {OpKind::Transpose, OpKind::MTranspose}, exportTranspose);
   t.add(f, {OpKind::BroadcastTo}, [](ExportCall &c) {
