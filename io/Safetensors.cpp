@@ -9,6 +9,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include <llvm/ADT/STLExtras.h>
 #include <nlohmann/json.hpp>
 
 #include "tm/io/MappedFile.h"
@@ -192,16 +193,23 @@ FailureOr<std::string> readFileBytes(const std::string &path) {
   return ss.str();
 }
 
-FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes) {
+/// Writes `path` through `path.tmp`, renamed over it at the end, so a
+/// failed write leaves the old file (and a model may be written back over
+/// the files it was mapped from). `write` streams the bytes.
+static FailureOr<void> writeThroughTemp(const std::string &path,
+                                        llvm::function_ref<void(std::ostream &)> write) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       return Diagnostic(Location::inFile(path),
                         fmt::format("cannot write file: {}", std::strerror(errno)));
-    out.write(bytes.data(), std::streamsize(bytes.size()));
-    if (!out)
+    write(out);
+    if (!out.flush()) {
+      out.close();
+      std::remove(tmp.c_str());
       return Diagnostic(Location::inFile(path), "write error");
+    }
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     Diagnostic d(Location::inFile(path),
@@ -210,6 +218,12 @@ FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes) {
     return d;
   }
   return {};
+}
+
+FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes) {
+  return writeThroughTemp(path, [&](std::ostream &out) {
+    out.write(bytes.data(), std::streamsize(bytes.size()));
+  });
 }
 
 FailureOr<WeightFile> readSafetensors(const std::string &path) {
@@ -272,7 +286,7 @@ FailureOr<std::string> serializeSafetensors(const WeightFile &w) {
 
 FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w) {
   // Written tensor by tensor: the weights are not serialized to memory
-  // first. As writeFileBytes, through a temporary file renamed at the end.
+  // first.
   uint64_t dataBytes = 0;
   auto header = headerOf(w, dataBytes);
   if (header.failed()) {
@@ -280,30 +294,13 @@ FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w) {
     d.loc.file = path;
     return d;
   }
-  std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out)
-      return Diagnostic(Location::inFile(path),
-                        fmt::format("cannot write file: {}", std::strerror(errno)));
+  return writeThroughTemp(path, [&](std::ostream &out) {
     out.write(header->data(), std::streamsize(header->size()));
     for (const auto &[name, t] : w.tensors) {
       Tensor dense = t.contiguous(); // views are written dense
       out.write(static_cast<const char *>(dense.rawData()), std::streamsize(dense.nbytes()));
     }
-    if (!out.flush()) {
-      out.close();
-      std::remove(tmp.c_str());
-      return Diagnostic(Location::inFile(path), "write error");
-    }
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    Diagnostic d(Location::inFile(path),
-                 fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
-    std::remove(tmp.c_str());
-    return d;
-  }
-  return {};
+  });
 }
 
 } // namespace tmg
