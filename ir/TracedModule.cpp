@@ -43,6 +43,7 @@ TracedModule::fromModule(std::unique_ptr<Module> m, bool isTop) {
         t->registerModule(n, fromModule(std::move(child), false));
       break;
     }
+    case ModuleAttr::Kind::Alias: t->registerModuleAlias(n, a->target); break; // after its target
     }
   }
   return t;
