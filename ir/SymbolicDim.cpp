@@ -574,7 +574,7 @@ std::optional<int64_t> evalPoly(const Poly &p, const std::map<std::string, int64
         auto inner = evalPoly(Table::get().poly(-2 - int64_t(a.poly)), env);
         if (!inner)
           return std::nullopt;
-        x = *inner >= 0 ? *inner / a.divisor : -((-*inner + a.divisor - 1) / a.divisor);
+        x = *inner / a.divisor; // evalPoly gives no negative values
       }
       if (__builtin_mul_overflow(v, x, &v))
         return std::nullopt;
