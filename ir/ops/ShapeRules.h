@@ -47,6 +47,24 @@ std::optional<std::pair<int64_t, int64_t>> pairOf(const TreeDef &t);
 /// weak Python scalar takes the other operand's dtype.
 DType promote(const Operand &a, const Operand &b);
 
+/// One element of a small integer tensor as shape inference knows it: an
+/// int (any sign), a symbolic dim (SymbolicDim.h: a size only known at run
+/// time, never negative), or unknown.
+struct SymInt {
+  enum Kind : uint8_t { Unknown, Int, Sym } kind = Unknown;
+  int64_t v = 0;
+};
+using SymInts = llvm::SmallVector<SymInt, 8>;
+
+/// The elements of integer tensor node `n` (rank 0 or 1, at most 64
+/// elements) as far as its producers determine them: constants, shapes of
+/// tensors (GetVarShape), indexing, take/gather, concat/stack, expand_dims,
+/// casts, integer arithmetic, equal and where. This is how a reshape or
+/// broadcast target computed at run time from other shapes keeps its
+/// symbols. nullopt when the value is not derivable; looks at a bounded
+/// number of producing exprs (ShapeValue.cpp).
+std::optional<SymInts> shapeValue(const Node *n);
+
 /// The expr whose output types are inferred, with what rules read of it.
 class ShapeContext {
 public:

@@ -54,22 +54,26 @@ std::optional<Types> runtimeShaped(const ShapeContext &c, llvm::StringRef name,
   return c.one(std::move(s), x ? x->dtype : std::nullopt);
 }
 
-/// The dim a traced integer node stands for: `y.shape[i]` (GetVarShape of
-/// y, indexed by a constant) is dim i of y's shape; anything else unknown.
+/// The dim a traced integer node stands for (`y.shape[i]`, or any scalar
+/// shapeValue derives); unknown otherwise.
 int64_t dimOfNode(const Node *n) {
-  auto *get = llvm::dyn_cast_or_null<CallMethod>(n ? n->expr() : nullptr);
-  if (!get || !get->methodSchema() || get->methodSchema()->kind() != OpKind::MGetItem ||
-      get->numInputs() != 1 || get->numArgs() != 2)
+  auto v = shapeValue(n);
+  if (!v || v->size() != 1)
     return kUnknownDim;
-  auto i = intOf(get->arg(1).def);
-  auto *ap = llvm::dyn_cast_or_null<Apply>(get->input(0)->expr());
-  if (!i || !ap || ap->opdef().kind() != OpKind::GetVarShape || ap->numInputs() != 1)
-    return kUnknownDim;
-  auto *y = llvm::dyn_cast<TensorNode>(ap->input(0));
-  if (!y || !y->shape())
-    return kUnknownDim;
-  int64_t r = int64_t(y->shape()->size()), k = *i < 0 ? *i + r : *i;
-  return k >= 0 && k < r ? (*y->shape())[size_t(k)] : kUnknownDim;
+  const SymInt &d = (*v)[0];
+  return d.kind == SymInt::Sym || (d.kind == SymInt::Int && d.v >= 0) ? d.v : kUnknownDim;
+}
+
+/// The target of a reshape or broadcast given as a 1-d integer node, as far
+/// as shapeValue knows its elements: nullopt when it knows none.
+std::optional<SymInts> nodeTarget(const ShapeContext &c, llvm::StringRef name) {
+  auto a = c.arg(name);
+  if (!a || !a->node())
+    return std::nullopt;
+  auto v = shapeValue(a->node());
+  if (!v || llvm::all_of(*v, [](const SymInt &s) { return s.kind == SymInt::Unknown; }))
+    return std::nullopt;
+  return v;
 }
 
 /// A tuple argument of ints and traced integer nodes (`(x.shape[0], -1)`):
@@ -194,7 +198,50 @@ Types pad(const ShapeContext &c, OpKind) {
   return c.one(out, x->dtype);
 }
 
+/// Reshape to a target computed at run time whose elements shapeValue
+/// knows in part: known ints, symbols, a -1 inferred where the division is
+/// exact, unknown dims elsewhere.
+Types reshapeToValue(const ShapeContext &c, const std::optional<Operand> &x,
+                     const SymInts &v) {
+  if (!x)
+    return std::nullopt;
+  if (llvm::all_of(v, [](const SymInt &s) { return s.kind == SymInt::Int; })) {
+    std::vector<int64_t> ints;
+    for (const SymInt &s : v)
+      ints.push_back(s.v);
+    return reshapeShape(c, x, std::move(ints));
+  }
+  Shape out;
+  std::optional<size_t> infer;
+  bool othersKnown = true;
+  for (size_t i = 0; i < v.size(); ++i) {
+    const SymInt &s = v[i];
+    if (s.kind == SymInt::Int && s.v == -1) {
+      if (infer)
+        c.fail("at most one dimension may be -1");
+      infer = i;
+      out.push_back(kUnknownDim);
+    } else if (s.kind == SymInt::Int && s.v < -1) {
+      c.fail(fmt::format("invalid target dimension {}", s.v));
+    } else if (s.kind == SymInt::Unknown) {
+      othersKnown = false; // may be the -1 at run time
+      out.push_back(kUnknownDim);
+    } else {
+      out.push_back(s.v);
+    }
+  }
+  if (infer && othersKnown && x->shape) {
+    Shape others = out;
+    others.erase(others.begin() + long(*infer));
+    out[*infer] = dim::exactDiv(dim::product(*x->shape), dim::product(others))
+                      .value_or(kUnknownDim);
+  }
+  return c.one(std::move(out), x->dtype);
+}
+
 Types reshape(const ShapeContext &c, OpKind) {
+  if (auto v = nodeTarget(c, "target_shape"))
+    return reshapeToValue(c, c.first(), *v);
   if (auto r = runtimeShaped(c, "target_shape", RuntimeRank::OfShapeArg))
     return *r;
   if (auto r = reshapeMixed(c, c.first(), "target_shape"))
@@ -260,6 +307,24 @@ Types transpose(const ShapeContext &c, OpKind k) {
 
 /// broadcast_to(x, shape) and x._broadcast(*shape).
 Types broadcastTo(const ShapeContext &c, OpKind k) {
+  if (auto v = k == OpKind::BroadcastTo ? nodeTarget(c, "shape") : std::nullopt) {
+    auto x = c.first();
+    if (!x)
+      return std::nullopt;
+    // An unknown target dim is still the input's where that is a size
+    // other than 1 (anything else would not broadcast).
+    size_t n = v->size(), r = x->shape ? x->shape->size() : 0;
+    Shape out;
+    for (size_t i = 0; i < n; ++i) {
+      const SymInt &s = (*v)[i];
+      int64_t xd = x->shape && i + r >= n ? (*x->shape)[i + r - n] : kUnknownDim;
+      if (s.kind == SymInt::Sym || (s.kind == SymInt::Int && s.v >= 0))
+        out.push_back(s.v);
+      else
+        out.push_back(isKnownDim(xd) && xd != 1 ? xd : kUnknownDim);
+    }
+    return c.one(std::move(out), x->dtype);
+  }
   if (auto r = runtimeShaped(c, "shape", RuntimeRank::OfShapeArg))
     return *r;
   std::optional<size_t> at;

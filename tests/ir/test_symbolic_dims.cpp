@@ -200,3 +200,62 @@ TEST_CASE("rules that do not handle symbols see an unknown shape", "[ir][symboli
   auto *t = llvm::cast<TensorNode>(d);
   CHECK(!t->shape());
 }
+
+TEST_CASE("reshape targets computed from shapes keep their symbols", "[ir][symbolic]") {
+  // As exporters write `x.reshape(b, t, 3, 4, c // 4)` and ONNX's "0 copies
+  // the input dim": Shape, Gather, Unsqueeze, Concat, Equal/Where, Reshape.
+  int64_t n = sym("batch"), s = sym("seq");
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{n, s, 96}}});
+  auto i64 = [&](std::vector<int64_t> v, bool scalar = false) {
+    Shape shp = scalar ? Shape{} : Shape{int64_t(v.size())};
+    return b.constant(Tensor::fromInts(shp, v, DType::Int64));
+  };
+  Node *shape = b.callMethod(b.apply(op(OpKind::GetVarShape), {b.arg(0)})[0], "astype",
+                             {Arg(std::string("int64"))});
+  auto dimAt = [&](int64_t i) {
+    Node *d = b.callFunction("tensor.take", {shape, i64({i}, true)}, {{"axis", int64_t(0)}});
+    return b.callFunction("tensor.expand_dims", {d, Arg::ints({0})});
+  };
+  // c // 12 as ONNX's integer Div imports: a true division, then a cast.
+  Node *c = b.callFunction("tensor.take", {shape, i64({2}, true)}, {{"axis", int64_t(0)}});
+  Node *q = b.callMethod(b.callFunction("elemwise.div", {c, i64({12}, true)}), "astype",
+                         {Arg(std::string("int64"))});
+  Node *target = b.callFunction(
+      "tensor.concat",
+      {Arg::list({i64({0}), dimAt(1), i64({3}), i64({4}),
+                  b.callFunction("tensor.expand_dims", {q, Arg::ints({0})})})},
+      {{"axis", int64_t(0)}});
+  // The 0 entry copies the input's dim: where(target == 0, shape[:5], target).
+  Node *padded = b.callFunction("tensor.concat", {Arg::list({shape, i64({0, 0})})},
+                                {{"axis", int64_t(0)}});
+  Node *copy = b.callMethod(padded, "__getitem__", {Arg::slice(Arg::none(), int64_t(5), Arg::none())});
+  Node *eq = b.callFunction("elemwise.equal", {target, i64({0}, true)});
+  Node *fixed = b.callFunction("tensor.where", {eq, copy, target});
+  Node *r = b.callFunction("tensor.reshape", {b.arg(0), fixed});
+  // Entry 0 copies batch; entry 1 is seq whether or not seq is 0.
+  CHECK(shapeOfNode(r) == "(batch, seq, 3, 4, 8)");
+
+  // -1 is inferred by exact division; an entry nothing is known of stays ?.
+  Node *t2 = b.callFunction("tensor.concat", {Arg::list({dimAt(0), i64({-1}), i64({4})})},
+                            {{"axis", int64_t(0)}});
+  Node *r2 = b.callFunction("tensor.reshape", {b.arg(0), t2});
+  CHECK(shapeOfNode(r2) == "(batch, seq*24, 4)");
+  Node *unknown = b.callFunction("math.argmax", {b.arg(0)});
+  Node *t3 = b.callFunction("tensor.concat",
+                            {Arg::list({dimAt(0), i64({-1}),
+                                        b.callFunction("tensor.expand_dims",
+                                                       {unknown, Arg::ints({0})})})},
+                            {{"axis", int64_t(0)}});
+  Node *r3 = b.callFunction("tensor.reshape", {b.arg(0), t3});
+  CHECK(shapeOfNode(r3) == "(batch, ?, ?)");
+
+  // broadcast_to: the target's symbols; an unknown entry is the input's dim
+  // where that is a size other than 1.
+  Node *bt = b.callFunction("tensor.broadcast_to",
+                            {b.arg(0), b.callFunction("tensor.concat",
+                                                      {Arg::list({dimAt(0), dimAt(1),
+                                                                  b.callFunction("tensor.expand_dims", {unknown, Arg::ints({0})})})},
+                                                      {{"axis", int64_t(0)}})});
+  CHECK(shapeOfNode(bt) == "(batch, seq, 96)");
+}
