@@ -14,7 +14,11 @@ namespace {
 
 Types reduceShape(const ShapeContext &c, bool toIndex) {
   auto x = c.first();
-  std::optional<DType> dt = toIndex ? std::optional<DType>(DType::Int64) : x ? x->dtype : std::nullopt;
+  std::optional<DType> dt;
+  if (toIndex)
+    dt = DType::Int64;
+  else if (x)
+    dt = x->dtype;
   if (auto a = c.arg("axis"); a && a->node())
     return c.one(std::nullopt, dt); // axes read at run time
   auto ax = c.constArg("axis");
