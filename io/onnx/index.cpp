@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "Import.h"
 #include "Export.h"
+#include "tm/ir/IndexSpec.h"
 
 #include <limits>
 
@@ -303,29 +304,22 @@ std::string joinBounds(ExportCall &c, const std::vector<Bound> &bs, const std::s
 
 /// x[...] whose slice bounds include tensor nodes: Slice with starts, ends
 /// and steps joined from constants and those tensors.
-void exportGetItemRuntime(ExportCall &c, const ArgRef &idx) {
-  std::vector<TreeDef> items;
-  if (idx.def.kind() == TreeDef::Kind::Tuple)
-    for (size_t i = 0; i < idx.def.numChildren(); ++i)
-      items.push_back(idx.def.child(i));
-  else
-    items.push_back(idx.def);
-  size_t leaf = idx.firstLeaf;
+void exportGetItemRuntime(ExportCall &c, const std::vector<IndexSpec> &items) {
   std::vector<Bound> starts, ends, steps;
   std::vector<int64_t> axes;
-  auto bound = [&](const TreeDef &t) {
-    if (t.isLeaf())
-      return Bound{0, c.nameOf(c.e.input(leaf++))};
-    if (t.isConst() && t.value().isInt())
-      return Bound{t.value().getInt(), ""};
+  auto bound = [&](const IndexBound &b) {
+    if (b.leaf)
+      return Bound{0, c.nameOf(b.node())};
+    if (b.value)
+      return Bound{*b.value, ""};
     c.fail("a slice with bounds read at run time needs every bound given");
   };
   for (size_t i = 0; i < items.size(); ++i) {
-    if (items[i].kind() != TreeDef::Kind::Slice)
+    if (items[i].kind != IndexSpec::Kind::Slice)
       c.fail("only slices have an ONNX form when bounds are read at run time");
-    starts.push_back(bound(items[i].child(0)));
-    ends.push_back(bound(items[i].child(1)));
-    steps.push_back(bound(items[i].child(2)));
+    starts.push_back(bound(items[i].start));
+    ends.push_back(bound(items[i].stop));
+    steps.push_back(bound(items[i].step));
     axes.push_back(int64_t(i));
   }
   c.simple("Slice", {c.operand("self"), joinBounds(c, starts, c.out + "_starts"),
@@ -334,40 +328,29 @@ void exportGetItemRuntime(ExportCall &c, const ArgRef &idx) {
 }
 
 void exportGetItem(ExportCall &c) {
-  if (auto a = c.e.namedArg("index"); a && a->def.numLeaves())
-    return exportGetItemRuntime(c, *a);
-  TreeDef idx = c.constant("index");
-  std::vector<TreeDef> items;
-  if (idx.kind() == TreeDef::Kind::Tuple)
-    for (size_t i = 0; i < idx.numChildren(); ++i)
-      items.push_back(idx.child(i));
-  else
-    items.push_back(idx);
+  auto a = c.e.namedArg("index");
+  auto items = a ? decodeIndex(*a) : std::nullopt;
+  if (!items)
+    c.fail("only integer and slice indices have an ONNX form");
+  if (a->def.numLeaves())
+    return exportGetItemRuntime(c, *items);
   const Shape &xs = c.shapeOf(c.e.input(0));
   std::vector<int64_t> starts, ends, axes, steps, squeeze;
-  auto opt = [&](const TreeDef &t, int64_t dflt) {
-    if (t.isConst() && t.value().isNone())
-      return dflt;
-    if (t.isConst() && t.value().isInt())
-      return t.value().getInt();
-    c.fail("slice bounds must be integers or None");
-  };
-  for (size_t i = 0; i < items.size(); ++i) {
-    const TreeDef &t = items[i];
+  constexpr int64_t big = std::numeric_limits<int64_t>::max();
+  for (size_t i = 0; i < items->size(); ++i) {
+    const IndexSpec &t = (*items)[i];
     if (i >= xs.size())
       c.fail("too many indices");
-    if (t.isConst() && t.value().isInt()) {
-      int64_t v = t.value().getInt();
-      starts.push_back(v);
-      ends.push_back(v == -1 ? std::numeric_limits<int64_t>::max() : v + 1);
+    if (t.kind == IndexSpec::Kind::Index) {
+      starts.push_back(t.index);
+      ends.push_back(t.index == -1 ? big : t.index + 1);
       axes.push_back(int64_t(i));
       steps.push_back(1);
       squeeze.push_back(int64_t(i));
-    } else if (t.kind() == TreeDef::Kind::Slice) {
-      int64_t st = opt(t.child(2), 1);
-      int64_t big = std::numeric_limits<int64_t>::max();
-      starts.push_back(opt(t.child(0), st > 0 ? 0 : big));
-      ends.push_back(opt(t.child(1), st > 0 ? big : std::numeric_limits<int64_t>::min()));
+    } else if (t.kind == IndexSpec::Kind::Slice) {
+      int64_t st = t.step.value.value_or(1);
+      starts.push_back(t.start.value.value_or(st > 0 ? 0 : big));
+      ends.push_back(t.stop.value.value_or(st > 0 ? big : std::numeric_limits<int64_t>::min()));
       axes.push_back(int64_t(i));
       steps.push_back(st);
     } else {

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "tm/ir/IndexSpec.h"
 #include "tm/ir/Node.h"
 
 namespace tmg::shapes {
@@ -124,7 +125,7 @@ private:
   std::optional<Value> arg(const std::optional<ArgRef> &a);
   std::optional<Value> binary(const Expr &e, OpKind k);
   std::optional<Value> floorOfDivision(const Node *n);
-  std::optional<Value> index(const Value &x, const TreeDef &idx);
+  std::optional<Value> index(const Value &x, const IndexSpec &idx);
   std::optional<Value> take(const Value &x, const Value &idx);
   std::optional<Value> concat(const Expr &e);
 
@@ -239,11 +240,11 @@ std::optional<Value> Evaluator::expr(const Expr &e, const TensorNode &out) {
   case OpKind::MReshape:
     return node(e.input(0));
   case OpKind::MGetItem: {
-    auto idx = e.numArgs() == 2 ? std::optional<TreeDef>(e.arg(1).def) : std::nullopt;
-    if (!idx || idx->numLeaves())
+    auto idx = e.numArgs() == 2 ? decodeIndex(e.arg(1)) : std::nullopt;
+    if (!idx || idx->size() != 1)
       return std::nullopt;
     auto x = node(e.input(0));
-    return x ? index(*x, *idx) : std::nullopt;
+    return x ? index(*x, (*idx)[0]) : std::nullopt;
   }
   case OpKind::Take:
   case OpKind::Gather: {
@@ -360,12 +361,12 @@ std::optional<Value> Evaluator::floorOfDivision(const Node *n) {
   });
 }
 
-std::optional<Value> Evaluator::index(const Value &x, const TreeDef &idx) {
+std::optional<Value> Evaluator::index(const Value &x, const IndexSpec &idx) {
   if (x.scalar)
     return std::nullopt;
   int64_t n = int64_t(x.elems.size());
-  if (auto i = intOf(idx)) {
-    int64_t j = *i < 0 ? *i + n : *i;
+  if (idx.kind == IndexSpec::Kind::Index) {
+    int64_t j = idx.index < 0 ? idx.index + n : idx.index;
     if (j < 0 || j >= n)
       return std::nullopt;
     Value v;
@@ -373,19 +374,25 @@ std::optional<Value> Evaluator::index(const Value &x, const TreeDef &idx) {
     v.elems.push_back(x.elems[size_t(j)]);
     return v;
   }
-  if (idx.kind() != TreeDef::Kind::Slice)
+  if (idx.kind != IndexSpec::Kind::Slice)
     return std::nullopt;
-  auto part = [](const TreeDef &t, int64_t dflt) -> std::optional<int64_t> {
-    if (isNoneDef(t))
+  // A bound is a constant, None, or a node whose value is a known int.
+  auto part = [&](const IndexBound &b, int64_t dflt) -> std::optional<int64_t> {
+    if (b.isNone())
       return dflt;
-    return intOf(t);
+    if (b.value)
+      return b.value;
+    auto v = node(b.node());
+    if (v && v->elems.size() == 1 && v->elems[0].kind == SymInt::Int)
+      return v->elems[0].v;
+    return std::nullopt;
   };
-  auto step = part(idx.child(2), 1);
+  auto step = part(idx.step, 1);
   if (!step || *step == 0)
     return std::nullopt;
   bool up = *step > 0;
-  auto start = part(idx.child(0), up ? 0 : n - 1);
-  auto stop = part(idx.child(1), up ? n : -n - 1);
+  auto start = part(idx.start, up ? 0 : n - 1);
+  auto stop = part(idx.stop, up ? n : -n - 1);
   if (!start || !stop)
     return std::nullopt;
   // Python's slice.indices.
@@ -395,8 +402,11 @@ std::optional<Value> Evaluator::index(const Value &x, const TreeDef &idx) {
     return std::min<int64_t>(v, up ? n : n - 1);
   };
   int64_t s = clampIdx(*start), e = clampIdx(*stop);
+  // A step past the length takes one element either way (and cannot
+  // overflow the index).
+  int64_t st = std::clamp<int64_t>(*step, -n - 1, n + 1);
   Value v;
-  for (int64_t i = s; up ? i < e : i > e; i += *step)
+  for (int64_t i = s; up ? i < e : i > e; i += st)
     v.elems.push_back(x.elems[size_t(i)]);
   return v;
 }

@@ -4,12 +4,14 @@
 // their indices), gather_nd, one_hot, compress, non_max_suppression and
 // unique (of data-dependent lengths),
 // scatters, reverse_sequence and __setitem__ (their input's type), and
-// __getitem__ with constant ints, slices, Ellipsis and None.
+// __getitem__ with ints, slices, Ellipsis and None.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
 
 #include <algorithm>
+
+#include "tm/ir/IndexSpec.h"
 
 namespace tmg::shapes {
 namespace {
@@ -49,22 +51,13 @@ Types take(const ShapeContext &c, OpKind) {
   return c.one(out, x->dtype);
 }
 
-/// The length of dim `n` sliced by `it` (a constant Slice TreeDef), or
-/// nullopt when a bound is not a constant int or None.
-std::optional<int64_t> sliceLength(const ShapeContext &c, const TreeDef &it,
-                                   int64_t n) {
-  auto part = [&](size_t i) -> std::optional<std::optional<int64_t>> {
-    const TreeDef &p = it.child(i);
-    if (isNoneDef(p))
-      return std::optional<int64_t>();
-    if (auto v = intOf(p))
-      return std::optional<int64_t>(*v);
-    return std::nullopt;
-  };
-  auto b = part(0), en = part(1), st = part(2);
-  if (!b || !en || !st)
-    return std::nullopt;
-  int64_t step = st->value_or(1);
+/// The length of dim `n` sliced by `it`: unknown when a bound is read at
+/// run time.
+int64_t sliceLength(const ShapeContext &c, const IndexSpec &it, int64_t n) {
+  if (it.start.leaf || it.stop.leaf || it.step.leaf)
+    return kUnknownDim;
+  const std::optional<int64_t> &b = it.start.value, &en = it.stop.value;
+  int64_t step = it.step.value.value_or(1);
   if (step == 0)
     c.fail("slice step cannot be zero");
   if (!isKnownDim(n)) {
@@ -73,10 +66,10 @@ std::optional<int64_t> sliceLength(const ShapeContext &c, const TreeDef &it,
     // against the unknown size leave it unknown.
     if (step < 0)
       return kUnknownDim;
-    int64_t lo = !*b ? 0 : **b >= 0 ? **b : dim::offset(n, **b);
-    int64_t hi = !*en || **en >= (int64_t(1) << 62) ? n
-                 : **en < 0                          ? dim::offset(n, **en)
-                                                     : kUnknownDim;
+    int64_t lo = !b ? 0 : *b >= 0 ? *b : dim::offset(n, *b);
+    int64_t hi = !en || *en >= (int64_t(1) << 62) ? n
+                 : *en < 0                        ? dim::offset(n, *en)
+                                                  : kUnknownDim;
     return dim::ceilDiv(dim::sub(hi, lo), step);
   }
   auto clampIdx = [&](std::optional<int64_t> v, int64_t dflt) {
@@ -86,64 +79,54 @@ std::optional<int64_t> sliceLength(const ShapeContext &c, const TreeDef &it,
     return step > 0 ? std::clamp<int64_t>(r, 0, n)
                     : std::clamp<int64_t>(r, -1, n - 1);
   };
-  int64_t s0 = clampIdx(*b, step > 0 ? 0 : n - 1);
-  int64_t s1 = clampIdx(*en, step > 0 ? n : -1);
+  int64_t s0 = clampIdx(b, step > 0 ? 0 : n - 1);
+  int64_t s1 = clampIdx(en, step > 0 ? n : -1);
   return step > 0 ? std::max<int64_t>(0, (s1 - s0 + step - 1) / step)
                   : std::max<int64_t>(0, (s0 - s1 - step - 1) / -step);
 }
 
-/// Basic indexing with constant ints, slices, Ellipsis and None.
+/// Basic indexing with ints, slices, Ellipsis and None; a slice bound read
+/// at run time leaves its dim unknown.
 Types getitem(const ShapeContext &c, OpKind) {
   auto x = c.first();
-  if (auto a = c.arg("index"); x && a && a->def.numLeaves())
-    return c.one(std::nullopt, x->dtype); // tensors in the index: read at run time
-  auto idx = c.constArg("index");
-  if (!x || !x->shape || !idx)
+  auto a = c.arg("index");
+  if (!x || !a)
     return std::nullopt;
-  std::vector<TreeDef> items;
-  if (idx->kind() == TreeDef::Kind::Tuple)
-    for (size_t i = 0; i < idx->numChildren(); ++i)
-      items.push_back(idx->child(i));
-  else
-    items.push_back(*idx);
+  auto items = decodeIndex(*a);
+  if (!items)
+    return c.one(std::nullopt, x->dtype); // tensor indices: data dependent
+  if (!x->shape)
+    return std::nullopt;
   const Shape &xs = *x->shape;
   size_t consumed = 0;
-  for (const auto &it : items)
-    if (!(it.isConst() &&
-          (it.value().isNone() || it.value().kind() == Scalar::Kind::Ellipsis)))
+  for (const IndexSpec &it : *items)
+    if (it.kind == IndexSpec::Kind::Index || it.kind == IndexSpec::Kind::Slice)
       ++consumed;
   if (consumed > xs.size())
     c.fail(fmt::format("too many indices for {}", dim::dimsStr(xs)));
   Shape out;
   size_t dim = 0;
-  for (const auto &it : items) {
-    if (it.isConst() && it.value().kind() == Scalar::Kind::Ellipsis) {
-      size_t skip = xs.size() - consumed;
-      for (size_t i = 0; i < skip; ++i)
+  for (const IndexSpec &it : *items) {
+    switch (it.kind) {
+    case IndexSpec::Kind::Ellipsis:
+      for (size_t skip = xs.size() - consumed; skip; --skip)
         out.push_back(xs[dim++]);
       consumed = xs.size();
-      continue;
-    }
-    if (it.isConst() && it.value().isNone()) {
+      break;
+    case IndexSpec::Kind::NewAxis:
       out.push_back(1);
-      continue;
-    }
-    if (auto i = intOf(it)) {
-      if (isKnownDim(xs[dim]) && (*i < -xs[dim] || *i >= xs[dim]))
-        c.fail(fmt::format("index {} is out of range for dim {} of {}", *i, dim,
+      break;
+    case IndexSpec::Kind::Index:
+      if (isKnownDim(xs[dim]) && (it.index < -xs[dim] || it.index >= xs[dim]))
+        c.fail(fmt::format("index {} is out of range for dim {} of {}", it.index, dim,
                            dim::dimsStr(xs)));
       ++dim;
-      continue;
-    }
-    if (it.kind() == TreeDef::Kind::Slice) {
-      auto len = sliceLength(c, it, xs[dim]);
-      if (!len)
-        return std::nullopt;
-      out.push_back(*len);
+      break;
+    case IndexSpec::Kind::Slice:
+      out.push_back(sliceLength(c, it, xs[dim]));
       ++dim;
-      continue;
+      break;
     }
-    return std::nullopt; // tensor indices: data dependent
   }
   for (; dim < xs.size(); ++dim)
     out.push_back(xs[dim]);

@@ -11,6 +11,7 @@
 #include "../Internal.h"
 #include "KernelUtil.h"
 #include "Lowering.h"
+#include "tm/ir/IndexSpec.h"
 
 #include <algorithm>
 #include <cmath>
@@ -343,37 +344,34 @@ struct NodeBound {
 /// tensor nodes (those recorded in `bounds`, the item holding a placeholder).
 std::vector<IndexItem> indexItems(const ArgRef &idx, const Args &a,
                                   std::vector<NodeBound> &bounds) {
-  std::vector<TreeDef> items;
-  if (idx.def.kind() == TreeDef::Kind::Tuple)
-    for (size_t i = 0; i < idx.def.numChildren(); ++i)
-      items.push_back(idx.def.child(i));
-  else
-    items.push_back(idx.def);
+  auto specs = decodeIndex(idx);
+  if (!specs)
+    a.fail(fmt::format("unsupported index {}: indices are ints, slices (of ints, None or "
+                       "tensors), None and Ellipsis",
+                       idx.str()));
   std::vector<IndexItem> out;
-  size_t leaf = idx.firstLeaf;
-  auto opt = [&](const TreeDef &t, int which) -> std::optional<int64_t> {
-    if (t.isLeaf()) {
-      bounds.push_back({out.size(), which, a.tensorOf(ArgRef{&a.expr(), t, leaf++})});
-      return std::nullopt;
-    }
-    if (t.isConst() && t.value().isNone())
-      return std::nullopt;
-    if (t.isConst() && t.value().isInt())
-      return t.value().getInt();
-    a.fail(fmt::format("slice bounds must be integers, tensors or None, got {}", t.str()));
-  };
-  for (const TreeDef &t : items) {
-    if (t.isConst() && t.value().isInt())
-      out.push_back(IndexItem::at(t.value().getInt()));
-    else if (t.isConst() && t.value().isNone())
+  for (const IndexSpec &sp : *specs) {
+    auto opt = [&](const IndexBound &b, int which) -> std::optional<int64_t> {
+      if (b.leaf)
+        bounds.push_back({out.size(), which, a.tensorOf(*b.leaf)});
+      return b.value;
+    };
+    switch (sp.kind) {
+    case IndexSpec::Kind::Index:
+      out.push_back(IndexItem::at(sp.index));
+      break;
+    case IndexSpec::Kind::NewAxis:
       out.push_back(IndexItem::newAxis());
-    else if (t.isConst() && t.value().kind() == Scalar::Kind::Ellipsis)
+      break;
+    case IndexSpec::Kind::Ellipsis:
       out.push_back(IndexItem::ellipsis());
-    else if (t.kind() == TreeDef::Kind::Slice) {
-      auto b = opt(t.child(0), 0), e = opt(t.child(1), 1), step = opt(t.child(2), 2);
+      break;
+    case IndexSpec::Kind::Slice: {
+      auto b = opt(sp.start, 0), e = opt(sp.stop, 1), step = opt(sp.step, 2);
       out.push_back(IndexItem::range(b, e, step.value_or(1)));
-    } else
-      a.fail(fmt::format("unsupported index {} (tensor indices are not supported)", t.str()));
+      break;
+    }
+    }
   }
   return out;
 }

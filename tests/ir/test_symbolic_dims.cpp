@@ -258,4 +258,11 @@ TEST_CASE("reshape targets computed from shapes keep their symbols", "[ir][symbo
                                                                   b.callFunction("tensor.expand_dims", {unknown, Arg::ints({0})})})},
                                                       {{"axis", int64_t(0)}})});
   CHECK(shapeOfNode(bt) == "(batch, seq, 96)");
+
+  // A slice bound read at run time leaves only its own dim unknown.
+  Node *sl = b.callMethod(b.arg(0), "__getitem__",
+                          {Arg::tuple({Arg::slice(Arg::none(), Arg::none(), Arg::none()),
+                                       Arg::slice(Arg::none(), Arg(unknown), Arg::none()),
+                                       Arg::slice(int64_t(1), Arg::none(), int64_t(2))})});
+  CHECK(shapeOfNode(sl) == "(batch, ?, 48)");
 }
