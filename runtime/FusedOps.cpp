@@ -12,6 +12,9 @@
 //===----------------------------------------------------------------------===//
 #include "FusedOps.h"
 
+#include "Gemm.h"
+#include "ops/Lowering.h"
+
 #include <cmath>
 
 #include "tm/runtime/Conv.h"
@@ -190,8 +193,13 @@ StepFn lowerLinearAct(const Expr &e, OpKind, LowerContext &ctx) {
   Act act = parseAct(d.string("activation"), e);
   int64_t x = d.slot("inp"), w = d.slot("weight"), b = d.slot("bias", true);
   uint32_t o = ctx.slot(e.output(0));
-  return [x, w, b, o, act](Value *s, RunState &) {
-    Tensor y = linear(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), epilogue(act));
+  // A weight read by getattr (the usual case) is packed once per plan.
+  auto pack = stableTensorArg(e, "weight") ? std::make_shared<detail::LinearWeightPack>()
+                                           : nullptr;
+  return [x, w, b, o, act, pack](Value *s, RunState &) {
+    auto packed = pack ? pack->get(s[w].tensor) : nullptr;
+    Tensor y = detail::linearWithPack(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(),
+                                      epilogue(act), packed.get());
     applyTail(y, act);
     s[o].tensor = std::move(y);
   };

@@ -28,6 +28,65 @@ int64_t packedPanelFloats(int64_t groups, int64_t m, int64_t k) {
   return groups * ((m + GemmMR - 1) / GemmMR) * k * GemmMR;
 }
 
+std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w0) {
+  Tensor w = w0.contiguous();
+  auto p = std::make_shared<PackedGemmB>();
+  p->n = w.dim(0);
+  p->k = w.dim(1);
+  int64_t strips = (p->n + GemmNR - 1) / GemmNR;
+  p->data = Tensor::empty({strips * p->k * GemmNR}, DType::Float32);
+  const float *src = w.data<float>();
+  float *dst = p->data.data<float>();
+  for (int64_t s = 0; s < strips; ++s)
+    for (int64_t kk = 0; kk < p->k; ++kk) {
+      float *d = dst + (s * p->k + kk) * GemmNR;
+      for (int64_t j = 0; j < GemmNR; ++j) {
+        int64_t row = s * GemmNR + j;
+        d[j] = row < p->n ? src[row * p->k + kk] : 0.0f;
+      }
+    }
+  return p;
+}
+
+std::shared_ptr<const PackedGemmB> LinearWeightPack::get(const Tensor &w) {
+  if (!gemmMicroKernelAvailable() || !w.defined() || w.dtype() != DType::Float32 ||
+      w.rank() != 2 || w.dim(0) < 16 || w.dim(1) == 0)
+    return nullptr;
+  std::lock_guard l(mu_);
+  if (!packed_ || key_.rawData() != w.rawData() || key_.shape() != w.shape() ||
+      key_.strides() != w.strides()) {
+    packed_ = packTransposedB(w);
+    key_ = w;
+  }
+  return packed_;
+}
+
+void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float *c,
+                int64_t ldc, int threads) {
+  int64_t panels = (m + GemmMR - 1) / GemmMR;
+  Tensor packed = Tensor::empty({packedPanelFloats(1, m, k)}, DType::Float32);
+  packPanels(a, 1, m, k, packed.data<float>());
+  const float *ap = packed.data<float>();
+  // Work items are (row block, column tile) pairs; a tile's depth block of
+  // B stays in L2 while the block's panels sweep it.
+  constexpr int64_t TileCols = 4 * GemmNR;
+  int64_t tiles = (n + TileCols - 1) / TileCols;
+  int64_t mBlocks = std::clamp<int64_t>((int64_t(threads) * 2 + tiles - 1) / tiles, 1, panels);
+  int64_t items = mBlocks * tiles;
+#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && items > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t mb = item % mBlocks, tl = item / mBlocks;
+    int64_t j0 = tl * TileCols, j1 = std::min(n, j0 + TileCols);
+    int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
+    int64_t m0 = p0 * GemmMR, m1 = std::min(m, p1 * GemmMR);
+    GemmB bj = b;
+    bj.data += (j0 / GemmNR) * b.stripStride;
+    if (m0 < m1)
+      gemmPackedA(ap, panels, p0, m1 - m0, j1 - j0, k, bj, c + m0 * ldc + j0, ldc, nullptr,
+                  Activation::None);
+  }
+}
+
 void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
                 float *dst) {
   int64_t panels = (m + GemmMR - 1) / GemmMR;

@@ -24,6 +24,8 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <mutex>
 
 #include "tm/runtime/Common.h"
 
@@ -83,5 +85,44 @@ void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
                       int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
                       float *c, int64_t ldc, const float *bias,
                       Activation act);
+
+/// B = W^T of a row-major weight W (n x k), as linear layers multiply by,
+/// packed once for the micro-kernel: strips of 48 columns (48 rows of W),
+/// each k rows of 48 floats (columns past n zero), so every depth block
+/// of a strip is one contiguous stream.
+struct PackedGemmB {
+  Tensor data;
+  int64_t n = 0, k = 0;
+  GemmB operand() const { return {data.data<float>(), k * GemmNR, GemmNR}; }
+};
+/// The packed W^T of a float32 row-major 2-d `w`.
+std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w);
+
+/// C (m x n) = A (m x k, row-major, rows contiguous) * B on the
+/// micro-kernel with `threads` threads: A packed once into 8-row panels
+/// shared by the threads; `b` is B in place (strips 48 floats apart) or a
+/// PackedGemmB. Requires gemmMicroKernelAvailable(), m, n, k > 0.
+void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float *c,
+                int64_t ldc, int threads);
+
+/// linear() whose weight^T is `packed` for the micro-kernel (nullptr, or a
+/// pack of another shape: the BLAS path).
+Tensor linearWithPack(const Tensor &x, const Tensor &weight, const Tensor &bias,
+                      Activation act, const PackedGemmB *packed);
+
+/// The packed weight of one linear step, made on first use and remade
+/// when another tensor is bound to the weight (one per step, so it lives
+/// and dies with the plan).
+class LinearWeightPack {
+public:
+  /// nullptr when `w` cannot use the micro-kernel (the linear then runs
+  /// on the BLAS).
+  std::shared_ptr<const PackedGemmB> get(const Tensor &w);
+
+private:
+  std::mutex mu_;
+  Tensor key_;
+  std::shared_ptr<const PackedGemmB> packed_;
+};
 
 } // namespace tmg::rt::detail

@@ -1,9 +1,12 @@
 //===- Linalg.cpp - Matrix products ---------------------------------------===//
 #include "tm/runtime/Linalg.h"
 
+#include <algorithm>
 #include <cblas.h>
 #include <cstring>
+#include <type_traits>
 
+#include "Gemm.h"
 #include "Internal.h"
 #include "tm/runtime/Elementwise.h"
 #include "tm/runtime/Shape.h"
@@ -31,10 +34,24 @@ void detail::sgemmSerial(bool transA, bool transB, int64_t m, int64_t n,
 
 namespace {
 
-/// One serial product on the calling thread: sgemmSerial for float32.
+/// Whether C = A * B runs on the runtime's own AVX-512 micro-kernel
+/// (Gemm.h) rather than the BLAS: the CPU has AVX-512F (checked at run
+/// time, whatever BLAS kernel the environment selects), A's rows are
+/// contiguous, neither operand is transposed, C is overwritten, and there
+/// are enough rows and columns to fill the 8 x 48 tiles.
+bool microGemmFits(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
+                   int64_t lda, float alpha, float beta) {
+  return !transA && !transB && lda == k && k > 0 && m >= GemmMR && n >= 16 &&
+         alpha == 1.0f && beta == 0.0f && gemmMicroKernelAvailable();
+}
+
+/// One serial product on the calling thread: the micro-kernel where it
+/// fits, else sgemmSerial.
 void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                 float alpha, const float *a, int64_t lda, const float *b,
                 int64_t ldb, float beta, float *c, int64_t ldc) {
+  if (microGemmFits(transA, transB, m, n, k, lda, alpha, beta))
+    return microSgemm(m, n, k, a, GemmB{b, GemmNR, ldb}, c, ldc, 1);
   sgemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
@@ -71,6 +88,10 @@ void parallelGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
   if (threads <= 1 || flops < 1e6) {
     gemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
+  }
+  if constexpr (std::is_same_v<T, float>) {
+    if (microGemmFits(transA, transB, m, n, k, lda, alpha, beta))
+      return microSgemm(m, n, k, a, GemmB{b, GemmNR, ldb}, c, ldc, threads);
   }
   // Split the larger output dimension into one part per thread, in
   // multiples of 16 so every part keeps full micro-kernel tiles. Each part
@@ -313,13 +334,26 @@ void rowBiasActivate(T *out, int64_t rows, int64_t cols, const T *bias,
       });
 }
 
-/// x (rows, in) @ weight^T (in, outF) + bias into `out`, all of dtype T.
+/// x (rows, in) @ weight^T (in, outF) + bias into `out`, all of dtype T;
+/// through the micro-kernel when `packed` holds weight^T packed for it.
 template <typename T>
 void linearInto(const Tensor &x, const Tensor &weight, const Tensor &bias,
-                Activation act, int64_t rows, int64_t in, Tensor &out) {
+                Activation act, int64_t rows, int64_t in, Tensor &out,
+                const PackedGemmB *packed) {
   int64_t outF = weight.dim(0);
-  parallelGemm<T>(false, true, rows, outF, in, T(1), x.data<T>(), in,
-                  weight.data<T>(), in, T(0), out.data<T>(), outF);
+  bool micro = false;
+  if constexpr (std::is_same_v<T, float>)
+    micro = packed && microGemmFits(false, false, rows, outF, in, in, 1.0f, 0.0f);
+  if (micro) {
+    bool nested = omp_in_parallel();
+    double flops = 2.0 * double(rows) * double(outF) * double(in);
+    int threads = nested || flops < 1e6 ? 1 : omp_get_max_threads();
+    microSgemm(rows, outF, in, x.data<float>(), packed->operand(), out.data<float>(), outF,
+               threads);
+  } else {
+    parallelGemm<T>(false, true, rows, outF, in, T(1), x.data<T>(), in, weight.data<T>(), in,
+                    T(0), out.data<T>(), outF);
+  }
   rowBiasActivate<T>(out.data<T>(), rows, outF,
                      bias.defined() ? bias.data<T>() : nullptr, act);
 }
@@ -350,6 +384,11 @@ DType checkLinear(const Tensor &x, const Tensor &weight, const Tensor &bias) {
 
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
               Activation act) {
+  return linearWithPack(x, weight, bias, act, nullptr);
+}
+
+Tensor detail::linearWithPack(const Tensor &x, const Tensor &weight, const Tensor &bias,
+                              Activation act, const PackedGemmB *packed) {
   DType outType = checkLinear(x, weight, bias);
   DType ct = floatComputeType(outType);
   int64_t in = x.dim(x.rank() - 1), outF = weight.dim(0);
@@ -365,10 +404,14 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
     requireBlasSize("linear", v, "dimension");
   Tensor b = bias.defined() ? asDType(bias, ct) : Tensor();
   if (ct == DType::Float64)
-    linearInto<double>(asDType(x, ct), asDType(weight, ct), b, act, rows, in,
-                       out);
+    linearInto<double>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out,
+                       nullptr);
   else
-    linearInto<float>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out);
+    linearInto<float>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out,
+                      weight.dtype() == DType::Float32 && packed && packed->n == outF &&
+                              packed->k == in
+                          ? packed
+                          : nullptr);
   return asDType(out, outType);
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "ElemwiseModule.h"
+#include "Gemm.h"
 #include "Plan.h"
 #include "ops/Lowering.h"
 
@@ -116,7 +117,11 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
   }
   if (llvm::isa<Linear>(&m)) {
     const Tensor *w = requiredTensor("weight"), *b = tensorAttr("bias");
-    return fn([w, b, tensorOr](const Tensor &t) { return linear(t, *w, tensorOr(b)); });
+    auto pack = std::make_shared<detail::LinearWeightPack>();
+    return fn([w, b, tensorOr, pack](const Tensor &t) {
+      auto packed = pack->get(*w);
+      return detail::linearWithPack(t, *w, tensorOr(b), Activation::None, packed.get());
+    });
   }
   if (llvm::isa<BatchNorm2d>(&m)) {
     const Tensor *mean = tensorAttr("running_mean"), *var = tensorAttr("running_var"),

@@ -9,6 +9,7 @@
 #include "../Internal.h"
 #include "KernelUtil.h"
 #include "Lowering.h"
+#include "../Gemm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -337,8 +338,15 @@ StepFn lowerLinear(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   Src x = a.tensor("inp"), w = a.tensor("weight"), b = a.optTensor("bias");
   uint32_t o = outSlot(e, ctx);
-  return [x, w, b, o](Value *s, RunState &) {
-    s[o].tensor = linear(x.get(s), w.get(s), b.defined() ? b.get(s) : Tensor());
+  // A weight that persists across runs is packed once for the micro-kernel.
+  auto pack = w.slot < 0 || stableTensorArg(e, "weight")
+                  ? std::make_shared<detail::LinearWeightPack>()
+                  : nullptr;
+  return [x, w, b, o, pack](Value *s, RunState &) {
+    Tensor wt = w.get(s);
+    auto packed = pack ? pack->get(wt) : nullptr;
+    s[o].tensor = detail::linearWithPack(x.get(s), wt, b.defined() ? b.get(s) : Tensor(),
+                                         Activation::None, packed.get());
   };
 }
 

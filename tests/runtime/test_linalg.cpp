@@ -3,6 +3,9 @@
 
 #include <array>
 
+#include "tm/ir/IR.h"
+#include "tm/runtime/Interpreter.h"
+
 using namespace tmtest;
 namespace rt = tmg::rt;
 
@@ -160,6 +163,59 @@ TEST_CASE("linear: x @ W^T + b with a fused activation", "[linalg]") {
                            << " act=" << rt::activationName(act).str());
           requireClose(rt::linear(x, w, b, act), want, GemmTol);
         }
+}
+
+TEST_CASE("matmul and linear at the micro-kernel's tile edges", "[linalg][threads]") {
+  // On AVX-512 CPUs float32 products without transposes run on the
+  // runtime's own 8 x 48 micro-kernel: rows around its 8-row panels,
+  // columns around its 48-column strips and 192-column tiles, depths
+  // around its 256 blocks; one and two threads.
+  Rng rng(105);
+  for (int64_t m : {8, 9, 15, 197})
+    for (int64_t n : {16, 47, 49, 192, 193})
+      for (int64_t k : {1, 256, 257, 600}) {
+        Tensor a = rng.tensor({m, k}), b = rng.tensor({k, n});
+        Ref want = refMatmul(Ref(a), Ref(b), false, false);
+        INFO("m=" << m << " k=" << k << " n=" << n);
+        requireClose(withThreads(1, [&] { return rt::matmul(a, b); }), want, gemmTol(k));
+        requireClose(withThreads(2, [&] { return rt::matmul(a, b); }), want, gemmTol(k));
+      }
+
+  // A linear layer's constant weight is packed once per plan step: two
+  // runs, then a run after the weight is replaced by another tensor.
+  for (int64_t out : {16, 50, 200}) {
+    const int64_t rows = 37, in = 300;
+    Tensor w = rng.tensor({out, in}), bias = rng.tensor({out});
+    auto m = std::make_unique<tmg::Module>("Net");
+    m->registerModule("fc", std::make_unique<tmg::Linear>(in, out));
+    auto tm = tmg::TracedModule::fromModule(std::move(m));
+    *tm->module("fc")->tensor("weight") = w;
+    *tm->module("fc")->tensor("bias") = bias;
+    tmg::GraphBuilder gb = tmg::GraphBuilder::top(*tm, {{"x", Shape{rows, in}}});
+    gb.finish(gb.callModule(gb.getAttr(gb.self(), "fc"), {gb.arg(0)}));
+    auto expect = [&](const Tensor &x, const Tensor &wt) {
+      Ref want(Shape{rows, out}), rx(x), rw(wt);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t o = 0; o < out; ++o) {
+          double v = bias.data<float>()[o];
+          for (int64_t i = 0; i < in; ++i)
+            v += rx.v[r * in + i] * rw.v[o * in + i];
+          want.v[r * out + o] = v;
+        }
+      return want;
+    };
+    rt::Interpreter interp(*tm);
+    INFO("out=" << out);
+    for (int run = 0; run < 2; ++run) {
+      Tensor x = rng.tensor({rows, in});
+      requireClose(interp.run({x}).outputs[0], expect(x, w), gemmTol(in));
+    }
+    Tensor w2 = rng.tensor({out, in});
+    *tm->module("fc")->tensor("weight") = w2;
+    Tensor x = rng.tensor({rows, in});
+    requireClose(rt::Interpreter(*tm).run({x}).outputs[0], expect(x, w2), gemmTol(in));
+    requireClose(interp.run({x}).outputs[0], expect(x, w2), gemmTol(in));
+  }
 }
 
 TEST_CASE("gemm: alpha, beta and a broadcast C", "[linalg]") {
