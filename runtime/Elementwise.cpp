@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "Internal.h"
+#include "VecMath.h"
 
 namespace tmg::rt {
 using namespace detail;
@@ -448,9 +449,33 @@ static void unaryInteger(UnaryOp op, const T *x, T *o, int64_t n) {
   }
 }
 
+/// The float32 ops VecMath computes in SIMD registers.
+static std::optional<VecFn> vecFnOf(UnaryOp op) {
+  switch (op) {
+  case UnaryOp::Exp:
+    return VecFn::Exp;
+  case UnaryOp::Erf:
+    return VecFn::Erf;
+  case UnaryOp::Sigmoid:
+    return VecFn::Sigmoid;
+  case UnaryOp::Silu:
+    return VecFn::Silu;
+  case UnaryOp::Gelu:
+    return VecFn::Gelu;
+  default:
+    return std::nullopt;
+  }
+}
+
 template <typename T> static void unaryFloat(UnaryOp op, const T *x, T *o, int64_t n) {
   // Transcendental functions cost tens of cycles: a smaller grain.
   constexpr int64_t Cheap = ElementwiseGrain, Costly = ElementwiseGrain / 16;
+  if constexpr (std::is_same_v<T, float>) {
+    if (auto f = vecFnOf(op))
+      return parallelFor(n, ElementwiseGrain / 4, [&](int64_t b, int64_t e) {
+        vecMath(*f, x + b, o + b, e - b);
+      });
+  }
   const T zero = 0, one = 1, half = 0.5, three = 3, six = 6;
   switch (op) {
   case UnaryOp::Neg:

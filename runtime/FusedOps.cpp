@@ -13,6 +13,7 @@
 #include "FusedOps.h"
 
 #include "Gemm.h"
+#include "VecMath.h"
 #include "ops/Lowering.h"
 
 #include <cmath>
@@ -21,6 +22,8 @@
 #include "tm/runtime/Linalg.h"
 
 namespace tmg::rt {
+using detail::VecFn;
+using detail::vecMath;
 
 namespace {
 
@@ -74,12 +77,22 @@ template <typename F> void inPlace(Tensor &t, F f) {
     p[i] = f(p[i]);
 }
 
+/// t = f(t) through VecMath.
+void inPlaceVec(Tensor &t, VecFn f) {
+  float *p = t.data<float>();
+  int64_t n = t.numel();
+  constexpr int64_t Chunk = 4096;
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; i += Chunk)
+    vecMath(f, p + i, p + i, std::min(Chunk, n - i));
+}
+
 void applyTail(Tensor &t, Act a) {
   switch (a) {
   case Act::Sigmoid:
-    return inPlace(t, [](float v) { return 1.0f / (1.0f + std::exp(-v)); });
+    return inPlaceVec(t, VecFn::Sigmoid);
   case Act::Silu:
-    return inPlace(t, [](float v) { return v / (1.0f + std::exp(-v)); });
+    return inPlaceVec(t, VecFn::Silu);
   case Act::Hardswish:
     return inPlace(t, [](float v) {
       float r = v + 3.0f;
@@ -92,7 +105,7 @@ void applyTail(Tensor &t, Act a) {
       return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
     });
   case Act::Gelu:
-    return inPlace(t, [](float v) { return 0.5f * v * (1.0f + std::erf(v * float(M_SQRT1_2))); });
+    return inPlaceVec(t, VecFn::Gelu);
   case Act::GeluTanh:
     return inPlace(t, [](float v) {
       constexpr float K = 0.7978845608028654f; // sqrt(2 / pi)

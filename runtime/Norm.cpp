@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "Internal.h"
+#include "VecMath.h"
 
 namespace tmg::rt {
 using namespace detail;
@@ -161,13 +162,15 @@ static Tensor softmaxImpl(llvm::StringRef op, const Tensor &x, int64_t axis) {
         float m = -std::numeric_limits<float>::infinity();
         for (int64_t l = 0; l < len; ++l)
           m = (src[l] > m || src[l] != src[l]) ? src[l] : m;
+        // exp(x - max) into dst (log-softmax overwrites it below), summed
+        // in double.
+        for (int64_t l = 0; l < len; ++l)
+          dst[l] = src[l] - m;
+        detail::vecMath(detail::VecFn::Exp, dst, dst, len);
         double s = 0.0;
-        for (int64_t l = 0; l < len; ++l) {
-          float e = std::exp(src[l] - m);
-          if constexpr (!Log)
-            dst[l] = e;
-          s += e;
-        }
+#pragma omp simd reduction(+ : s)
+        for (int64_t l = 0; l < len; ++l)
+          s += dst[l];
         if constexpr (Log) {
           // (x - max) - log(sum) keeps the precision of small results when
           // max is large; x - (max + log(sum)) would not.
@@ -190,13 +193,14 @@ static Tensor softmaxImpl(llvm::StringRef op, const Tensor &x, int64_t axis) {
           float v = src[l * inner + j];
           mx[j] = (v > mx[j] || v != v) ? v : mx[j];
         }
-      for (int64_t l = 0; l < len; ++l)
-        for (int64_t j = 0; j < nj; ++j) {
-          float e = std::exp(src[l * inner + j] - mx[j]);
-          if constexpr (!Log)
-            dst[l * inner + j] = e;
-          sum[j] += e;
-        }
+      for (int64_t l = 0; l < len; ++l) {
+        float *d = dst + l * inner;
+        for (int64_t j = 0; j < nj; ++j)
+          d[j] = src[l * inner + j] - mx[j];
+        detail::vecMath(detail::VecFn::Exp, d, d, nj);
+        for (int64_t j = 0; j < nj; ++j)
+          sum[j] += d[j];
+      }
       if constexpr (Log) {
         float ls[Chunk];
         for (int64_t j = 0; j < nj; ++j)

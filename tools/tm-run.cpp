@@ -27,6 +27,8 @@
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
 #include "tm/runtime/Compare.h"
+#include "tm/InitAllPasses.h"
+#include "tm/passes/PassManager.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
 #include "tm/runtime/Profile.h"
@@ -100,6 +102,13 @@ struct Options {
                          cl::desc("Let the plan fold batch norms into the convolutions before "
                                   "them (faster; results differ in the last bits)"),
                          cl::cat(exec)};
+  cl::opt<std::string> pipeline{
+      "pass-pipeline",
+      cl::desc("Run this pass pipeline on the model before running it, as tm-opt does (e.g. "
+               "'optimize': the graph optimisations an ONNX runtime applies)"),
+      cl::value_desc("pipeline"), cl::cat(exec)};
+  cl::alias pipelineShort{"p", cl::desc("Alias for --pass-pipeline"), cl::aliasopt(pipeline),
+                          cl::NotHidden, cl::cat(exec)};
   cl::opt<bool> profile{"profile",
                         cl::desc("Print the time per op kind (count, share, GFLOP/s) and the "
                                  "slowest exprs over the timed runs"),
@@ -295,6 +304,17 @@ int run(Options &o) {
   };
   names("onnx_inputs", m.onnxIn);
   names("onnx_outputs", m.onnxOut);
+  if (!o.pipeline.empty()) {
+    PassRegistry &registry = PassRegistry::global();
+    registerAllPasses(registry);
+    Tool.addSource("<pipeline>", o.pipeline);
+    auto p = Pipeline::parse(o.pipeline, registry, "<pipeline>");
+    if (p.failed())
+      return Tool.fail(p.diagnostic());
+    PassManager pm(std::move(*p), PipelineOptions{});
+    if (auto r = pm.run(*m.module); r.failed())
+      return Tool.fail(r.diagnostic());
+  }
 
   if (o.loadOnly) {
     auto imported = std::chrono::steady_clock::now();
