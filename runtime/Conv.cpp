@@ -565,15 +565,24 @@ static void depthwisePlane(const ConvGeom &g, const float *plane,
       }
       continue;
     }
-    for (int64_t ox = 0; ox < g.ow; ++ox) {
-      float acc = b;
-      for (int64_t ki = 0; ki < g.kh; ++ki) {
-        const float *rk = r + ki * g.dh * pw + ox * g.sw;
-        for (int64_t kj = 0; kj < g.kw; ++kj)
-          acc += wk[ki * g.kw + kj] * rk[kj * g.dw];
+    // Other kernels: the output row accumulates one tap at a time over
+    // all its positions (the loops over positions vectorise), in the same
+    // (ki, kj) order as one position at a time would.
+    for (int64_t ox = 0; ox < g.ow; ++ox)
+      d[ox] = b;
+    for (int64_t ki = 0; ki < g.kh; ++ki)
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        float wv = wk[ki * g.kw + kj];
+        const float *rk = r + ki * g.dh * pw + kj * g.dw;
+        if (g.sw == 1)
+          for (int64_t ox = 0; ox < g.ow; ++ox)
+            d[ox] += wv * rk[ox];
+        else
+          for (int64_t ox = 0; ox < g.ow; ++ox)
+            d[ox] += wv * rk[ox * g.sw];
       }
-      d[ox] = finish(acc);
-    }
+    for (int64_t ox = 0; ox < g.ow; ++ox)
+      d[ox] = finish(d[ox]);
   }
 }
 
