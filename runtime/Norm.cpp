@@ -103,11 +103,14 @@ Tensor layerNorm(const Tensor &x, llvm::ArrayRef<int64_t> normalizedShape,
                 for (int64_t r = r0; r < r1; ++r) {
                   const float *src = px + r * d;
                   float *dst = po + r * d;
+                  // Sums in double, in SIMD lanes.
                   double s = 0.0;
+#pragma omp simd reduction(+ : s)
                   for (int64_t i = 0; i < d; ++i)
                     s += src[i];
                   double mu = s / double(d);
                   double ss = 0.0;
+#pragma omp simd reduction(+ : ss)
                   for (int64_t i = 0; i < d; ++i) {
                     double c = src[i] - mu;
                     ss += c * c;
