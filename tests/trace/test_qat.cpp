@@ -14,6 +14,7 @@
 #include "Layers.h"
 #include "tm/io/Safetensors.h"
 #include "tm/io/Tmir.h"
+#include "tm/ir/StateDict.h"
 #include "tm/runtime/Compare.h"
 
 using namespace tmg;
@@ -274,4 +275,42 @@ TEST_CASE("QAT: a malformed helper call is an error at its expr", "[trace][qat][
   b.finish(y);
   CHECK_THROWS_WITH(run(*tm, {Tensor::randn({2}, 1)}),
                     Catch::Contains("'fake_quant' must be a module or None"));
+}
+
+TEST_CASE("QAT: test_load_param and test_qualname on a calibrated QAT net", "[trace][qat]") {
+  // MegEngine's test_qat_module.py: the state dict of one calibrated QAT net
+  // loads into the traced module of another and into its flatten; every
+  // node's qualname is an attribute path of both the traced and the
+  // original module.
+  TwoLinears calibrated, fresh;
+  (void)calibrated(Tensor::randn({3, 4}, 7));
+  StateDict sd = stateDict(calibrated);
+  CHECK(std::isfinite(calibrated.module("fc0")->module("act_observer")->tensor("min_val")->at(0)));
+  auto tm = traceModule(fresh, Var::meta({3, 4}));
+  auto flat = tm->flatten();
+  for (TracedModule *t : {tm.get(), flat.get()}) {
+    REQUIRE(loadStateDict(*t, sd).succeeded());
+    for (const auto &[name, v] : sd) {
+      INFO(name);
+      CHECK(t->resolveTensor(name)->bitwiseEqual(v));
+    }
+  }
+  size_t checked = 0;
+  for (Node *n : tm->graph().nodes().asList()) {
+    llvm::StringRef q = n->qualname();
+    INFO(q.str());
+    REQUIRE(q.consume_front("TwoLinears"));
+    q.consume_front(".");
+    if (q.startswith("["))
+      q = "";
+    else if (size_t i = q.find(".["); i != llvm::StringRef::npos)
+      q = q.take_front(i);
+    auto reaches = [&](const Module &m) {
+      return q.empty() || m.resolveModule(q) || m.resolveTensor(q);
+    };
+    CHECK(reaches(*tm));
+    CHECK(reaches(fresh));
+    ++checked;
+  }
+  CHECK(checked > 20);
 }
