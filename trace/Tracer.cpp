@@ -115,6 +115,10 @@ std::unique_ptr<Module> convertTree(Module &m, bool top, State &st) {
   out->setName(m.name());
   st.counterpart[&m] = out.get();
   copyAttrs(m, *out, st);
+  // A traced QAT module is marked as the reference's TracedModule.is_qat:
+  // flatten() keeps its calls.
+  if (dynamic_cast<QATLayer *>(&m) && llvm::isa<TracedModule>(out.get()))
+    out->setValue("is_qat", Scalar(true));
   return out;
 }
 

@@ -253,14 +253,24 @@ TEST_CASE("QAT: the helper call reads back from .tmir and survives flatten", "[t
   CHECK(run(*back, {x})[0].bitwiseEqual(eager));
   checkVerified(*back);
 
-  // Inlined, `self` of each QAT block becomes the block's module node.
+  // flatten() keeps the calls of QAT blocks (the reference's is_qat), with
+  // their graphs (test_trace_qat: `MyModule_block0_conv0` is a ModuleNode
+  // owned by a TracedModule, and the input of `..._conv0_out`'s call).
+  CHECK(tm->module("fc0")->boolValue("is_qat"));
   auto flat = tm->flatten();
+  CHECK(flat->graph().str() == "TwoLinears.Graph (self, x) {\n"
+                               "\t%2:\tfc1 = getattr(self, \"fc1\") -> (Module)\n"
+                               "\t%3:\tfc0 = getattr(self, \"fc0\") -> (Module)\n"
+                               "\t%4:\tfc0_out = fc0(x, )\n"
+                               "\t%15:\tfc1_out = fc1(fc0_out, )\n"
+                               "\t%25:\trelu_out = nn.relu(fc1_out, )\n"
+                               "\treturn relu_out\n"
+                               "}");
+  Node *fc0 = flat->graph().getNodeByName("TwoLinears_fc0").asUnique();
+  REQUIRE(llvm::isa<ModuleNode>(fc0));
+  CHECK(llvm::isa<TracedModule>(llvm::cast<ModuleNode>(fc0)->owner()));
+  CHECK(flat->graph().getNodeByName("TwoLinears_fc0_out").asUnique()->expr()->input(0) == fc0);
   CHECK(helperCalls(flat->graph()) == 4);
-  std::string s = flat->graph().str();
-  CHECK(s.find("module._apply_fakequant_with_observer(fc0, fc0_weight, fc0_weight_fake_quant, "
-               "fc0_weight_observer, )") != std::string::npos);
-  CHECK(s.find("module._apply_fakequant_with_observer(fc1, fc1_weight, None, "
-               "fc1_weight_observer, )") != std::string::npos);
   CHECK(run(*flat, {x})[0].bitwiseEqual(eager));
   checkVerified(*flat);
   auto flatBack = tmirRoundTrip(*flat);
