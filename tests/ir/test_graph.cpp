@@ -454,6 +454,31 @@ TEST_CASE("type filters see builtin modules: every module is a Module", "[ir][gr
   CHECK(!moduleBaseType().isa(Conv2d::staticType()));
 }
 
+TEST_CASE("type filters match builtin subclasses by their base type", "[ir][graph]") {
+  // A builtin class registered with a base (a subclass of Conv2d) is found
+  // by its own type, by Conv2d's and by Module's, as isinstance would.
+  ModuleType sub;
+  sub.name = "MyBuiltinConv";
+  sub.builtin = true;
+  sub.base = &Conv2d::staticType();
+  const ModuleType &subType = ModuleTypeRegistry::instance().add(std::move(sub));
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  tm->registerModule("conv", std::make_unique<BuiltinModule>(Conv2d::staticType()));
+  tm->registerModule("mine", std::make_unique<BuiltinModule>(subType));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1}}});
+  Node *conv = b.getAttr(b.self(), "conv");
+  Node *mine = b.getAttr(b.self(), "mine");
+  OutputType t;
+  t.shape = Shape{1};
+  Node *y = b.callModule(conv, {b.arg(0)}, {}, {}, {}, t);
+  b.finish(b.callModule(mine, {y}, {}, {}, {}, t));
+  InternalGraph &g = tm->graph();
+  CHECK(g.getModuleByType(subType).asList() == std::vector<Node *>{mine});
+  CHECK(g.getModuleByType(Conv2d::staticType()).asList() == std::vector<Node *>{conv, mine});
+  CHECK(g.getModuleByType(moduleBaseType()).asCount() == 3); // self too
+  CHECK(g.getModuleByType(BatchNorm2d::staticType()).asCount() == 0);
+}
+
 TEST_CASE("clone is deep and structurally equal", "[ir][graph]") {
   auto tm = tracedMyModule();
   auto c = tm->cloneTraced();
