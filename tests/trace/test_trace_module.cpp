@@ -670,3 +670,49 @@ TEST_CASE("a parameter shared by two modules stays one tensor through tracing an
   CHECK(tm->resolveTensor("a.weight")->sharesStorage(*tm->resolveTensor("b.weight")));
   CHECK(tm->resolveTensor("a.weight")->bitwiseEqual(sd[3].second));
 }
+
+namespace {
+/// test_module.py's test_module_api fixture, attributes declared out of
+/// alphabetical order: `buff` and `param` are never read by forward.
+struct ApiNet : LayerOf<ApiNet> {
+  ApiNet() : LayerOf("ApiNet", {"x"}) {
+    addModule<MyBlock>("b");
+    addModule<ReLU>("a");
+    registerBuffer("buff", Tensor::full({1}, 1.0));
+    registerParameter("param", Tensor::full({1}, 2.0));
+  }
+  Var forward(Var x) { return mod("a")(mod("b")(x)); }
+};
+} // namespace
+
+TEST_CASE("test_module_api: a traced module lists its modules and tensors as its original",
+          "[trace][trace_module]") {
+  ApiNet net;
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  auto modules = [](Module &m) {
+    std::vector<std::string> out;
+    m.namedModules([&](const std::string &n, Module &) { out.push_back(n); });
+    return out;
+  };
+  auto tensors = [](const Module &m) {
+    std::vector<std::string> out;
+    m.namedTensors([&](const std::string &n, const Tensor &) { out.push_back(n); });
+    return out;
+  };
+  // namedModules / namedTensors: declaration order, as the original
+  // (docs/differences.md); stateDict: the reference's sorted order.
+  CHECK(modules(*tm) == modules(net));
+  CHECK(modules(*tm) == std::vector<std::string>{"", "b", "b.conv1", "b.bn1", "b.nothing", "a"});
+  CHECK(tensors(*tm) == tensors(net));
+  std::vector<std::string> keys;
+  for (const auto &kv : stateDict(*tm))
+    keys.push_back(kv.first);
+  CHECK(keys == std::vector<std::string>{"buff", "param", "b.bn1.bias", "b.bn1.running_mean",
+                                         "b.bn1.running_var", "b.bn1.weight",
+                                         "b.conv1.weight"});
+  // The unused `buff` and `param` are kept (docs/differences.md), so the
+  // original's state dict loads strictly.
+  CHECK(tm->tensor("buff"));
+  CHECK(tm->tensor("param"));
+  CHECK(loadStateDict(*tm, stateDict(net)).succeeded());
+}
