@@ -24,15 +24,15 @@ std::pair<int64_t, int64_t> qrange(llvm::StringRef d) {
 }
 
 namespace {
-/// The node of a module argument of `_apply_fakequant_with_observer`, or
-/// nullptr for None.
+/// The module passed as argument `i` of `_apply_fakequant_with_observer`,
+/// or nullptr for None.
 const Module *moduleArg(const Expr &e, size_t i, const char *param) {
   if (e.arg(i).isConst())
     return nullptr;
   auto *n = llvm::dyn_cast_or_null<ModuleNode>(e.arg(i).node());
   if (!n || !n->owner())
-    raiseAt(Location::atExpr(e.id()), "_apply_fakequant_with_observer: '{}' must be a module or None",
-            param);
+    raiseAt(Location::atExpr(e.id()),
+            "_apply_fakequant_with_observer: '{}' must be a module or None", param);
   return n->owner();
 }
 
@@ -186,6 +186,11 @@ Var QATLayer::applyFakeQuantWithObserver(Var t, llvm::StringRef fakeQuant,
       t = mod(fakeQuant)(t);
     return t;
   }
+  if (st->scope().user != this)
+    raise("{}.applyFakeQuantWithObserver while the forward of '{}' is traced: a forward "
+          "quantises only with its own observers and fake-quantisers",
+          typeName().str(),
+          st->scope().user ? st->scope().user->typeName().str() : std::string("a graph"));
   // Python evaluates `self._apply_fakequant_with_observer(target,
   // self.fake_quant, self.observer)` left to right: the target, then the
   // GetAttr of the fake-quantiser, then that of the observer.

@@ -324,3 +324,18 @@ TEST_CASE("QAT: test_load_param and test_qualname on a calibrated QAT net", "[tr
   }
   CHECK(checked > 20);
 }
+
+namespace {
+/// A forward that quantises with a child's observer: not its own.
+struct Borrows : LayerOf<Borrows> {
+  Borrows() : LayerOf("Borrows", {"x"}) { addModule<QATLinear>("fc"); }
+  Var forward(Var x) { return static_cast<QATLinear *>(module("fc"))->applyAct(x); }
+};
+} // namespace
+
+TEST_CASE("QAT: a forward quantises only with its own modules", "[trace][qat][error]") {
+  Borrows net;
+  CHECK_THROWS_WITH(traceModule(net, Var::meta({2, 4})),
+                    Catch::Contains("QATLinear.applyFakeQuantWithObserver while the forward of "
+                                    "'Borrows' is traced"));
+}
