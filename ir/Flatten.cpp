@@ -44,7 +44,14 @@ InternalGraph *calleeOf(const CallMethod &cm, Module *owner) {
   if (!owner || !cm.argDef())
     return nullptr;
   auto *t = llvm::dyn_cast<TracedModule>(owner);
-  return t ? t->graphFor(*cm.argDef()) : nullptr;
+  if (!t)
+    return nullptr;
+  // A traced QAT module stays a call (the reference's `is_qat`): its
+  // observers and fake-quantisers stay attached to one module.
+  const TreeDef *qat = t->value("is_qat");
+  if (qat && qat->isConst() && qat->value().isBool() && qat->value().getBool())
+    return nullptr;
+  return t->graphFor(*cm.argDef());
 }
 
 void checkCallArity(const CallMethod &call, const InternalGraph &sub) {

@@ -13,6 +13,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "tm/io/Safetensors.h"
+#include "tm/ir/StateDict.h"
 #ifdef TM_HAVE_ONNX
 #include "tm/io/Onnx.h"
 #endif
@@ -232,6 +233,19 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
     return tool.fail(loaded.diagnostic());
   }
   out.module = std::move(*loaded);
+  return -1;
+}
+
+int loadWeights(Tool &tool, const std::string &path, TracedModule &m) {
+  auto w = readSafetensors(path);
+  if (w.failed())
+    return tool.fail(w.diagnostic());
+  auto r = loadStateDict(m, StateDict(w->tensors.begin(), w->tensors.end()), true);
+  if (r.failed()) {
+    Diagnostic d = r.diagnostic();
+    d.loc = Location::inFile(path);
+    return tool.fail(d);
+  }
   return -1;
 }
 

@@ -114,6 +114,14 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
               const std::map<std::string, Shape> &inputShapes = {},
               const SizeLimits &limits = {});
 
+/// `--weights FILE.safetensors`: loads the file as a state dict into `m`
+/// (keys are the qualified names of parameters and buffers, as stateDict()
+/// gives them: `fc.weight`, `block0.conv1.weight`), strictly: every key
+/// must name a tensor of the same shape and dtype, and every tensor must
+/// have a key. Returns -1, or the exit code after reporting the problems
+/// through `tool` (the module is then unchanged).
+int loadWeights(Tool &tool, const std::string &path, TracedModule &m);
+
 /// `--max-tensor-bytes` and `--max-model-bytes`, in a category of their own.
 struct LimitOptions {
   llvm::cl::OptionCategory cat{"Limits"};

@@ -62,6 +62,13 @@ struct Options {
       cl::desc("Static shape of an ONNX input with symbolic dims, e.g. input=1x3x224x224 "
                "(repeatable)"),
       cl::value_desc("name=dims"), cl::cat(io)};
+  cl::opt<std::string> weights{
+      "weights",
+      cl::desc("Load a state dict from this .safetensors file after reading the model: "
+               "keys are the qualified names of parameters and buffers (fc.weight, "
+               "block0.conv1.weight); every key must match a tensor of the same shape and "
+               "dtype, and every tensor must have a key"),
+      cl::value_desc("file.safetensors"), cl::cat(io)};
   cl::opt<bool> noVerify{"no-verify", cl::desc("Do not verify the final module"), cl::cat(io)};
   cl::opt<std::string> onnxExternalData{
       "onnx-external-data",
@@ -369,6 +376,9 @@ int run(Options &o) {
       return rc;
     m = std::move(loaded.module);
   }
+  if (!o.weights.empty())
+    if (int rc = tools::loadWeights(Tool, o.weights, *m); rc >= 0)
+      return rc;
   bool ranPasses = !pipeline.elements.empty();
   if (ranPasses) {
     PassManager pm(std::move(pipeline), opts);

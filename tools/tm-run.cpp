@@ -67,6 +67,13 @@ struct Options {
       cl::desc("Static shape of an ONNX input with symbolic dims, e.g. input=1x3x224x224 "
                "(repeatable); inputs bound with -i take their file's shape without it"),
       cl::value_desc("name=dims"), cl::cat(in)};
+  cl::opt<std::string> weights{
+      "weights",
+      cl::desc("Load a state dict from this .safetensors file after reading the model: "
+               "keys are the qualified names of parameters and buffers (fc.weight, "
+               "block0.conv1.weight); every key must match a tensor of the same shape and "
+               "dtype, and every tensor must have a key"),
+      cl::value_desc("file.safetensors"), cl::cat(in)};
 
   cl::opt<std::string> outputDir{"output-dir",
                                  cl::desc("Write each output as DIR/NAME.npy (DIR is created)"),
@@ -290,6 +297,9 @@ int run(Options &o) {
     if (int rc = tools::loadModel(Tool, o.model, loaded, shapes, o.limits->limits()); rc >= 0)
       return rc;
     m.module = std::move(loaded.module);
+    if (!o.weights.empty())
+      if (int rc = tools::loadWeights(Tool, o.weights, *m.module); rc >= 0)
+        return rc;
     m.onnxIn = std::move(loaded.onnxInputs);
     m.onnxOut = std::move(loaded.onnxOutputs);
   }

@@ -4,7 +4,9 @@
 #include <algorithm>
 #include <cmath>
 
+#include "State.h"
 #include "tm/ir/Diagnostic.h"
+#include "tm/runtime/Eval.h"
 #include "tm/trace/Trace.h"
 
 namespace tmg {
@@ -22,16 +24,75 @@ std::pair<int64_t, int64_t> qrange(llvm::StringRef d) {
 }
 
 namespace {
+/// The module passed as argument `i` of `_apply_fakequant_with_observer`,
+/// or nullptr for None.
+const Module *moduleArg(const Expr &e, size_t i, const char *param) {
+  if (e.arg(i).isConst())
+    return nullptr;
+  auto *n = llvm::dyn_cast_or_null<ModuleNode>(e.arg(i).node());
+  if (!n || !n->owner())
+    raiseAt(Location::atExpr(e.id()),
+            "_apply_fakequant_with_observer: '{}' must be a module or None", param);
+  return n->owner();
+}
+
+/// The interpreter's kernel of `_apply_fakequant_with_observer(self, target,
+/// fake_quant, observer)`: observers pass their input through (they record
+/// statistics only when run eagerly); a FakeQuantize fake-quantises with its
+/// parameters.
+std::vector<Tensor> fakeQuantWithObserverKernel(const Expr &e, llvm::ArrayRef<Tensor> ins) {
+  if (e.numArgs() != 4 || !e.kwargNames().empty())
+    raiseAt(Location::atExpr(e.id()),
+            "_apply_fakequant_with_observer takes (self, target, fake_quant, observer), "
+            "positionally");
+  Node *target = e.arg(1).node();
+  if (!target || !llvm::isa<TensorNode>(target))
+    raiseAt(Location::atExpr(e.id()), "_apply_fakequant_with_observer: 'target' must be a tensor");
+  Tensor x;
+  for (size_t i = 0; i < e.numInputs(); ++i)
+    if (e.input(i) == target)
+      x = ins[i];
+  moduleArg(e, 3, "observer"); // checked; the value passes through
+  const Module *fq = moduleArg(e, 2, "fake_quant");
+  if (!fq)
+    return {x};
+  if (fq->typeName() != "FakeQuantize")
+    raiseAt(Location::atExpr(e.id()),
+            "_apply_fakequant_with_observer: the interpreter runs FakeQuantize "
+            "fake-quantisers, not '{}'",
+            fq->typeName().str());
+  trace::StateGuard off(nullptr);
+  Var y = F::fake_quant(Var(x), fq->floatValue("scale"), fq->intValue("zero_point"),
+                        fq->intValue("qmin"), fq->intValue("qmax"));
+  return {y.value()};
+}
+
 /// Observers and FakeQuantize are builtin (registered once, with factories
-/// so that the interpreter runs them).
+/// so that the interpreter runs them); the QAT helper is a function with a
+/// kernel.
 struct RegisterQuantBuiltins {
+  const OpSchema *fn;
   RegisterQuantBuiltins() {
     registerAsBuiltin<MinMaxObserver>();
     registerAsBuiltin<FakeQuantize>();
+    trace::registerBuiltinLayerType("MinMaxObserver", typeid(MinMaxObserver));
+    trace::registerBuiltinLayerType("FakeQuantize", typeid(FakeQuantize));
+    fn = &OpRegistry::instance().registerFunction(
+        "module", "_apply_fakequant_with_observer", {"self", "target", "fake_quant", "observer"});
+    rt::registerFunctionKernel(*fn, fakeQuantWithObserverKernel);
   }
 };
-void ensureRegistered() { static RegisterQuantBuiltins once; }
+const RegisterQuantBuiltins &ensureRegistered() {
+  static RegisterQuantBuiltins once;
+  return once;
+}
 } // namespace
+
+const OpSchema &fakeQuantWithObserverFunction() { return *ensureRegistered().fn; }
+
+// Registered when the library loads, so that a .tmir file with QAT modules
+// and helper calls reads and runs in any program linking the tracer.
+static const bool quantRegisteredAtLoad = (ensureRegistered(), true);
 
 MinMaxObserver::MinMaxObserver(std::string qdtype) : LayerOf("MinMaxObserver", {"x"}) {
   ensureRegistered();
@@ -108,19 +169,66 @@ QATLayer::QATLayer(std::string typeName, std::vector<std::string> forwardParams,
 }
 
 Var QATLayer::applyAct(Var x) {
-  if (module("act_observer"))
-    x = mod("act_observer")(x);
-  if (module("act_fake_quant"))
-    x = mod("act_fake_quant")(x);
-  return x;
+  return applyFakeQuantWithObserver(std::move(x), "act_fake_quant", "act_observer");
 }
 
 Var QATLayer::applyWeight(Var w) {
-  if (module("weight_observer"))
-    w = mod("weight_observer")(w);
-  if (module("weight_fake_quant"))
-    w = mod("weight_fake_quant")(w);
-  return w;
+  return applyFakeQuantWithObserver(std::move(w), "weight_fake_quant", "weight_observer");
+}
+
+Var QATLayer::applyFakeQuantWithObserver(Var t, llvm::StringRef fakeQuant,
+                                         llvm::StringRef observer) {
+  trace::State *st = trace::current();
+  if (!st) {
+    if (module(observer))
+      t = mod(observer)(t);
+    if (module(fakeQuant))
+      t = mod(fakeQuant)(t);
+    return t;
+  }
+  if (st->scope().user != this)
+    raise("{}.applyFakeQuantWithObserver while the forward of '{}' is traced: a forward "
+          "quantises only with its own observers and fake-quantisers",
+          typeName().str(),
+          st->scope().user ? st->scope().user->typeName().str() : std::string("a graph"));
+  // Python evaluates `self._apply_fakequant_with_observer(target,
+  // self.fake_quant, self.observer)` left to right: the target, then the
+  // GetAttr of the fake-quantiser, then that of the observer.
+  Node *target = trace::traceLeaf(*st, t);
+  Arg fq = Arg::none(), obs = Arg::none();
+  if (module(fakeQuant))
+    fq = Arg(mod(fakeQuant).node());
+  if (module(observer))
+    obs = Arg(mod(observer).node());
+  trace::Scope &sc = st->scope();
+  OutputType type;
+  type.shape = t.shape();
+  type.dtype = t.dtype();
+  auto outs = sc.b.callFunctionN(fakeQuantWithObserverFunction(),
+                                 {Arg(sc.b.self()), Arg(target), std::move(fq), std::move(obs)},
+                                 {}, 1, {type});
+  Expr &e = *outs[0]->expr();
+  st->created(&e);
+  if (st->checkExprs && t.hasValue()) {
+    // The expr checker compares the recorded call with this module's own
+    // observer and fake-quantiser run on the value (recording nothing).
+    Var y(t.value());
+    {
+      trace::StateGuard off(nullptr);
+      trace::ProbeGuard probing;
+      for (llvm::StringRef name : {observer, fakeQuant})
+        if (auto *l = dynamic_cast<Layer *>(module(name))) {
+          CallArgs c;
+          c.add(y);
+          y = l->forwardValues(c).var();
+        }
+    }
+    st->values[outs[0]] = y.value();
+    trace::checkExpr(*st, e);
+  } else {
+    trace::computeValues(*st, e);
+  }
+  return Var(outs[0]);
 }
 
 static bool isBuiltinQuant(const Module *m) {

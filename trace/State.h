@@ -2,6 +2,7 @@
 #pragma once
 
 #include <memory>
+#include <typeindex>
 #include <vector>
 
 #include <llvm/ADT/DenseMap.h>
@@ -102,6 +103,19 @@ private:
   State *prev_;
 };
 
+/// RAII: marks this thread as probing (isProbing(): running a forward for
+/// output types or check values, where observers record nothing).
+struct ProbeGuard {
+  bool prev;
+  ProbeGuard();
+  ~ProbeGuard();
+};
+
+/// The module type of a Layer class registered as builtin (registerAsBuiltin):
+/// builtin, made by the .tmir reader, run by the Layer's forward on a fresh
+/// instance (when the class has a factory). Registered once per name.
+const ModuleType &registerBuiltinLayerType(llvm::StringRef typeName, std::type_index layer);
+
 /// Converts a user module tree into the traced tree (TracedModules for
 /// plain modules and Layers, builtins cloned, registered builtin Layers as
 /// BuiltinModules, traced submodules copied), filling `st.counterpart`.
@@ -112,6 +126,13 @@ Value fromTree(const TreeDef &def, llvm::ArrayRef<Node *> nodes, size_t &next);
 
 /// The Vars of a value in flatten order (dict values by sorted key).
 void collectVars(const Value &v, std::vector<const Var *> &out);
+
+/// The node of `v` in the current scope: its own node, or a Constant for a
+/// tensor no graph produced (the reference's mark_constant).
+Node *traceLeaf(State &st, const Var &v);
+/// With value computation on, interprets `e` on the values of its inputs
+/// (when all are known) and records its outputs' values.
+void computeValues(State &st, Expr &e);
 
 /// Eager helpers.
 Value eagerOp(const OpSchema &schema, const CallArgs &args, size_t numOutputs);

@@ -50,6 +50,20 @@ struct BuiltinRegistry {
 //===----------------------------------------------------------------------===//
 
 static void registerLayerKernel(const ModuleType &type, std::type_index t);
+
+const ModuleType &registerBuiltinLayerType(llvm::StringRef typeName, std::type_index layer) {
+  ModuleType t;
+  t.name = typeName.str();
+  t.builtin = true;
+  // The .tmir reader makes modules of the type (its kernel is the one
+  // registered below).
+  t.factory = [name = t.name]() -> std::unique_ptr<Module> {
+    return std::make_unique<BuiltinModule>(*ModuleTypeRegistry::instance().lookup(name));
+  };
+  const ModuleType &type = ModuleTypeRegistry::instance().add(std::move(t));
+  registerLayerKernel(type, layer);
+  return type;
+}
 static Value fromTreeFn(const TreeDef &def, const std::function<Value(bool)> &leaf);
 static TreeDef valueTree(const Value &v, std::vector<Var> &leaves);
 
@@ -93,18 +107,18 @@ std::unique_ptr<Module> convertTree(Module &m, bool top, State &st) {
     return out;
   }
   if (isRegisteredBuiltin(std::type_index(typeid(m)))) {
-    ModuleType t;
-    t.name = m.typeName().str();
-    t.builtin = true;
-    const ModuleType &type = ModuleTypeRegistry::instance().add(std::move(t));
-    registerLayerKernel(type, std::type_index(typeid(m)));
-    out = std::make_unique<BuiltinModule>(type);
+    out = std::make_unique<BuiltinModule>(
+        registerBuiltinLayerType(m.typeName(), std::type_index(typeid(m))));
   } else {
     out = std::make_unique<TracedModule>(m.typeName().str(), top);
   }
   out->setName(m.name());
   st.counterpart[&m] = out.get();
   copyAttrs(m, *out, st);
+  // A traced QAT module is marked as the reference's TracedModule.is_qat:
+  // flatten() keeps its calls.
+  if (dynamic_cast<QATLayer *>(&m) && llvm::isa<TracedModule>(out.get()))
+    out->setValue("is_qat", Scalar(true));
   return out;
 }
 
@@ -181,7 +195,7 @@ static Arg toArg(const Value &v, const std::function<Node *(const Var &)> &leaf)
 
 /// The node of `v` in the current scope: its own node, or a Constant for a
 /// tensor no graph produced (the reference's mark_constant).
-static Node *traceLeaf(State &st, const Var &v) {
+Node *traceLeaf(State &st, const Var &v) {
   if (Node *n = v.node())
     return n;
   if (v.isMeta())
@@ -214,7 +228,7 @@ static Value outputsValue(Expr &e) {
 }
 
 /// Computes the values of `e`'s outputs when every input has one.
-static void computeValues(State &st, Expr &e) {
+void computeValues(State &st, Expr &e) {
   if (!st.computeValues)
     return;
   std::vector<Tensor> ins;
@@ -493,11 +507,8 @@ void registerAsBuiltin(std::type_index t, std::function<std::unique_ptr<Layer>()
 
 namespace trace {
 static thread_local bool probing = false;
-struct ProbeGuard {
-  bool prev;
-  ProbeGuard() : prev(probing) { probing = true; }
-  ~ProbeGuard() { probing = prev; }
-};
+ProbeGuard::ProbeGuard() : prev(probing) { probing = true; }
+ProbeGuard::~ProbeGuard() { probing = prev; }
 
 /// The interpreter's kernel for a registered builtin Layer class: a fresh
 /// instance with the traced module's attributes runs its forward.

@@ -476,71 +476,13 @@ TEST_CASE("tracing errors have clear messages", "[trace][trace_module][error]") 
 }
 
 namespace {
-struct MyObserver : MinMaxObserver {}; // a user subclass: not builtin
-struct QATLinear : LayerOf<QATLinear, QATLayer> {
-  explicit QATLinear(bool userObserver) : LayerOf("QATLinear", {"x"}, true, true) {
-    registerParameter("weight", Tensor::randn({4, 4}, 3));
-    addModule<MinMaxObserver>("weight_observer");
-    addModule<FakeQuantize>("weight_fake_quant", "qint8", QParams{0.02, 0});
-    if (userObserver)
-      addModule<MyObserver>("act_observer");
-    else
-      addModule<MinMaxObserver>("act_observer");
-    addModule<FakeQuantize>("act_fake_quant", "qint8", QParams{0.05, 0});
+/// The reference's qat.Concat: `apply_quant_activation(F.concat(inps))`.
+struct Cat : LayerOf<Cat, QATLayer> {
+  Cat() : LayerOf("Concat", {"inps"}, false, true) {
+    addModule<MinMaxObserver>("act_observer");
+    addModule<FakeQuantize>("act_fake_quant", "qint8", QParams{1.0 / 64, 0});
   }
-  Var forward(Var x) {
-    Var w = applyWeight(attr("weight"));
-    return applyAct(F::linear(x, w));
-  }
-};
-} // namespace
-
-TEST_CASE("QAT: observers and FakeQuantize are builtin; others are replaced",
-          "[trace][trace_module][qat]") {
-  Tensor x = Tensor::randn({2, 4}, 9);
-  SECTION("builtin observer: kept") {
-    QATLinear net(false);
-    (void)net(x); // calibration
-    auto tm = traceModule(net, Var::meta({2, 4}));
-    std::string s = tm->graph().str();
-    CHECK(s.find("act_observer = getattr(self, \"act_observer\") -> (MinMaxObserver)") !=
-          std::string::npos);
-    CHECK(s.find("weight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)") !=
-          std::string::npos);
-    CHECK(tm->module("act_observer")->isBuiltin());
-    CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
-  }
-  SECTION("user observer: replaced by FakeQuantize with its qparams") {
-    QATLinear net(true);
-    (void)net(x); // calibration: MyObserver records min/max
-    QParams want = static_cast<MyObserver *>(net.module("act_observer"))->qparams();
-    auto tm = traceModule(net, Var::meta({2, 4}));
-    CHECK(tm->graph().str() ==
-          "QATLinear.Graph (self, x) {\n"
-          "\t%2:\tweight = getattr(self, \"weight\") -> (Tensor)\n"
-          "\t%3:\tweight_observer = getattr(self, \"weight_observer\") -> (MinMaxObserver)\n"
-          "\t%4:\tweight_observer_out = weight_observer(weight, )\n"
-          "\t%5:\tweight_fake_quant = getattr(self, \"weight_fake_quant\") -> (FakeQuantize)\n"
-          "\t%6:\tweight_fake_quant_out = weight_fake_quant(weight_observer_out, )\n"
-          "\t%7:\tlinear_out = nn.linear(x, weight_fake_quant_out, )\n"
-          "\t%8:\tact_fake_quant = getattr(self, \"act_fake_quant\") -> (FakeQuantize)\n"
-          "\t%9:\tact_fake_quant_out = act_fake_quant(linear_out, )\n"
-          "\treturn act_fake_quant_out\n"
-          "}");
-    CHECK(!net.module("act_observer")); // in place, as the reference
-    Module *fq = tm->module("act_fake_quant");
-    REQUIRE(fq);
-    CHECK(fq->floatValue("scale") == want.scale);
-    CHECK(fq->intValue("zero_point") == want.zeroPoint);
-    CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
-    checkVerified(*tm);
-  }
-}
-
-namespace {
-struct Cat : LayerOf<Cat> {
-  Cat() : LayerOf("Concat", {"inps"}) {}
-  Var forward(std::vector<Var> inps) { return F::concat(inps); }
+  Var forward(std::vector<Var> inps) { return applyAct(F::concat(inps)); }
 };
 struct MyCat : Cat {}; // a subclass of a builtin: traced
 } // namespace
@@ -569,9 +511,24 @@ TEST_CASE("insert builtin and traced calls with list arguments", "[trace][modifi
   auto *c1 = llvm::dyn_cast<TracedModule>(tm->module("cat_1"));
   REQUIRE(c1);
   CHECK(c1->numGraphs() == 1);
+  // The traced subclass quantises its output with one helper call.
+  CHECK(c1->graph().str() ==
+        "MyBlock_cat_1.Graph (self, inps_0, inps_1) {\n"
+        "\t%19:\tconcat_out = tensor.concat([inps_0, inps_1], )\n"
+        "\t%20:\tact_fake_quant = getattr(self, \"act_fake_quant\") -> (FakeQuantize)\n"
+        "\t%21:\tact_observer = getattr(self, \"act_observer\") -> (MinMaxObserver)\n"
+        "\t%22:\t_apply_fakequant_with_observer_out = "
+        "module._apply_fakequant_with_observer(self, concat_out, act_fake_quant, "
+        "act_observer, )\n"
+        "\treturn _apply_fakequant_with_observer_out\n"
+        "}");
   Tensor got = run(*tm, {x})[0];
-  Tensor want = Var(F::concat({e, e, e})).value();
+  auto fq = [](Tensor t) { return F::fake_quant(Var(t), 1.0 / 64, 0, -128, 127).value(); };
+  Tensor want = fq(Var(F::concat({e, fq(Var(F::concat({e, e})).value())})).value());
   CHECK(got.bitwiseEqual(want));
+  Cat eager;
+  Tensor inner = Var(eager(Value::list({e, e}))).value();
+  CHECK(got.bitwiseEqual(Var(eager(Value::list({e, inner}))).value()));
   checkVerified(*tm);
 }
 
@@ -713,4 +670,50 @@ TEST_CASE("a parameter shared by two modules stays one tensor through tracing an
   REQUIRE(loadStateDict(*tm, sd).succeeded());
   CHECK(tm->resolveTensor("a.weight")->sharesStorage(*tm->resolveTensor("b.weight")));
   CHECK(tm->resolveTensor("a.weight")->bitwiseEqual(sd[3].second));
+}
+
+namespace {
+/// test_module.py's test_module_api fixture, attributes declared out of
+/// alphabetical order: `buff` and `param` are never read by forward.
+struct ApiNet : LayerOf<ApiNet> {
+  ApiNet() : LayerOf("ApiNet", {"x"}) {
+    addModule<MyBlock>("b");
+    addModule<ReLU>("a");
+    registerBuffer("buff", Tensor::full({1}, 1.0));
+    registerParameter("param", Tensor::full({1}, 2.0));
+  }
+  Var forward(Var x) { return mod("a")(mod("b")(x)); }
+};
+} // namespace
+
+TEST_CASE("test_module_api: a traced module lists its modules and tensors as its original",
+          "[trace][trace_module]") {
+  ApiNet net;
+  auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
+  auto modules = [](Module &m) {
+    std::vector<std::string> out;
+    m.namedModules([&](const std::string &n, Module &) { out.push_back(n); });
+    return out;
+  };
+  auto tensors = [](const Module &m) {
+    std::vector<std::string> out;
+    m.namedTensors([&](const std::string &n, const Tensor &) { out.push_back(n); });
+    return out;
+  };
+  // namedModules / namedTensors: declaration order, as the original
+  // (docs/differences.md); stateDict: the reference's sorted order.
+  CHECK(modules(*tm) == modules(net));
+  CHECK(modules(*tm) == std::vector<std::string>{"", "b", "b.conv1", "b.bn1", "b.nothing", "a"});
+  CHECK(tensors(*tm) == tensors(net));
+  std::vector<std::string> keys;
+  for (const auto &kv : stateDict(*tm))
+    keys.push_back(kv.first);
+  CHECK(keys == std::vector<std::string>{"buff", "param", "b.bn1.bias", "b.bn1.running_mean",
+                                         "b.bn1.running_var", "b.bn1.weight",
+                                         "b.conv1.weight"});
+  // The unused `buff` and `param` are kept (docs/differences.md), so the
+  // original's state dict loads strictly.
+  CHECK(tm->tensor("buff"));
+  CHECK(tm->tensor("param"));
+  CHECK(loadStateDict(*tm, stateDict(net)).succeeded());
 }

@@ -8,12 +8,15 @@
 //    builtin class (e.g. a user subclass) gets, when it is traced, a
 //    FakeQuantize with the same dtype and quantisation parameters in place
 //    of both, on the user's module too (the reference's `_check_qat_module`).
+//  * Observer + fake-quantiser of one tensor is one CallFunction,
+//    `module._apply_fakequant_with_observer(self, t, fake_quant, observer)`.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
 
 #include <string>
 
+#include "tm/ir/OpSchema.h"
 #include "tm/trace/Layer.h"
 
 namespace tmg {
@@ -59,6 +62,14 @@ public:
   std::string qdtype() const override { return scalar("dtype").getString(); }
 };
 
+/// The function the reference records for its QAT helper,
+/// `QATModule._apply_fakequant_with_observer(self, target, fake_quant,
+/// observer)`, printed `module._apply_fakequant_with_observer` (the last part
+/// of `megengine.module.qat.module`). The interpreter runs it: the observer
+/// passes its input through, then the fake-quantiser (a FakeQuantize)
+/// quantises with its own parameters.
+const OpSchema &fakeQuantWithObserverFunction();
+
 /// Base of QAT modules: optional submodules `act_observer`,
 /// `act_fake_quant`, `weight_observer`, `weight_fake_quant`.
 class QATLayer : public Layer {
@@ -67,10 +78,19 @@ public:
            bool withAct);
   bool withWeight() const { return boolValue("with_weight"); }
   bool withAct() const { return boolValue("with_act"); }
-  /// `_apply_fakequant_with_observer` for activations / weights: the
-  /// observer then the fake-quantiser, those present.
+  /// The reference's `apply_quant_activation` / `apply_quant_weight`:
+  /// applyFakeQuantWithObserver with `act_fake_quant`, `act_observer` /
+  /// `weight_fake_quant`, `weight_observer`.
   Var applyAct(Var x);
   Var applyWeight(Var w);
+  /// `_apply_fakequant_with_observer(self, t, fake_quant, observer)` with
+  /// the submodules of those names (either may be absent). Eagerly: the
+  /// observer (recording statistics), then the fake-quantiser. While
+  /// tracing: one CallFunction of fakeQuantWithObserverFunction() with the
+  /// module arguments as the reference records them: `self`, the GetAttrs of
+  /// the fake-quantiser and the observer (in that order), `None` for an
+  /// absent one.
+  Var applyFakeQuantWithObserver(Var t, llvm::StringRef fakeQuant, llvm::StringRef observer);
 };
 
 /// The reference's `_check_qat_module` (the tracer calls it on each
