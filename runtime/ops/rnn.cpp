@@ -17,7 +17,7 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <memory>
 
 namespace tmg::rt {
 
@@ -482,13 +482,16 @@ std::vector<Tensor> runRecurrence(const RnnParams &p, const RnnDims &d, DType ct
   }
   if (!omp_in_parallel())
     ensureSerialBlas();
-  std::vector<std::vector<T>> xw(d.dirs, std::vector<T>(d.seq * d.batch * rec.gh()));
-  for (int64_t dir = 0; dir < d.dirs; ++dir)
-    rec.inputProducts(dir, xw[dir].data());
+  // X W^T per direction; the GEMM writes every element.
+  std::vector<std::unique_ptr<T[]>> xw;
+  for (int64_t dir = 0; dir < d.dirs; ++dir) {
+    xw.emplace_back(new T[size_t(d.seq * d.batch * rec.gh())]);
+    rec.inputProducts(dir, xw[dir].get());
+  }
   // The directions are independent: one thread each.
 #pragma omp parallel for num_threads(int(d.dirs)) if (d.dirs > 1 && !omp_in_parallel())
   for (int64_t dir = 0; dir < d.dirs; ++dir)
-    rec.run(dir, xw[dir].data());
+    rec.run(dir, xw[dir].get());
   return out;
 }
 
