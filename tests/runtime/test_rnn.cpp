@@ -6,7 +6,8 @@
 // time, gates i, o, f, c and z, r, h as the ONNX operator spec writes
 // them), pasted here: a bidirectional LSTM with peepholes, a GRU with
 // sequence_lens in both directions and both linear_before_reset modes, the
-// same GRU with layout 1, and an RNN with Tanh and Relu.
+// same GRU with layout 1, and an RNN with Tanh and Relu; float64 and
+// float16 inputs.
 //
 //===----------------------------------------------------------------------===//
 #include <catch2/catch.hpp>
@@ -78,6 +79,13 @@ TEST_CASE("lstm: bidirectional with bias, initial state and peepholes", "[runtim
         recurrent(p, f64(x), f64(w), f64(r), f64(b), Tensor(), f64(h0), f64(c0), f64(pp));
     CHECK(d[0].dtype() == DType::Float64);
     checkValues(d[1], {2, 1, 2}, {0.0324244487, 0.0261715047, -0.0438341134, -0.00494219327});
+  }
+  SECTION("float16 computes in float32 and gives float16 back") {
+    auto f16 = [](const Tensor &t) { return cast(t, DType::Float16); };
+    std::vector<Tensor> h =
+        recurrent(p, f16(x), f16(w), f16(r), f16(b), Tensor(), f16(h0), f16(c0), f16(pp));
+    CHECK(h[2].dtype() == DType::Float16);
+    CHECK(h[2].at(0) == Approx(0.0697200409).margin(1e-3));
   }
 }
 
