@@ -364,6 +364,7 @@ const OnnxExportTable &onnxExportTable() {
     registerCreationOnnxExport(t);
     registerResizeOnnxExport(t);
     registerQuantOnnxExport(t);
+    registerRnnOnnxExport(t);
     return t;
   }();
   return table;

@@ -944,6 +944,7 @@ const OnnxImportTable &onnxImportTable() {
     registerCreationOnnxImport(t);
     registerResizeOnnxImport(t);
     registerQuantOnnxImport(t);
+    registerRnnOnnxImport(t);
     registerMiscOnnxImport(t);
     return t;
   }();

@@ -56,6 +56,7 @@ const ShapeRuleTable &shapeRuleTable() {
     registerCreationShapeRules(t);
     registerResizeShapeRules(t);
     registerQuantShapeRules(t);
+    registerRnnShapeRules(t);
     return t;
   }();
   return table;

@@ -345,5 +345,6 @@ void registerIndexOnnxExport(OnnxExportTable &t);
 void registerCreationOnnxExport(OnnxExportTable &t);
 void registerResizeOnnxExport(OnnxExportTable &t);
 void registerQuantOnnxExport(OnnxExportTable &t);
+void registerRnnOnnxExport(OnnxExportTable &t);
 
 } // namespace tmg::io::onnxdetail

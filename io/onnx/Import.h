@@ -274,6 +274,7 @@ void registerIndexOnnxImport(OnnxImportTable &t);
 void registerCreationOnnxImport(OnnxImportTable &t);
 void registerResizeOnnxImport(OnnxImportTable &t);
 void registerQuantOnnxImport(OnnxImportTable &t);
+void registerRnnOnnxImport(OnnxImportTable &t);
 void registerMiscOnnxImport(OnnxImportTable &t);
 
 } // namespace tmg::io::onnxdetail

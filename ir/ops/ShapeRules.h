@@ -158,6 +158,7 @@ void registerIndexShapeRules(ShapeRuleTable &t);
 void registerCreationShapeRules(ShapeRuleTable &t);
 void registerResizeShapeRules(ShapeRuleTable &t);
 void registerQuantShapeRules(ShapeRuleTable &t);
+void registerRnnShapeRules(ShapeRuleTable &t);
 
 /// Conv or transposed conv over `spatial` dims (conv.cpp; also the Conv2d
 /// and ConvTranspose2d modules).

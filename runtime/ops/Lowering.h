@@ -48,6 +48,7 @@ void registerIndexLowering(LowerTable &t);
 void registerCreationLowering(LowerTable &t);
 void registerResizeLowering(LowerTable &t);
 void registerQuantLowering(LowerTable &t);
+void registerRnnLowering(LowerTable &t);
 
 /// A 0-d tensor holding `s`, typed after `like` when given (Python scalars
 /// in tensor positions follow the reference's weak scalar typing).

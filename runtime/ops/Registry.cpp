@@ -28,6 +28,7 @@ LowerTable buildLowerTable() {
   registerCreationLowering(t);
   registerResizeLowering(t);
   registerQuantLowering(t);
+  registerRnnLowering(t);
   return t;
 }
 

@@ -31,6 +31,7 @@ TEST_CASE("shape rules are registered by their op's family", "[ir][shapes]") {
   CHECK(shapeRuleFamily(OpKind::Arange) == "creation");
   CHECK(shapeRuleFamily(OpKind::ResizeNd) == "resize");
   CHECK(shapeRuleFamily(OpKind::FakeQuantize) == "quant");
+  CHECK(shapeRuleFamily(OpKind::Lstm) == "rnn");
   for (OpKind k : allOpKinds()) {
     llvm::StringRef f = shapeRuleFamily(k);
     INFO(opKindName(k));

@@ -191,6 +191,32 @@ TEST_CASE("symbolic spatial dims follow the window arithmetic", "[ir][symbolic]"
   CHECK_FALSE(broadcastShapes({2, 3}, {4, 3}));
 }
 
+TEST_CASE("recurrent ops keep symbolic seq and batch dims", "[ir][symbolic][rnn]") {
+  int64_t s = sym("S"), n = sym("N");
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{s, n, 3}}, {"xb", Shape{n, s, 3}}});
+  auto outs = b.callFunctionN(functionOp("nn.lstm"),
+                              {b.arg(0), b.constant(Tensor::zeros({2, 20, 3})),
+                               b.constant(Tensor::zeros({2, 20, 5}))},
+                              {{"direction", "bidirectional"}}, 3);
+  CHECK(shapeOfNode(outs[0]) == "(S, 2, N, 5)");
+  CHECK(shapeOfNode(outs[1]) == "(2, N, 5)");
+  CHECK(shapeOfNode(outs[2]) == "(2, N, 5)");
+  // Batch first; the hidden size from the attribute.
+  auto g = b.callFunctionN(functionOp("nn.gru"),
+                           {b.arg(1), b.constant(Tensor::zeros({1, 12, 3})),
+                            b.constant(Tensor::zeros({1, 12, 4}))},
+                           {{"layout", int64_t(1)}, {"hidden_size", int64_t(4)}}, 2);
+  CHECK(shapeOfNode(g[0]) == "(N, S, 1, 4)");
+  CHECK(shapeOfNode(g[1]) == "(N, 1, 4)");
+  // A recurrent weight that does not fit the hidden size is an error.
+  CHECK_THROWS_WITH(b.callFunctionN(functionOp("nn.rnn"),
+                                    {b.arg(0), b.constant(Tensor::zeros({1, 4, 3})),
+                                     b.constant(Tensor::zeros({1, 4, 4}))},
+                                    {{"hidden_size", int64_t(3)}}, 2),
+                    Catch::Contains("does not have 1 gates of hidden size 3"));
+}
+
 TEST_CASE("rules that do not handle symbols see an unknown shape", "[ir][symbolic]") {
   int64_t n = sym("N");
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));

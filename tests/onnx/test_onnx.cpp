@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <set>
 
 #include <unistd.h>
@@ -1510,4 +1511,118 @@ TEST_CASE("dynamic axes: shape-reading subgraphs stay generic", "[onnx][symbolic
     for (int64_t i = 0; i < in.numel(); ++i)
       CHECK(got.at(i) == in.at(i));
   }
+}
+
+TEST_CASE("import: LSTM and GRU attributes survive an export round trip", "[onnx][rnn]") {
+  // A bidirectional, batch-first LSTM with sequence_lens, clip and
+  // activations that read alpha and beta: HardSigmoid takes alpha 0.3 and
+  // beta 0.6, LeakyRelu alpha 0.2 (ONNX lists values only for them).
+  auto rampFloats = [](llvm::ArrayRef<int64_t> shape) {
+    Tensor t = ramp(shape);
+    return std::vector<float>(t.data<float>(), t.data<float>() + t.numel());
+  };
+  ModelBuilder b(14);
+  b.input("x", {2, 3, 2});
+  b.init("w", {2, 8, 2}, rampFloats({2, 8, 2}));
+  b.init("r", {2, 8, 2}, rampFloats({2, 8, 2}));
+  b.init("bias", {2, 16}, rampFloats({2, 16}));
+  auto *lens = b.g->add_initializer();
+  lens->set_name("lens");
+  lens->set_data_type(onnx::TensorProto::INT32);
+  lens->add_dims(2);
+  lens->add_int32_data(3);
+  lens->add_int32_data(2);
+  auto *n = b.node("LSTM", {"x", "w", "r", "bias", "lens"}, {"y", "yh", "yc"}, "lstm");
+  attrI(n, "hidden_size", 2);
+  attrI(n, "layout", 1);
+  attrS(n, "direction", "bidirectional");
+  ModelBuilder::attrF(n, "clip", 5.0f);
+  auto *acts = n->add_attribute();
+  acts->set_name("activations");
+  acts->set_type(onnx::AttributeProto::STRINGS);
+  for (const char *s : {"HardSigmoid", "Tanh", "Tanh", "Sigmoid", "LeakyRelu", "Tanh"})
+    acts->add_strings(s);
+  auto floatsAttr = [&](const char *name, std::vector<float> v) {
+    auto *a = n->add_attribute();
+    a->set_name(name);
+    a->set_type(onnx::AttributeProto::FLOATS);
+    for (float f : v)
+      a->add_floats(f);
+  };
+  floatsAttr("activation_alpha", {0.3f, 0.2f});
+  floatsAttr("activation_beta", {0.6f});
+  // An opset-14 GRU with linear_before_reset on the LSTM's output.
+  b.init("gw", {1, 6, 4}, rampFloats({1, 6, 4}));
+  b.init("gr", {1, 6, 2}, rampFloats({1, 6, 2}));
+  b.node("Reshape", {"yh", "shape"}, {"yh2"});
+  b.initInts("shape", {1, 2, 4});
+  auto *g = b.node("GRU", {"yh2", "gw", "gr"}, {"", "gh"}, "gru");
+  attrI(g, "hidden_size", 2);
+  attrI(g, "linear_before_reset", 1);
+  b.output("y", {2, 3, 2, 2});
+  b.output("yc", {2, 2, 2});
+  b.output("gh", {1, 2, 2});
+  Tensor x = ramp({2, 3, 2});
+  auto [got, back] = runAndRoundTrip(b, {x});
+  REQUIRE(got.size() == 3);
+  REQUIRE(got[0].shape() == llvm::ArrayRef<int64_t>({2, 3, 2, 2}));
+  REQUIRE(got[2].shape() == llvm::ArrayRef<int64_t>({1, 2, 2}));
+  for (size_t k = 0; k < 3; ++k) {
+    REQUIRE(back[k].shape() == got[k].shape());
+    for (int64_t i = 0; i < got[k].numel(); ++i)
+      CHECK(back[k].at(i) == got[k].at(i));
+  }
+  // Batch entry 1 has 2 steps: its step 2 is zero in both directions.
+  for (int64_t i = 20; i < 24; ++i)
+    CHECK(got[0].at(i) == 0);
+  CHECK(got[0].at(0) != 0);
+
+  // The exported node keeps the attributes, alpha and beta the ONNX way.
+  auto r = b.import();
+  REQUIRE(r.succeeded());
+  auto bytes = io::exportOnnxBytes(*r->module);
+  REQUIRE(bytes.succeeded());
+  onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(*bytes));
+  CHECK_NOTHROW(onnx::checker::check_model(mp));
+  const onnx::NodeProto *lstm = nullptr;
+  for (const auto &node : mp.graph().node())
+    if (node.op_type() == "LSTM")
+      lstm = &node;
+  REQUIRE(lstm);
+  std::map<std::string, const onnx::AttributeProto *> attrs;
+  for (const auto &a : lstm->attribute())
+    attrs[a.name()] = &a;
+  REQUIRE(attrs.count("activations"));
+  CHECK(attrs["activations"]->strings_size() == 6);
+  CHECK(attrs["activations"]->strings(4) == "LeakyRelu");
+  REQUIRE(attrs.count("activation_alpha"));
+  REQUIRE(attrs["activation_alpha"]->floats_size() == 2);
+  CHECK(attrs["activation_alpha"]->floats(1) == Approx(0.2));
+  REQUIRE(attrs.count("activation_beta"));
+  CHECK(attrs["activation_beta"]->floats_size() == 1);
+  CHECK(attrs["hidden_size"]->i() == 2);
+  CHECK(attrs["layout"]->i() == 1);
+  CHECK(attrs["direction"]->s() == "bidirectional");
+  CHECK(attrs["clip"]->f() == Approx(5.0));
+  CHECK(lstm->input(4) != "");
+  CHECK(lstm->input_size() == 5);
+}
+
+TEST_CASE("import: recurrent ops with bad attributes are errors naming the node", "[onnx][rnn]") {
+  ModelBuilder b(7);
+  b.input("x", {1, 1, 2});
+  b.init("w", {1, 2, 2}, {1, 0, 0, 1});
+  b.init("r", {1, 2, 2}, {1, 0, 0, 1});
+  auto *n = b.node("RNN", {"x", "w", "r"}, {"y"}, "cell");
+  attrI(n, "hidden_size", 2);
+  auto *acts = n->add_attribute();
+  acts->set_name("activations");
+  acts->set_type(onnx::AttributeProto::STRINGS);
+  acts->add_strings("Gelu");
+  b.output("y", {1, 1, 1, 2});
+  auto r = b.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'cell' (RNN)"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("unknown recurrent activation 'Gelu'"));
 }

@@ -11,6 +11,7 @@
 #pragma once
 
 #include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -197,5 +198,55 @@ Tensor nonMaxSuppression(const Tensor &boxes, const Tensor &scores, int64_t maxP
 /// each one's first occurrence, each element's (slice's) index into the
 /// unique values, and the counts; the last three int64.
 std::vector<Tensor> unique(const Tensor &x, std::optional<int64_t> axis, bool sorted);
+
+
+/// The cell of an ONNX recurrent op.
+enum class RnnCell : uint8_t { Rnn, Gru, Lstm };
+
+/// An activation of a recurrent op: an ONNX activation name (Relu, Tanh,
+/// Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid,
+/// Elu, Softsign, Softplus; any case) with its alpha and beta.
+struct RnnActivation {
+  std::string name;
+  double alpha = 0, beta = 0;
+};
+/// The activation `name` with `alpha` and `beta`, or the defaults of its
+/// ONNX operator when not given; an error for a name not listed above.
+RnnActivation rnnActivation(llvm::StringRef name, std::optional<double> alpha = std::nullopt,
+                            std::optional<double> beta = std::nullopt);
+/// Whether the activation `name` reads alpha (beta).
+bool rnnActivationHasAlpha(llvm::StringRef name);
+bool rnnActivationHasBeta(llvm::StringRef name);
+/// The activations of one direction: 1 for Rnn, 2 for Gru, 3 for Lstm.
+int64_t rnnActivationCount(RnnCell cell);
+
+/// The attributes of an ONNX RNN, GRU or LSTM.
+struct RnnParams {
+  RnnCell cell = RnnCell::Lstm;
+  int64_t hiddenSize = 0;         ///< 0: taken from the recurrent weight
+  std::string direction = "forward"; ///< or "reverse", "bidirectional"
+  /// rnnActivationCount per direction, the forward one's first; empty: the
+  /// ONNX defaults (Tanh; Sigmoid, Tanh; Sigmoid, Tanh, Tanh); one
+  /// direction's list serves both directions.
+  std::vector<RnnActivation> activations;
+  std::optional<double> clip;     ///< clips the gate pre-activations to [-clip, clip]
+  bool batchFirst = false;        ///< ONNX layout 1
+  bool inputForget = false;       ///< LSTM: the forget gate is 1 - the input gate
+  bool linearBeforeReset = false; ///< GRU
+};
+
+/// ONNX RNN, GRU or LSTM of x (seq, batch, input) or, batch first,
+/// (batch, seq, input); weight (dirs, gates * hidden, input), recurrent
+/// weight (dirs, gates * hidden, hidden); optional (undefined) bias
+/// (dirs, 2 * gates * hidden), int32 or int64 sequence lengths (batch),
+/// initial h and c (dirs, batch, hidden; batch first (batch, dirs,
+/// hidden)) and LSTM peephole weights (dirs, 3 * hidden). Results: y
+/// (seq, dirs, batch, hidden; batch first (batch, seq, dirs, hidden)),
+/// zero past each sequence's length, the last valid h (and c for LSTM).
+/// float32 and float64; float16 and bfloat16 compute in float32.
+std::vector<Tensor> recurrent(const RnnParams &p, const Tensor &x, const Tensor &weight,
+                              const Tensor &recurrentWeight, const Tensor &bias,
+                              const Tensor &sequenceLens, const Tensor &initialH,
+                              const Tensor &initialC = {}, const Tensor &peephole = {});
 
 } // namespace tmg::rt
