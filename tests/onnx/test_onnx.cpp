@@ -1364,6 +1364,167 @@ TEST_CASE("import: DynamicQuantizeLinear", "[onnx]") {
   CHECK(valuesOf(outs[0]) == std::vector<double>{0, 100, 200, 255});
 }
 
+namespace {
+
+/// A typed graph input and the value it is bound to.
+struct TypedIn {
+  std::string name;
+  int32_t type;
+  Tensor value;
+};
+
+/// Imports the one-node model `op(ins...)` with output y of dtype `outType`
+/// (shape not declared) and runs it on the inputs' values.
+Tensor runTyped(int64_t opset, const std::string &op, const std::vector<TypedIn> &ins,
+                int32_t outType, std::function<void(onnx::NodeProto *)> attrs = {}) {
+  ModelBuilder b(opset);
+  std::vector<std::string> names;
+  std::vector<Tensor> vals;
+  for (const TypedIn &i : ins) {
+    names.push_back(i.name);
+    b.input(i.name, std::vector<int64_t>(i.value.shape().begin(), i.value.shape().end()), i.type);
+    vals.push_back(i.value);
+  }
+  auto *n = b.node(op, names, {"y"}, "n");
+  if (attrs)
+    attrs(n);
+  untypedOut(b, "y", outType);
+  auto r = b.import();
+  INFO((r.failed() ? r.diagnostic().message : std::string()));
+  REQUIRE(r.succeeded());
+  return run(*r->module, vals)[0];
+}
+
+constexpr int32_t kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8,
+                  kI32 = onnx::TensorProto::INT32, kF32 = onnx::TensorProto::FLOAT;
+
+// Shared operands of the MatMulInteger and QLinearMatMul tests: uint8 A with
+// a per-row zero point, int8 B with a per-column zero point.
+const std::vector<TypedIn> &mmA() {
+  static const std::vector<TypedIn> v = {
+      {"a", kU8, Tensor::fromInts({2, 3}, {10, 20, 30, 255, 0, 128}, DType::UInt8)},
+      {"a_zero_point", kU8, Tensor::fromInts({2}, {10, 128}, DType::UInt8)}};
+  return v;
+}
+const std::vector<TypedIn> &mmB() {
+  static const std::vector<TypedIn> v = {
+      {"b", kI8, Tensor::fromInts({3, 2}, {-128, 127, 1, -1, 0, 5}, DType::Int8)},
+      {"b_zero_point", kI8, Tensor::fromInts({2}, {-128, 3}, DType::Int8)}};
+  return v;
+}
+
+// Shared operands of the ConvInteger and QLinearConv tests: int8 x with a
+// scalar zero point, int8 w (2 output channels) with per-channel zero points.
+const TypedIn convX{"x", kI8,
+                    Tensor::fromInts({1, 1, 3, 3}, {-128, -1, 0, 1, 2, 3, 127, 50, -50},
+                                     DType::Int8)};
+const TypedIn convXZp{"x_zero_point", kI8, Tensor::fromInts({}, {-1}, DType::Int8)};
+const TypedIn convW{"w", kI8,
+                    Tensor::fromInts({2, 1, 2, 2}, {1, 2, 3, 4, -128, 127, 0, -5}, DType::Int8)};
+const TypedIn convWZp{"w_zero_point", kI8, Tensor::fromInts({2}, {0, -128}, DType::Int8)};
+
+} // namespace
+
+// Expected values of the four tests below computed once with NumPy:
+// (A - a_zp[:, None]) @ (B - b_zp[None, :]) in int32, the 2x2 valid
+// correlation of (x - x_zp) with (w - w_zp[:, None, None, None]) in int64,
+// and for the QLinear ops np.clip(np.rint(acc * np.float32(scales product /
+// y_scale) + y_zp), lo, hi).
+TEST_CASE("import: MatMulInteger with per-row and per-column zero points, uint8 by int8",
+          "[onnx]") {
+  std::vector<TypedIn> ins = {mmA()[0], mmB()[0], mmA()[1], mmB()[1]};
+  Tensor y = runTyped(10, "MatMulInteger", ins, kI32);
+  REQUIRE(y.dtype() == DType::Int32);
+  CHECK(valuesOf(y) == std::vector<double>{3850, 0, -16512, 16260});
+}
+
+TEST_CASE("import: MatMulInteger is exact over K = 4096 (sums far above 2^24)", "[onnx]") {
+  int64_t M = 2, K = 4096, N = 3;
+  std::vector<int64_t> a(size_t(M * K)), b(size_t(K * N));
+  for (int64_t i = 0; i < M * K; ++i)
+    a[size_t(i)] = 255 - (i % 7);
+  for (int64_t i = 0; i < K * N; ++i)
+    b[size_t(i)] = 127 - (i % 5);
+  std::vector<double> want;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0; // exact: plain integer arithmetic
+      for (int64_t k = 0; k < K; ++k)
+        acc += a[size_t(m * K + k)] * b[size_t(k * N + n)];
+      want.push_back(double(acc));
+    }
+  CHECK(want[0] > double(1 << 26)); // float32 holds integers exactly only up to 2^24
+  Tensor y = runTyped(10, "MatMulInteger",
+                      {{"a", kU8, Tensor::fromInts({M, K}, a, DType::UInt8)},
+                       {"b", kI8, Tensor::fromInts({K, N}, b, DType::Int8)}},
+                      kI32);
+  REQUIRE(y.dtype() == DType::Int32);
+  CHECK(valuesOf(y) == want);
+}
+
+TEST_CASE("import: ConvInteger on int8 with per-channel weight zero points", "[onnx]") {
+  Tensor y = runTyped(10, "ConvInteger", {convX, convW, convXZp, convWZp}, kI32);
+  REQUIRE(y.dtype() == DType::Int32);
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 2, 2, 2}));
+  CHECK(valuesOf(y) == std::vector<double>{-109, 27, 596, -32, 625, 1131, 23422, 1521});
+}
+
+TEST_CASE("import: QLinearMatMul with per-row and per-column scales", "[onnx]") {
+  std::vector<TypedIn> ins = {
+      mmA()[0],
+      {"a_scale", kF32, Tensor::fromFloats({2}, {0.1f, 0.2f})},
+      mmA()[1],
+      mmB()[0],
+      {"b_scale", kF32, Tensor::fromFloats({2}, {0.5f, 0.25f})},
+      mmB()[1],
+      {"y_scale", kF32, Tensor::fromFloats({}, {30.0f})},
+      {"y_zero_point", kU8, Tensor::fromInts({}, {128}, DType::UInt8)}};
+  Tensor y = runTyped(10, "QLinearMatMul", ins, kU8);
+  REQUIRE(y.dtype() == DType::UInt8);
+  // Before rounding: 134.4167, 128, 72.96, 155.1.
+  CHECK(valuesOf(y) == std::vector<double>{134, 128, 73, 155});
+}
+
+TEST_CASE("import: QLinearConv on int8, per-channel weight scales, bias, saturation", "[onnx]") {
+  std::vector<TypedIn> ins = {
+      convX,
+      {"x_scale", kF32, Tensor::fromFloats({}, {0.5f})},
+      convXZp,
+      convW,
+      {"w_scale", kF32, Tensor::fromFloats({2}, {0.125f, 0.0625f})},
+      convWZp,
+      {"y_scale", kF32, Tensor::fromFloats({}, {0.25f})},
+      {"y_zero_point", kI8, Tensor::fromInts({}, {5}, DType::Int8)},
+      {"bias", kI32, Tensor::fromInts({2}, {100, -1000}, DType::Int32)}};
+  Tensor y = runTyped(10, "QLinearConv", ins, kI8);
+  REQUIRE(y.dtype() == DType::Int8);
+  // Before rounding and saturation: 2.75, 36.75, 179, 22, -41.875, 21.375,
+  // 2807.75, 70.125.
+  CHECK(valuesOf(y) == std::vector<double>{3, 37, 127, 22, -42, 21, 127, 70});
+}
+
+TEST_CASE("import: the quantized ops refuse mismatched zero points and float operands",
+          "[onnx]") {
+  ModelBuilder b(10);
+  b.input("a", {2, 3}, kU8);
+  b.input("b", {3, 2}, kU8);
+  b.input("z", {}, kI8);
+  b.node("MatMulInteger", {"a", "b", "z"}, {"y"}, "mm");
+  untypedOut(b, "y", kI32);
+  auto r = b.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("must have the type of input 0"));
+
+  ModelBuilder f(10);
+  f.input("a", {2, 3});
+  f.input("b", {3, 2}, kU8);
+  f.node("MatMulInteger", {"a", "b"}, {"y"}, "mm");
+  untypedOut(f, "y", kI32);
+  auto rf = f.import();
+  REQUIRE(rf.failed());
+  CHECK_THAT(rf.diagnostic().message, Catch::Contains("must be uint8 or int8"));
+}
+
 TEST_CASE("dynamic axes: symbols through import, run and export", "[onnx][symbolic]") {
   // x: (N, 3, 8, 8) -> Conv (4 out, 3x3, pad 1) -> Relu -> GlobalAveragePool
   // -> Flatten -> Gemm (4 -> 2) -> y: (N, 2).
