@@ -89,8 +89,9 @@ void importResize(NodeCx &c, bool upsample) {
   std::string nearest = c.as("nearest_mode", legacy ? "floor" : "round_prefer_floor");
   if (mode == "bilinear" || mode == "trilinear")
     mode = "linear";
-  if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn")
-    c.fail(fmt::format("coordinate_transformation_mode '{}' is not supported", coord));
+  if (coord == "tf_crop_and_resize")
+    c.fail("coordinate_transformation_mode 'tf_crop_and_resize' (roi and extrapolation_value) "
+           "is not supported");
   ResizeTo to = resizeTo(c, upsample, r);
   c.out(0, c.call("nn.resize_nd", {c.node(0), to.size},
                   {{"scales", to.scales}, {"mode", mode},

@@ -327,12 +327,12 @@ TEST_CASE("import: every unsupported op is listed with its node name", "[onnx]")
   b.input("x", {4});
   b.node("Relu", {"x"}, {"a"}, "ok");
   b.node("Multinomial", {"a"}, {"b"}, "first_bad");
-  b.node("NonZero", {"b"}, {"y"}, "second_bad");
+  b.node("Bernoulli", {"b"}, {"y"}, "second_bad");
   b.output("y", {1});
   auto r = b.import();
   REQUIRE(r.failed());
   CHECK_THAT(r.diagnostic().message, Catch::Contains("Multinomial (node 'first_bad')"));
-  CHECK_THAT(r.diagnostic().message, Catch::Contains("NonZero (node 'second_bad')"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("Bernoulli (node 'second_bad')"));
   CHECK(r.diagnostic().loc.file == "test.onnx");
 }
 
@@ -1523,6 +1523,69 @@ TEST_CASE("import: the quantized ops refuse mismatched zero points and float ope
   auto rf = f.import();
   REQUIRE(rf.failed());
   CHECK_THAT(rf.diagnostic().message, Catch::Contains("must be uint8 or int8"));
+}
+
+TEST_CASE("import: NonZero of a float tensor (NaN counts, -0 does not)", "[onnx]") {
+  float nan = std::nanf("");
+  Tensor y = runTyped(13, "NonZero",
+                      {{"x", kF32, Tensor::fromFloats({2, 1, 3}, {0, 1.5f, -0.0f, nan, 0, -2})}},
+                      onnx::TensorProto::INT64);
+  // Flat positions 1, 3 and 5 of shape (2, 1, 3): (0, 0, 1), (1, 0, 0), (1, 0, 2).
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({3, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{0, 1, 1, 0, 0, 0, 1, 0, 2});
+}
+
+TEST_CASE("import: HannWindow with a size known at import", "[onnx]") {
+  for (int64_t periodic : {1, 0}) {
+    ModelBuilder b(17);
+    b.initInts("size", {4});
+    attrI(b.node("HannWindow", {"size"}, {"y"}), "periodic", periodic);
+    untypedOut(b, "y");
+    auto r = b.import();
+    REQUIRE(r.succeeded());
+    Tensor y = run(*r->module, {})[0];
+    // 0.5 - 0.5 cos(2 pi n / N): N = 4 (periodic) or 3 (symmetric).
+    std::vector<double> want = periodic ? std::vector<double>{0, 0.5, 1, 0.5}
+                                        : std::vector<double>{0, 0.75, 0.75, 0};
+    REQUIRE(y.numel() == 4);
+    for (int64_t i = 0; i < 4; ++i)
+      CHECK(y.at(i) == Approx(want[size_t(i)]).margin(1e-7));
+  }
+}
+
+TEST_CASE("import: BatchNormalization's running statistics outputs (opset 9)", "[onnx]") {
+  ModelBuilder b(9);
+  b.input("x", {2, 1, 2});
+  b.init("scale", {1}, {1});
+  b.init("bias", {1}, {0});
+  b.init("mean", {1}, {0});
+  b.init("var", {1}, {1});
+  b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"}, "bn");
+  untypedOut(b, "y");
+  untypedOut(b, "rm");
+  untypedOut(b, "rv");
+  auto r = b.import();
+  INFO((r.failed() ? r.diagnostic().message : std::string()));
+  REQUIRE(r.succeeded());
+  auto outs = run(*r->module, {Tensor::fromFloats({2, 1, 2}, {1, 2, 3, 6})});
+  // Batch mean 3, biased variance (4 + 1 + 0 + 9) / 4 = 3.5; momentum 0.9:
+  // running mean 0.9 * 0 + 0.1 * 3, running variance 0.9 * 1 + 0.1 * 3.5.
+  CHECK(outs[1].at(0) == Approx(0.3));
+  CHECK(outs[2].at(0) == Approx(1.25));
+  CHECK(outs[0].at(0) == Approx(-2.0 / std::sqrt(3.5 + 1e-5)));
+  CHECK(outs[0].at(3) == Approx(3.0 / std::sqrt(3.5 + 1e-5)));
+
+  ModelBuilder saved(9);
+  saved.input("x", {2, 1, 2});
+  for (const char *n : {"scale", "bias", "mean", "var"})
+    saved.init(n, {1}, {1});
+  saved.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"},
+             {"y", "rm", "rv", "sm", "sv"}, "bn");
+  for (const char *n : {"y", "rm", "rv", "sm", "sv"})
+    untypedOut(saved, n);
+  auto rs = saved.import();
+  REQUIRE(rs.failed());
+  CHECK_THAT(rs.diagnostic().message, Catch::Contains("saved_mean and saved_var"));
 }
 
 TEST_CASE("dynamic axes: symbols through import, run and export", "[onnx][symbolic]") {
