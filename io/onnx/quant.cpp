@@ -195,9 +195,10 @@ void importQLinearMatMul(NodeCx &c) {
 /// tensor or per output channel; B int32, quantized with scale x_scale *
 /// w_scale and zero point 0.
 void importQLinearConv(NodeCx &c) {
-  for (size_t i : {size_t(6), size_t(7)})
+  for (size_t i : {size_t(1), size_t(6), size_t(7)})
     if (c.has(i) && c.rank(i) != 0 && c.dims(i) != Shape{1})
-      c.fail("the output's scale and zero point must be scalars (per-tensor)");
+      c.fail("the input's scale and the output's scale and zero point must be scalars "
+             "(per-tensor)");
   Node *bias = nullptr;
   if (c.has(8)) {
     if (c.dtype(8) != DType::Int32)

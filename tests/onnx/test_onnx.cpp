@@ -1523,6 +1523,21 @@ TEST_CASE("import: the quantized ops refuse mismatched zero points and float ope
   auto rf = f.import();
   REQUIRE(rf.failed());
   CHECK_THAT(rf.diagnostic().message, Catch::Contains("must be uint8 or int8"));
+
+  ModelBuilder q(10);
+  q.input("x", {1, 1, 3, 3}, kU8);
+  q.input("xs", {2});
+  q.input("xz", {}, kU8);
+  q.input("w", {1, 1, 1, 1}, kU8);
+  q.input("ws", {});
+  q.input("wz", {}, kU8);
+  q.input("ys", {});
+  q.input("yz", {}, kU8);
+  q.node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"}, {"y"}, "qc");
+  untypedOut(q, "y", kU8);
+  auto rq = q.import();
+  REQUIRE(rq.failed());
+  CHECK_THAT(rq.diagnostic().message, Catch::Contains("must be scalars (per-tensor)"));
 }
 
 TEST_CASE("import: NonZero of a float tensor (NaN counts, -0 does not)", "[onnx]") {
