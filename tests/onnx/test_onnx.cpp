@@ -1603,6 +1603,49 @@ TEST_CASE("import: BatchNormalization's running statistics outputs (opset 9)", "
   CHECK_THAT(rs.diagnostic().message, Catch::Contains("saved_mean and saved_var"));
 }
 
+TEST_CASE("import: Resize tf_crop_and_resize, roi and sizes at run time or known, "
+          "extrapolation", "[onnx]") {
+  // x = arange(12) as (1, 1, 3, 4); roi crops rows [-0.2, 1.2] (outside the
+  // input: extrapolated) and columns [0.1, 0.7]; sizes (1, 1, 4, 3).
+  // Expected values from a NumPy loop over the ONNX formula x = start * (n - 1)
+  // + o * (end - start) * (n - 1) / (m - 1), 9.5 outside [0, n - 1]
+  // (bilinear; nearest rounding half down).
+  const std::vector<double> linear = {9.5, 9.5, 9.5, 2.4333333, 3.3333333, 4.2333333,
+                                      6.1666667, 7.0666667, 7.9666667, 9.5, 9.5, 9.5};
+  const std::vector<double> nearest = {9.5, 9.5, 9.5, 4, 5, 6, 4, 5, 6, 9.5, 9.5, 9.5};
+  std::vector<float> roi = {0, 0, -0.2f, 0.1f, 1, 1, 1.2f, 0.7f};
+  Tensor x = Tensor::empty({1, 1, 3, 4});
+  for (int64_t i = 0; i < 12; ++i)
+    x.data<float>()[i] = float(i);
+  for (bool runtime : {true, false}) {
+    ModelBuilder b(13);
+    b.input("x", {1, 1, 3, 4});
+    std::vector<Tensor> in = {x};
+    if (runtime) {
+      b.input("roi", {8});
+      b.input("sizes", {4}, onnx::TensorProto::INT64);
+      in.push_back(Tensor::fromFloats({8}, roi));
+      in.push_back(Tensor::fromInts({4}, {1, 1, 4, 3}));
+    } else {
+      b.init("roi", {8}, roi);
+      b.initInts("sizes", {1, 1, 4, 3});
+    }
+    auto *n = b.node("Resize", {"x", "roi", "", "sizes"}, {"y"}, "rs");
+    attrS(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    attrS(n, "mode", runtime ? "linear" : "nearest");
+    ModelBuilder::attrF(n, "extrapolation_value", 9.5f);
+    untypedOut(b, "y");
+    auto r = b.import();
+    INFO((r.failed() ? r.diagnostic().message : std::string()));
+    REQUIRE(r.succeeded());
+    Tensor y = run(*r->module, in)[0];
+    REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 3}));
+    const std::vector<double> &want = runtime ? linear : nearest;
+    for (int64_t i = 0; i < 12; ++i)
+      CHECK(y.at(i) == Approx(want[size_t(i)]).epsilon(1e-5));
+  }
+}
+
 TEST_CASE("dynamic axes: symbols through import, run and export", "[onnx][symbolic]") {
   // x: (N, 3, 8, 8) -> Conv (4 out, 3x3, pad 1) -> Relu -> GlobalAveragePool
   // -> Flatten -> Gemm (4 -> 2) -> y: (N, 2).
