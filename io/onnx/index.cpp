@@ -248,7 +248,10 @@ void importNonZero(NodeCx &c) {
     s = {1};
   size_t r = s.size();
   Node *flat = c.call("tensor.flatten", {c.node(0)});
-  Node *cond = c.call("elemwise.not_equal", {flat, c.constant(Tensor::zeros({}, *c.dtype(0)))});
+  std::optional<DType> dt = c.dtype(0);
+  if (!dt)
+    c.fail("the dtype of the input is not known");
+  Node *cond = c.call("elemwise.not_equal", {flat, c.constant(Tensor::zeros({}, *dt))});
   std::vector<Arg> coords;
   for (size_t d = 0; d < r; ++d) {
     Shape one(r, 1);

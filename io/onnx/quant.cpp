@@ -3,7 +3,10 @@
 // The ONNX importers and exporters of the quant family. QuantizeLinear,
 // DequantizeLinear and DynamicQuantizeLinear import as the float32
 // arithmetic ONNX defines them by (divide, round half to even, add the
-// zero point, saturate, cast); scales and zero points may be graph inputs.
+// zero point, saturate, cast); MatMulInteger, ConvInteger, QLinearMatMul
+// and QLinearConv as exact float64 products of the operands less their zero
+// points (cast to int32, or requantized); scales and zero points may be
+// graph inputs.
 // FakeQuantize has no ONNX form yet; the coverage lists
 // (opsWithoutOnnxExport) show it.
 //
@@ -72,7 +75,6 @@ void importDynamicQuantizeLinear(NodeCx &c) {
   c.out(1, scale);
   c.out(2, zp);
 }
-
 
 // -- Integer and quantized linear algebra ---------------------------------------
 //
