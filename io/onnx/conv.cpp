@@ -2,9 +2,10 @@
 //
 // The ONNX importers and exporters of the conv family: Conv and
 // ConvTranspose of any spatial rank (conv1d/conv2d where they fit, the N-d
-// ops otherwise, with auto_pad and output_shape resolved to explicit
-// paddings), and the export of conv with a fused activation. Also the
-// window padding helpers the pool family shares.
+// ops otherwise and for float64 Conv, which only conv_nd computes in float64;
+// auto_pad and output_shape resolved to explicit paddings), and the export
+// of conv with a fused activation. Also the window padding helpers the pool
+// family shares.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -136,11 +137,13 @@ void importConv(NodeCx &c) {
   ConvAttrs a = convAttrs(c);
   std::vector<int64_t> p = windowPads(a.autoPad, c.ais("pads"), a.in, a.k, a.s, a.d);
   checkWindowValues(c, "pads", p);
-  if (a.nd == 2 && symmetric(p))
+  // conv1d and conv2d compute in float32; conv_nd also in float64.
+  bool f64 = c.dtype(0) == DType::Float64 || c.dtype(1) == DType::Float64;
+  if (a.nd == 2 && symmetric(p) && !f64)
     return c.out(0, c.call("nn.conv2d", {a.x, a.w, a.bias},
                            {{"stride", tupleOf(a.s)}, {"padding", tupleOf({p[0], p[1]})},
                             {"dilation", tupleOf(a.d)}, {"groups", a.groups}}));
-  if (a.nd == 1 && symmetric(p))
+  if (a.nd == 1 && symmetric(p) && !f64)
     return c.out(0, c.call("nn.conv1d", {a.x, a.w, a.bias},
                            {{"stride", a.s[0]}, {"padding", p[0]}, {"dilation", a.d[0]},
                             {"groups", a.groups}}));

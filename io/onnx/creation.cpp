@@ -3,8 +3,9 @@
 // The ONNX importers and exporters of the creation family:
 // ConstantOfShape (full), Range (arange), and EyeLike and Trilu, whose
 // masks of the static shape are computed at import time (Trilu's k may be
-// read at run time). A shape or bound known only at run time is passed to
-// full or arange as a tensor node.
+// read at run time), and the window functions HannWindow, HammingWindow
+// and BlackmanWindow (a cosine sum over arange(size)). A shape, bound or
+// size known only at run time is passed to full or arange as a tensor node.
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -80,6 +81,33 @@ void importMask(NodeCx &c, bool eye) {
                   {c.constant(mask), c.node(0), c.constant(Tensor::zeros({}, dt))}));
 }
 
+/// The generalized cosine windows of opset 17: y[n] = a0 - a1 cos(2 pi n /
+/// N) + a2 cos(4 pi n / N) for n in [0, size), N = size when periodic, else
+/// size - 1; computed in float64 and cast to output_datatype (default
+/// float32).
+void importWindow(NodeCx &c, double a0, double a1, double a2) {
+  if (auto t = c.dtype(0); !t || (*t != DType::Int32 && *t != DType::Int64))
+    c.fail("size must be an int32 or int64 scalar");
+  std::optional<DType> dt = fromOnnxType(int32_t(c.ai("output_datatype", 1)));
+  if (!dt)
+    c.fail(fmt::format("unsupported output_datatype {}", c.ai("output_datatype", 1)));
+  bool periodic = c.ai("periodic", 1);
+  Arg size = c.runtime(0) ? Arg(c.intsNode(0)) : Arg(double(c.ints(0).at(0)));
+  Node *n = c.call("tensor.arange", {0.0, size, 1.0}, {{"dtype", "float64"}});
+  Node *len = c.runtime(0) ? c.astype(c.intsNode(0), DType::Float64)
+                           : c.constant(Tensor::full({}, double(c.ints(0).at(0)), DType::Float64));
+  if (!periodic)
+    len = c.call("elemwise.sub", {len, 1.0});
+  Node *phase = c.call("elemwise.div", {c.call("elemwise.mul", {n, 2.0 * M_PI}), len});
+  Node *y = c.call("elemwise.sub",
+                   {a0, c.call("elemwise.mul", {c.call("elemwise.cos", {phase}), a1})});
+  if (a2 != 0.0)
+    y = c.call("elemwise.add",
+               {y, c.call("elemwise.mul",
+                          {c.call("elemwise.cos", {c.call("elemwise.mul", {phase, 2.0})}), a2})});
+  c.out(0, c.astype(y, *dt));
+}
+
 } // namespace
 
 void registerCreationOnnxImport(OnnxImportTable &t) {
@@ -87,6 +115,10 @@ void registerCreationOnnxImport(OnnxImportTable &t) {
   t.add("Range", 1, kMaxOpset, importRange);
   t.add("Trilu", 1, kMaxOpset, [](NodeCx &c) { importMask(c, false); });
   t.add("EyeLike", 1, kMaxOpset, [](NodeCx &c) { importMask(c, true); });
+  t.add("HannWindow", 17, kMaxOpset, [](NodeCx &c) { importWindow(c, 0.5, 0.5, 0.0); });
+  t.add("HammingWindow", 17, kMaxOpset,
+        [](NodeCx &c) { importWindow(c, 25.0 / 46.0, 21.0 / 46.0, 0.0); });
+  t.add("BlackmanWindow", 17, kMaxOpset, [](NodeCx &c) { importWindow(c, 0.42, 0.5, 0.08); });
 }
 
 // -- Export -------------------------------------------------------------------

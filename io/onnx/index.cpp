@@ -4,7 +4,8 @@
 // __getitem__ with clamped bounds, or with bounds read at run time), Gather
 // (take), GatherElements (gather), the scatters, GatherND, OneHot (one_hot,
 // then where and a transpose), Compress (a take when the condition is known
-// at import), ReverseSequence, NonMaxSuppression and Unique.
+// at import), ReverseSequence, NonMaxSuppression, Unique and NonZero (a
+// compress of the coordinates).
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -239,6 +240,31 @@ void importUnique(NodeCx &c) {
     c.out(i, outs[i]);
 }
 
+/// NonZero: the row-major coordinates (rank, numel) of a static shape
+/// (axis d: arange(size_d) broadcast along the other axes, flattened),
+/// compressed along axis 1 by x != 0; a 0-d input counts as 1-d.
+void importNonZero(NodeCx &c) {
+  Shape s = c.shape(0);
+  if (s.empty())
+    s = {1};
+  size_t r = s.size();
+  Node *flat = c.call("tensor.flatten", {c.node(0)});
+  std::optional<DType> dt = c.dtype(0);
+  if (!dt)
+    c.fail("the dtype of the input is not known");
+  Node *cond = c.call("elemwise.not_equal", {flat, c.constant(Tensor::zeros({}, *dt))});
+  std::vector<Arg> coords;
+  for (size_t d = 0; d < r; ++d) {
+    Shape one(r, 1);
+    one[d] = s[d];
+    Node *i = c.call("tensor.arange", {int64_t(0), s[d], int64_t(1)}, {{"dtype", "int64"}});
+    i = c.call("tensor.broadcast_to", {c.call("tensor.reshape", {i, tupleOf(one)}), tupleOf(s)});
+    coords.push_back(c.call("tensor.reshape", {i, tupleOf({-1})}));
+  }
+  Node *table = c.call("tensor.stack", {Arg::list(coords)}, {{"axis", int64_t(0)}});
+  c.out(0, c.call("tensor.compress", {table, cond}, {{"axis", int64_t(1)}}));
+}
+
 } // namespace
 
 void registerIndexOnnxImport(OnnxImportTable &t) {
@@ -255,6 +281,7 @@ void registerIndexOnnxImport(OnnxImportTable &t) {
   t.add("ReverseSequence", 10, kMaxOpset, importReverseSequence);
   t.add("NonMaxSuppression", 10, kMaxOpset, importNms);
   t.add("Unique", 11, kMaxOpset, importUnique);
+  t.add("NonZero", 9, kMaxOpset, importNonZero);
 }
 
 // -- Export -------------------------------------------------------------------

@@ -2,7 +2,8 @@
 //
 // The ONNX importers and exporters of the norm family: Softmax and
 // LogSoftmax (before opset 13 over the flattened trailing axes),
-// BatchNormalization in inference mode, and LayerNormalization,
+// BatchNormalization (in training mode: the batch's statistics, and the
+// updated running statistics as outputs), and LayerNormalization,
 // InstanceNormalization and MeanVarianceNormalization (layer_norm where it
 // fits, else mean/variance arithmetic), and LRN (local_response_norm).
 //
@@ -34,9 +35,51 @@ void importSoftmaxFlat(NodeCx &c, const char *fn) {
   c.out(0, c.call("tensor.reshape", {f, tupleOf(s)}));
 }
 
+/// Training mode (opset 14 on: training_mode=1; before: the running
+/// statistics outputs asked for): Y normalised with the batch's mean and
+/// biased variance over every axis but 1, and running_mean = mean * momentum
+/// + batch mean * (1 - momentum), running_var likewise.
+void importBatchNormTraining(NodeCx &c) {
+  if (c.wants(3) || c.wants(4))
+    c.fail("the saved_mean and saved_var outputs (opsets before 14) are not supported");
+  int64_t r = c.rank(0);
+  if (r < 2)
+    c.fail("the input needs rank >= 2");
+  std::vector<int64_t> axes = {0};
+  for (int64_t i = 2; i < r; ++i)
+    axes.push_back(i);
+  Node *x = c.node(0);
+  Node *mean = c.call("math.mean", {x}, {{"axis", tupleOf(axes)}, {"keepdims", true}});
+  Node *dlt = c.call("elemwise.sub", {x, mean});
+  Node *var = c.call("math.mean", {c.call("elemwise.mul", {dlt, dlt})},
+                     {{"axis", tupleOf(axes)}, {"keepdims", true}});
+  Shape cs(size_t(r), 1);
+  cs[1] = -1;
+  auto perChannel = [&](size_t i) { return c.call("tensor.reshape", {c.node(i), tupleOf(cs)}); };
+  Node *inv = c.call("elemwise.rsqrt", {c.call("elemwise.add", {var, c.af("epsilon", 1e-5)})});
+  Node *y = c.call("elemwise.mul", {c.call("elemwise.mul", {dlt, inv}), perChannel(1)});
+  c.out(0, c.call("elemwise.add", {y, perChannel(2)}));
+  double m = c.af("momentum", 0.9);
+  auto running = [&](size_t i, Node *batch) {
+    Node *flat = c.call("tensor.reshape", {batch, tupleOf({-1})});
+    return c.call("elemwise.add", {c.call("elemwise.mul", {c.node(i), m}),
+                                   c.call("elemwise.mul", {flat, 1.0 - m})});
+  };
+  if (c.wants(1))
+    c.out(1, running(3, mean));
+  if (c.wants(2))
+    c.out(2, running(4, var));
+}
+
 void importBatchNorm(NodeCx &c) {
-  if (c.ai("training_mode", 0) || c.n.output_size() > 1)
-    c.fail("training mode (running statistics outputs) is not supported");
+  bool training = c.opset >= 14 ? c.ai("training_mode", 0) != 0
+                                : c.wants(1) || c.wants(2) || c.wants(3) || c.wants(4);
+  if (c.opset < 7 && c.ai("is_test", 0))
+    training = false;
+  if (training)
+    return importBatchNormTraining(c);
+  if (c.n.output_size() > 1)
+    c.fail("outputs beyond Y are defined only in training mode (training_mode=1)");
   c.out(0, c.call("nn.batch_norm", {c.node(0)},
                   {{"running_mean", c.node(3)}, {"running_var", c.node(4)},
                    {"weight", c.node(1)}, {"bias", c.node(2)},

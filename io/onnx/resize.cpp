@@ -2,7 +2,9 @@
 //
 // The ONNX importers and exporters of the resize family: Resize and
 // Upsample as resize_nd: with their scales or sizes known at import time,
-// to the output size resolved; with either read at run time, to that input.
+// to the output size resolved; with either read at run time, to that input;
+// Resize with tf_crop_and_resize as a per-axis composition of take and
+// interpolation (its roi may be read at run time).
 // GridSample as grid_sample; RoiAlign as roi_align on rois with their batch
 // index as a first column.
 //
@@ -81,6 +83,101 @@ ResizeTo resizeTo(NodeCx &c, bool upsample, int64_t r) {
   return {tupleOf(sizes), sc};
 }
 
+/// Resize with coordinate_transformation_mode tf_crop_and_resize, composed
+/// one axis after the other (roi and sizes may be read at run time). Along
+/// axis d of input size n and output size m, output index o samples the
+/// input at x = start * (n - 1) + o * (end - start) * (n - 1) / (m - 1)
+/// (at (start + end) * (n - 1) / 2 when m is 1), with roi = (starts...,
+/// ends...): the two neighbours (linear, weights from the fraction) or the
+/// nearest by nearest_mode are taken (tensor.take); an output whose x lies
+/// outside [0, n - 1] along some axis is extrapolation_value.
+void importTfCropAndResize(NodeCx &c, const std::string &mode, const std::string &nearest) {
+  if (c.opset < 11)
+    c.fail("tf_crop_and_resize needs opset 11 or later");
+  if (mode != "linear" && mode != "nearest")
+    c.fail(fmt::format("mode '{}' with tf_crop_and_resize is not supported (linear, nearest)",
+                       mode));
+  if (!c.has(1))
+    c.fail("tf_crop_and_resize needs the roi input");
+  bool hasSizes = c.has(3) && (c.runtime(3) ? c.length(3) > 0 : c.cst(3).numel() > 0);
+  if (!hasSizes)
+    c.fail("tf_crop_and_resize is supported with sizes, not scales");
+  const Shape &s = c.shape(0);
+  int64_t r = int64_t(s.size());
+  if (r == 0)
+    c.fail("the input needs rank >= 1");
+  if (c.length(1) != 2 * r)
+    c.fail(fmt::format("roi must have {} values (starts and ends), got {}", 2 * r, c.length(1)));
+  if (c.length(3) != r)
+    c.fail("sizes need one entry per axis");
+  std::optional<DType> dt = c.dtype(0);
+  if (!dt || (*dt != DType::Float32 && *dt != DType::Float64))
+    c.fail("tf_crop_and_resize needs a float32 or float64 input");
+  Node *roi = c.astype(c.node(1), *dt);
+  std::optional<std::vector<int64_t>> sizes;
+  if (!c.runtime(3))
+    sizes = c.ints(3);
+  Node *y = c.node(0), *mask = nullptr;
+  auto scalarAt = [&](Node *v, int64_t i) {
+    return c.call("tensor.take", {v, c.constant(Tensor::fromInts({}, {i}))}, {{"axis", 0}});
+  };
+  for (int64_t d = 0; d < r; ++d) {
+    double n1 = double(s[size_t(d)] - 1);
+    Arg m = sizes ? Arg((*sizes)[size_t(d)]) : Arg(scalarAt(c.intsNode(3), d));
+    Node *mf = sizes ? c.constant(Tensor::full({}, double((*sizes)[size_t(d)]), *dt))
+                     : c.astype(scalarAt(c.intsNode(3), d), *dt);
+    Node *start = scalarAt(roi, d), *end = scalarAt(roi, r + d);
+    Node *o = c.call("tensor.arange", {int64_t(0), m, int64_t(1)},
+                     {{"dtype", dtypeName(*dt).str()}});
+    Node *span = c.call("elemwise.mul", {c.call("elemwise.sub", {end, start}), n1});
+    Node *step = c.call("elemwise.div", {span, c.call("elemwise.sub", {mf, 1.0})});
+    Node *x = c.call("elemwise.add",
+                     {c.call("elemwise.mul", {start, n1}), c.call("elemwise.mul", {o, step})});
+    Node *mid = c.call("elemwise.mul", {c.call("elemwise.add", {start, end}), 0.5 * n1});
+    x = c.call("tensor.where", {c.call("elemwise.greater", {mf, 1.0}), x, mid});
+    // Along axis d: unsqueezed (not reshaped with -1, which export needs
+    // the size for) to broadcast against the other axes.
+    std::vector<int64_t> others;
+    for (int64_t i = 0; i < r; ++i)
+      if (i != d)
+        others.push_back(i);
+    auto shaped = [&](Node *v) {
+      return others.empty() ? v : c.call("tensor.expand_dims", {v, tupleOf(others)});
+    };
+    Node *inside = c.call("elemwise.logical_and", {c.call("elemwise.greater_equal", {x, 0.0}),
+                                                   c.call("elemwise.less_equal", {x, n1})});
+    inside = shaped(inside);
+    mask = mask ? c.call("elemwise.logical_and", {mask, inside}) : inside;
+    Node *xc = c.call("elemwise.clip", {x}, {{"lower", Arg(0.0)}, {"upper", Arg(n1)}});
+    auto index = [&](Node *v) {
+      return c.astype(c.call("elemwise.clip", {v}, {{"lower", Arg(0.0)}, {"upper", Arg(n1)}}),
+                      DType::Int64);
+    };
+    if (mode == "nearest") {
+      Node *i;
+      if (nearest == "round_prefer_floor")
+        i = c.call("elemwise.ceil", {c.call("elemwise.sub", {xc, 0.5})});
+      else if (nearest == "round_prefer_ceil")
+        i = c.call("elemwise.floor", {c.call("elemwise.add", {xc, 0.5})});
+      else if (nearest == "floor")
+        i = c.call("elemwise.floor", {xc});
+      else if (nearest == "ceil")
+        i = c.call("elemwise.ceil", {xc});
+      else
+        c.fail(fmt::format("unknown nearest_mode '{}'", nearest));
+      y = c.call("tensor.take", {y, index(i)}, {{"axis", d}});
+      continue;
+    }
+    Node *lo = c.call("elemwise.floor", {xc});
+    Node *f = shaped(c.call("elemwise.sub", {xc, lo}));
+    Node *a = c.call("tensor.take", {y, index(lo)}, {{"axis", d}});
+    Node *b = c.call("tensor.take", {y, index(c.call("elemwise.add", {lo, 1.0}))}, {{"axis", d}});
+    y = c.call("elemwise.add", {a, c.call("elemwise.mul", {c.call("elemwise.sub", {b, a}), f})});
+  }
+  Node *ext = c.constant(Tensor::full({}, c.af("extrapolation_value", 0.0), *dt));
+  c.out(0, c.call("tensor.where", {mask, y, ext}));
+}
+
 void importResize(NodeCx &c, bool upsample) {
   int64_t r = c.rank(0);
   bool legacy = c.opset < 11 || upsample;
@@ -89,8 +186,8 @@ void importResize(NodeCx &c, bool upsample) {
   std::string nearest = c.as("nearest_mode", legacy ? "floor" : "round_prefer_floor");
   if (mode == "bilinear" || mode == "trilinear")
     mode = "linear";
-  if (coord == "tf_crop_and_resize" || coord == "tf_half_pixel_for_nn")
-    c.fail(fmt::format("coordinate_transformation_mode '{}' is not supported", coord));
+  if (coord == "tf_crop_and_resize")
+    return importTfCropAndResize(c, mode, nearest);
   ResizeTo to = resizeTo(c, upsample, r);
   c.out(0, c.call("nn.resize_nd", {c.node(0), to.size},
                   {{"scales", to.scales}, {"mode", mode},

@@ -582,8 +582,10 @@ void registerShapeOnnxExport(OnnxExportTable &t) {
         [](ExportCall &c) {
           if (exportRuntimeShaped(c))
             return;
-          // Without sizes, squeeze and expand_dims keep their ONNX forms.
-          bool sym = !isStaticShape(c.shapeOf(c.e.output(0)));
+          // Without sizes (or without a known shape), squeeze and
+          // expand_dims keep their ONNX forms.
+          auto *out = llvm::dyn_cast_or_null<TensorNode>(c.e.output(0));
+          bool sym = !out || !out->shape() || !isStaticShape(*out->shape());
           auto ax = c.e.namedArg("axis");
           if (sym && ax && (c.k == OpKind::Squeeze || c.k == OpKind::ExpandDims) &&
               !(ax->isConst() && ax->scalar().isNone()))

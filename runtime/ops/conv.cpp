@@ -49,45 +49,25 @@ Tensor convBias(const char *op, const Tensor &bias, int64_t O) {
 
 // ---- Kernels ------------------------------------------------------------------
 
-Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const WindowNd &p0,
-              int64_t groups) {
-  const char *op = "conv_nd";
-  size_t nd;
-  WindowNd p = convWindow(op, x0, w0, p0, nd);
-  Tensor x = asFloat32(op, x0);
-  Tensor w = asFloat32(op, w0);
-  int64_t N = x.dim(0), C = x.dim(1), O = w.dim(0);
-  if (groups < 1 || C % groups || O % groups || w.dim(1) * groups != C)
-    raise("{}: input {} with {} groups does not fit weight {}", op, shapeStr(x.shape()), groups,
-          shapeStr(w.shape()));
-  Tensor b = convBias(op, bias, O);
-  std::vector<int64_t> in(nd), out(nd), ks(p.kernel);
-  Shape outShape{N, O};
-  int64_t inPlane = 1, outPlane = 1, kPlane = 1;
-  for (size_t i = 0; i < nd; ++i) {
-    in[i] = x.dim(i + 2);
-    out[i] = poolOutputSize(in[i], ks[i], p.stride[i], p.padBegin[i], p.padEnd[i], p.dilation[i],
-                            false);
-    if (out[i] <= 0)
-      raise("{}: kernel {} does not fit input {}", op, shapeStr(w.shape()), shapeStr(x.shape()));
-    outShape.push_back(out[i]);
-    inPlane *= in[i];
-    outPlane *= out[i];
-    kPlane *= ks[i];
-  }
-  Tensor y = Tensor::empty(outShape, DType::Float32);
+namespace {
+
+/// The direct N-d convolution loop in T (float32 or float64), accumulated in
+/// double: x (N, C, *in), w (O, C / groups, *ks), bias (O) or null.
+template <typename T>
+void convNdInto(const T *xs, const T *ws, const T *bs, T *ys, int64_t N, int64_t C, int64_t O,
+                int64_t groups, const WindowNd &p, llvm::ArrayRef<int64_t> in,
+                llvm::ArrayRef<int64_t> out, llvm::ArrayRef<int64_t> ks) {
+  size_t nd = in.size();
+  int64_t inPlane = shapeNumel(in), outPlane = shapeNumel(out), kPlane = shapeNumel(ks);
   std::vector<int64_t> inStr = stridesOf(in), kStr = stridesOf(ks);
   int64_t cg = C / groups, og = O / groups;
-  const float *xs = x.data<float>(), *ws = w.data<float>();
-  const float *bs = b.defined() ? b.data<float>() : nullptr;
-  float *ys = y.data<float>();
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t n = 0; n < N; ++n)
     for (int64_t oc = 0; oc < O; ++oc) {
       int64_t g = oc / og;
       std::vector<int64_t> o(nd, 0);
       for (int64_t oi = 0; oi < outPlane; ++oi) {
-        double acc = bs ? bs[oc] : 0.0;
+        double acc = bs ? double(bs[oc]) : 0.0;
         for (int64_t ki = 0; ki < kPlane; ++ki) {
           int64_t off = 0;
           bool ok = true;
@@ -101,9 +81,9 @@ Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const Wind
             continue;
           for (int64_t ci = 0; ci < cg; ++ci)
             acc += double(xs[(n * C + g * cg + ci) * inPlane + off]) *
-                   ws[(oc * cg + ci) * kPlane + ki];
+                   double(ws[(oc * cg + ci) * kPlane + ki]);
         }
-        ys[(n * O + oc) * outPlane + oi] = float(acc);
+        ys[(n * O + oc) * outPlane + oi] = T(acc);
         for (size_t i = nd; i > 0; --i) {
           if (++o[i - 1] < out[i - 1])
             break;
@@ -111,6 +91,52 @@ Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const Wind
         }
       }
     }
+}
+
+} // namespace
+
+Tensor convNd(const Tensor &x0, const Tensor &w0, const Tensor &bias, const WindowNd &p0,
+              int64_t groups) {
+  const char *op = "conv_nd";
+  size_t nd;
+  WindowNd p = convWindow(op, x0, w0, p0, nd);
+  // float64 operands compute and return float64 (exact for integer-valued
+  // operands whose sums stay below 2^53, as ConvInteger's); others float32.
+  bool f64 = x0.dtype() == DType::Float64 || w0.dtype() == DType::Float64 ||
+             (bias.defined() && bias.dtype() == DType::Float64);
+  DType ct = f64 ? DType::Float64 : DType::Float32;
+  Tensor x = f64 ? asDType(x0, ct).contiguous() : asFloat32(op, x0);
+  Tensor w = f64 ? asDType(w0, ct).contiguous() : asFloat32(op, w0);
+  int64_t N = x.dim(0), C = x.dim(1), O = w.dim(0);
+  if (groups < 1 || C % groups || O % groups || w.dim(1) * groups != C)
+    raise("{}: input {} with {} groups does not fit weight {}", op, shapeStr(x.shape()), groups,
+          shapeStr(w.shape()));
+  Tensor b;
+  if (f64 && bias.defined()) {
+    if (bias.numel() != O)
+      raise("{}: bias {} needs {} elements", op, shapeStr(bias.shape()), O);
+    b = asDType(bias, ct).contiguous();
+  } else {
+    b = convBias(op, bias, O);
+  }
+  std::vector<int64_t> in(nd), out(nd), ks(p.kernel);
+  Shape outShape{N, O};
+  for (size_t i = 0; i < nd; ++i) {
+    in[i] = x.dim(i + 2);
+    out[i] = poolOutputSize(in[i], ks[i], p.stride[i], p.padBegin[i], p.padEnd[i], p.dilation[i],
+                            false);
+    if (out[i] <= 0)
+      raise("{}: kernel {} does not fit input {}", op, shapeStr(w.shape()), shapeStr(x.shape()));
+    outShape.push_back(out[i]);
+  }
+  Tensor y = Tensor::empty(outShape, ct);
+  if (f64)
+    convNdInto<double>(x.data<double>(), w.data<double>(),
+                       b.defined() ? b.data<double>() : nullptr, y.data<double>(), N, C, O,
+                       groups, p, in, out, ks);
+  else
+    convNdInto<float>(x.data<float>(), w.data<float>(), b.defined() ? b.data<float>() : nullptr,
+                      y.data<float>(), N, C, O, groups, p, in, out, ks);
   return y;
 }
 

@@ -252,6 +252,7 @@ Tensor resizeNd(const Tensor &x0, llvm::ArrayRef<int64_t> size, const ResizePara
         break;
       }
       case ResizeCoord::Asymmetric: c = o / scale; break;
+      case ResizeCoord::TfHalfPixelForNn: c = (o + 0.5) / scale; break;
       }
       auto clampI = [&](int64_t i) { return std::clamp<int64_t>(i, 0, in - 1); };
       if (p.mode == ResizeInterp::Nearest) {
@@ -372,6 +373,7 @@ void resizeModes(const Args &a, ResizeParams &p) {
   else if (coord == "pytorch_half_pixel") p.coord = ResizeCoord::PytorchHalfPixel;
   else if (coord == "align_corners") p.coord = ResizeCoord::AlignCorners;
   else if (coord == "asymmetric") p.coord = ResizeCoord::Asymmetric;
+  else if (coord == "tf_half_pixel_for_nn") p.coord = ResizeCoord::TfHalfPixelForNn;
   else a.fail(fmt::format("unsupported coordinate_transformation_mode '{}'", coord));
   if (nearest == "round_prefer_floor") p.nearest = NearestRound::RoundPreferFloor;
   else if (nearest == "round_prefer_ceil") p.nearest = NearestRound::RoundPreferCeil;

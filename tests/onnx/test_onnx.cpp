@@ -328,12 +328,12 @@ TEST_CASE("import: every unsupported op is listed with its node name", "[onnx]")
   b.input("x", {4});
   b.node("Relu", {"x"}, {"a"}, "ok");
   b.node("Multinomial", {"a"}, {"b"}, "first_bad");
-  b.node("NonZero", {"b"}, {"y"}, "second_bad");
+  b.node("Bernoulli", {"b"}, {"y"}, "second_bad");
   b.output("y", {1});
   auto r = b.import();
   REQUIRE(r.failed());
   CHECK_THAT(r.diagnostic().message, Catch::Contains("Multinomial (node 'first_bad')"));
-  CHECK_THAT(r.diagnostic().message, Catch::Contains("NonZero (node 'second_bad')"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("Bernoulli (node 'second_bad')"));
   CHECK(r.diagnostic().loc.file == "test.onnx");
 }
 
@@ -1363,6 +1363,288 @@ TEST_CASE("import: DynamicQuantizeLinear", "[onnx]") {
   CHECK(outs[1].at(0) == Approx(0.01).epsilon(1e-6));
   CHECK(valuesOf(outs[2]) == std::vector<double>{100});
   CHECK(valuesOf(outs[0]) == std::vector<double>{0, 100, 200, 255});
+}
+
+namespace {
+
+/// A typed graph input and the value it is bound to.
+struct TypedIn {
+  std::string name;
+  int32_t type;
+  Tensor value;
+};
+
+/// Imports the one-node model `op(ins...)` with output y of dtype `outType`
+/// (shape not declared) and runs it on the inputs' values.
+Tensor runTyped(int64_t opset, const std::string &op, const std::vector<TypedIn> &ins,
+                int32_t outType, std::function<void(onnx::NodeProto *)> attrs = {}) {
+  ModelBuilder b(opset);
+  std::vector<std::string> names;
+  std::vector<Tensor> vals;
+  for (const TypedIn &i : ins) {
+    names.push_back(i.name);
+    b.input(i.name, std::vector<int64_t>(i.value.shape().begin(), i.value.shape().end()), i.type);
+    vals.push_back(i.value);
+  }
+  auto *n = b.node(op, names, {"y"}, "n");
+  if (attrs)
+    attrs(n);
+  untypedOut(b, "y", outType);
+  auto r = b.import();
+  INFO((r.failed() ? r.diagnostic().message : std::string()));
+  REQUIRE(r.succeeded());
+  return run(*r->module, vals)[0];
+}
+
+constexpr int32_t kU8 = onnx::TensorProto::UINT8, kI8 = onnx::TensorProto::INT8,
+                  kI32 = onnx::TensorProto::INT32, kF32 = onnx::TensorProto::FLOAT;
+
+// Shared operands of the MatMulInteger and QLinearMatMul tests: uint8 A with
+// a per-row zero point, int8 B with a per-column zero point.
+const std::vector<TypedIn> &mmA() {
+  static const std::vector<TypedIn> v = {
+      {"a", kU8, Tensor::fromInts({2, 3}, {10, 20, 30, 255, 0, 128}, DType::UInt8)},
+      {"a_zero_point", kU8, Tensor::fromInts({2}, {10, 128}, DType::UInt8)}};
+  return v;
+}
+const std::vector<TypedIn> &mmB() {
+  static const std::vector<TypedIn> v = {
+      {"b", kI8, Tensor::fromInts({3, 2}, {-128, 127, 1, -1, 0, 5}, DType::Int8)},
+      {"b_zero_point", kI8, Tensor::fromInts({2}, {-128, 3}, DType::Int8)}};
+  return v;
+}
+
+// Shared operands of the ConvInteger and QLinearConv tests: int8 x with a
+// scalar zero point, int8 w (2 output channels) with per-channel zero points.
+const TypedIn convX{"x", kI8,
+                    Tensor::fromInts({1, 1, 3, 3}, {-128, -1, 0, 1, 2, 3, 127, 50, -50},
+                                     DType::Int8)};
+const TypedIn convXZp{"x_zero_point", kI8, Tensor::fromInts({}, {-1}, DType::Int8)};
+const TypedIn convW{"w", kI8,
+                    Tensor::fromInts({2, 1, 2, 2}, {1, 2, 3, 4, -128, 127, 0, -5}, DType::Int8)};
+const TypedIn convWZp{"w_zero_point", kI8, Tensor::fromInts({2}, {0, -128}, DType::Int8)};
+
+} // namespace
+
+// Expected values of the four tests below computed once with NumPy:
+// (A - a_zp[:, None]) @ (B - b_zp[None, :]) in int32, the 2x2 valid
+// correlation of (x - x_zp) with (w - w_zp[:, None, None, None]) in int64,
+// and for the QLinear ops np.clip(np.rint(acc * np.float32(scales product /
+// y_scale) + y_zp), lo, hi).
+TEST_CASE("import: MatMulInteger with per-row and per-column zero points, uint8 by int8",
+          "[onnx]") {
+  std::vector<TypedIn> ins = {mmA()[0], mmB()[0], mmA()[1], mmB()[1]};
+  Tensor y = runTyped(10, "MatMulInteger", ins, kI32);
+  REQUIRE(y.dtype() == DType::Int32);
+  CHECK(valuesOf(y) == std::vector<double>{3850, 0, -16512, 16260});
+}
+
+TEST_CASE("import: MatMulInteger is exact over K = 4096 (sums far above 2^24)", "[onnx]") {
+  int64_t M = 2, K = 4096, N = 3;
+  std::vector<int64_t> a(size_t(M * K)), b(size_t(K * N));
+  for (int64_t i = 0; i < M * K; ++i)
+    a[size_t(i)] = 255 - (i % 7);
+  for (int64_t i = 0; i < K * N; ++i)
+    b[size_t(i)] = 127 - (i % 5);
+  std::vector<double> want;
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t n = 0; n < N; ++n) {
+      int64_t acc = 0; // exact: plain integer arithmetic
+      for (int64_t k = 0; k < K; ++k)
+        acc += a[size_t(m * K + k)] * b[size_t(k * N + n)];
+      want.push_back(double(acc));
+    }
+  CHECK(want[0] > double(1 << 26)); // float32 holds integers exactly only up to 2^24
+  Tensor y = runTyped(10, "MatMulInteger",
+                      {{"a", kU8, Tensor::fromInts({M, K}, a, DType::UInt8)},
+                       {"b", kI8, Tensor::fromInts({K, N}, b, DType::Int8)}},
+                      kI32);
+  REQUIRE(y.dtype() == DType::Int32);
+  CHECK(valuesOf(y) == want);
+}
+
+TEST_CASE("import: ConvInteger on int8 with per-channel weight zero points", "[onnx]") {
+  Tensor y = runTyped(10, "ConvInteger", {convX, convW, convXZp, convWZp}, kI32);
+  REQUIRE(y.dtype() == DType::Int32);
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 2, 2, 2}));
+  CHECK(valuesOf(y) == std::vector<double>{-109, 27, 596, -32, 625, 1131, 23422, 1521});
+}
+
+TEST_CASE("import: QLinearMatMul with per-row and per-column scales", "[onnx]") {
+  std::vector<TypedIn> ins = {
+      mmA()[0],
+      {"a_scale", kF32, Tensor::fromFloats({2}, {0.1f, 0.2f})},
+      mmA()[1],
+      mmB()[0],
+      {"b_scale", kF32, Tensor::fromFloats({2}, {0.5f, 0.25f})},
+      mmB()[1],
+      {"y_scale", kF32, Tensor::fromFloats({}, {30.0f})},
+      {"y_zero_point", kU8, Tensor::fromInts({}, {128}, DType::UInt8)}};
+  Tensor y = runTyped(10, "QLinearMatMul", ins, kU8);
+  REQUIRE(y.dtype() == DType::UInt8);
+  // Before rounding: 134.4167, 128, 72.96, 155.1.
+  CHECK(valuesOf(y) == std::vector<double>{134, 128, 73, 155});
+}
+
+TEST_CASE("import: QLinearConv on int8, per-channel weight scales, bias, saturation", "[onnx]") {
+  std::vector<TypedIn> ins = {
+      convX,
+      {"x_scale", kF32, Tensor::fromFloats({}, {0.5f})},
+      convXZp,
+      convW,
+      {"w_scale", kF32, Tensor::fromFloats({2}, {0.125f, 0.0625f})},
+      convWZp,
+      {"y_scale", kF32, Tensor::fromFloats({}, {0.25f})},
+      {"y_zero_point", kI8, Tensor::fromInts({}, {5}, DType::Int8)},
+      {"bias", kI32, Tensor::fromInts({2}, {100, -1000}, DType::Int32)}};
+  Tensor y = runTyped(10, "QLinearConv", ins, kI8);
+  REQUIRE(y.dtype() == DType::Int8);
+  // Before rounding and saturation: 2.75, 36.75, 179, 22, -41.875, 21.375,
+  // 2807.75, 70.125.
+  CHECK(valuesOf(y) == std::vector<double>{3, 37, 127, 22, -42, 21, 127, 70});
+}
+
+TEST_CASE("import: the quantized ops refuse mismatched zero points and float operands",
+          "[onnx]") {
+  ModelBuilder b(10);
+  b.input("a", {2, 3}, kU8);
+  b.input("b", {3, 2}, kU8);
+  b.input("z", {}, kI8);
+  b.node("MatMulInteger", {"a", "b", "z"}, {"y"}, "mm");
+  untypedOut(b, "y", kI32);
+  auto r = b.import();
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("must have the type of input 0"));
+
+  ModelBuilder f(10);
+  f.input("a", {2, 3});
+  f.input("b", {3, 2}, kU8);
+  f.node("MatMulInteger", {"a", "b"}, {"y"}, "mm");
+  untypedOut(f, "y", kI32);
+  auto rf = f.import();
+  REQUIRE(rf.failed());
+  CHECK_THAT(rf.diagnostic().message, Catch::Contains("must be uint8 or int8"));
+
+  ModelBuilder q(10);
+  q.input("x", {1, 1, 3, 3}, kU8);
+  q.input("xs", {2});
+  q.input("xz", {}, kU8);
+  q.input("w", {1, 1, 1, 1}, kU8);
+  q.input("ws", {});
+  q.input("wz", {}, kU8);
+  q.input("ys", {});
+  q.input("yz", {}, kU8);
+  q.node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"}, {"y"}, "qc");
+  untypedOut(q, "y", kU8);
+  auto rq = q.import();
+  REQUIRE(rq.failed());
+  CHECK_THAT(rq.diagnostic().message, Catch::Contains("must be scalars (per-tensor)"));
+}
+
+TEST_CASE("import: NonZero of a float tensor (NaN counts, -0 does not)", "[onnx]") {
+  float nan = std::nanf("");
+  Tensor y = runTyped(13, "NonZero",
+                      {{"x", kF32, Tensor::fromFloats({2, 1, 3}, {0, 1.5f, -0.0f, nan, 0, -2})}},
+                      onnx::TensorProto::INT64);
+  // Flat positions 1, 3 and 5 of shape (2, 1, 3): (0, 0, 1), (1, 0, 0), (1, 0, 2).
+  REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({3, 3}));
+  CHECK(valuesOf(y) == std::vector<double>{0, 1, 1, 0, 0, 0, 1, 0, 2});
+}
+
+TEST_CASE("import: HannWindow with a size known at import", "[onnx]") {
+  for (int64_t periodic : {1, 0}) {
+    ModelBuilder b(17);
+    b.initInts("size", {4});
+    attrI(b.node("HannWindow", {"size"}, {"y"}), "periodic", periodic);
+    untypedOut(b, "y");
+    auto r = b.import();
+    REQUIRE(r.succeeded());
+    Tensor y = run(*r->module, {})[0];
+    // 0.5 - 0.5 cos(2 pi n / N): N = 4 (periodic) or 3 (symmetric).
+    std::vector<double> want = periodic ? std::vector<double>{0, 0.5, 1, 0.5}
+                                        : std::vector<double>{0, 0.75, 0.75, 0};
+    REQUIRE(y.numel() == 4);
+    for (int64_t i = 0; i < 4; ++i)
+      CHECK(y.at(i) == Approx(want[size_t(i)]).margin(1e-7));
+  }
+}
+
+TEST_CASE("import: BatchNormalization's running statistics outputs (opset 9)", "[onnx]") {
+  ModelBuilder b(9);
+  b.input("x", {2, 1, 2});
+  b.init("scale", {1}, {1});
+  b.init("bias", {1}, {0});
+  b.init("mean", {1}, {0});
+  b.init("var", {1}, {1});
+  b.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"}, "bn");
+  untypedOut(b, "y");
+  untypedOut(b, "rm");
+  untypedOut(b, "rv");
+  auto r = b.import();
+  INFO((r.failed() ? r.diagnostic().message : std::string()));
+  REQUIRE(r.succeeded());
+  auto outs = run(*r->module, {Tensor::fromFloats({2, 1, 2}, {1, 2, 3, 6})});
+  // Batch mean 3, biased variance (4 + 1 + 0 + 9) / 4 = 3.5; momentum 0.9:
+  // running mean 0.9 * 0 + 0.1 * 3, running variance 0.9 * 1 + 0.1 * 3.5.
+  CHECK(outs[1].at(0) == Approx(0.3));
+  CHECK(outs[2].at(0) == Approx(1.25));
+  CHECK(outs[0].at(0) == Approx(-2.0 / std::sqrt(3.5 + 1e-5)));
+  CHECK(outs[0].at(3) == Approx(3.0 / std::sqrt(3.5 + 1e-5)));
+
+  ModelBuilder saved(9);
+  saved.input("x", {2, 1, 2});
+  for (const char *n : {"scale", "bias", "mean", "var"})
+    saved.init(n, {1}, {1});
+  saved.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"},
+             {"y", "rm", "rv", "sm", "sv"}, "bn");
+  for (const char *n : {"y", "rm", "rv", "sm", "sv"})
+    untypedOut(saved, n);
+  auto rs = saved.import();
+  REQUIRE(rs.failed());
+  CHECK_THAT(rs.diagnostic().message, Catch::Contains("saved_mean and saved_var"));
+}
+
+TEST_CASE("import: Resize tf_crop_and_resize, roi and sizes at run time or known, "
+          "extrapolation", "[onnx]") {
+  // x = arange(12) as (1, 1, 3, 4); roi crops rows [-0.2, 1.2] (outside the
+  // input: extrapolated) and columns [0.1, 0.7]; sizes (1, 1, 4, 3).
+  // Expected values from a NumPy loop over the ONNX formula x = start * (n - 1)
+  // + o * (end - start) * (n - 1) / (m - 1), 9.5 outside [0, n - 1]
+  // (bilinear; nearest rounding half down).
+  const std::vector<double> linear = {9.5, 9.5, 9.5, 2.4333333, 3.3333333, 4.2333333,
+                                      6.1666667, 7.0666667, 7.9666667, 9.5, 9.5, 9.5};
+  const std::vector<double> nearest = {9.5, 9.5, 9.5, 4, 5, 6, 4, 5, 6, 9.5, 9.5, 9.5};
+  std::vector<float> roi = {0, 0, -0.2f, 0.1f, 1, 1, 1.2f, 0.7f};
+  Tensor x = Tensor::empty({1, 1, 3, 4});
+  for (int64_t i = 0; i < 12; ++i)
+    x.data<float>()[i] = float(i);
+  for (bool runtime : {true, false}) {
+    ModelBuilder b(13);
+    b.input("x", {1, 1, 3, 4});
+    std::vector<Tensor> in = {x};
+    if (runtime) {
+      b.input("roi", {8});
+      b.input("sizes", {4}, onnx::TensorProto::INT64);
+      in.push_back(Tensor::fromFloats({8}, roi));
+      in.push_back(Tensor::fromInts({4}, {1, 1, 4, 3}));
+    } else {
+      b.init("roi", {8}, roi);
+      b.initInts("sizes", {1, 1, 4, 3});
+    }
+    auto *n = b.node("Resize", {"x", "roi", "", "sizes"}, {"y"}, "rs");
+    attrS(n, "coordinate_transformation_mode", "tf_crop_and_resize");
+    attrS(n, "mode", runtime ? "linear" : "nearest");
+    ModelBuilder::attrF(n, "extrapolation_value", 9.5f);
+    untypedOut(b, "y");
+    auto r = b.import();
+    INFO((r.failed() ? r.diagnostic().message : std::string()));
+    REQUIRE(r.succeeded());
+    Tensor y = run(*r->module, in)[0];
+    REQUIRE(y.shape() == llvm::ArrayRef<int64_t>({1, 1, 4, 3}));
+    const std::vector<double> &want = runtime ? linear : nearest;
+    for (int64_t i = 0; i < 12; ++i)
+      CHECK(y.at(i) == Approx(want[size_t(i)]).epsilon(1e-5));
+  }
 }
 
 TEST_CASE("dynamic axes: symbols through import, run and export", "[onnx][symbolic]") {

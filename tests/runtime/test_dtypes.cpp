@@ -173,6 +173,26 @@ TEST_CASE("bfloat16 stores the top half of a float32", "[dtype][bfloat16]") {
   CHECK(s.at(1) == -6.0);
 }
 
+TEST_CASE("convNd computes float64 operands in float64", "[dtype][float64]") {
+  // Products near 2^40: float32 (24-bit significand) would round them.
+  int64_t big = (int64_t(1) << 20) + 1;
+  Tensor x = rt::cast(Tensor::fromInts({1, 1, 1, 3}, {big, 3, 5}), DType::Float64);
+  Tensor w = rt::cast(Tensor::fromInts({1, 1, 1, 2}, {big + 2, 7}), DType::Float64);
+  Tensor b = rt::cast(Tensor::fromInts({1}, {-1}), DType::Float64);
+  rt::WindowNd p;
+  p.stride = {1, 1};
+  p.padBegin = {0, 0};
+  p.padEnd = {0, 1};
+  p.dilation = {1, 1};
+  Tensor y = rt::convNd(x, w, b, p, 1);
+  REQUIRE(y.dtype() == DType::Float64);
+  REQUIRE(y.numel() == 3);
+  // Integer arithmetic: each output is x[i] * w0 + x[i + 1] * w1 + b (0 past the end).
+  CHECK(y.data<double>()[0] == double(big * (big + 2) + 3 * 7 - 1));
+  CHECK(y.data<double>()[1] == double(3 * (big + 2) + 5 * 7 - 1));
+  CHECK(y.data<double>()[2] == double(5 * (big + 2) - 1));
+}
+
 TEST_CASE("float32-only kernels refuse float64 instead of narrowing it", "[dtype][float64]") {
   Tensor x = rt::cast(Tensor::fromFloats({1, 1, 2, 2}, {1, 2, 3, 4}), DType::Float64);
   rt::WindowNd p;

@@ -89,6 +89,8 @@ struct WindowNd {
 
 /// Convolution of x (N, C, *spatial) with w (O, C / groups, *kernel) and an
 /// optional bias (O), any number of spatial axes (kernel is taken from w).
+/// Computes in float32, or in float64 (and returns float64) when one
+/// operand is float64; sums accumulate in double either way.
 Tensor convNd(const Tensor &x, const Tensor &w, const Tensor &bias, const WindowNd &p,
               int64_t groups = 1);
 /// Transposed convolution: x (N, C, *spatial), w (C, O / groups, *kernel);
@@ -105,7 +107,13 @@ int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe,
                        bool ceilMode);
 
 enum class ResizeInterp : uint8_t { Nearest, Linear, Cubic };
-enum class ResizeCoord : uint8_t { HalfPixel, PytorchHalfPixel, AlignCorners, Asymmetric };
+enum class ResizeCoord : uint8_t {
+  HalfPixel,
+  PytorchHalfPixel,
+  AlignCorners,
+  Asymmetric,
+  TfHalfPixelForNn ///< (o + 0.5) / scale (TensorFlow's nearest half-pixel)
+};
 enum class NearestRound : uint8_t { RoundPreferFloor, RoundPreferCeil, Floor, Ceil };
 struct ResizeParams {
   ResizeInterp mode = ResizeInterp::Nearest;
