@@ -12,6 +12,7 @@
 
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
+#include "tm/ir/Strings.h"
 
 namespace tmg {
 
@@ -56,6 +57,7 @@ struct PyVal {
   bool hasShape = false;
   std::string ref;               ///< @"key"
   std::vector<double> data;      ///< inline numbers
+  std::vector<std::string> strings; ///< inline strings (dtype string)
   bool hasData = false;
 };
 

@@ -368,7 +368,16 @@ PyVal LineParser::value() {
     } else {
       if (!eat("["))
         fail("tensor data must be @\"key\", zeros or a list of numbers");
-      numberList(v.data, v.shape);
+      if (isString(*v.dtype)) {
+        // Quoted strings, escaped as the printer writes them.
+        while (!eat("]")) {
+          if (!v.strings.empty())
+            expect(",");
+          v.strings.push_back(string());
+        }
+      } else {
+        numberList(v.data, v.shape);
+      }
       v.hasData = true;
     }
     expect(")");
@@ -622,6 +631,15 @@ private:
     // Inline values are counted before the tensor is allocated: a short
     // list must not cost the size its shape claims.
     int64_t numel = shapeNumel(v.shape);
+    if (isString(*v.dtype) && !v.strings.empty()) {
+      if (int64_t(v.strings.size()) != numel)
+        p.fail(fmt::format("tensor of shape {} needs {} strings, got {}", shapeStr(v.shape), numel,
+                           v.strings.size()),
+               v.col);
+      return stringTensor(v.shape, v.strings);
+    }
+    if (isString(*v.dtype) && !v.data.empty())
+      p.fail("a string tensor's data is a list of quoted strings", v.col);
     if (!v.data.empty() && int64_t(v.data.size()) != numel)
       p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
                          shapeStr(v.shape), numel, v.data.size()),
