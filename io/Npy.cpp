@@ -88,9 +88,12 @@ static std::optional<Shape> parseShape(llvm::StringRef shapeText) {
   return shape;
 }
 
-/// Appends code point `c` as UTF-8.
+/// Appends code point `c` as UTF-8; U+DC80..U+DCFF are the bytes
+/// 0x80..0xFF that utf32Of could not decode (Python's surrogateescape).
 static void appendUtf8(std::string &out, uint32_t c) {
-  if (c < 0x80) {
+  if (c >= 0xdc80 && c <= 0xdcff) {
+    out += char(c - 0xdc00);
+  } else if (c < 0x80) {
     out += char(c);
   } else if (c < 0x800) {
     out += char(0xc0 | (c >> 6));
@@ -108,7 +111,8 @@ static void appendUtf8(std::string &out, uint32_t c) {
 }
 
 /// The code points of UTF-8 text `s`; a byte that starts no valid sequence
-/// is taken as the code point of its value (Latin-1).
+/// becomes U+DC00 + the byte (Python's surrogateescape), so any bytes
+/// round-trip through '<U'.
 static std::vector<uint32_t> utf32Of(llvm::StringRef s) {
   std::vector<uint32_t> out;
   const auto *p = reinterpret_cast<const unsigned char *>(s.data());
@@ -120,13 +124,20 @@ static std::vector<uint32_t> utf32Of(llvm::StringRef s) {
     for (int k = 1; ok && k < len; ++k)
       ok = (p[i + k] & 0xc0) == 0x80;
     if (!ok || len == 1) {
-      out.push_back(b);
+      out.push_back(b < 0x80 ? b : 0xdc00 + b);
       ++i;
       continue;
     }
     uint32_t c = b & (0x7f >> len);
     for (int k = 1; k < len; ++k)
       c = (c << 6) | (p[i + k] & 0x3f);
+    // Overlong forms, surrogates and values past U+10FFFF are not UTF-8.
+    uint32_t least = len == 2 ? 0x80 : len == 3 ? 0x800 : 0x10000;
+    if (c < least || c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff)) {
+      out.push_back(0xdc00 + b);
+      ++i;
+      continue;
+    }
     out.push_back(c);
     i += size_t(len);
   }
@@ -176,7 +187,7 @@ static FailureOr<Tensor> parseStrings(llvm::StringRef bytes, llvm::StringRef fil
         --len;
       for (size_t k = 0; k < len; ++k) {
         uint32_t c = code(k);
-        if (c > 0x10ffff)
+        if (c > 0x10ffff || (c >= 0xd800 && c <= 0xdfff && !(c >= 0xdc80 && c <= 0xdcff)))
           return at(file, int64_t(p - bytes.data()),
                     fmt::format("invalid code point {:#x} in a '{}' string", c, descr.str()));
         appendUtf8(text, c);

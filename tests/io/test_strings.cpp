@@ -115,6 +115,16 @@ TEST_CASE("strings: .npy round trip writes '<U{n}' and reads '<U' and '|S'", "[s
   CHECK(back->dtype() == DType::String);
   CHECK(back->shape() == llvm::ArrayRef<int64_t>{2, 2});
   CHECK(texts(*back) == texts(x));
+  // Bytes that are not UTF-8 (a lone 0xff, an overlong NUL, an encoded
+  // surrogate) go through '<U' as U+DC80..U+DCFF (Python's surrogateescape)
+  // and come back as the same bytes.
+  Tensor raw = stringTensor({3}, {"a\xff", "\xc0\x80", "\xed\xa0\x80"});
+  std::string rawBytes = serializeNpy(raw);
+  CHECK(rawBytes.find("'descr': '<U3'") != std::string::npos);
+  CHECK(rawBytes.find(std::string("\xff\xdc\0\0", 4)) != std::string::npos);
+  auto rawBack = parseNpy(rawBytes);
+  REQUIRE(rawBack.succeeded());
+  CHECK(texts(*rawBack) == texts(raw));
   // A transposed view is written dense.
   auto t = parseNpy(serializeNpy(x.permuted({1, 0})));
   REQUIRE(t.succeeded());
