@@ -206,6 +206,14 @@ LineParser::NodeType LineParser::nodeType() {
 /// (the '[' is read). Written by the printer as Python reprs: integers,
 /// floats, inf, -inf, nan. A tensor of a million elements is read without
 /// building a value per element.
+void LineParser::stringList(std::vector<std::string> &out) {
+  while (!eat("]")) {
+    if (!out.empty())
+      expect(",");
+    out.push_back(string());
+  }
+}
+
 void LineParser::numberList(std::vector<double> &out, llvm::ArrayRef<int64_t> shape) {
   int64_t numel = 1;
   for (int64_t d : shape)
@@ -368,16 +376,7 @@ PyVal LineParser::value() {
     } else {
       if (!eat("["))
         fail("tensor data must be @\"key\", zeros or a list of numbers");
-      if (isString(*v.dtype)) {
-        // Quoted strings, escaped as the printer writes them.
-        while (!eat("]")) {
-          if (!v.strings.empty())
-            expect(",");
-          v.strings.push_back(string());
-        }
-      } else {
-        numberList(v.data, v.shape);
-      }
+      isString(*v.dtype) ? stringList(v.strings) : numberList(v.data, v.shape);
       v.hasData = true;
     }
     expect(")");
