@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tm/ir/CheckedSize.h"
+#include "tm/ir/Strings.h"
 
 namespace tmg::io {
 namespace onnxdetail {
@@ -22,7 +23,7 @@ static constexpr std::pair<int32_t, DType> kOnnxTypes[] = {
     {TensorProto::INT32, DType::Int32},     {TensorProto::INT64, DType::Int64},
     {TensorProto::UINT8, DType::UInt8},     {TensorProto::UINT16, DType::UInt16},
     {TensorProto::UINT32, DType::UInt32},   {TensorProto::UINT64, DType::UInt64},
-    {TensorProto::BOOL, DType::Bool},
+    {TensorProto::BOOL, DType::Bool},       {TensorProto::STRING, DType::String},
 };
 
 std::optional<DType> fromOnnxType(int32_t t) {
@@ -62,6 +63,7 @@ static int64_t typedFieldCount(const TensorProto &p) {
   case TensorProto::FLOAT16:
   case TensorProto::BFLOAT16:
   case TensorProto::BOOL: return p.int32_data_size();
+  case TensorProto::STRING: return p.string_data_size();
   default: return -1;
   }
 }
@@ -87,6 +89,8 @@ int64_t validateTensorProto(const TensorProto &p, const std::string &what,
   // shape inference: dims alone can claim any size (a fuzz_onnx finding
   // allocated 12 GB from a 1.6 kB file), and libonnx reads raw_data as the
   // dims say without checking its length.
+  if (p.has_raw_data() && *dt == DType::String)
+    raise("{} is a STRING tensor with raw_data; ONNX stores strings in string_data", what);
   if (p.has_raw_data()) {
     std::optional<int64_t> want = checkedByteSize(shape, dtypeSize(*dt));
     if (!want || uint64_t(*want) != p.raw_data().size())
@@ -134,6 +138,12 @@ Tensor tensorFromProto(const TensorProto &p, const SizeLimits &limits) {
       std::memcpy(t.rawData(), p.raw_data().data(), p.raw_data().size());
     return t;
   }
+  if (*dt == DType::String) {
+    int64_t *o = t.data<int64_t>();
+    for (const std::string &v : p.string_data())
+      *o++ = intern(v);
+    return t;
+  }
   visitDType(*dt, [&](auto tag) { copyTypedField<decltype(tag)::value>(p, t); });
   return t;
 }
@@ -160,6 +170,12 @@ void tensorToProto(const Tensor &t, TensorProto &p) {
   for (int64_t d : t.shape())
     p.add_dims(d);
   Tensor dense = t.contiguous(); // views are written dense
+  if (isString(t.dtype())) {
+    const int64_t *ids = dense.data<int64_t>();
+    for (int64_t i = 0; i < dense.numel(); ++i)
+      p.add_string_data(text(ids[i]).str());
+    return;
+  }
   p.set_raw_data(std::string(static_cast<const char *>(dense.rawData()), dense.nbytes()));
 }
 

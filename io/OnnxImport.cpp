@@ -241,6 +241,8 @@ void Importer::loadExternalData() {
               "bytes)",
               what, length, offset, self_->size());
       auto dt = fromOnnxType(t.data_type());
+      if (dt == DType::String)
+        raise("{}: a STRING tensor cannot have external data", what);
       Shape shape(t.dims().begin(), t.dims().end());
       std::optional<int64_t> want = dt ? checkedByteSize(shape, dtypeSize(*dt)) : std::nullopt;
       if (dt && (!want || *want != length))
@@ -286,6 +288,8 @@ void Importer::loadExternalData() {
       raise("{}: external data [{}, {}) lies beyond the end of '{}' ({} bytes)", what, offset,
             offset + length, path, size);
     auto dt = fromOnnxType(t.data_type());
+    if (dt == DType::String)
+      raise("{}: a STRING tensor cannot have external data", what);
     Shape shape(t.dims().begin(), t.dims().end());
     std::optional<int64_t> want =
         dt ? checkedByteSize(shape, t.data_type() == onnx::TensorProto::DOUBLE ? 8

@@ -39,13 +39,14 @@ llvm::StringRef safetensorsDType(DType t) {
   case DType::UInt32: return "U32";
   case DType::UInt64: return "U64";
   case DType::Bool: return "BOOL";
+  case DType::String: return "?"; // safetensors has no string dtype
   }
   return "?";
 }
 
 static std::optional<DType> parseSafetensorsDType(llvm::StringRef s) {
   for (DType t : allDTypes())
-    if (safetensorsDType(t) == s)
+    if (!isString(t) && safetensorsDType(t) == s)
       return t;
   return std::nullopt;
 }
@@ -250,6 +251,10 @@ static FailureOr<std::string> headerOf(const WeightFile &w, uint64_t &dataBytes)
       return Diagnostic(Location(), fmt::format("duplicate or reserved tensor name '{}'", name));
     if (!t.defined())
       return Diagnostic(Location(), fmt::format("tensor '{}' is undefined", name));
+    if (isString(t.dtype()))
+      return Diagnostic(Location(), fmt::format("tensor '{}' has dtype string, which "
+                                                "safetensors cannot hold (write .npy or ONNX)",
+                                                name));
     nlohmann::ordered_json e;
     e["dtype"] = safetensorsDType(t.dtype()).str();
     e["shape"] = std::vector<int64_t>(t.shape().begin(), t.shape().end());

@@ -12,6 +12,7 @@
 
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
+#include "tm/ir/Strings.h"
 
 namespace tmg {
 
@@ -56,6 +57,7 @@ struct PyVal {
   bool hasShape = false;
   std::string ref;               ///< @"key"
   std::vector<double> data;      ///< inline numbers
+  std::vector<std::string> strings; ///< inline strings (dtype string)
   bool hasData = false;
 };
 
@@ -71,6 +73,8 @@ public:
   [[noreturn]] void fail(const std::string &msg, size_t at = ~size_t(0)) const;
   size_t col() const { return base_ + pos_ + 1; }
   void numberList(std::vector<double> &out, llvm::ArrayRef<int64_t> shape);
+  /// Quoted strings up to ']' (after '['), escaped as string() reads them.
+  void stringList(std::vector<std::string> &out);
   size_t pos() const { return pos_; }
   bool atEnd() { skipWs(); return pos_ >= s_.size(); }
   // Inline: called several times per token.

@@ -206,6 +206,14 @@ LineParser::NodeType LineParser::nodeType() {
 /// (the '[' is read). Written by the printer as Python reprs: integers,
 /// floats, inf, -inf, nan. A tensor of a million elements is read without
 /// building a value per element.
+void LineParser::stringList(std::vector<std::string> &out) {
+  while (!eat("]")) {
+    if (!out.empty())
+      expect(",");
+    out.push_back(string());
+  }
+}
+
 void LineParser::numberList(std::vector<double> &out, llvm::ArrayRef<int64_t> shape) {
   int64_t numel = 1;
   for (int64_t d : shape)
@@ -368,7 +376,7 @@ PyVal LineParser::value() {
     } else {
       if (!eat("["))
         fail("tensor data must be @\"key\", zeros or a list of numbers");
-      numberList(v.data, v.shape);
+      isString(*v.dtype) ? stringList(v.strings) : numberList(v.data, v.shape);
       v.hasData = true;
     }
     expect(")");
@@ -622,6 +630,15 @@ private:
     // Inline values are counted before the tensor is allocated: a short
     // list must not cost the size its shape claims.
     int64_t numel = shapeNumel(v.shape);
+    if (isString(*v.dtype) && !v.strings.empty()) {
+      if (int64_t(v.strings.size()) != numel)
+        p.fail(fmt::format("tensor of shape {} needs {} strings, got {}", shapeStr(v.shape), numel,
+                           v.strings.size()),
+               v.col);
+      return stringTensor(v.shape, v.strings);
+    }
+    if (isString(*v.dtype) && !v.data.empty())
+      p.fail("a string tensor's data is a list of quoted strings", v.col);
     if (!v.data.empty() && int64_t(v.data.size()) != numel)
       p.fail(fmt::format("tensor of shape {} needs {} values, got {}",
                          shapeStr(v.shape), numel, v.data.size()),

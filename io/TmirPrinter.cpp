@@ -209,6 +209,18 @@ private:
   }
 
   void tensorData(const Tensor &t, const std::string &key) {
+    // Strings are always written inline, quoted and escaped: the weight
+    // files (safetensors) have no string dtype.
+    if (t.defined() && isString(t.dtype())) {
+      out_ += '[';
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        if (i)
+          out_ += ", ";
+        out_ += quoteString(stringAt(t, i));
+      }
+      out_ += ']';
+      return;
+    }
     // A tensor held by several attributes goes to the weights once, under
     // its first key; the others reference that key, and reading gives them
     // one tensor again.

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "tm/ir/ShapeInference.h"
+#include "tm/ir/Strings.h"
 #include "tm/ir/ElemwiseModes.h"
 
 #include <algorithm>
@@ -72,6 +73,12 @@ using shapes::Types;
 
 /// The output type of an op call: its rule, when its op has one.
 Types opCall(const Expr &e, const OpSchema &schema, llvm::StringRef name) {
+  if (!opAcceptsStrings(schema.kind()))
+    for (size_t i = 0; i < e.numInputs(); ++i)
+      if (auto *t = llvm::dyn_cast<TensorNode>(e.input(i)); t && t->hasDType() && isString(t->dtype()))
+        raiseAt(Location::atExpr(e.id()), "{}: input '{}' has dtype string, which this op does not support "
+                "(string tensors support data movement, equality, cast and string_normalizer)",
+                name.str(), t->name().str());
   const shapes::ShapeRule *rule =
       shapes::shapeRuleTable().lookup(schema.kind());
   if (!rule || !rule->fn)

@@ -43,11 +43,22 @@ std::optional<DType> parseDType(llvm::StringRef name) {
 }
 
 size_t dtypeSize(DType t) {
-  return visitDType(t, [](auto tag) { return sizeof(StorageT<decltype(tag)::value>); });
+  switch (t) {
+#define TM_DTYPE(E, name, Storage, Kind)                                       \
+  case DType::E:                                                               \
+    return sizeof(Storage);
+#include "tm/ir/DTypes.def"
+  }
+  return 4;
+}
+
+void throwStringNotNumeric() {
+  raise("a string tensor reached a kernel that computes on numbers; the string "
+        "dtype supports data movement, equality, cast and string ops only");
 }
 
 namespace {
-enum class DTypeKind { Float, Int, UInt, Bool };
+enum class DTypeKind { Float, Int, UInt, Bool, String };
 DTypeKind dtypeKind(DType t) {
   switch (t) {
 #define TM_DTYPE(E, name, Storage, Kind)                                       \
@@ -72,6 +83,12 @@ static DType signedOfSize(size_t bytes) {
 }
 
 DType promoteTypes(DType a, DType b) {
+  if (isString(a) || isString(b)) {
+    if (a == b)
+      return a;
+    raise("dtypes {} and {} have no common type (strings do not mix with numbers)",
+          dtypeName(a), dtypeName(b));
+  }
   if (a == DType::Bool && b == DType::Bool)
     return DType::Int32;
   if (a == b)

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include "tm/ir/Strings.h"
+
 namespace tmg::rt {
 
 namespace {
@@ -68,6 +70,21 @@ CompareReport compareTensors(const Tensor &got, const Tensor &want, const Tolera
   if (r.shapeMismatch || r.dtypeMismatch)
     return r;
   r.numel = got.numel();
+  if (isString(got.dtype())) {
+    r.strings = true;
+    for (int64_t j = 0; j < r.numel; ++j) {
+      llvm::StringRef a = stringAt(got, j), b = stringAt(want, j);
+      if (a == b)
+        continue;
+      if (r.outside++ == 0) {
+        r.worstIndex = j;
+        r.worstGotText = a.str();
+        r.worstWantText = b.str();
+        r.worstCoords = unravel(j, r.gotShape);
+      }
+    }
+    return r;
+  }
   double worstEx = 0, worstD = -1, sumAbs = 0, sumRel = 0;
   int64_t exIndex = -1, dIndex = -1;
   for (int64_t j = 0; j < r.numel; ++j) {
@@ -113,6 +130,14 @@ std::string CompareReport::str() const {
     return fmt::format("{}: got {}{}, the reference is {}{}: MISMATCH", head,
                        dtypeName(gotDType).str(), shapeStr(gotShape),
                        dtypeName(wantDType).str(), shapeStr(wantShape));
+  if (strings) {
+    if (ok())
+      return fmt::format("{}: {} strings, all equal: ok", head, numel);
+    return fmt::format("{}: {} of {} strings differ: MISMATCH\n  first at {} (flat {}): got {}, "
+                       "want {}",
+                       head, outside, numel, dims(worstCoords), worstIndex,
+                       quoteString(worstGotText), quoteString(worstWantText));
+  }
   std::string s = fmt::format("{}: max abs error {:.3g}, mean {:.3g}; max rel error {:.3g}, "
                               "mean {:.3g} (rtol {:g}, atol {:g}): {}",
                               head, maxAbs, meanAbs, maxRel, meanRel, tol.rtol, tol.atol,
@@ -133,6 +158,14 @@ std::string CompareReport::json() const {
                            "{}, \"shape\": {}}}}}",
                            quoted(dtypeName(gotDType).str()), dims(gotShape),
                            quoted(dtypeName(wantDType).str()), dims(wantShape));
+  if (strings) {
+    s += fmt::format(", \"elements\": {}, \"outside\": {}", numel, outside);
+    if (outside)
+      s += fmt::format(", \"worst\": {{\"index\": {}, \"flat_index\": {}, \"got\": {}, "
+                       "\"want\": {}}}",
+                       dims(worstCoords), worstIndex, quoted(worstGotText), quoted(worstWantText));
+    return s + "}";
+  }
   s += fmt::format(", \"elements\": {}, \"outside\": {}, \"outside_share\": {}, "
                    "\"max_abs\": {}, \"mean_abs\": {}, \"max_rel\": {}, \"mean_rel\": {}",
                    numel, outside, num(double(outside) / double(std::max<int64_t>(numel, 1))),

@@ -8,6 +8,13 @@
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Elementwise.h"
 
+#include <cerrno>
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include "tm/ir/Strings.h"
+
 #include <cmath>
 #include <limits>
 
@@ -135,8 +142,121 @@ static inline StorageT<To> convertElem(StorageT<From> v) {
   }
 }
 
+/// Element `v` of dtype D as text: the shortest decimal that reads back
+/// as the same value (NumPy's str of a float32 / float64), "NaN", "INF",
+/// "-INF"; integers in decimal; bool as "True" / "False".
+template <DType D> static std::string numberText(StorageT<D> v) {
+  if constexpr (D == DType::Bool) {
+    return v ? "True" : "False";
+  } else if constexpr (std::is_floating_point_v<StorageT<D>> || isHalfLike<D>) {
+    double d = toDouble<D>(v);
+    if (std::isnan(d))
+      return "NaN";
+    if (std::isinf(d))
+      return d > 0 ? "INF" : "-INF";
+    char buf[64];
+    std::to_chars_result r;
+    if constexpr (D == DType::Float64)
+      r = std::to_chars(buf, buf + sizeof buf, d);
+    else
+      r = std::to_chars(buf, buf + sizeof buf, float(d));
+    return std::string(buf, r.ptr);
+  } else {
+    return std::to_string(v);
+  }
+}
+
+/// Text `s` as dtype D: floats as strtod reads them ("NaN", "INF", "+INF",
+/// "-INF", "1e-3", ...; float32 rounded once), integers in decimal (or as
+/// a float truncated toward zero), bool from "True" / "False" or a number.
+template <DType D> static StorageT<D> parseNumber(llvm::StringRef text) {
+  std::string s = text.trim().str();
+  auto bad = [&]() -> StorageT<D> {
+    raise("cast: string \"{}\" is not a number ({})", text.str(), dtypeName(D).str());
+  };
+  if (s.empty())
+    return bad();
+  if constexpr (D == DType::Bool) {
+    if (s == "True" || s == "true")
+      return 1;
+    if (s == "False" || s == "false")
+      return 0;
+  }
+  const char *b = s.c_str();
+  char *end = nullptr;
+  if constexpr (std::is_integral_v<StorageT<D>> && !isHalfLike<D> && D != DType::Bool) {
+    errno = 0;
+    if constexpr (std::is_unsigned_v<StorageT<D>>) {
+      if (s[0] != '-') {
+        unsigned long long u = std::strtoull(b, &end, 10);
+        if (*end == 0 && errno == 0)
+          return StorageT<D>(u);
+      }
+    } else {
+      long long i = std::strtoll(b, &end, 10);
+      if (*end == 0 && errno == 0)
+        return StorageT<D>(i);
+    }
+  }
+  if constexpr (D == DType::Float32 || isHalfLike<D>) {
+    float f = std::strtof(b, &end);
+    if (*end != 0)
+      return bad();
+    if constexpr (D == DType::Float32)
+      return f;
+    else
+      return D == DType::Float16 ? floatToHalf(f) : floatToBFloat16(f);
+  } else {
+    double d = std::strtod(b, &end);
+    if (*end != 0)
+      return bad();
+    return fromDouble<D>(d);
+  }
+}
+
+/// Casts to and from the string dtype (ONNX Cast, astype): numbers are
+/// formatted or parsed element by element. Declared in
+/// runtime/ops/KernelUtil.h: only the explicit cast calls it.
+Tensor castText(const Tensor &x, DType to);
+Tensor castText(const Tensor &x, DType to) {
+  requireDefined("cast", x, "input");
+  if (!isString(x.dtype()) && !isString(to))
+    return cast(x, to);
+  if (isString(x.dtype()) && isString(to))
+    return x.contiguous();
+  Tensor in = x.contiguous();
+  Tensor out = Tensor::empty(x.shape(), to);
+  int64_t n = x.numel();
+  if (isString(to)) {
+    int64_t *o = out.data<int64_t>();
+    visitDType(x.dtype(), [&](auto tag) {
+      constexpr DType D = decltype(tag)::value;
+      const StorageT<D> *p = in.data<StorageT<D>>();
+      for (int64_t i = 0; i < n; ++i)
+        o[i] = intern(numberText<D>(p[i]));
+    });
+    return out;
+  }
+  const int64_t *p = in.data<int64_t>();
+  visitDType(to, [&](auto tag) {
+    constexpr DType D = decltype(tag)::value;
+    StorageT<D> *o = out.data<StorageT<D>>();
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = parseNumber<D>(text(p[i]));
+  });
+  return out;
+}
+
 Tensor cast(const Tensor &x, DType to) {
   requireDefined("cast", x, "input");
+  if (isString(x.dtype()) && isString(to))
+    return x;
+  // Kernels convert their operands with cast() / asDType(): text is never
+  // parsed or written behind an op's back.
+  if (isString(x.dtype()) || isString(to))
+    raise("cast: {} to {}: strings convert to and from numbers only by an explicit "
+          "astype (ONNX Cast)",
+          dtypeName(x.dtype()).str(), dtypeName(to).str());
   Tensor out = Tensor::empty(x.shape(), to);
   if (out.numel() == 0)
     return out;
@@ -348,6 +468,13 @@ Tensor compare(CompareOp op, const Tensor &a, const Tensor &b) {
   if (out.numel() == 0)
     return out;
   auto plan = makeBroadcastPlan<2>(shape, {&ca, &cb});
+  if (isString(t)) {
+    // Equal texts have equal ids.
+    if (op != CompareOp::Equal && op != CompareOp::NotEqual)
+      raise("{}: dtype string supports only equal and not_equal", name.str());
+    compareTyped(op, plan, viewElems<int64_t>(ca), viewElems<int64_t>(cb), out.data<uint8_t>());
+    return out;
+  }
   visitDType(t, [&](auto tag) {
     constexpr DType D = decltype(tag)::value;
     using T = StorageT<D>;

@@ -13,6 +13,7 @@
 #include "Plan.h"
 #include "ops/Lowering.h"
 
+#include "tm/ir/Strings.h"
 #include "tm/runtime/Eval.h"
 
 namespace tmg::rt {
@@ -20,7 +21,23 @@ namespace {
 
 /// The step of a call of builtin op `k` (a function or a tensor method),
 /// from the op's family lowering.
+/// Refuses a string-typed input of an op that computes on numbers (the
+/// kernels' visitDType would refuse it too, without naming the op).
+void checkStringInputs(const Expr &e, OpKind k, llvm::StringRef name) {
+  if (opAcceptsStrings(k))
+    return;
+  for (size_t i = 0; i < e.numInputs(); ++i)
+    if (auto *t = llvm::dyn_cast<TensorNode>(e.input(i)); t && t->hasDType() && isString(t->dtype()))
+      raiseAt(Location::atExpr(e.id()),
+              "{}: input '{}' has dtype string, which this op does not support (string "
+              "tensors support data movement, equality, cast and string_normalizer)",
+              name.str(), t->name().str());
+}
+
 StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
+  checkStringInputs(e, k,
+                    llvm::isa<CallFunction>(e) ? llvm::cast<CallFunction>(e).func().printName()
+                                               : llvm::cast<CallMethod>(e).method());
   if (const LowerFn *fn = lowerTable().lookup(k))
     return (*fn)(e, k, ctx);
   raiseAt(Location::atExpr(e.id()), "the runtime does not implement '{}'",
@@ -237,6 +254,7 @@ StepFn lowerSingle(const Expr &e, LowerContext &ctx) {
   }
   case Expr::Kind::Apply: {
     auto &ap = llvm::cast<Apply>(e);
+    checkStringInputs(e, ap.opdef().kind(), ap.opdef().name());
     if (const LowerFn *fn = lowerTable().lookup(ap.opdef().kind()))
       return (*fn)(e, ap.opdef().kind(), ctx);
     raiseAt(Location::atExpr(e.id()), "the runtime does not implement op def '{}'",

@@ -195,6 +195,9 @@ int bindInputs(Options &o, Model &m, std::vector<std::pair<std::string, Tensor>>
     if (!o.random)
       return Tool.usageError("input '" + name + "' is not bound (use -i " + name +
                              "=FILE.npy or --random-inputs)");
+    if (tn->hasDType() && isString(tn->dtype()))
+      return Tool.usageError("input '" + name + "' is a string tensor, which is not filled "
+                             "randomly (bind it with -i " + name + "=FILE.npy or .pb)");
     if (!tn->shape())
       return Tool.usageError("input '" + name + "' has no static shape to fill randomly");
     if (!tn->staticShape())

@@ -116,6 +116,20 @@ void importCastLike(NodeCx &c) {
   c.out(0, c.astype(c.node(0), *to));
 }
 
+/// StringNormalizer: the attributes become the op's constant arguments
+/// (stopwords a tuple of strings, None when there are none).
+void importStringNormalizer(NodeCx &c) {
+  std::vector<Arg> stop;
+  if (const onnx::AttributeProto *a = c.attr("stopwords"))
+    for (const std::string &w : a->strings())
+      stop.emplace_back(w);
+  c.out(0, c.call("tensor.string_normalizer", {c.node(0)},
+                  {{"case_change_action", Arg(c.as("case_change_action", "NONE"))},
+                   {"is_case_sensitive", Arg(c.ai("is_case_sensitive", 0) != 0)},
+                   {"stopwords", stop.empty() ? Arg::none() : Arg::tuple(std::move(stop))},
+                   {"locale", Arg(c.as("locale", ""))}}));
+}
+
 void importShrink(NodeCx &c) {
   double l = c.af("lambd", 0.5), bias = c.af("bias", 0.0);
   DType dt = c.dtype(0).value_or(DType::Float32);
@@ -170,6 +184,7 @@ void registerElementwiseOnnxImport(OnnxImportTable &t) {
   t.add("Cast", 1, kMaxOpset, importCast);
   t.add("CastLike", 1, kMaxOpset, importCastLike);
   t.add("Shrink", 1, kMaxOpset, importShrink);
+  t.add("StringNormalizer", 10, kMaxOpset, importStringNormalizer);
 }
 
 // -- Export -------------------------------------------------------------------
@@ -297,6 +312,23 @@ void registerElementwiseOnnxExport(OnnxExportTable &t) {
   });
   t.add(f, {OpKind::Copy, OpKind::MPos, OpKind::MDetach},
         [](ExportCall &c) { c.simple("Identity", {c.first()}); });
+  t.add(f, {OpKind::StringNormalizer}, [](ExportCall &c) {
+    onnx::NodeProto *n = c.simple("StringNormalizer", {c.operand("inp")});
+    Exporter::attrS(n, "case_change_action", c.string("case_change_action"));
+    Exporter::attrI(n, "is_case_sensitive", c.boolean("is_case_sensitive"));
+    if (!c.isNone("stopwords")) {
+      TreeDef sw = c.constant("stopwords");
+      auto *a = n->add_attribute();
+      a->set_name("stopwords");
+      a->set_type(onnx::AttributeProto::STRINGS);
+      for (size_t i = 0; i < sw.numChildren(); ++i)
+        if (sw.child(i).isConst() && sw.child(i).value().isString())
+          a->add_strings(sw.child(i).value().getString());
+    }
+    std::string locale = c.string("locale");
+    if (!locale.empty())
+      Exporter::attrS(n, "locale", locale);
+  });
   t.add(f, {OpKind::MAstype}, [](ExportCall &c) {
     c.simple("Cast", {c.operand("self")});
     Exporter::attrI(c.n, "to", toOnnxType(c.od));

@@ -8,6 +8,8 @@
 //===----------------------------------------------------------------------===//
 #include "Import.h"
 
+#include "tm/ir/Strings.h"
+
 namespace tmg::io::onnxdetail {
 namespace {
 
@@ -24,7 +26,13 @@ void importConstant(NodeCx &c) {
   }
   if (auto v = c.ais("value_ints"))
     return c.outConst(0, Tensor::fromInts({int64_t(v->size())}, *v, DType::Int64));
-  c.fail("only tensor, float(s) and int(s) constants are supported");
+  if (auto *a = c.attr("value_string"))
+    return c.outConst(0, stringTensor({}, {a->s()}));
+  if (auto *a = c.attr("value_strings")) {
+    std::vector<std::string> v(a->strings().begin(), a->strings().end());
+    return c.outConst(0, stringTensor({int64_t(v.size())}, v));
+  }
+  c.fail("only tensor, float(s), int(s) and string(s) constants are supported");
 }
 
 /// loss[n, d...] = -input[n, target[n, d...], d...] * weight[target],

@@ -60,6 +60,24 @@ Types astype(const ShapeContext &c, OpKind) {
   return c.one(std::move(x->shape), t);
 }
 
+/// string_normalizer: a string tensor of shape (C,) or (1, C); the same
+/// rank, the last dim unknown when stopwords may remove elements.
+Types stringNormalizer(const ShapeContext &c, OpKind) {
+  auto x = c.first();
+  if (!x)
+    return std::nullopt;
+  if (x->dtype && !isString(*x->dtype))
+    c.fail(fmt::format("input must be a string tensor, got {}", dtypeName(*x->dtype).str()));
+  if (x->shape && !(x->shape->size() == 1 || (x->shape->size() == 2 && (*x->shape)[0] == 1)))
+    c.fail(fmt::format("input must have shape (C,) or (1, C), got {}", dim::dimsStr(*x->shape)));
+  auto sw = c.constArg("stopwords");
+  bool noStopwords = !sw || (sw->isConst() && sw->value().isNone()) ||
+                     (sw->isContainer() && sw->numChildren() == 0);
+  if (x->shape && !noStopwords)
+    x->shape->back() = kUnknownDim;
+  return c.one(std::move(x->shape), DType::String);
+}
+
 } // namespace
 
 void registerElementwiseShapeRules(ShapeRuleTable &t) {
@@ -95,6 +113,7 @@ void registerElementwiseShapeRules(ShapeRuleTable &t) {
         symbolic(sameType));
   t.add("elementwise", {OpKind::Where}, symbolic(where));
   t.add("elementwise", {OpKind::MAstype}, symbolic(astype));
+  t.add("elementwise", {OpKind::StringNormalizer}, symbolic(stringNormalizer));
 }
 
 } // namespace tmg::shapes

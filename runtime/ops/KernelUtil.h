@@ -21,6 +21,14 @@
 #include "tm/runtime/Extra.h"
 #include "tm/runtime/Shape.h"
 
+namespace tmg::rt {
+/// The explicit cast of astype (ONNX Cast): cast() plus the conversions to
+/// and from strings, which cast() refuses (kernels convert operands with
+/// cast(), and text must not be parsed or written behind an op's back).
+/// Defined in runtime/Elementwise.cpp.
+Tensor castText(const Tensor &x, DType to);
+} // namespace tmg::rt
+
 namespace tmg::rt::detail {
 
 inline void requireDef(const char *op, const Tensor &x) {

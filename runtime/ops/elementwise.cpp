@@ -14,6 +14,14 @@
 #include "KernelUtil.h"
 #include "Lowering.h"
 
+#include <algorithm>
+#include <memory>
+
+#include <llvm/ADT/StringExtras.h>
+#include <llvm/ADT/StringSet.h>
+
+#include "tm/ir/Strings.h"
+
 #include <cmath>
 
 namespace tmg::rt {
@@ -323,7 +331,84 @@ StepFn lowerAstype(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   DType to = a.dtype("dtype");
   return unaryStep(a.tensor("self").asView(), outSlot(e, ctx),
-                   [to](const Tensor &x) { return cast(x, to); });
+                   [to](const Tensor &x) {
+                     return isString(x.dtype()) || isString(to) ? castText(x, to) : cast(x, to);
+                   });
+}
+
+/// ONNX StringNormalizer: stopwords removed (compared after lower-casing
+/// both sides unless case sensitive), then the case changed. Letters are
+/// changed in the ASCII range; other bytes (UTF-8 included) stay as they
+/// are. An empty result is one empty string.
+enum class CaseChange { None, Lower, Upper };
+
+std::string changeCase(llvm::StringRef s, CaseChange c) {
+  std::string out = s.str();
+  if (c == CaseChange::Lower)
+    for (char &ch : out)
+      ch = llvm::toLower(ch);
+  else if (c == CaseChange::Upper)
+    for (char &ch : out)
+      ch = llvm::toUpper(ch);
+  return out;
+}
+
+Tensor stringNormalizer(const Tensor &x, CaseChange cc, bool caseSensitive,
+                        const llvm::StringSet<> &stopwords) {
+  if (!isString(x.dtype()))
+    raise("string_normalizer: input must be a string tensor, got {}", dtypeName(x.dtype()).str());
+  if (!(x.rank() == 1 || (x.rank() == 2 && x.dim(0) == 1)))
+    raise("string_normalizer: input must have shape (C,) or (1, C), got {}", shapeStr(x.shape()));
+  std::vector<int64_t> ids;
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    llvm::StringRef t = stringAt(x, i);
+    if (!stopwords.empty() &&
+        stopwords.contains(caseSensitive ? t.str() : changeCase(t, CaseChange::Lower)))
+      continue;
+    ids.push_back(cc == CaseChange::None ? intern(t) : intern(changeCase(t, cc)));
+  }
+  if (ids.empty())
+    ids.push_back(intern(""));
+  Shape shape = x.rank() == 1 ? Shape{int64_t(ids.size())} : Shape{1, int64_t(ids.size())};
+  Tensor out = Tensor::empty(shape, DType::String);
+  std::copy(ids.begin(), ids.end(), out.data<int64_t>());
+  return out;
+}
+
+StepFn lowerStringNormalizer(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  std::string action = a.string("case_change_action");
+  CaseChange cc = CaseChange::None;
+  if (action == "NONE")
+    cc = CaseChange::None;
+  else if (action == "LOWER")
+    cc = CaseChange::Lower;
+  else if (action == "UPPER")
+    cc = CaseChange::Upper;
+  else
+    a.fail(fmt::format("case_change_action must be 'LOWER', 'UPPER' or 'NONE', got '{}'", action));
+  bool caseSensitive = a.boolean("is_case_sensitive");
+  std::string locale = a.string("locale");
+  if (!locale.empty() && locale != "en_US" && locale != "en_US.UTF-8" && locale != "C")
+    a.fail(fmt::format("locale '{}' is not supported (only the default, en_US and C: "
+                       "case changes are ASCII)",
+                       locale));
+  auto sw = std::make_shared<llvm::StringSet<>>();
+  if (!a.isNone("stopwords")) {
+    TreeDef t = a.constant("stopwords");
+    if (!t.isContainer())
+      a.fail("'stopwords' must be a tuple of strings");
+    for (size_t i = 0; i < t.numChildren(); ++i) {
+      const TreeDef &c = t.child(i);
+      if (!c.isConst() || !c.value().isString())
+        a.fail("'stopwords' must be a tuple of strings");
+      sw->insert(caseSensitive ? c.value().getString()
+                               : changeCase(c.value().getString(), CaseChange::Lower));
+    }
+  }
+  return unaryStep(a.tensor("inp"), outSlot(e, ctx), [cc, caseSensitive, sw](const Tensor &x) {
+    return stringNormalizer(x, cc, caseSensitive, *sw);
+  });
 }
 
 template <LogicalOp Op> StepFn lowerLogical(const Expr &e, OpKind, LowerContext &ctx) {
@@ -461,6 +546,7 @@ void registerElementwiseLowering(LowerTable &t) {
   t.add("elementwise", {OpKind::Copy, OpKind::MPos, OpKind::MDetach}, lowerIdentity);
   t.add("elementwise", {OpKind::Where}, lowerWhere);
   t.add("elementwise", {OpKind::MAstype}, lowerAstype);
+  t.add("elementwise", {OpKind::StringNormalizer}, lowerStringNormalizer);
   t.add("elementwise", {OpKind::CopyDef}, lowerCopyDef);
   t.add("elementwise", {OpKind::ElemwiseDef}, lowerElemwiseDef);
 }

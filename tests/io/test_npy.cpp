@@ -16,8 +16,8 @@ static std::string header(const std::string &dict, uint8_t major = 1) {
 
 TEST_CASE("npy: write and read back every dtype", "[io][npy]") {
   for (DType t : allDTypes()) {
-    if (t == DType::BFloat16)
-      continue; // NumPy has no bfloat16: checked below
+    if (t == DType::BFloat16 || t == DType::String)
+      continue; // NumPy has no bfloat16: checked below; strings: test_strings
     INFO(dtypeName(t).str());
     Tensor x = Tensor::fromInts({2, 3}, {1, 0, 3, 4, 5, 1}, t);
     std::string bytes = serializeNpy(x);

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <filesystem>
+#include <iterator>
 #include <fstream>
 
 #include <unistd.h>
@@ -64,15 +65,23 @@ TEST_CASE("safetensors: every dtype round-trips under its standard code", "[io][
                          "F64", "BF16", "I16", "U16", "U32", "U64"};
   WeightFile w;
   for (DType t : allDTypes())
-    w.tensors.emplace_back(dtypeName(t).str(), Tensor::fromInts({3}, {0, 1, 1}, t));
+    if (!isString(t)) // safetensors has no string dtype: checked below
+      w.tensors.emplace_back(dtypeName(t).str(), Tensor::fromInts({3}, {0, 1, 1}, t));
   auto bytes = serializeSafetensors(w);
   REQUIRE(bytes.succeeded());
-  for (size_t i = 0; i < allDTypes().size(); ++i)
+  for (size_t i = 0; i < std::size(codes); ++i)
     CHECK(bytes->find(fmt::format("\"dtype\":\"{}\"", codes[i])) != std::string::npos);
   auto back = parseSafetensors(*bytes);
   REQUIRE(back.succeeded());
   for (DType t : allDTypes())
-    CHECK(back->find(dtypeName(t))->bitwiseEqual(Tensor::fromInts({3}, {0, 1, 1}, t)));
+    if (!isString(t))
+      CHECK(back->find(dtypeName(t))->bitwiseEqual(Tensor::fromInts({3}, {0, 1, 1}, t)));
+  WeightFile s;
+  s.tensors.emplace_back("words", Tensor::zeros({2}, DType::String));
+  auto refused = serializeSafetensors(s);
+  REQUIRE(refused.failed());
+  CHECK(refused.diagnostic().message ==
+        "tensor 'words' has dtype string, which safetensors cannot hold (write .npy or ONNX)");
 }
 
 TEST_CASE("safetensors: every malformed input names the byte offset", "[io][safetensors]") {

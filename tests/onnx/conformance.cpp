@@ -30,6 +30,7 @@
 
 #include "tm/io/Onnx.h"
 #include "tm/ir/IR.h"
+#include "tm/ir/Strings.h"
 #include "tm/runtime/Interpreter.h"
 
 using namespace tmg;
@@ -78,6 +79,16 @@ std::vector<fs::path> numbered(const fs::path &dir, const std::string &prefix) {
 std::string compare(const Tensor &got, const Tensor &want, double rtol, double atol) {
   if (got.shape() != want.shape())
     return "shape " + shapeStr(got.shape()) + " != expected " + shapeStr(want.shape());
+  if (isString(got.dtype()) || isString(want.dtype())) {
+    if (got.dtype() != want.dtype())
+      return std::string("dtype ") + dtypeName(got.dtype()).str() + " != expected " +
+             dtypeName(want.dtype()).str();
+    for (int64_t i = 0; i < got.numel(); ++i)
+      if (stringAt(got, i) != stringAt(want, i))
+        return fmt::format("element {} is \"{}\", expected \"{}\"", i, stringAt(got, i).str(),
+                           stringAt(want, i).str());
+    return "";
+  }
   bool gotF = isFloat(got.dtype()), wantF = isFloat(want.dtype());
   if (gotF != wantF || (got.dtype() == DType::Bool) != (want.dtype() == DType::Bool))
     return std::string("dtype ") + dtypeName(got.dtype()).str() + " != expected " +

@@ -17,6 +17,7 @@
 #include "tm/io/Onnx.h"
 #include "tm/ir/Builder.h"
 #include "tm/ir/IR.h"
+#include "tm/ir/Strings.h"
 #include "tm/ir/Verifier.h"
 #include "tm/runtime/Interpreter.h"
 
@@ -1907,4 +1908,79 @@ TEST_CASE("import: recurrent ops with bad attributes are errors naming the node"
   REQUIRE(r.failed());
   CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'cell' (RNN)"));
   CHECK_THAT(r.diagnostic().message, Catch::Contains("unknown recurrent activation 'Gelu'"));
+TEST_CASE("strings: a string initializer and StringNormalizer round-trip through ONNX",
+          "[onnx][strings]") {
+  // y = StringNormalizer(x, LOWER, stopwords ["the"]) == ["foo", "bar", "baz"]
+  // Expected values worked out by hand from the ONNX spec.
+  ModelBuilder mb(17);
+  mb.input("x", {4}, onnx::TensorProto::STRING);
+  mb.output("n", {3}, onnx::TensorProto::STRING);
+  mb.output("y", {3}, onnx::TensorProto::BOOL);
+  auto *w = mb.g->add_initializer();
+  w->set_name("words");
+  w->set_data_type(onnx::TensorProto::STRING);
+  w->add_dims(3);
+  for (const char *s : {"foo", "bar", "baz"})
+    w->add_string_data(s);
+  auto *sn = mb.node("StringNormalizer", {"x"}, {"n"}, "norm");
+  auto *a = sn->add_attribute();
+  a->set_name("case_change_action");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("LOWER");
+  a = sn->add_attribute();
+  a->set_name("stopwords");
+  a->set_type(onnx::AttributeProto::STRINGS);
+  a->add_strings("the");
+  mb.node("Equal", {"n", "words"}, {"y"}, "eq");
+  auto m = mb.import();
+  if (m.failed())
+    FAIL(m.diagnostic().str());
+  Tensor x = stringTensor({4}, {"Foo", "THE", "BAR", "qux"});
+  auto check = [&](const TracedModule &tm) {
+    std::vector<Tensor> out = run(tm, {x});
+    REQUIRE(out.size() == 2);
+    REQUIRE(out[0].dtype() == DType::String);
+    REQUIRE(out[0].numel() == 3);
+    CHECK(stringAt(out[0], 0) == "foo");
+    CHECK(stringAt(out[0], 1) == "bar");
+    CHECK(stringAt(out[0], 2) == "qux");
+    REQUIRE(out[1].dtype() == DType::Bool);
+    CHECK(out[1].at(0) == 1);
+    CHECK(out[1].at(1) == 1);
+    CHECK(out[1].at(2) == 0);
+  };
+  check(*m->module);
+  auto bytes = io::exportOnnxBytes(*m->module);
+  if (bytes.failed())
+    FAIL(bytes.diagnostic().str());
+  onnx::ModelProto res;
+  REQUIRE(res.ParseFromString(*bytes));
+  bool sawNormalizer = false, sawWords = false;
+  for (const auto &n : res.graph().node())
+    if (n.op_type() == "StringNormalizer") {
+      sawNormalizer = true;
+      for (const auto &at : n.attribute()) {
+        if (at.name() == "stopwords")
+          CHECK((at.strings_size() == 1 && at.strings(0) == "the"));
+        if (at.name() == "case_change_action")
+          CHECK(at.s() == "LOWER");
+      }
+    }
+  for (const auto &i : res.graph().initializer())
+    if (i.data_type() == onnx::TensorProto::STRING && i.string_data_size() == 3) {
+      sawWords = true;
+      CHECK(i.string_data(2) == "baz");
+    }
+  for (const auto &n : res.graph().node())
+    if (n.op_type() == "Constant")
+      for (const auto &at : n.attribute())
+        if (at.t().data_type() == onnx::TensorProto::STRING)
+          sawWords = true;
+  CHECK(sawNormalizer);
+  CHECK(sawWords);
+  CHECK(res.graph().input(0).type().tensor_type().elem_type() == onnx::TensorProto::STRING);
+  auto again = io::importOnnxBytes(*bytes, "again.onnx");
+  if (again.failed())
+    FAIL(again.diagnostic().str());
+  check(*again->module);
 }

@@ -48,6 +48,12 @@ bool isFloat(DType t);
 /// Signed or unsigned integers (not bool).
 bool isInteger(DType t);
 bool isUnsigned(DType t);
+/// The string dtype: elements are ids of the interned string table
+/// (tm/ir/Strings.h), not numbers.
+inline bool isString(DType t) { return t == DType::String; }
+/// Throws tmg::Error: a string tensor reached code that computes on
+/// numbers (visitDType's string case).
+[[noreturn]] void throwStringNotNumeric();
 /// The dtype arithmetic on `a` and `b` computes in: the same dtype for
 /// equal ones (bool with bool: int32); otherwise bool yields to the other,
 /// a float beats an integer, the wider float or same-signed integer wins
@@ -83,12 +89,18 @@ template <DType D> using StorageT = typename StorageOf<D>::type;
 template <DType D> using DTypeTag = std::integral_constant<DType, D>;
 
 /// Calls f(DTypeTag<D>{}) for the run-time dtype t: one instantiation of f
-/// per dtype, so kernels written over StorageT<D> cover every dtype.
+/// per numeric dtype, so kernels written over StorageT<D> cover every
+/// numeric dtype. The string dtype is never passed to f: it throws
+/// tmg::Error (kernels check for strings first and name their op; code that
+/// only moves elements copies them by dtypeSize).
 template <typename F> decltype(auto) visitDType(DType t, F &&f) {
   switch (t) {
 #define TM_DTYPE(E, name, Storage, Kind)                                       \
   case DType::E:                                                               \
-    return f(DTypeTag<DType::E>{});
+    if constexpr (DType::E == DType::String)                                   \
+      throwStringNotNumeric();                                                 \
+    else                                                                       \
+      return f(DTypeTag<DType::E>{});
 #include "tm/ir/DTypes.def"
   }
   return f(DTypeTag<DType::Float32>{});

@@ -4,7 +4,7 @@
 // element by element: an element is within tolerance when
 //   |got - want| <= atol + rtol * |want|
 // (NaN equals NaN, infinities equal when their signs do), and the report
-// says where and by how much it is not.
+// says where and by how much it is not. String tensors compare exactly.
 //
 //===----------------------------------------------------------------------===//
 #pragma once
@@ -42,6 +42,10 @@ struct CompareReport {
   int64_t worstIndex = -1;
   Shape worstCoords;
   double worstGot = 0, worstWant = 0;
+  /// String tensors compare exactly: `outside` counts the unequal
+  /// elements, the worst is the first of them, given as text.
+  bool strings = false;
+  std::string worstGotText, worstWantText;
 
   bool ok() const { return !shapeMismatch && !dtypeMismatch && outside == 0; }
   /// "compare 'out': max abs 1.2e-06, ...: ok" plus, when it fails, the
