@@ -74,7 +74,7 @@ void roiAlignOne(const float *img, int64_t ch, int64_t h, int64_t w, const float
             acc = p.max ? std::max(acc, v) : acc + v;
           }
         out[(c * p.outH + ph) * p.outW + pw] =
-            float(p.max ? (gh * gw ? acc : 0.0) : acc / count);
+            float(p.max ? (gh > 0 && gw > 0 ? acc : 0.0) : acc / count);
       }
 }
 

@@ -1908,6 +1908,8 @@ TEST_CASE("import: recurrent ops with bad attributes are errors naming the node"
   REQUIRE(r.failed());
   CHECK_THAT(r.diagnostic().message, Catch::Contains("node 'cell' (RNN)"));
   CHECK_THAT(r.diagnostic().message, Catch::Contains("unknown recurrent activation 'Gelu'"));
+}
+
 TEST_CASE("strings: a string initializer and StringNormalizer round-trip through ONNX",
           "[onnx][strings]") {
   // y = StringNormalizer(x, LOWER, stopwords ["the"]) == ["foo", "bar", "baz"]
