@@ -156,7 +156,7 @@ static FailureOr<Tensor> parseStrings(llvm::StringRef bytes, llvm::StringRef fil
     return at(file, int64_t(start), fmt::format("bad string dtype '{}'", descr.str()));
   std::optional<Shape> shape = parseShape(shapeText);
   if (!shape)
-    return at(file, int64_t(start), fmt::format("bad shape {} (expected a tuple)", shapeText.str()));
+    return at(file, int64_t(start), fmt::format("bad shape {} (expected a tuple of sizes)", shapeText.str()));
   uint64_t unit = unicode ? 4 : 1;
   std::optional<int64_t> count = checkedNumel(*shape);
   if (!count || (n && uint64_t(*count) > (uint64_t(1) << 62) / (n * unit)))
@@ -244,22 +244,11 @@ FailureOr<Tensor> parseNpy(llvm::StringRef bytes, llvm::StringRef file) {
               fmt::format("unsupported dtype '{}' (expected a little-endian float, "
                           "signed or unsigned integer, or bool)",
                           descr.str()));
-  if (!shapeText.startswith("(") || !shapeText.endswith(")"))
+  std::optional<Shape> parsed = parseShape(shapeText);
+  if (!parsed)
     return at(file, int64_t(start),
-              fmt::format("bad shape {} (expected a tuple)", shapeText.str()));
-  Shape shape;
-  llvm::StringRef dims = shapeText.drop_front().drop_back();
-  while (!dims.trim().empty()) {
-    auto [d, rest] = dims.split(',');
-    d = d.trim();
-    if (!d.empty()) {
-      int64_t v;
-      if (d.getAsInteger(10, v) || v < 0)
-        return at(file, int64_t(start), fmt::format("bad shape {}", shapeText.str()));
-      shape.push_back(v);
-    }
-    dims = rest;
-  }
+              fmt::format("bad shape {} (expected a tuple of sizes)", shapeText.str()));
+  Shape shape = std::move(*parsed);
   // The bytes the header promises, checked before anything is allocated:
   // the data must be in the file, so a huge shape is an error, not an
   // allocation.
