@@ -131,6 +131,16 @@ static void maxPoolPlane(const PoolGeom &g, const float *src, float *dst,
         const float *b = buf + 2 * ox;
         out[ox] = nanMax(nanMax(b[0], b[1]), b[2]);
       }
+    } else if (g.sw == 1) {
+      // One tap at a time over the whole output row (vectorises), in the
+      // same tap order as one position at a time.
+      for (int64_t ox = 0; ox < g.ow; ++ox)
+        out[ox] = nanMax(NegInf, buf[ox]);
+      for (int64_t kj = 1; kj < g.kw; ++kj) {
+        const float *b = buf + kj * g.dw;
+        for (int64_t ox = 0; ox < g.ow; ++ox)
+          out[ox] = nanMax(out[ox], b[ox]);
+      }
     } else {
       for (int64_t ox = 0; ox < g.ow; ++ox) {
         const float *b = buf + ox * g.sw;
