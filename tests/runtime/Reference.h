@@ -236,4 +236,21 @@ inline Tensor stridedCopyOf(const Tensor &dense, Layout layout, Rng &rng) {
   return base.asStrided(dense.shape(), strides, offset);
 }
 
+/// A float32 tensor of `shape` holding `v` (a hand-written test value).
+inline Tensor floats(llvm::ArrayRef<int64_t> shape, std::vector<float> v) {
+  return Tensor::fromFloats(shape, v);
+}
+
+/// `t` has `shape` and, element by element, the values `want` (within
+/// 1e-6): for results computed by hand or taken from the ONNX examples.
+inline void checkValues(const Tensor &t, llvm::ArrayRef<int64_t> shape,
+                        std::vector<double> want) {
+  REQUIRE(t.shape() == shape);
+  REQUIRE(t.numel() == int64_t(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    INFO("element " << i);
+    CHECK(t.at(int64_t(i)) == Approx(want[i]).margin(1e-6));
+  }
+}
+
 } // namespace tmtest

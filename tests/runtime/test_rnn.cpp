@@ -10,27 +10,16 @@
 // float16 inputs.
 //
 //===----------------------------------------------------------------------===//
-#include <catch2/catch.hpp>
+#include "Reference.h"
 
 #include "tm/runtime/Kernels.h"
 
 using namespace tmg;
 using namespace tmg::rt;
+using tmtest::checkValues;
+using tmtest::floats;
 
 namespace {
-
-Tensor floats(llvm::ArrayRef<int64_t> shape, std::vector<float> v) {
-  return Tensor::fromFloats(shape, v);
-}
-
-void checkValues(const Tensor &t, llvm::ArrayRef<int64_t> shape, std::vector<double> want) {
-  REQUIRE(t.shape() == shape);
-  REQUIRE(t.numel() == int64_t(want.size()));
-  for (size_t i = 0; i < want.size(); ++i) {
-    INFO("element " << i);
-    CHECK(t.at(int64_t(i)) == Approx(want[i]).margin(1e-6));
-  }
-}
 
 // The inputs of the NumPy computation (W, R, B are (i % m - k) * s over a
 // flat index i, written out).
