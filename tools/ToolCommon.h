@@ -121,6 +121,11 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
 /// have a key. Returns -1, or the exit code after reporting the problems
 /// through `tool` (the module is then unchanged).
 int loadWeights(Tool &tool, const std::string &path, TracedModule &m);
+/// The help text of both tools' `--weights` option, which loadWeights serves.
+inline constexpr const char *WeightsHelp =
+    "Load a state dict from this .safetensors file after reading the model: keys are the "
+    "qualified names of parameters and buffers (fc.weight, block0.conv1.weight); every key "
+    "must match a tensor of the same shape and dtype, and every tensor must have a key";
 
 /// `--max-tensor-bytes` and `--max-model-bytes`, in a category of their own.
 struct LimitOptions {

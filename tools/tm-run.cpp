@@ -69,10 +69,7 @@ struct Options {
       cl::value_desc("name=dims"), cl::cat(in)};
   cl::opt<std::string> weights{
       "weights",
-      cl::desc("Load a state dict from this .safetensors file after reading the model: "
-               "keys are the qualified names of parameters and buffers (fc.weight, "
-               "block0.conv1.weight); every key must match a tensor of the same shape and "
-               "dtype, and every tensor must have a key"),
+      cl::desc(tools::WeightsHelp),
       cl::value_desc("file.safetensors"), cl::cat(in)};
 
   cl::opt<std::string> outputDir{"output-dir",
