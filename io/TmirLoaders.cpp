@@ -266,9 +266,9 @@ TmirLoaders::CallLoader creationKeywords(size_t firstKeyword) {
   };
 }
 
-/// Up to version 2, five functions were printed under a functional submodule
-/// other than the one MegEngine defines them in; the printed prefix is the
-/// reference's `func.__module__`.
+/// Up to version 2 five functions, up to version 3 `einsum`, were printed
+/// under a functional submodule other than the one MegEngine defines them
+/// in; the printed prefix is the reference's `func.__module__`.
 TmirLoaders::CallLoader renamedTo(std::string name) {
   return [name = std::move(name)](TmirCall &c) { c.name = name; };
 }
@@ -285,6 +285,7 @@ TmirLoaders makeBuiltin() {
   l.registerFunctionLoader("elemwise.isinf", 2, renamedTo("math.isinf"));
   l.registerFunctionLoader("math.cumsum", 2, renamedTo("tensor.cumsum"));
   l.registerFunctionLoader("nn.interpolate", 2, renamedTo("vision.interpolate"));
+  l.registerFunctionLoader("math.einsum", 3, renamedTo("einsum.einsum"));
   return l;
 }
 

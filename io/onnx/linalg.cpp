@@ -42,7 +42,7 @@ void registerLinalgOnnxImport(OnnxImportTable &t) {
     std::vector<Arg> xs;
     for (size_t i = 0; i < c.numIn(); ++i)
       xs.push_back(c.node(i));
-    c.out(0, c.call("math.einsum", {c.as("equation", ""), Arg::list(xs)}));
+    c.out(0, c.call("einsum.einsum", {c.as("equation", ""), Arg::list(xs)}));
   });
   t.add("Det", 11, kMaxOpset, [](NodeCx &c) { c.out(0, c.call("math.det", {c.node(0)})); });
 }

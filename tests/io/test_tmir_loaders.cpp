@@ -139,6 +139,23 @@ TEST_CASE("a version-2 file: five functions move to the submodule defining them"
             .failed());
 }
 
+TEST_CASE("a version-3 file: math.einsum reads as einsum.einsum", "[io][tmir][loaders]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"a", Shape{2, 3}}, {"b", Shape{3, 4}}});
+  Node *e = b.callFunction("einsum", {"ij,jk->ik", Arg::list({b.arg(0), b.arg(1)})});
+  b.finish(e);
+  std::string current = print(*tm);
+  REQUIRE(current.find("einsum.einsum(") != std::string::npos);
+  std::string old = replaceAll(asVersion(*tm, 3), "einsum.einsum", "math.einsum");
+  auto up = parseOrFail(old);
+  CHECK(print(*up) == current);
+  Tensor x = Tensor::randn({2, 3}, 1), y = Tensor::randn({3, 4}, 2);
+  CHECK(run(*up, {x, y})[0].bitwiseEqual(run(*tm, {x, y})[0]));
+  // A current file spelling the old name is not upgraded.
+  CHECK(parseTmir(fmt::format("tmir {}", TmirVersion) + old.substr(old.find('\n')), "new.tmir")
+            .failed());
+}
+
 TEST_CASE("without loaders an old file is read as written", "[io][tmir][loaders]") {
   std::string old = readFile(std::string(TM_TEST_FILES) + "/v1_creation.tmir");
   TmirLoaders none;

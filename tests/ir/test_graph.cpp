@@ -811,9 +811,7 @@ TEST_CASE("every builtin function prints under the reference's submodule", "[ir]
       CHECK(submodules.count(s->module().str()) == 1);
       continue;
     }
-    // MegEngine defines einsum in functional/einsum.py; tmgraph prints it
-    // under math (docs/differences.md).
-    std::string want = s->name() == "einsum" ? "math" : it->second;
+    std::string want = it->second;
     CHECK(s->module() == want);
     CHECK(s->printName() == want + "." + s->name().str());
   }

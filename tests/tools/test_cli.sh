@@ -33,7 +33,7 @@ check "DOT has a digraph" contains cnn.dot 'digraph tmgraph'
 check "DOT has one cluster per graph" test "$(grep -c 'subgraph cluster_' cnn.dot)" -eq 3
 
 "$opt" cnn.tmir > stdout.txt
-check "tm-opt prints text to stdout" contains stdout.txt '^tmir 3$'
+check "tm-opt prints text to stdout" contains stdout.txt '^tmir 4$'
 
 "$opt" --help > help.txt
 check "--help lists the options" contains help.txt '--pipeline-file'

@@ -30,7 +30,7 @@ namespace tmg {
 
 /// The format version written by this build; readers accept 0..TmirVersion
 /// and upgrade older files with TmirReadOptions::loaders.
-constexpr int TmirVersion = 3;
+constexpr int TmirVersion = 4;
 
 struct TmirWriteOptions {
   /// When set, tensor data goes here and the text references it by key.
