@@ -1,11 +1,16 @@
 //===- Module.cpp - Modules and builtin modules ---------------------------===//
 #include "tm/ir/Module.h"
 
+#include <algorithm>
 #include <cmath>
 #include <deque>
 #include <mutex>
+#include <set>
 #include <shared_mutex>
 #include <tuple>
+
+#include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/StringSet.h>
 
 #include "tm/ir/Diagnostic.h"
 
@@ -235,6 +240,39 @@ bool Module::removeAttr(llvm::StringRef name) {
   return true;
 }
 
+size_t Module::removeAttrsIf(const std::function<bool(const ModuleAttr &)> &pred) {
+  std::vector<bool> gone(attrs_.size());
+  llvm::StringSet<> goneModules;
+  for (size_t i = 0; i < attrs_.size(); ++i)
+    if ((gone[i] = pred(attrs_[i])) && attrs_[i].kind == ModuleAttr::Kind::Submodule)
+      goneModules.insert(attrs_[i].name);
+  for (size_t i = 0; i < attrs_.size(); ++i)
+    if (!gone[i] && attrs_[i].kind == ModuleAttr::Kind::Alias &&
+        goneModules.count(attrs_[i].target))
+      raise("cannot remove submodule '{}' of '{}': alias '{}' names it",
+            attrs_[i].target, typeName_, attrs_[i].name);
+  size_t kept = 0;
+  for (size_t i = 0; i < attrs_.size(); ++i) {
+    if (gone[i]) {
+      if (attrs_[i].module)
+        attrs_[i].module->parent_ = nullptr;
+      continue;
+    }
+    if (kept != i)
+      attrs_[kept] = std::move(attrs_[i]);
+    ++kept;
+  }
+  size_t removed = attrs_.size() - kept;
+  if (!removed)
+    return 0;
+  attrs_.resize(kept);
+  index_.clear();
+  for (size_t j = 0; j < attrs_.size(); ++j)
+    index_[attrs_[j].name] = j;
+  ++version_;
+  return removed;
+}
+
 std::unique_ptr<Module> Module::takeModule(llvm::StringRef name) {
   ModuleAttr *a = attr(name);
   if (!a || a->kind != ModuleAttr::Kind::Submodule)
@@ -342,25 +380,70 @@ const Tensor *Module::resolveTensor(llvm::StringRef path) const {
   return m ? m->tensor(name) : nullptr;
 }
 
+TensorIdentity identityOf(const Tensor &t) {
+  return {t.defined() ? t.viewData() : nullptr,
+          std::vector<int64_t>(t.shape().begin(), t.shape().end()),
+          std::vector<int64_t>(t.strides().begin(), t.strides().end()), t.dtype()};
+}
+
+std::vector<const ModuleAttr *> flattenOrder(const Module &m) {
+  std::vector<const ModuleAttr *> out;
+  for (const ModuleAttr &a : m.attrs())
+    out.push_back(&a);
+  if (m.typeName() == "ModuleList")
+    return out; // declaration order is index order
+  std::stable_sort(out.begin(), out.end(), [](const ModuleAttr *a, const ModuleAttr *b) {
+    return a->name < b->name;
+  });
+  return out;
+}
+
+namespace {
+/// The reference's `Module._flatten`: pre-order in flattenOrder, every
+/// module and tensor once (under the first key that reaches it), the
+/// modules of aliases included.
+struct FlattenWalk {
+  llvm::DenseSet<const Module *> modules;
+  std::set<TensorIdentity> tensors;
+
+  void walk(const Module &m, const std::string &prefix,
+            const std::function<void(const std::string &, Module &)> *onModule,
+            const std::function<void(const std::string &, const Tensor &)> *onTensor) {
+    for (const ModuleAttr *a : flattenOrder(m)) {
+      std::string name = prefix.empty() ? a->name : prefix + "." + a->name;
+      if (a->kind == ModuleAttr::Kind::Parameter || a->kind == ModuleAttr::Kind::Buffer) {
+        if (onTensor && tensors.insert(identityOf(a->tensor)).second)
+          (*onTensor)(name, a->tensor);
+        continue;
+      }
+      if (a->kind != ModuleAttr::Kind::Submodule && a->kind != ModuleAttr::Kind::Alias)
+        continue;
+      Module *sub = m.module(a->name);
+      if (!sub || !modules.insert(sub).second)
+        continue;
+      if (onModule)
+        (*onModule)(name, *sub);
+      walk(*sub, name, onModule, onTensor);
+    }
+  }
+};
+} // namespace
+
 void Module::namedModules(
     const std::function<void(const std::string &, Module &)> &fn,
     const std::string &prefix) {
   fn(prefix, *this);
-  for (auto &a : attrs_)
-    if (a.kind == ModuleAttr::Kind::Submodule)
-      a.module->namedModules(fn, prefix.empty() ? a.name : prefix + "." + a.name);
+  FlattenWalk f;
+  f.modules.insert(this);
+  f.walk(*this, prefix, &fn, nullptr);
 }
 
 void Module::namedTensors(
     const std::function<void(const std::string &, const Tensor &)> &fn,
     const std::string &prefix) const {
-  for (const auto &a : attrs_) {
-    std::string n = prefix.empty() ? a.name : prefix + "." + a.name;
-    if (a.kind == ModuleAttr::Kind::Parameter || a.kind == ModuleAttr::Kind::Buffer)
-      fn(n, a.tensor);
-    else if (a.kind == ModuleAttr::Kind::Submodule)
-      a.module->namedTensors(fn, n);
-  }
+  FlattenWalk f;
+  f.modules.insert(this);
+  f.walk(*this, prefix, nullptr, &fn);
 }
 
 void Module::adoptAttrsFrom(Module &src) {

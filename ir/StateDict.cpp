@@ -19,30 +19,6 @@ namespace tmg {
 
 namespace {
 
-/// What makes two Tensor values one object: the same bytes seen the same way.
-using TensorIdentity =
-    std::tuple<const void *, std::vector<int64_t>, std::vector<int64_t>, DType>;
-
-TensorIdentity identityOf(const Tensor &t) {
-  return {t.defined() ? t.viewData() : nullptr,
-          std::vector<int64_t>(t.shape().begin(), t.shape().end()),
-          std::vector<int64_t>(t.strides().begin(), t.strides().end()), t.dtype()};
-}
-
-/// The attributes of `m` in `_flatten` order: sorted by name, except the
-/// items of a ModuleList (named "0", "1", ...), which keep index order.
-std::vector<const ModuleAttr *> flattenOrder(const Module &m) {
-  std::vector<const ModuleAttr *> out;
-  for (const ModuleAttr &a : m.attrs())
-    out.push_back(&a);
-  if (m.typeName() == "ModuleList")
-    return out; // declaration order is index order
-  std::stable_sort(out.begin(), out.end(), [](const ModuleAttr *a, const ModuleAttr *b) {
-    return a->name < b->name;
-  });
-  return out;
-}
-
 /// One state-dict entry and the attribute slot it reads.
 struct Entry {
   std::string key;

@@ -55,7 +55,7 @@ static void collectGraphs(Module &x, std::vector<InternalGraph *> &graphs) {
 }
 
 std::vector<InternalGraph *> graphsOf(TracedModule &m) {
-  // Module::namedModules's order, without building the names.
+  // Declaration order (the .tmir file's).
   std::vector<InternalGraph *> graphs;
   collectGraphs(m, graphs);
   return graphs;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include <llvm/ADT/DenseMap.h>
+#include <llvm/ADT/StringSet.h>
 
 #include "tm/ir/Builder.h"
 #include "tm/trace/Trace.h"
@@ -28,6 +29,8 @@ struct State {
   TracedModule *top = nullptr;
   /// User module -> the module standing for it in the traced tree.
   llvm::DenseMap<const Module *, Module *> counterpart;
+  /// The attribute names each user module's forward reached (`mod`, `attr`).
+  llvm::DenseMap<const Module *, llvm::StringSet<>> reached;
   std::vector<std::unique_ptr<Scope>> scopes;
   bool computeValues = false;
   /// TraceOptions::checkExprs and its tolerance.
@@ -120,6 +123,12 @@ const ModuleType &registerBuiltinLayerType(llvm::StringRef typeName, std::type_i
 /// plain modules and Layers, builtins cloned, registered builtin Layers as
 /// BuiltinModules, traced submodules copied), filling `st.counterpart`.
 std::unique_ptr<Module> convertTree(Module &m, bool top, State &st);
+
+/// Removes from every module traced from a user module the tensors and
+/// submodules its forward never reached, as the reference's builder copies
+/// only the attributes the forward read. Builtin modules, registered builtin
+/// Layers and nested TracedModules keep all of theirs.
+void dropUnreached(State &st, TracedModule &top);
 
 /// A Value whose node leaves are `nodes` (from `next`), shaped as `def`.
 Value fromTree(const TreeDef &def, llvm::ArrayRef<Node *> nodes, size_t &next);

@@ -122,6 +122,43 @@ std::unique_ptr<Module> convertTree(Module &m, bool top, State &st) {
   return out;
 }
 
+/// A ModuleList or ModuleDict (the reference's module containers keep
+/// every item).
+static bool isContainer(const Module &m) {
+  return dynamic_cast<const ModuleList *>(&m) || dynamic_cast<const ModuleDict *>(&m) ||
+         m.typeName() == "ModuleList" || m.typeName() == "ModuleDict";
+}
+
+void dropUnreached(State &st, TracedModule &top) {
+  llvm::DenseMap<const Module *, const Module *> user;
+  for (const auto &[from, to] : st.counterpart)
+    user[to] = from;
+  std::vector<Module *> work{&top};
+  while (!work.empty()) {
+    Module *m = work.back();
+    work.pop_back();
+    auto it = user.find(m);
+    if (!llvm::isa<TracedModule>(m) || it == user.end() ||
+        llvm::isa<TracedModule>(it->second) || isContainer(*it->second))
+      continue;
+    auto r = st.reached.find(it->second);
+    auto wasReached = [&](llvm::StringRef n) {
+      return r != st.reached.end() && r->second.count(n);
+    };
+    // An alias reached keeps its target.
+    llvm::StringSet<> keep;
+    for (const ModuleAttr &a : m->attrs())
+      if (a.kind == ModuleAttr::Kind::Alias && wasReached(a.name))
+        keep.insert(a.target);
+    m->removeAttrsIf([&](const ModuleAttr &a) {
+      return a.kind != ModuleAttr::Kind::Value && !wasReached(a.name) && !keep.count(a.name);
+    });
+    for (const ModuleAttr &a : m->attrs())
+      if (a.kind == ModuleAttr::Kind::Submodule && a.module)
+        work.push_back(a.module.get());
+  }
+}
+
 //===----------------------------------------------------------------------===//
 // Values <-> builder arguments
 //===----------------------------------------------------------------------===//
@@ -660,8 +697,7 @@ std::vector<std::string> ModuleRef::moduleNames() const {
 
 /// Module containers hold modules only (the reference's check).
 static void checkContainer(const Module &m) {
-  if (!dynamic_cast<const ModuleList *>(&m) && !dynamic_cast<const ModuleDict *>(&m) &&
-      m.typeName() != "ModuleList" && m.typeName() != "ModuleDict")
+  if (!trace::isContainer(m))
     return;
   bool modules = false, others = false;
   for (const ModuleAttr &a : m.attrs())
@@ -683,6 +719,7 @@ ModuleRef ModuleRef::mod(llvm::StringRef name) const {
   if (!st)
     return ModuleRef(*sub);
   Node *base = scopeNode(*st, *mod_, node_);
+  st->reached[mod_].insert(name);
   return ModuleRef(*sub, recordGetAttr(*st, base, name));
 }
 
@@ -695,6 +732,7 @@ Var ModuleRef::attr(llvm::StringRef name) const {
   if (!st)
     return Var(*t);
   Node *base = scopeNode(*st, *mod_, node_);
+  st->reached[mod_].insert(name);
   Node *n = recordGetAttr(*st, base, name);
   if (st->computeValues)
     st->values[n] = *t;
@@ -1018,6 +1056,7 @@ std::unique_ptr<TracedModule> traceModule(Layer &net, CallArgs args, TraceOption
       fa.kwargs.push_back({all[1].keys()[i], all[1][i]});
   Value out = net.forwardValues(fa);
   b.finish(forwardOutputs(st, out, net.typeName()));
+  trace::dropUnreached(st, *tm);
   if (opts.checkExprs) {
     std::vector<Var> outs;
     trace::valueTree(out, outs);

@@ -8,6 +8,8 @@
 // its flatten().
 //
 //===----------------------------------------------------------------------===//
+#include <algorithm>
+
 #include "Fixtures.h"
 #include "tm/ir/StateDict.h"
 
@@ -167,6 +169,37 @@ TEST_CASE("test_load_param: a module's state dict loads into a traced module and
   }
 }
 
+TEST_CASE("namedModules and namedTensors: sorted keys, each object once",
+          "[ir][state_dict]") {
+  // test_module.py::test_module_api's MyModule: attributes declared as
+  // i, bn, param, buff; listed in sorted key order, pre-order.
+  Module m("MyModule");
+  Module &inner = m.addModule<Module>("i", "InnerModule");
+  inner.addModule<BatchNorm2d>("bn", 4);
+  m.addModule<BatchNorm2d>("bn", 4);
+  m.registerParameter("param", Tensor::full({1}, 1.0));
+  m.registerBuffer("buff", Tensor::full({1}, 1.0));
+  std::vector<std::string> names, tensors;
+  m.namedModules([&](const std::string &n, Module &) { names.push_back(n); });
+  CHECK(names == std::vector<std::string>{"", "bn", "i", "i.bn"});
+  names.clear();
+  m.namedModules([&](const std::string &n, Module &) { names.push_back(n); }, "x");
+  CHECK(names == std::vector<std::string>{"x", "x.bn", "x.i", "x.i.bn"});
+  m.namedTensors([&](const std::string &n, const Tensor &) { tensors.push_back(n); });
+  CHECK(tensors == std::vector<std::string>{"bn.bias", "bn.running_mean", "bn.running_var",
+                                            "bn.weight", "buff", "i.bn.bias",
+                                            "i.bn.running_mean", "i.bn.running_var",
+                                            "i.bn.weight", "param"});
+  // A tensor shared by two attributes is listed once, under its first key
+  // (test_shared_param); the state dict keeps both keys.
+  m.module("i")->module("bn")->registerParameter("weight", *m.resolveTensor("bn.weight"));
+  tensors.clear();
+  m.namedTensors([&](const std::string &n, const Tensor &) { tensors.push_back(n); });
+  CHECK(std::count(tensors.begin(), tensors.end(), "i.bn.weight") == 0);
+  CHECK(std::count(tensors.begin(), tensors.end(), "bn.weight") == 1);
+  CHECK(keys(stateDict(m)).size() == 10);
+}
+
 TEST_CASE("one module under two names: one object, listed once, cloned as one",
           "[ir][state_dict][shared]") {
   // Python's `self.b = self.a`; state_dict lists an object once per module,
@@ -177,9 +210,13 @@ TEST_CASE("one module under two names: one object, listed once, cloned as one",
   CHECK(m.module("a") == &a);
   CHECK(m.resolveTensor("a.weight") == a.tensor("weight"));
   CHECK(m.attr("a")->kind == ModuleAttr::Kind::Alias);
-  std::vector<std::string> names;
+  // named_modules / named_tensors too (test_module_api_reuse_submodule:
+  // `m.h = m.i` lists `h` and `h.bn`, not `i`).
+  std::vector<std::string> names, tensors;
   m.namedModules([&](const std::string &n, Module &) { names.push_back(n); });
-  CHECK(names == std::vector<std::string>{"", "z"});
+  CHECK(names == std::vector<std::string>{"", "a"});
+  m.namedTensors([&](const std::string &n, const Tensor &) { tensors.push_back(n); });
+  CHECK(tensors == std::vector<std::string>{"a.bias", "a.weight"});
   CHECK(keys(stateDict(m)) == std::vector<std::string>{"a.bias", "a.weight"});
   // A load through the one key changes what both names reach.
   StateDict sd = randomState(m, 5);

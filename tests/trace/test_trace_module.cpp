@@ -700,20 +700,72 @@ TEST_CASE("test_module_api: a traced module lists its modules and tensors as its
     m.namedTensors([&](const std::string &n, const Tensor &) { out.push_back(n); });
     return out;
   };
-  // namedModules / namedTensors: declaration order, as the original
-  // (docs/differences.md); stateDict: the reference's sorted order.
+  // namedModules / namedTensors: the reference's sorted keys, pre-order,
+  // tensors and modules interleaved by key.
+  CHECK(modules(net) == std::vector<std::string>{"", "a", "b", "b.bn1", "b.conv1", "b.nothing"});
+  CHECK(tensors(net) == std::vector<std::string>{"b.bn1.bias", "b.bn1.running_mean",
+                                                 "b.bn1.running_var", "b.bn1.weight",
+                                                 "b.conv1.weight", "buff", "param"});
   CHECK(modules(*tm) == modules(net));
-  CHECK(modules(*tm) == std::vector<std::string>{"", "b", "b.conv1", "b.bn1", "b.nothing", "a"});
-  CHECK(tensors(*tm) == tensors(net));
+  // `buff` and `param` are never read by forward: the traced module does
+  // not have them (test_module_api: `"buff" not in m.__dict__`).
+  CHECK(tensors(*tm) == std::vector<std::string>{"b.bn1.bias", "b.bn1.running_mean",
+                                                 "b.bn1.running_var", "b.bn1.weight",
+                                                 "b.conv1.weight"});
+  CHECK_FALSE(tm->tensor("buff"));
+  CHECK_FALSE(tm->tensor("param"));
   std::vector<std::string> keys;
   for (const auto &kv : stateDict(*tm))
     keys.push_back(kv.first);
-  CHECK(keys == std::vector<std::string>{"buff", "param", "b.bn1.bias", "b.bn1.running_mean",
+  CHECK(keys == std::vector<std::string>{"b.bn1.bias", "b.bn1.running_mean",
                                          "b.bn1.running_var", "b.bn1.weight",
                                          "b.conv1.weight"});
-  // The unused `buff` and `param` are kept (docs/differences.md), so the
-  // original's state dict loads strictly.
-  CHECK(tm->tensor("buff"));
-  CHECK(tm->tensor("param"));
-  CHECK(loadStateDict(*tm, stateDict(net)).succeeded());
+  // So the original's state dict loads only without strict checking.
+  CHECK(loadStateDict(*tm, stateDict(net)).failed());
+  CHECK(loadStateDict(*tm, stateDict(net), /*strict=*/false).succeeded());
+}
+
+namespace {
+/// A forward that reaches one of two linears, one item of a list and one
+/// weight of a plain submodule it never calls.
+struct PartlyUsed : LayerOf<PartlyUsed> {
+  PartlyUsed() : LayerOf("PartlyUsed", {"x"}) {
+    addModule<Linear>("used", 4, 4, true, 1);
+    addModule<Linear>("spare", 4, 4, true, 2);
+    auto &l = addModule<ModuleList>("items");
+    l.append<ReLU>();
+    l.append<Sigmoid>();
+    auto &holder = addModule<Module>("holder", "Holder");
+    holder.registerParameter("scale", Tensor::full({4}, 2.0));
+    holder.registerParameter("unused", Tensor::full({4}, 3.0));
+    setValue("note", Scalar(int64_t(7)));
+  }
+  Var forward(Var x) {
+    x = mod("used")(x);
+    x = mod("items").mod(0)(x);
+    return x * mod("holder").attr("scale");
+  }
+};
+} // namespace
+
+TEST_CASE("tracing copies the submodules and tensors forward reached, as the reference's builder",
+          "[trace][trace_module]") {
+  PartlyUsed net;
+  Tensor x = Tensor::randn({2, 4}, 3);
+  auto tm = traceModule(net, x);
+  CHECK(tm->module("used"));
+  CHECK_FALSE(tm->module("spare"));
+  // A module container keeps every item; a plain module reached for a
+  // tensor keeps that tensor only; values stay.
+  REQUIRE(tm->module("items"));
+  CHECK(tm->module("items")->attrs().size() == 2);
+  REQUIRE(tm->module("holder"));
+  CHECK(tm->module("holder")->tensor("scale"));
+  CHECK_FALSE(tm->module("holder")->tensor("unused"));
+  CHECK(tm->value("note"));
+  // The user's module is untouched, and the traced one runs as it does.
+  CHECK(net.module("spare"));
+  CHECK(net.module("holder")->tensor("unused"));
+  CHECK(run(*tm, {x})[0].bitwiseEqual(Var(net(x)).value()));
+  checkVerified(*tm);
 }

@@ -16,6 +16,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -125,6 +126,10 @@ public:
   /// Removes an attribute; returns false when absent. A submodule that an
   /// alias names cannot be removed before the alias (throws tmg::Error).
   bool removeAttr(llvm::StringRef name);
+  /// Removes every attribute `pred` selects in one pass; returns how many.
+  /// Throws tmg::Error (removing nothing) when a kept alias names a removed
+  /// submodule.
+  size_t removeAttrsIf(const std::function<bool(const ModuleAttr &)> &pred);
   /// Detaches and returns submodule `name` (nullptr when absent).
   /// O(attributes): the attribute is removed.
   std::unique_ptr<Module> takeModule(llvm::StringRef name);
@@ -159,13 +164,17 @@ public:
   Module *resolveModule(llvm::StringRef path) const;
   const Tensor *resolveTensor(llvm::StringRef path) const;
 
-  /// Submodules in pre-order with their dotted names ("" for this module);
-  /// a module under several names of one module is visited under the
-  /// first (aliases are skipped), as the reference's `named_modules`.
+  /// This module and its submodules with their dotted names ("" for this
+  /// module), as the reference's `named_modules`: pre-order, each module's
+  /// attributes in sorted key order, a module reached under several names
+  /// once, under the first of them in that order (an alias included).
   void namedModules(
       const std::function<void(const std::string &, Module &)> &fn,
       const std::string &prefix = "");
-  /// Parameters and buffers in pre-order with dotted names.
+  /// Parameters and buffers with dotted names, as the reference's
+  /// `named_tensors`: the order of namedModules with tensors and submodules
+  /// interleaved by key, a tensor shared by several attributes once.
+  /// stateDict() (tm/ir/StateDict.h) lists every key instead.
   void namedTensors(
       const std::function<void(const std::string &, const Tensor &)> &fn,
       const std::string &prefix = "") const;
@@ -205,6 +214,16 @@ private:
   llvm::StringMap<size_t> index_;
   uint64_t version_ = 0;
 };
+
+/// `m`'s attributes in the reference's `Module._flatten` order: sorted by
+/// name, except the items of a ModuleList ("0", "1", ...), in index order.
+std::vector<const ModuleAttr *> flattenOrder(const Module &m);
+
+/// What makes two tensor values one object, as identity does in the
+/// reference: the same bytes seen the same way.
+using TensorIdentity =
+    std::tuple<const void *, std::vector<int64_t>, std::vector<int64_t>, DType>;
+TensorIdentity identityOf(const Tensor &t);
 
 //===----------------------------------------------------------------------===//
 // Builtin modules

@@ -166,7 +166,7 @@ public:
 };
 
 /// Every graph of `m`'s hierarchy (each call signature's of each traced
-/// module), in the order of Module::namedModules.
+/// module), in declaration order (the .tmir file's).
 std::vector<InternalGraph *> graphsOf(TracedModule &m);
 
 /// Runs `fn` on every graph of `m`'s hierarchy, on `ctx.threads` threads;
