@@ -686,7 +686,7 @@ struct ApiNet : LayerOf<ApiNet> {
 };
 } // namespace
 
-TEST_CASE("test_module_api: a traced module lists its modules and tensors as its original",
+TEST_CASE("test_module_api: sorted names; tensors forward never read are not copied",
           "[trace][trace_module]") {
   ApiNet net;
   auto tm = traceModule(net, Var::meta({1, 3, 3, 3}));
