@@ -441,9 +441,8 @@ int main(int argc, char **argv) {
         printLatency(m.name, "tmgraph-flat", threads, timeRuns(flatInterp, x, warmup, repeat));
         results[m.name][threads] = lh;
         if (blasConv) {
-          rt::setConvGemm(rt::ConvGemm::Blas);
-          printLatency(m.name, "tmgraph-blas", threads, timeRuns(hier, x, warmup, repeat));
-          rt::setConvGemm(rt::ConvGemm::Auto);
+          rt::Interpreter blas(*m.tm, {.fastMath = true, .convGemm = rt::ConvGemm::Blas});
+          printLatency(m.name, "tmgraph-blas", threads, timeRuns(blas, x, warmup, repeat));
         }
       }
       if (m.name == "resnet18" && !weights.empty()) {

@@ -15,7 +15,6 @@
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Conv.h"
 
-#include <atomic>
 #if defined(__x86_64__)
 #include <immintrin.h>
 #endif
@@ -50,6 +49,7 @@ struct ConvGeom {
   int64_t groups, cg, og; ///< groups, channels per group in and out
   Activation act;
   const PackedConvWeight *packed = nullptr;
+  ConvGemm gemm = ConvGemm::Auto;
 
   int64_t k() const { return cg * kh * kw; }
   int64_t spatial() const { return oh * ow; }
@@ -280,10 +280,6 @@ static void convBlas(const ConvGeom &g, const float *x, const float *w,
 // The micro-kernel path (AVX-512, weights packed once)
 //===----------------------------------------------------------------------===//
 
-static std::atomic<ConvGemm> convGemmPath{ConvGemm::Auto};
-
-void setConvGemm(ConvGemm path) { convGemmPath.store(path); }
-ConvGemm convGemm() { return convGemmPath.load(); }
 bool convMicroKernelAvailable() { return gemmMicroKernelAvailable(); }
 
 std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
@@ -621,8 +617,7 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   }
   // The one GEMM dispatch: the micro-kernel wherever the CPU has it,
   // unless a path is forced.
-  ConvGemm path = convGemm();
-  if (path != ConvGemm::Blas && gemmMicroKernelAvailable()) {
+  if (g.gemm != ConvGemm::Blas && gemmMicroKernelAvailable()) {
     if (const PackedConvWeight *pk = g.packed) {
       if (pk->outChannels != g.o || pk->groups != g.groups ||
           pk->depth != g.k())
@@ -652,6 +647,7 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
                          p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
                          p.activation);
   g.packed = p.packed;
+  g.gemm = p.gemm;
   Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;
@@ -665,6 +661,7 @@ Tensor conv1d(const Tensor &input, const Tensor &weight, const Tensor &bias,
       Int2(0, p.paddingEnd.value_or(p.padding)), Int2(1, p.dilation), p.groups,
       p.activation);
   g.packed = p.packed;
+  g.gemm = p.gemm;
   Tensor out = Tensor::empty({g.n, g.o, g.ow}, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;

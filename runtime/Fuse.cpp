@@ -228,13 +228,17 @@ std::shared_ptr<const PackedConvWeight> WeightPack::get(const Tensor &w) {
 }
 
 
-StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx) {
+StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   uint32_t o = ctx.slot(e.output(0));
+  ConvCall c = call;
+  ConvGemm gemm = ctx.interp.options().convGemm;
+  c.p1.gemm = c.p2.gemm = gemm;
   // Weights that persist across runs are packed once for the micro-kernel
   // (one pack per step, so it lives and dies with the plan).
   int64_t groups = c.kind == ConvCall::Kind::Conv1d ? c.p1.groups : c.p2.groups;
   std::shared_ptr<WeightPack> pack;
-  if (c.kind != ConvCall::Kind::ConvTranspose2d && (c.w.slot < 0 || c.stableWeight))
+  if (c.kind != ConvCall::Kind::ConvTranspose2d && gemm != ConvGemm::Blas &&
+      (c.w.slot < 0 || c.stableWeight))
     pack = std::make_shared<WeightPack>(groups);
   auto packOf = [](const std::shared_ptr<WeightPack> &pk, const Tensor &w) {
     return pk ? pk->get(w) : nullptr;

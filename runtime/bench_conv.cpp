@@ -154,10 +154,10 @@ int main(int argc, char **argv) {
       if (micro)
         tCall[i] = std::min(
             tCall[i], minSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
-      rt::setConvGemm(rt::ConvGemm::Blas);
+      rt::Conv2dParams pb = p;
+      pb.gemm = rt::ConvGemm::Blas;
       tBlas[i] = std::min(
-          tBlas[i], minSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
-      rt::setConvGemm(rt::ConvGemm::Auto);
+          tBlas[i], minSeconds([&] { (void)rt::conv2d(x, w, b, pb); }, minTime));
     }
     // The reference: one sgemm of the same size, OpenBLAS-threaded.
     openblas_set_num_threads(threads);

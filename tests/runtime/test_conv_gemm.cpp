@@ -29,15 +29,6 @@ int64_t outSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
   return rt::convOutputSize(in, kernel, stride, pad, pad, dil);
 }
 
-/// Sets the GEMM path for the scope.
-struct PathScope {
-  explicit PathScope(rt::ConvGemm p) : saved(rt::convGemm()) {
-    rt::setConvGemm(p);
-  }
-  ~PathScope() { rt::setConvGemm(saved); }
-  rt::ConvGemm saved;
-};
-
 /// Checks one case on every path: OpenBLAS, micro-kernel packing per call,
 /// micro-kernel with a weight packed once (which must give the very same
 /// bits as packing per call: same layout, same kernel).
@@ -58,8 +49,9 @@ void check(Rng &rng, const ConvCase &k) {
   Ref want = refConv2d(Ref(x), Ref(w), b.defined() ? &rb : nullptr, sym);
   Tol tol = gemmTol(depth);
   {
-    PathScope blas(rt::ConvGemm::Blas);
-    requireClose(rt::conv2d(x, w, b, p), want, tol);
+    rt::Conv2dParams blas = p;
+    blas.gemm = rt::ConvGemm::Blas;
+    requireClose(rt::conv2d(x, w, b, blas), want, tol);
   }
   Tensor perCall = rt::conv2d(x, w, b, p);
   requireClose(perCall, want, tol);

@@ -26,6 +26,11 @@ namespace tmg::rt {
 
 class PackedConvWeight;
 
+/// Which GEMM the non-depthwise convolutions use. Auto (the default): the
+/// micro-kernel with packed weights where the CPU has AVX-512, OpenBLAS
+/// sgemm elsewhere. Blas forces OpenBLAS (results differ in rounding only).
+enum class ConvGemm : uint8_t { Auto, Blas };
+
 /// Attributes of conv2d.
 struct Conv2dParams {
   Int2 stride = 1;
@@ -39,6 +44,7 @@ struct Conv2dParams {
   /// The weight already packed by packConvWeight (borrowed; it must have
   /// been packed from this very weight tensor). Null: packed per call.
   const PackedConvWeight *packed = nullptr;
+  ConvGemm gemm = ConvGemm::Auto;
 };
 
 /// Cross-correlation of input (N, C, H, W) with weight (O, C / groups, kh,
@@ -60,6 +66,7 @@ struct Conv1dParams {
   Activation activation = Activation::None;
   /// As Conv2dParams::packed.
   const PackedConvWeight *packed = nullptr;
+  ConvGemm gemm = ConvGemm::Auto;
 };
 
 /// input (N, C, L), weight (O, C / groups, k), bias (O,) -> (N, O, Lo).
@@ -104,13 +111,6 @@ public:
 std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
                                                        int64_t groups);
 
-/// Which GEMM the non-depthwise convolutions use. Auto (the default):
-/// the micro-kernel with packed weights where the CPU has AVX-512,
-/// OpenBLAS sgemm elsewhere. The others force a path (for tests and
-/// benchmarks; MicroKernel falls back to OpenBLAS where unavailable).
-enum class ConvGemm : uint8_t { Auto, Blas, MicroKernel };
-void setConvGemm(ConvGemm path);
-ConvGemm convGemm();
 /// True when this CPU runs the GEMM micro-kernel.
 bool convMicroKernelAvailable();
 

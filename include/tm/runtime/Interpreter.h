@@ -31,6 +31,7 @@
 #include <llvm/ADT/DenseMap.h>
 
 #include "tm/ir/TracedModule.h"
+#include "tm/runtime/Conv.h"
 
 namespace tmg::rt {
 
@@ -44,6 +45,8 @@ struct InterpreterOptions {
   /// execution; fusions that do not change a bit (a relu or relu6 applied
   /// in the conv's GEMM epilogue) happen either way.
   bool fastMath = false;
+  /// The GEMM of non-depthwise convolutions (tm/runtime/Conv.h).
+  ConvGemm convGemm = ConvGemm::Auto;
 };
 
 struct RunOptions {
