@@ -46,6 +46,16 @@ using namespace tmg;
 
 namespace {
 
+/// The structural passes this benchmark runs.
+const tmg::PassRegistry &structuralPasses() {
+  static const tmg::PassRegistry r = [] {
+    tmg::PassRegistry reg;
+    tmg::registerBuiltinPasses(reg);
+    return reg;
+  }();
+  return r;
+}
+
 constexpr size_t BlockSize = 100;
 
 /// A block: half live (a chain of relu/add), half dead (negs of the input).
@@ -203,7 +213,7 @@ bool measure(const std::vector<size_t> &sizes, const std::string &profiled, Rows
       best[3] = std::min(best[3], cpuNow() - c0);
       copy.reset();
       for (int p = 0; p < 3; ++p) {
-        auto pipe = Pipeline::parse(passes[p], PassRegistry::global());
+        auto pipe = Pipeline::parse(passes[p], structuralPasses());
         PassManager pm(std::move(*pipe), {});
         flushCaches(); // every size starts cold (see BenchHeap.h)
         bool profile = profiled == passes[p];

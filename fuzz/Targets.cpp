@@ -46,6 +46,16 @@ SizeLimits fuzzLimits() {
   return l;
 }
 
+/// The structural passes (the fuzz targets link no transforms), built once.
+const PassRegistry &structuralPasses() {
+  static const PassRegistry r = [] {
+    PassRegistry reg;
+    registerBuiltinPasses(reg);
+    return reg;
+  }();
+  return r;
+}
+
 } // namespace
 
 // parseTmir never crashes or throws; what it accepts prints, and the print
@@ -109,7 +119,7 @@ int fuzzNpy(const uint8_t *data, size_t size) {
 // Pipeline::parse never crashes or throws; an accepted pipeline prints
 // canonical text that parses back to the same text.
 int fuzzPipeline(const uint8_t *data, size_t size) {
-  const PassRegistry &registry = PassRegistry::global();
+  const PassRegistry &registry = structuralPasses();
   auto p = Pipeline::parse(bytes(data, size), registry, "<fuzz>");
   if (failed(p))
     return 0;
@@ -126,7 +136,7 @@ int fuzzPipeline(const uint8_t *data, size_t size) {
 // parsePipelineToml never crashes or throws; an accepted file's pipeline
 // prints canonical text that parses back.
 int fuzzPipelineToml(const uint8_t *data, size_t size) {
-  const PassRegistry &registry = PassRegistry::global();
+  const PassRegistry &registry = structuralPasses();
   auto f = parsePipelineToml(bytes(data, size), "<fuzz>", registry);
   if (failed(f))
     return 0;

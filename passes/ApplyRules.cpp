@@ -39,7 +39,7 @@ FailureOr<bool> ApplyRulesPass::run(TracedModule &m, PassContext &ctx) {
         Diagnostic d(loc, fmt::format("rule '{}' matched nothing", name),
                      Diagnostic::Severity::Warning);
         d.loc.pass = Name;
-        ctx.remarks().push_back(std::move(d));
+        ctx.remark(std::move(d));
       }
   }
   return r;

@@ -101,6 +101,7 @@ PipelineFile parse(llvm::StringRef text, const std::string &file, const PassRegi
   const toml::array *arr = passes->as_array();
   if (!arr || arr->empty())
     fail(file, *passes, "'passes' expects a non-empty array of pipeline strings");
+  out.pipeline.registry = &r;
   for (const toml::node &p : *arr) {
     if (!p.is_string())
       fail(file, p, "'passes' expects an array of strings");

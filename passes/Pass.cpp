@@ -109,15 +109,6 @@ void PassContext::count(llvm::StringRef counter, int64_t n) {
   stats_.add(current_.empty() ? "<none>" : current_, counter, n);
 }
 
-PassRegistry &PassRegistry::global() {
-  static PassRegistry *r = [] {
-    auto *reg = new PassRegistry;
-    registerBuiltinPasses(*reg);
-    return reg;
-  }();
-  return *r;
-}
-
 void PassRegistry::add(const std::string &name, Factory f) {
   if (name.empty())
     raise("a pass needs a name");

@@ -83,7 +83,7 @@ FailureOr<bool> PassManager::runElements(std::vector<PipelineElement> &els, Trac
                    fmt::format("fixpoint did not converge within {} iteration{}",
                                e.maxIterations, e.maxIterations == 1 ? "" : "s"),
                    Diagnostic::Severity::Warning);
-      ctx_.remarks().push_back(d);
+      ctx_.remark(d);
       emit(d.str() + "\n");
     }
   }
@@ -95,9 +95,13 @@ FailureOr<bool> PassManager::runPass(Pass &p, TracedModule &m, const Location &l
   for (const std::string &pre : p.prerequisites()) {
     if (ran_.count(pre))
       continue;
-    std::unique_ptr<Pass> q = PassRegistry::global().create(pre);
+    std::unique_ptr<Pass> q =
+        pipeline_.registry ? pipeline_.registry->create(pre) : nullptr;
     if (!q)
-      return Diagnostic(loc, fmt::format("pass '{}' requires unknown pass '{}'", name, pre));
+      return Diagnostic(loc, fmt::format("pass '{}' requires pass '{}', which {}", name, pre,
+                                         pipeline_.registry
+                                             ? "its registry does not have"
+                                             : "a pipeline without a registry cannot create"));
     FailureOr<bool> r = runPass(*q, m, loc);
     if (r.failed())
       return r;

@@ -54,9 +54,7 @@ FailureOr<bool> reportGreedyRun(const GreedyResult &r, const InternalGraph &g, P
     if (options.testConvergence)
       return d;
     d.severity = Diagnostic::Severity::Warning;
-    static std::mutex mu;
-    std::lock_guard l(mu);
-    ctx.remarks().push_back(std::move(d));
+    ctx.remark(std::move(d));
   }
   return r.rewrites > 0;
 }

@@ -21,6 +21,7 @@ PipelineElement PipelineElement::clone() const {
 
 Pipeline Pipeline::clone() const {
   Pipeline p;
+  p.registry = registry;
   for (const auto &e : elements)
     p.elements.push_back(e.clone());
   return p;
@@ -75,6 +76,7 @@ public:
 
   Pipeline run() {
     Pipeline p;
+    p.registry = &r_;
     skip();
     if (pos_ >= s_.size())
       fail("the pipeline is empty");

@@ -45,7 +45,7 @@ FailureOr<bool> ReplaceNodePass::run(TracedModule &m, PassContext &ctx) {
                                s.cycle ? "create a cycle" : "use it before its definition"),
                    Diagnostic::Severity::Warning);
       d.loc.pass = Name;
-      ctx.remarks().push_back(d);
+      ctx.remark(d);
       ctx.count("uses-skipped");
     }
     changed |= r.rewired > 0;

@@ -39,7 +39,7 @@ DEPS = {
 
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^">]+)[">]')
 # tm/InitAllPasses.h registers every layer's passes: for programs only.
-TOP_HEADERS = {"tm/InitAllPasses.h": "tools"}
+TOP_HEADERS = {"tm/InitAllPasses.h": "tools", "tm/Context.h": "tools"}
 
 
 def layer_of_include(path, src_dir, root):

@@ -12,7 +12,7 @@
 #include <limits>
 #include <string>
 
-#include "tm/InitAllPasses.h"
+#include "tm/Context.h"
 #include "tm/io/Dot.h"
 #ifdef TM_HAVE_ONNX
 #include "tm/io/Onnx.h"
@@ -292,8 +292,8 @@ int writeModel(Options &o, const TracedModule &m) {
 }
 
 int run(Options &o) {
-  PassRegistry &registry = PassRegistry::global();
-  registerAllPasses(registry);
+  Context ctx;
+  PassRegistry &registry = ctx.passes();
   for (const auto &p : o.plugins) {
     if (auto r = loadPassPlugin(p, registry); r.failed())
       return Tool.fail(r.diagnostic());

@@ -27,7 +27,7 @@
 #include "tm/io/Tmir.h"
 #include "tm/ir/IR.h"
 #include "tm/runtime/Compare.h"
-#include "tm/InitAllPasses.h"
+#include "tm/Context.h"
 #include "tm/passes/PassManager.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
@@ -315,8 +315,8 @@ int run(Options &o) {
   names("onnx_inputs", m.onnxIn);
   names("onnx_outputs", m.onnxOut);
   if (!o.pipeline.empty()) {
-    PassRegistry &registry = PassRegistry::global();
-    registerAllPasses(registry);
+    Context ctx;
+    PassRegistry &registry = ctx.passes();
     Tool.addSource("<pipeline>", o.pipeline);
     auto p = Pipeline::parse(o.pipeline, registry, "<pipeline>");
     if (p.failed())

@@ -149,7 +149,7 @@ FailureOr<bool> FoldConstantPass::runOnGraph(InternalGraph &g, PassContext &ctx)
     // 2. Evaluate.
     EvalResult ev = evaluate(foldable);
     if (ev.failed) {
-      ctx.remarks().push_back(Diagnostic(Location::atExpr(ev.failed->id()),
+      ctx.remark(Diagnostic(Location::atExpr(ev.failed->id()),
                                          "fold-constant: not folded: " + ev.why,
                                          Diagnostic::Severity::Remark));
       excluded.insert(ev.failed);

@@ -130,7 +130,7 @@ public:
         changed = true;
         ctx_.count(kind_ == Producer::Conv ? "conv-bn-fused" : "linear-bn-fused");
       } else if (why != "-") {
-        ctx_.remarks().push_back(Diagnostic(Location::atExpr(bn->id()),
+        ctx_.remark(Diagnostic(Location::atExpr(bn->id()),
                                             std::string(kind_ == Producer::Conv
                                                             ? "fuse-conv-bn"
                                                             : "fuse-linear-bn") +

@@ -9,10 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include <cstdio>
 
-#include <tm/InitAllPasses.h>
-#include <tm/io/Tmir.h>
-#include <tm/passes/PassManager.h>
-#include <tm/runtime/Interpreter.h>
+#include <tm/Context.h>
 
 namespace {
 
@@ -34,11 +31,10 @@ int main(int argc, char **argv) {
     std::fprintf(stderr, "usage: embed MODEL.tmir PIPELINE\n");
     return 2;
   }
-  tmg::PassRegistry registry;
-  tmg::registerAllPasses(registry);
-  registry.add<CountExprs>();
-  auto pipeline = tmg::Pipeline::parse(argv[2], registry);
-  auto module = tmg::loadTmir(argv[1]);
+  tmg::Context ctx; // every pass of tmgraph, and this program's
+  ctx.passes().add<CountExprs>();
+  auto pipeline = ctx.parsePipeline(argv[2]);
+  auto module = ctx.loadTmir(argv[1]);
   for (const tmg::Diagnostic *d :
        {pipeline.failed() ? &pipeline.diagnostic() : nullptr,
         module.failed() ? &module.diagnostic() : nullptr})
@@ -57,7 +53,7 @@ int main(int argc, char **argv) {
   std::vector<tmg::Tensor> inputs;
   for (tmg::Node *n : g.inputs().drop_front())
     inputs.push_back(tmg::Tensor::randn(*llvm::cast<tmg::TensorNode>(n)->shape(), 1));
-  tmg::rt::Interpreter interp(**module);
+  tmg::rt::Interpreter interp(**module, ctx.interpreter);
   tmg::rt::RunResult r = interp.run(inputs);
   std::printf("ran %s: %zu output(s), the first %s\n", g.name().c_str(), r.outputs.size(),
               tmg::shapeStr(r.outputs.at(0).shape()).c_str());

@@ -3,6 +3,7 @@
 #include <limits>
 #include <thread>
 
+#include "../TestPasses.h"
 #include "Common.h"
 #include "tm/passes/PassManager.h"
 #include "tm/passes/RulePasses.h"
@@ -288,7 +289,7 @@ TEST_CASE("fold-double-relu keeps the numerics; runs in a pipeline on several th
   }
   rt::Interpreter before(*m);
   Tensor want = before.run({x, y}).outputs[0];
-  PassRegistry &reg = PassRegistry::global();
+  PassRegistry &reg = test::testPasses();
   registerMatcherPasses(reg);
   registerMatcherPasses(reg); // idempotent
   auto p = Pipeline::parse("fold-double-relu,compile", reg);

@@ -3,6 +3,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "../TestPasses.h"
 #include "Common.h"
 #include "tm/passes/PassManager.h"
 #include "tm/passes/RulePasses.h"
@@ -13,7 +14,7 @@ using namespace mtest;
 
 namespace {
 PassRegistry &reg() {
-  PassRegistry &r = PassRegistry::global();
+  PassRegistry &r = test::testPasses();
   registerMatcherPasses(r);
   return r;
 }

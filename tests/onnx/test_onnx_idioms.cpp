@@ -15,6 +15,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../TestPasses.h"
 #include "tm/io/Npy.h"
 #include "tm/io/Onnx.h"
 #include "tm/io/Safetensors.h"
@@ -78,7 +79,7 @@ struct Expected {
 } // namespace
 
 TEST_CASE("PyTorch-exported idioms are gone after -p optimize", "[onnx][idioms]") {
-  registerTransformPasses(PassRegistry::global());
+  registerTransformPasses(test::testPasses());
   for (Expected want : {Expected{"conv_bn_relu6", 3, 0},
                         Expected{"inverted_residual_hardswish", 4, 0},
                         Expected{"silu_block", 4, 0}, Expected{"encoder_layer_gelu", 0, 1},
@@ -89,7 +90,7 @@ TEST_CASE("PyTorch-exported idioms are gone after -p optimize", "[onnx][idioms]"
     REQUIRE(imported.succeeded());
     TracedModule &before = *imported->module;
     auto after = before.cloneTraced();
-    auto p = Pipeline::parse("optimize", PassRegistry::global());
+    auto p = Pipeline::parse("optimize", test::testPasses());
     REQUIRE(p.succeeded());
     PipelineOptions o;
     o.verifyEach = true;
@@ -124,7 +125,7 @@ TEST_CASE("after -p optimize the ONNX model keeps its names and information", "[
   // changed as initializers under their original names (never Constant
   // nodes), the names of the ONNX nodes that survive, producer and graph
   // name.
-  registerTransformPasses(PassRegistry::global());
+  registerTransformPasses(test::testPasses());
   std::string path = Dir + "inverted_residual_hardswish.onnx";
   auto bytes = readFileBytes(path);
   REQUIRE(bytes.succeeded());
@@ -133,7 +134,7 @@ TEST_CASE("after -p optimize the ONNX model keeps its names and information", "[
   auto imported = io::importOnnx(path);
   REQUIRE(imported.succeeded());
   TracedModule &m = *imported->module;
-  auto p = Pipeline::parse("optimize", PassRegistry::global());
+  auto p = Pipeline::parse("optimize", test::testPasses());
   REQUIRE(p.succeeded());
   PipelineOptions o;
   o.output = [](const std::string &) {};

@@ -13,6 +13,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../TestPasses.h"
 #include "tm/io/Tmir.h"
 #include "tm/passes/PassManager.h"
 // Built a second time for tests/files/transforms with the optimisation
@@ -70,7 +71,7 @@ std::string runCase(const std::string &text, std::string &expected) {
   rest << in.rdbuf();
   expected = trim(rest.str());
 #ifdef TM_GOLDEN_TRANSFORMS
-  registerTransformPasses(PassRegistry::global());
+  registerTransformPasses(test::testPasses());
 #endif
   auto m = loadTmir(Dir + input);
   REQUIRE(m.succeeded());
@@ -83,14 +84,14 @@ std::string runCase(const std::string &text, std::string &expected) {
     return s;
   };
   if (!config.empty()) {
-    auto f = parsePipelineFile(Dir + config, PassRegistry::global());
+    auto f = parsePipelineFile(Dir + config, test::testPasses());
     if (f.failed())
       return "error: " + strip(f.diagnostic().str());
     p = std::move(f->pipeline);
     o.disabled = f->options.disabled;
     o.verifyEach = f->options.verifyEach;
   } else {
-    auto t = Pipeline::parse(pipeline, PassRegistry::global());
+    auto t = Pipeline::parse(pipeline, test::testPasses());
     if (t.failed())
       return "error: " + t.diagnostic().str();
     p = std::move(*t);

@@ -2,6 +2,7 @@
 #include <cstdio>
 #include <fstream>
 
+#include "../TestPasses.h"
 #include "../ir/Fixtures.h"
 #include "tm/io/Tmir.h"
 #include "tm/passes/PassManager.h"
@@ -10,7 +11,7 @@ using namespace tmg;
 using namespace fixtures;
 
 namespace {
-PassRegistry &reg() { return PassRegistry::global(); }
+PassRegistry &reg() { return test::testPasses(); }
 
 std::string pipelineError(llvm::StringRef text) {
   auto p = Pipeline::parse(text, reg());

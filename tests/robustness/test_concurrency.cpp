@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "../TestPasses.h"
 #include "../ir/Fixtures.h"
 #include "tm/io/Tmir.h"
 #include "tm/passes/PassManager.h"
@@ -77,7 +78,7 @@ TEST_CASE("a loaded model run by 8 threads at once matches the serial run",
 
 TEST_CASE("pipelines on separate modules in separate threads do not interfere",
           "[robustness][threads]") {
-  const PassRegistry &r = PassRegistry::global();
+  const PassRegistry &r = test::testPasses();
   auto pipeline = Pipeline::parse("flatten,merge-getattr,compile,verify", r);
   REQUIRE(pipeline.succeeded());
   // Serial reference.

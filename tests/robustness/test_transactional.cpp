@@ -7,6 +7,7 @@
 // pipeline.
 //
 //===----------------------------------------------------------------------===//
+#include "../TestPasses.h"
 #include "../ir/Fixtures.h"
 #include "tm/io/Tmir.h"
 #include "tm/ir/Verifier.h"
@@ -26,7 +27,7 @@ public:
   llvm::StringRef description() const override { return "test: fails after a pass"; }
   std::unique_ptr<Pass> clone() const override { return std::make_unique<FailAfter>(inner_); }
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override {
-    auto p = PassRegistry::global().create(inner_);
+    auto p = test::testPasses().create(inner_);
     REQUIRE(p);
     auto r = p->run(m, ctx);
     REQUIRE(r.succeeded());
@@ -95,7 +96,7 @@ private:
 
 void registerTestPasses() {
   static bool done = [] {
-    auto &r = PassRegistry::global();
+    auto &r = test::testPasses();
     for (std::string p : {"flatten", "merge-getattr", "compile", "verify"})
       r.add("fail-after-" + p, [p] { return std::make_unique<FailAfter>(p); });
     using H = FailPartWay::How;
@@ -135,14 +136,14 @@ TEST_CASE("a pass that fails after changing the module is rolled back",
     std::string t(text);
     std::string prefix = t.rfind(',') == std::string::npos ? "" : t.substr(0, t.rfind(','));
     if (!prefix.empty()) {
-      PassManager pre(*Pipeline::parse(prefix, PassRegistry::global()), {});
+      PassManager pre(*Pipeline::parse(prefix, test::testPasses()), {});
       REQUIRE(succeeded(pre.run(*tm)));
     }
     std::string before = printTmir(*tm);
     Tensor want = rt::Interpreter(*tm).run({input()}).outputs.at(0);
     // Fresh copy through the full pipeline: fails in its last pass.
     auto run = tracedMyModule();
-    PassManager pm(*Pipeline::parse(text, PassRegistry::global()), {});
+    PassManager pm(*Pipeline::parse(text, test::testPasses()), {});
     auto r = pm.run(*run);
     REQUIRE(r.failed());
     CHECK_THAT(r.diagnostic().str(), Catch::Contains("restored to its state before pass"));
@@ -151,7 +152,7 @@ TEST_CASE("a pass that fails after changing the module is rolled back",
     CHECK(rt::Interpreter(*run).run({input()}).outputs.at(0).bitwiseEqual(want));
     // The restored module is fully usable: the normal pipeline runs on it.
     PassManager again(*Pipeline::parse("flatten,merge-getattr,compile,verify",
-                                       PassRegistry::global()),
+                                       test::testPasses()),
                       {});
     CHECK(succeeded(again.run(*run)));
     CHECK(rt::Interpreter(*run).run({input()}).outputs.at(0).bitwiseEqual(want));
@@ -164,7 +165,7 @@ TEST_CASE("without transactional the failing pass's edits stay", "[robustness][t
   std::string before = printTmir(*tm);
   PipelineOptions o;
   o.transactional = false;
-  PassManager pm(*Pipeline::parse("fail-after-flatten", PassRegistry::global()), o);
+  PassManager pm(*Pipeline::parse("fail-after-flatten", test::testPasses()), o);
   REQUIRE(failed(pm.run(*tm)));
   CHECK(printTmir(*tm) != before); // the flatten happened and was kept
 }
@@ -207,7 +208,7 @@ TEST_CASE("atomic passes fail without changing the module, snapshot or not",
       std::string before = tm->str();
       PipelineOptions o;
       o.transactional = transactional;
-      PassManager pm(*Pipeline::parse(pass, PassRegistry::global()), o);
+      PassManager pm(*Pipeline::parse(pass, test::testPasses()), o);
       auto r = pm.run(*tm);
       REQUIRE(r.failed());
       CHECK_THAT(r.diagnostic().str(), Catch::Contains("is not a prefix") &&
@@ -215,7 +216,7 @@ TEST_CASE("atomic passes fail without changing the module, snapshot or not",
       CHECK(tm->str() == before);
       // With the qualname repaired the same pass changes the top graph.
       bad->output(0)->setQualname(good);
-      PassManager ok(*Pipeline::parse(pass, PassRegistry::global()), o);
+      PassManager ok(*Pipeline::parse(pass, test::testPasses()), o);
       REQUIRE(succeeded(ok.run(*tm)));
       CHECK(tm->str() != before);
       CHECK(verify(*tm).empty());

@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "../TestPasses.h"
 #include "tm/ir/IR.h"
 #include "tm/passes/PassManager.h"
 #include "tm/runtime/Interpreter.h"
@@ -18,8 +19,8 @@ using namespace tmg;
 
 inline PassRegistry &reg() {
   static PassRegistry &r = [] () -> PassRegistry & {
-    registerTransformPasses(PassRegistry::global());
-    return PassRegistry::global();
+    registerTransformPasses(test::testPasses());
+    return test::testPasses();
   }();
   return r;
 }

@@ -131,8 +131,13 @@ public:
   void count(llvm::StringRef counter, int64_t n = 1);
   void setCurrentPass(std::string p) { current_ = std::move(p); }
   const std::string &currentPass() const { return current_; }
-  /// Remarks for `--debug`-style output (e.g. skipped uses).
-  std::vector<Diagnostic> &remarks() { return remarks_; }
+  /// Adds a remark for `--debug`-style output (e.g. skipped uses); safe
+  /// from the threads of a graph-local pass.
+  void remark(Diagnostic d) {
+    std::lock_guard l(remarksMu_);
+    remarks_.push_back(std::move(d));
+  }
+  /// The remarks so far, in the order they were added.
   const std::vector<Diagnostic> &remarks() const { return remarks_; }
   /// Threads graph-local passes may use (1: sequential).
   int threads = 1;
@@ -146,6 +151,7 @@ private:
   std::map<std::pair<std::type_index, const InternalGraph *>, CachedAnalysis> analyses_;
   int64_t analysisComputations_ = 0;
   PassStatistics stats_;
+  std::mutex remarksMu_;
   std::vector<Diagnostic> remarks_;
   std::string current_;
 };
@@ -179,8 +185,6 @@ FailureOr<bool> runOnEachGraph(
 class PassRegistry {
 public:
   using Factory = std::function<std::unique_ptr<Pass>()>;
-  /// The process-wide registry (builtin passes are registered on first use).
-  static PassRegistry &global();
 
   /// Registers `f` under `name`; throws tmg::Error when the name is taken.
   void add(const std::string &name, Factory f);

@@ -47,6 +47,10 @@ struct PipelineElement {
 class Pipeline {
 public:
   std::vector<PipelineElement> elements;
+  /// Where the pass manager creates the passes a pass requires
+  /// (Pass::prerequisites); parse() sets the registry it parsed with.
+  /// Borrowed: it must outlive the pipeline's runs.
+  const PassRegistry *registry = nullptr;
 
   /// Parses the text form; errors name `file:line:col` (columns counted
   /// from `col`) and suggest the closest pass or option name.
