@@ -28,6 +28,7 @@
 #include <set>
 #include <unordered_map>
 
+#include <llvm/ADT/STLExtras.h>
 #include <llvm/ADT/DenseSet.h>
 #include <onnx/defs/schema.h>
 #include <onnx/shape_inference/implementation.h>
@@ -182,8 +183,19 @@ private:
   /// Types of the graph's values from ONNX's shape inference, run on a copy
   /// of the model without the bytes of its large initializers (their types
   /// and shapes are what inference needs; small ones, such as a Reshape's
-  /// shape, keep their values).
+  /// shape, keep their values). Run once, when the first value tmgraph's
+  /// own rules cannot type fully is met (ensureOnnxTypes): a model the
+  /// rules type needs none of its cost.
   void inferOnnxTypes();
+  void ensureOnnxTypes() {
+    if (onnxTypesPending_) {
+      onnxTypesPending_ = false;
+      inferOnnxTypes();
+    }
+  }
+  bool onnxTypesPending_ = false;
+  /// The initializers whose bytes ONNX's shape inference does not need.
+  static constexpr size_t KeepBytes = 4096;
   std::string symbolicHint() const;
 };
 
@@ -389,7 +401,6 @@ std::optional<onnx::GraphProto> inferShapesIsolated(onnx::ModelProto &model) {
 } // namespace
 
 void Importer::inferOnnxTypes() {
-  constexpr size_t KeepBytes = 4096;
   auto &inits = *model_.mutable_graph()->mutable_initializer();
   std::vector<std::pair<int, std::string>> held;
   for (int i = 0; i < inits.size(); ++i)
@@ -400,10 +411,15 @@ void Importer::inferOnnxTypes() {
   onnx::ModelProto copy = model_;
   for (auto &[i, bytes] : held)
     inits[i].mutable_raw_data()->swap(bytes);
-  // Models ONNX cannot type are typed by tmgraph's own rules.
+  // Models ONNX cannot type are typed by tmgraph's own rules. The graph's
+  // declared outputs keep their declared types.
+  std::set<std::string> outputs;
+  for (const auto &v : model_.graph().output())
+    outputs.insert(v.name());
   if (auto inferred = inferShapesIsolated(copy))
     for (const auto &v : inferred->value_info())
-      onnxTypes_[v.name()] = typeInfoOf(v);
+      if (!outputs.count(v.name()))
+        onnxTypes_[v.name()] = typeInfoOf(v);
 }
 
 void Importer::applyInputShapes(onnx::GraphProto &g) {
@@ -487,6 +503,9 @@ void Importer::setOutput(Ctx &cx, const std::string &name, Node *x, const NodeCx
   v.node = x;
   auto *t = llvm::dyn_cast<TensorNode>(x);
   if (t) {
+    if (!t->hasDType() || !t->shape() ||
+        llvm::is_contained(*t->shape(), kUnknownDim))
+      ensureOnnxTypes();
     auto it = onnxTypes_.find(name);
     if (it != onnxTypes_.end() && it->second.shape &&
         (!t->shape() || !isStaticShape(*t->shape())))
@@ -727,11 +746,11 @@ OnnxModel Importer::run() {
   loadExternalData();
   validateTensors(g);
 
-  // Types: the model's own value_info, completed by ONNX shape inference.
+  // Types: the model's own value_info, completed by ONNX shape inference
+  // where tmgraph's rules leave a type open.
   for (const auto &v : g.value_info())
     onnxTypes_[v.name()] = typeInfoOf(v);
-  if (opts_.onnxShapeInference)
-    inferOnnxTypes();
+  onnxTypesPending_ = opts_.onnxShapeInference;
   for (const auto &v : g.output())
     onnxTypes_[v.name()] = typeInfoOf(v);
 
@@ -764,7 +783,8 @@ OnnxModel Importer::run() {
     } catch (const Error &e) {
       raise("initializer '{}': {}", init.name(), e.diagnostic().message);
     }
-    std::string().swap(*init.mutable_raw_data());
+    if (init.raw_data().size() > KeepBytes) // small ones stay for ONNX's inference
+      std::string().swap(*init.mutable_raw_data());
   }
   std::vector<InputSpec> specs;
   std::vector<std::string> inputNames;
