@@ -29,6 +29,7 @@
 #include <onnx/checker.h>
 
 #include "tm/ir/IR.h"
+#include "tm/ir/ModuleTable.h"
 #include "tm/runtime/Kernels.h"
 
 namespace tmg::io {
@@ -192,80 +193,119 @@ void Exporter::exportExpr(const Expr &e) {
   }
 }
 
+namespace {
+
+/// A call of a builtin module with one tensor argument `x`, written as the
+/// ONNX node(s) computing `out`.
+struct ModuleExport {
+  Exporter &ex;
+  const Expr &e;
+  const Module &m;
+  std::string x, out;
+
+  /// The initializer of tensor attribute `attr` ("" when absent).
+  std::string tensorInit(const char *attr) const {
+    const Tensor *t = m.tensor(attr);
+    return t ? ex.init(*t, ex.modulePath(m, out) + "." + attr) : std::string();
+  }
+  std::vector<int64_t> pair(const char *n) const {
+    auto v = ex.intsOf(e, *m.value(n));
+    return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
+  }
+  /// The node of `op` on x and the module's `weight` (and `bias`).
+  NodeProto *withWeights(const char *op) const {
+    std::vector<std::string> ins = {x, tensorInit("weight")};
+    if (std::string b = tensorInit("bias"); !b.empty())
+      ins.push_back(b);
+    NodeProto *n = nullptr;
+    ex.bind(e, ex.emit(op, ins, out, &n));
+    return n;
+  }
+  void simple(const char *op) const { ex.bind(e, ex.emit(op, {x}, out)); }
+};
+using ModuleExporter = void (*)(const ModuleExport &);
+
+void exportConv2d(const ModuleExport &k) {
+  NodeProto *n = k.withWeights("Conv");
+  auto p = k.pair("padding");
+  Exporter::attrIs(n, "strides", k.pair("stride"));
+  Exporter::attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
+  Exporter::attrIs(n, "dilations", k.pair("dilation"));
+  Exporter::attrI(n, "group", k.m.intValue("groups"));
+}
+
+void exportLinear(const ModuleExport &k) {
+  Exporter::attrI(k.withWeights("Gemm"), "transB", 1);
+}
+
+void exportBatchNorm(const ModuleExport &k) {
+  const Module &m = k.m;
+  const Tensor *w = m.tensor("weight"), *b = m.tensor("bias"), *mean = m.tensor("running_mean");
+  if (!mean)
+    k.ex.fail(k.e, "BatchNorm2d without running statistics");
+  int64_t C = mean->numel();
+  std::string base = k.ex.modulePath(m, k.out);
+  std::string sw = k.ex.init(w ? w->reshaped({C}) : Tensor::full({C}, 1.0), base + ".weight");
+  std::string sb = k.ex.init(b ? b->reshaped({C}) : Tensor::full({C}, 0.0), base + ".bias");
+  std::string sm = k.ex.init(mean->reshaped({C}), base + ".running_mean");
+  std::string sv = k.ex.init(m.tensor("running_var")->reshaped({C}), base + ".running_var");
+  NodeProto *n = nullptr;
+  k.ex.bind(k.e, k.ex.emit("BatchNormalization", {k.x, sw, sb, sm, sv}, k.out, &n));
+  Exporter::attrF(n, "epsilon", m.floatValue("eps"));
+}
+
+void exportPool(const ModuleExport &k) {
+  bool avg = llvm::isa<AvgPool2d>(&k.m);
+  NodeProto *n = nullptr;
+  k.ex.bind(k.e, k.ex.emit(avg ? "AveragePool" : "MaxPool", {k.x}, k.out, &n));
+  auto p = k.pair("padding");
+  Exporter::attrIs(n, "kernel_shape", k.pair("kernel_size"));
+  Exporter::attrIs(n, "strides", k.pair("stride"));
+  Exporter::attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
+  if (avg)
+    Exporter::attrI(n, "count_include_pad", k.m.scalar("mode").getString() == "average");
+}
+
+void exportAdaptivePool(const ModuleExport &k) {
+  if (k.pair("oshp") != std::vector<int64_t>{1, 1})
+    k.ex.fail(k.e, "AdaptiveAvgPool2d has an ONNX form for output (1, 1) only");
+  k.simple("GlobalAveragePool");
+}
+
+void exportFlatten(const ModuleExport &k) {
+  const Shape &s = k.ex.shapeOf(k.e, k.e.output(0));
+  k.ex.bind(k.e, k.ex.emit("Reshape", {k.x, k.ex.intsInit(s, k.out + "_shape")}, k.out));
+}
+
+template <const char *Op> void exportSimple(const ModuleExport &k) { k.simple(Op); }
+constexpr char Relu[] = "Relu", Sigmoid_[] = "Sigmoid", Identity_[] = "Identity";
+
+const ModuleTable<ModuleExporter> &moduleExporters() {
+  static const ModuleTable<ModuleExporter> t = {
+      {&Conv2d::staticType(), exportConv2d},
+      {&Linear::staticType(), exportLinear},
+      {&BatchNorm2d::staticType(), exportBatchNorm},
+      {&MaxPool2d::staticType(), exportPool},
+      {&AvgPool2d::staticType(), exportPool},
+      {&AdaptiveAvgPool2d::staticType(), exportAdaptivePool},
+      {&Flatten::staticType(), exportFlatten},
+      {&ReLU::staticType(), exportSimple<Relu>},
+      {&Sigmoid::staticType(), exportSimple<Sigmoid_>},
+      {&Identity::staticType(), exportSimple<Identity_>},
+      {&Dropout::staticType(), exportSimple<Identity_>},
+  };
+  return t;
+}
+
+} // namespace
+
 void Exporter::exportModuleCall(const Expr &e, const Module &m) {
   if (e.numArgs() != 2 || e.numOutputs() != 1 || !e.arg(1).node())
     fail(e, "a builtin module call with one tensor argument is expected");
-  std::string x = nameOf(e, e.arg(1).node()), out = e.output(0)->name().str();
-  auto tensorInit = [&](const char *attr) -> std::string {
-    const Tensor *t = m.tensor(attr);
-    auto p = modulePaths_.find(&m);
-    return t ? init(*t, (p != modulePaths_.end() ? p->second : out) + "." + attr) : std::string();
-  };
-  auto intsAttr = [&](const char *n) { return intsOf(e, *m.value(n)); };
-  auto pair = [&](const char *n) {
-    auto v = intsAttr(n);
-    return v.size() == 1 ? std::vector<int64_t>{v[0], v[0]} : v;
-  };
-  NodeProto *n = nullptr;
-  if (llvm::isa<Conv2d>(&m)) {
-    std::vector<std::string> ins = {x, tensorInit("weight")};
-    if (std::string b = tensorInit("bias"); !b.empty())
-      ins.push_back(b);
-    bind(e, emit("Conv", ins, out, &n));
-    auto p = pair("padding");
-    attrIs(n, "strides", pair("stride"));
-    attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
-    attrIs(n, "dilations", pair("dilation"));
-    attrI(n, "group", m.intValue("groups"));
-    return;
-  }
-  if (llvm::isa<Linear>(&m)) {
-    std::vector<std::string> ins = {x, tensorInit("weight")};
-    if (std::string b = tensorInit("bias"); !b.empty())
-      ins.push_back(b);
-    bind(e, emit("Gemm", ins, out, &n));
-    attrI(n, "transB", 1);
-    return;
-  }
-  if (llvm::isa<BatchNorm2d>(&m)) {
-    const Tensor *w = m.tensor("weight"), *b = m.tensor("bias"), *mean = m.tensor("running_mean");
-    if (!mean)
-      fail(e, "BatchNorm2d without running statistics");
-    int64_t C = mean->numel();
-    auto p = modulePaths_.find(&m);
-    std::string base = p != modulePaths_.end() ? p->second : out;
-    std::string sw = init(w ? w->reshaped({C}) : Tensor::full({C}, 1.0), base + ".weight");
-    std::string sb = init(b ? b->reshaped({C}) : Tensor::full({C}, 0.0), base + ".bias");
-    std::string sm = init(mean->reshaped({C}), base + ".running_mean");
-    std::string sv = init(m.tensor("running_var")->reshaped({C}), base + ".running_var");
-    bind(e, emit("BatchNormalization", {x, sw, sb, sm, sv}, out, &n));
-    attrF(n, "epsilon", m.floatValue("eps"));
-    return;
-  }
-  if (llvm::isa<ReLU>(&m))
-    return bind(e, emit("Relu", {x}, out));
-  if (llvm::isa<Sigmoid>(&m))
-    return bind(e, emit("Sigmoid", {x}, out));
-  if (llvm::isa<Identity>(&m) || llvm::isa<Dropout>(&m))
-    return bind(e, emit("Identity", {x}, out));
-  if (llvm::isa<MaxPool2d>(&m) || llvm::isa<AvgPool2d>(&m)) {
-    bool avg = llvm::isa<AvgPool2d>(&m);
-    bind(e, emit(avg ? "AveragePool" : "MaxPool", {x}, out, &n));
-    auto p = pair("padding");
-    attrIs(n, "kernel_shape", pair("kernel_size"));
-    attrIs(n, "strides", pair("stride"));
-    attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
-    if (avg)
-      attrI(n, "count_include_pad", m.scalar("mode").getString() == "average");
-    return;
-  }
-  if (llvm::isa<AdaptiveAvgPool2d>(&m) && pair("oshp") == std::vector<int64_t>{1, 1})
-    return bind(e, emit("GlobalAveragePool", {x}, out));
-  if (llvm::isa<Flatten>(&m)) {
-    const Shape &s = shapeOf(e, e.output(0));
-    return bind(e, emit("Reshape", {x, intsInit(s, out + "_shape")}, out));
-  }
-  fail(e, fmt::format("module '{}' has no ONNX form", m.typeName().str()));
+  const ModuleExporter *fn = moduleExporters().find(m);
+  if (!fn)
+    fail(e, fmt::format("module '{}' has no ONNX form", m.typeName().str()));
+  (*fn)(ModuleExport{*this, e, m, nameOf(e, e.arg(1).node()), e.output(0)->name().str()});
 }
 
 std::string Exporter::operand(const Expr &e, const ArgRef &a, std::optional<DType> to) {
@@ -375,6 +415,8 @@ const OnnxExportTable &onnxExportTable() {
 using namespace onnxdetail;
 
 std::vector<OpKind> opsWithoutOnnxExport() { return onnxExportTable().missing(); }
+
+std::vector<const ModuleType *> modulesWithOnnxExport() { return moduleExporters().types(); }
 
 
 namespace {

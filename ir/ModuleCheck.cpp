@@ -5,6 +5,7 @@
 
 #include "tm/ir/CheckedSize.h"
 #include "tm/ir/IR.h"
+#include "tm/ir/ModuleTable.h"
 
 namespace tmg {
 namespace {
@@ -171,38 +172,60 @@ void checkLayerNorm(AttrChecker &c) {
               shapeStr(dims));
 }
 
+void checkLinear(AttrChecker &c) {
+  if (const Tensor *w = c.tensor("weight", true, 2))
+    c.vector("bias", w->dim(0));
+}
+void checkConv2d(AttrChecker &c) { checkConv(c, false); }
+void checkConvTranspose2d(AttrChecker &c) { checkConv(c, true); }
+void checkEmbedding(AttrChecker &c) { c.tensor("weight", true, 2); }
+void checkMaxPool(AttrChecker &c) {
+  c.pair("kernel_size", 1);
+  c.pair("stride", 1);
+  c.pair("padding", 0);
+}
+void checkAvgPool(AttrChecker &c) {
+  checkMaxPool(c);
+  c.string("mode");
+}
+void checkAdaptivePool(AttrChecker &c) { c.pair("oshp", 1); }
+void checkFlatten(AttrChecker &c) {
+  c.integer("start_axis");
+  c.integer("end_axis");
+}
+void checkSoftmax(AttrChecker &c) {
+  c.scalarOf("axis", &Scalar::isInt, "an int or None", /*noneOk=*/true);
+}
+void checkElemwise(AttrChecker &c) { c.string("method"); }
+
+/// What each builtin module type needs to run; types without an entry
+/// need no attribute.
+const ModuleTable<void (*)(AttrChecker &)> &moduleChecks() {
+  static const ModuleTable<void (*)(AttrChecker &)> t = {
+      {&Linear::staticType(), checkLinear},
+      {&Conv2d::staticType(), checkConv2d},
+      {&ConvTranspose2d::staticType(), checkConvTranspose2d},
+      {&BatchNorm2d::staticType(), checkBatchNorm},
+      {&LayerNorm::staticType(), checkLayerNorm},
+      {&Embedding::staticType(), checkEmbedding},
+      {&MaxPool2d::staticType(), checkMaxPool},
+      {&AvgPool2d::staticType(), checkAvgPool},
+      {&AdaptiveAvgPool2d::staticType(), checkAdaptivePool},
+      {&Flatten::staticType(), checkFlatten},
+      {&Softmax::staticType(), checkSoftmax},
+      {&Elemwise::staticType(), checkElemwise},
+  };
+  return t;
+}
+
 } // namespace
 
 void verifyBuiltinModule(const Module &m, llvm::StringRef path, std::vector<Diagnostic> &diags) {
   if (!m.isBuiltin())
     return;
-  AttrChecker c(m, path, diags);
-  if (llvm::isa<Linear>(&m)) {
-    if (const Tensor *w = c.tensor("weight", true, 2))
-      c.vector("bias", w->dim(0));
-  } else if (llvm::isa<Conv2d>(&m) || llvm::isa<ConvTranspose2d>(&m)) {
-    checkConv(c, llvm::isa<ConvTranspose2d>(&m));
-  } else if (llvm::isa<BatchNorm2d>(&m)) {
-    checkBatchNorm(c);
-  } else if (llvm::isa<LayerNorm>(&m)) {
-    checkLayerNorm(c);
-  } else if (llvm::isa<Embedding>(&m)) {
-    c.tensor("weight", true, 2);
-  } else if (llvm::isa<MaxPool2d>(&m) || llvm::isa<AvgPool2d>(&m)) {
-    c.pair("kernel_size", 1);
-    c.pair("stride", 1);
-    c.pair("padding", 0);
-    if (llvm::isa<AvgPool2d>(&m))
-      c.string("mode");
-  } else if (llvm::isa<AdaptiveAvgPool2d>(&m)) {
-    c.pair("oshp", 1);
-  } else if (llvm::isa<Flatten>(&m)) {
-    c.integer("start_axis");
-    c.integer("end_axis");
-  } else if (llvm::isa<Softmax>(&m)) {
-    c.scalarOf("axis", &Scalar::isInt, "an int or None", /*noneOk=*/true);
-  } else if (llvm::isa<Elemwise>(&m)) {
-    c.string("method");
+  if (auto *check = moduleChecks().find(m)) {
+    AttrChecker c(m, path, diags);
+    (*check)(c);
   }
 }
 

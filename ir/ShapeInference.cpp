@@ -16,6 +16,7 @@
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/Expr.h"
 #include "tm/ir/Module.h"
+#include "tm/ir/ModuleTable.h"
 
 namespace tmg {
 
@@ -144,71 +145,115 @@ std::optional<Operand> weightOperand(const Module &m) {
   return wo;
 }
 
+/// What a module type rule sees: the call, the module, its input x.
+struct ModuleCall {
+  ShapeContext &c;
+  const CallMethod &cm;
+  const Module &m;
+  std::optional<Operand> x;
+  TreeDef val(const char *n) const { return m.value(n) ? *m.value(n) : TreeDef(); }
+};
+using ModuleRule = Types (*)(ModuleCall &);
+
+Types convModule(ModuleCall &k) {
+  auto wo = weightOperand(k.m);
+  if (!wo)
+    return std::nullopt;
+  bool tr = llvm::isa<ConvTranspose2d>(&k.m);
+  return shapes::convShape(k.c, k.x, wo, 2, k.val("stride"), k.val("padding"),
+                           k.val("dilation"), k.m.intValue("groups"), tr,
+                           tr ? k.val("output_padding") : TreeDef::constant(Scalar(0)));
+}
+
+Types linearModule(ModuleCall &k) {
+  const Tensor *w = k.m.tensor("weight");
+  auto &x = k.x;
+  if (!x || !x->shape || !w)
+    return std::nullopt;
+  if (x->shape->empty() || (isKnownDim(x->shape->back()) && x->shape->back() != w->dim(1)))
+    k.c.fail(fmt::format("input {} does not fit weight {} (out, in)", dim::dimsStr(*x->shape),
+                         dim::dimsStr(w->shape())));
+  Shape out = *x->shape;
+  out.back() = w->dim(0);
+  return k.c.one(out, x->dtype);
+}
+
+Types batchNormModule(ModuleCall &k) {
+  auto &x = k.x;
+  if (x && x->shape &&
+      (x->shape->size() < 2 ||
+       (isKnownDim((*x->shape)[1]) && (*x->shape)[1] != k.m.intValue("num_features"))))
+    k.c.fail(fmt::format("input {} does not have {} channels", dim::dimsStr(*x->shape),
+                         k.m.intValue("num_features")));
+  return x ? k.c.one(std::move(x->shape), x->dtype) : std::nullopt;
+}
+
+Types poolModule(ModuleCall &k) {
+  return shapes::poolShape(k.c, k.x, k.val("kernel_size"), k.val("stride"), k.val("padding"));
+}
+
+Types adaptivePoolModule(ModuleCall &k) {
+  return shapes::adaptivePoolShape(k.c, k.x, k.val("oshp"));
+}
+
+Types flattenModule(ModuleCall &k) {
+  return shapes::flattenShape(k.c, k.x, k.m.intValue("start_axis"), k.m.intValue("end_axis"));
+}
+
+Types embeddingModule(ModuleCall &k) {
+  const Tensor *w = k.m.tensor("weight");
+  if (!k.x || !k.x->shape || !w)
+    return std::nullopt;
+  Shape out = *k.x->shape;
+  out.push_back(w->dim(1));
+  return k.c.one(out, w->dtype());
+}
+
+Types elemwiseModuleRule(ModuleCall &k) { return elemwiseModule(k.c, k.cm, k.m); }
+
+/// Activations, normalisations over the last axes, identities.
+Types sameTypeModule(ModuleCall &k) {
+  return k.x ? k.c.one(std::move(k.x->shape), k.x->dtype) : std::nullopt;
+}
+
+const ModuleTable<ModuleRule> &moduleRules() {
+  static const ModuleTable<ModuleRule> t = {
+      {&Conv2d::staticType(), convModule},
+      {&ConvTranspose2d::staticType(), convModule},
+      {&Linear::staticType(), linearModule},
+      {&BatchNorm2d::staticType(), batchNormModule},
+      {&MaxPool2d::staticType(), poolModule},
+      {&AvgPool2d::staticType(), poolModule},
+      {&AdaptiveAvgPool2d::staticType(), adaptivePoolModule},
+      {&Flatten::staticType(), flattenModule},
+      {&Embedding::staticType(), embeddingModule},
+      {&Elemwise::staticType(), elemwiseModuleRule},
+      {&ReLU::staticType(), sameTypeModule},
+      {&ReLU6::staticType(), sameTypeModule},
+      {&GELU::staticType(), sameTypeModule},
+      {&Sigmoid::staticType(), sameTypeModule},
+      {&SiLU::staticType(), sameTypeModule},
+      {&Hardswish::staticType(), sameTypeModule},
+      {&Identity::staticType(), sameTypeModule},
+      {&Softmax::staticType(), sameTypeModule},
+      {&Dropout::staticType(), sameTypeModule},
+      {&LayerNorm::staticType(), sameTypeModule},
+  };
+  return t;
+}
+
 /// A call of a builtin module: the type rule of its module type.
 Types moduleCall(const CallMethod &cm) {
   ModuleNode *mn = cm.moduleNode();
   Module *m = mn ? mn->owner() : nullptr;
   if (!m || !m->isBuiltin() || cm.numArgs() < 2)
     return std::nullopt;
+  const ModuleRule *rule = moduleRules().find(*m);
+  if (!rule)
+    return std::nullopt;
   ShapeContext c(cm, m->typeName());
-  ArgRef a = cm.arg(1);
-  auto x = c.operand(a);
-  auto val = [&](const char *n) {
-    return m->value(n) ? *m->value(n) : TreeDef();
-  };
-  if (llvm::isa<Conv2d>(m) || llvm::isa<ConvTranspose2d>(m)) {
-    auto wo = weightOperand(*m);
-    if (!wo)
-      return std::nullopt;
-    bool tr = llvm::isa<ConvTranspose2d>(m);
-    return shapes::convShape(c, x, wo, 2, val("stride"), val("padding"),
-                             val("dilation"), m->intValue("groups"), tr,
-                             tr ? val("output_padding")
-                                : TreeDef::constant(Scalar(0)));
-  }
-  if (llvm::isa<Linear>(m)) {
-    const Tensor *w = m->tensor("weight");
-    if (!x || !x->shape || !w)
-      return std::nullopt;
-    if (x->shape->empty() || (isKnownDim(x->shape->back()) && x->shape->back() != w->dim(1)))
-      c.fail(fmt::format("input {} does not fit weight {} (out, in)",
-                         dim::dimsStr(*x->shape), dim::dimsStr(w->shape())));
-    Shape out = *x->shape;
-    out.back() = w->dim(0);
-    return c.one(out, x->dtype);
-  }
-  if (llvm::isa<BatchNorm2d>(m)) {
-    if (x && x->shape &&
-        (x->shape->size() < 2 ||
-         (isKnownDim((*x->shape)[1]) && (*x->shape)[1] != m->intValue("num_features"))))
-      c.fail(fmt::format("input {} does not have {} channels",
-                         dim::dimsStr(*x->shape), m->intValue("num_features")));
-    return x ? c.one(std::move(x->shape), x->dtype) : std::nullopt;
-  }
-  if (llvm::isa<MaxPool2d>(m) || llvm::isa<AvgPool2d>(m))
-    return shapes::poolShape(c, x, val("kernel_size"), val("stride"),
-                             val("padding"));
-  if (llvm::isa<AdaptiveAvgPool2d>(m))
-    return shapes::adaptivePoolShape(c, x, val("oshp"));
-  if (llvm::isa<Flatten>(m))
-    return shapes::flattenShape(c, x, m->intValue("start_axis"),
-                                m->intValue("end_axis"));
-  if (llvm::isa<Embedding>(m)) {
-    const Tensor *w = m->tensor("weight");
-    if (!x || !x->shape || !w)
-      return std::nullopt;
-    Shape out = *x->shape;
-    out.push_back(w->dim(1));
-    return c.one(out, w->dtype());
-  }
-  if (llvm::isa<Elemwise>(m))
-    return elemwiseModule(c, cm, *m);
-  if (llvm::isa<ReLU>(m) || llvm::isa<ReLU6>(m) || llvm::isa<GELU>(m) ||
-      llvm::isa<Sigmoid>(m) || llvm::isa<SiLU>(m) || llvm::isa<Hardswish>(m) ||
-      llvm::isa<Identity>(m) || llvm::isa<Softmax>(m) ||
-      llvm::isa<Dropout>(m) || llvm::isa<LayerNorm>(m))
-    return x ? c.one(std::move(x->shape), x->dtype) : std::nullopt;
-  return std::nullopt;
+  ModuleCall k{c, cm, *m, c.operand(cm.arg(1))};
+  return (*rule)(k);
 }
 
 } // namespace
@@ -225,6 +270,8 @@ std::optional<TensorTypes> inferTypes(const Expr &e) {
     return opCall(e, ap->opdef(), ap->opdef().name());
   return std::nullopt;
 }
+
+std::vector<const ModuleType *> modulesWithShapeRule() { return moduleRules().types(); }
 
 std::vector<OpKind> opsWithoutShapeRule() {
   return shapes::shapeRuleTable().missing();

@@ -13,6 +13,8 @@
 #include "Plan.h"
 #include "ops/Lowering.h"
 
+#include "tm/ir/ModuleTable.h"
+#include "tm/runtime/OpCoverage.h"
 #include "tm/ir/Strings.h"
 #include "tm/runtime/Eval.h"
 
@@ -72,11 +74,175 @@ static StepFn moduleKernelStep(const Expr &e, const Module &m, ModuleKernel k,
 
 /// A call of a builtin module: its attributes are read once, its tensors
 /// through pointers that stay valid while the module's version holds.
+/// A call of a builtin module with one tensor argument and one result, as
+/// its lowering sees it.
+struct ModuleStep {
+  const Expr &e;
+  const Module &m;
+  LowerContext &ctx;
+  uint32_t x, o;
+
+  const Tensor *tensor(const char *n) const { return m.tensor(n); }
+  // Modules from files are verified on loading (ModuleCheck.h); these
+  // checks keep a module edited in memory from being dereferenced blindly.
+  const Tensor *required(const char *n) const {
+    const Tensor *t = m.tensor(n);
+    if (!t || !t->defined())
+      raiseAt(Location::atExpr(e.id()), "{} has no '{}' parameter", m.typeName().str(), n);
+    return t;
+  }
+  const TreeDef &value(const char *n) const {
+    const TreeDef *v = m.value(n);
+    if (!v)
+      raiseAt(Location::atExpr(e.id()), "{} has no '{}' attribute", m.typeName().str(), n);
+    return *v;
+  }
+  Int2 pair(const char *n) const { return Args(e, ctx).pairOf(value(n), n); }
+  /// The step computing the result from the argument with `f`.
+  StepFn map(std::function<Tensor(const Tensor &)> f) const {
+    Src xs;
+    xs.slot = x;
+    return [xs, o = o, f](Value *s, RunState &) { s[o].tensor = f(xs.get(s)); };
+  }
+  static Tensor orEmpty(const Tensor *t) { return t ? *t : Tensor(); }
+};
+using ModuleLowering = StepFn (*)(const ModuleStep &);
+
+StepFn lowerConvModule(const ModuleStep &k) {
+  ConvCall c;
+  c.x.slot = k.x;
+  c.w.attr = k.tensor("weight");
+  c.b.attr = k.tensor("bias");
+  if (!c.w.attr)
+    raiseAt(Location::atExpr(k.e.id()), "{} has no weight", k.m.typeName().str());
+  if (llvm::isa<ConvTranspose2d>(&k.m)) {
+    c.kind = ConvCall::Kind::ConvTranspose2d;
+    c.pt.stride = k.pair("stride");
+    c.pt.padding = k.pair("padding");
+    c.pt.outputPadding = k.pair("output_padding");
+    c.pt.dilation = k.pair("dilation");
+    c.pt.groups = k.m.intValue("groups");
+    return convStep(k.e, c, k.ctx);
+  }
+  if (k.m.scalar("padding_mode").getString() != "zeros")
+    raiseAt(Location::atExpr(k.e.id()), "Conv2d padding_mode '{}' is not supported",
+            k.m.scalar("padding_mode").getString());
+  c.p2.stride = k.pair("stride");
+  c.p2.padding = k.pair("padding");
+  c.p2.dilation = k.pair("dilation");
+  c.p2.groups = k.m.intValue("groups");
+  return convStep(k.e, c, k.ctx);
+}
+
+StepFn lowerLinearModule(const ModuleStep &k) {
+  const Tensor *w = k.required("weight"), *b = k.tensor("bias");
+  auto pack = std::make_shared<detail::LinearWeightPack>();
+  return k.map([w, b, pack](const Tensor &t) {
+    auto packed = pack->get(*w);
+    return detail::linearWithPack(t, *w, ModuleStep::orEmpty(b), Activation::None,
+                                  packed.get());
+  });
+}
+
+StepFn lowerBatchNormModule(const ModuleStep &k) {
+  const Tensor *mean = k.tensor("running_mean"), *var = k.tensor("running_var"),
+               *w = k.tensor("weight"), *b = k.tensor("bias");
+  if (!mean || !var)
+    raiseAt(Location::atExpr(k.e.id()),
+            "BatchNorm2d without running statistics cannot run at inference");
+  double eps = k.m.floatValue("eps");
+  return k.map([mean, var, w, b, eps](const Tensor &t) {
+    return batchNorm(t, *mean, *var, ModuleStep::orEmpty(w), ModuleStep::orEmpty(b), eps);
+  });
+}
+
+StepFn lowerLayerNormModule(const ModuleStep &k) {
+  auto shape = Args::ints(k.value("normalized_shape"), Args(k.e, k.ctx), "normalized_shape");
+  const Tensor *w = k.tensor("weight"), *b = k.tensor("bias");
+  double eps = k.m.floatValue("eps");
+  return k.map([shape, w, b, eps](const Tensor &t) {
+    return layerNorm(t, shape, ModuleStep::orEmpty(w), ModuleStep::orEmpty(b), eps);
+  });
+}
+
+StepFn lowerPoolModule(const ModuleStep &k) {
+  Pool2dParams p;
+  p.kernel = k.pair("kernel_size");
+  p.stride = k.pair("stride");
+  p.padding = k.pair("padding");
+  bool avg = llvm::isa<AvgPool2d>(&k.m);
+  if (avg)
+    p.countIncludePad = k.m.scalar("mode").getString() == "average";
+  return k.map([p, avg](const Tensor &t) { return avg ? avgPool2d(t, p) : maxPool2d(t, p); });
+}
+
+StepFn lowerAdaptivePoolModule(const ModuleStep &k) {
+  Int2 o2 = k.pair("oshp");
+  return k.map([o2](const Tensor &t) { return adaptiveAvgPool2d(t, o2); });
+}
+
+StepFn lowerFlattenModule(const ModuleStep &k) {
+  int64_t s0 = k.m.intValue("start_axis"), s1 = k.m.intValue("end_axis");
+  return k.map([s0, s1](const Tensor &t) { return flatten(t, s0, s1); });
+}
+
+StepFn lowerEmbeddingModule(const ModuleStep &k) {
+  const Tensor *w = k.required("weight");
+  return k.map([w](const Tensor &t) { return take(*w, t, 0); });
+}
+
+StepFn lowerSoftmaxModule(const ModuleStep &k) {
+  const Scalar &ax = k.m.scalar("axis");
+  std::optional<int64_t> axis;
+  if (ax.isInt())
+    axis = ax.getInt();
+  return k.map([axis](const Tensor &t) {
+    return softmax(t, axis ? *axis : defaultSoftmaxAxis(t.rank()));
+  });
+}
+
+template <UnaryOp Op> StepFn lowerUnaryModule(const ModuleStep &k) {
+  return k.map([](const Tensor &t) { return unary(Op, t); });
+}
+
+StepFn lowerIdentityModule(const ModuleStep &k) {
+  return k.map([](const Tensor &t) { return t; });
+}
+
+const ModuleTable<ModuleLowering> &moduleLowerings() {
+  static const ModuleTable<ModuleLowering> t = {
+      {&Conv2d::staticType(), lowerConvModule},
+      {&ConvTranspose2d::staticType(), lowerConvModule},
+      {&Linear::staticType(), lowerLinearModule},
+      {&BatchNorm2d::staticType(), lowerBatchNormModule},
+      {&LayerNorm::staticType(), lowerLayerNormModule},
+      {&MaxPool2d::staticType(), lowerPoolModule},
+      {&AvgPool2d::staticType(), lowerPoolModule},
+      {&AdaptiveAvgPool2d::staticType(), lowerAdaptivePoolModule},
+      {&Flatten::staticType(), lowerFlattenModule},
+      {&Embedding::staticType(), lowerEmbeddingModule},
+      {&Softmax::staticType(), lowerSoftmaxModule},
+      {&ReLU::staticType(), lowerUnaryModule<UnaryOp::Relu>},
+      {&ReLU6::staticType(), lowerUnaryModule<UnaryOp::Relu6>},
+      {&GELU::staticType(), lowerUnaryModule<UnaryOp::Gelu>},
+      {&Sigmoid::staticType(), lowerUnaryModule<UnaryOp::Sigmoid>},
+      {&SiLU::staticType(), lowerUnaryModule<UnaryOp::Silu>},
+      {&Hardswish::staticType(), lowerUnaryModule<UnaryOp::Hardswish>},
+      {&Identity::staticType(), lowerIdentityModule},
+      {&Dropout::staticType(), lowerIdentityModule},
+  };
+  return t;
+}
+
 StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
   if (ModuleKernel k = lookupModuleKernel(m.type()))
     return moduleKernelStep(e, m, k, ctx);
   if (llvm::isa<Elemwise>(&m))
     return lowerElemwiseModule(e, m, ctx);
+  const ModuleLowering *lower = moduleLowerings().find(m);
+  if (!lower)
+    raiseAt(Location::atExpr(e.id()), "the runtime does not implement module '{}'",
+            m.typeName().str());
   if (e.numArgs() != 2 || e.numOutputs() != 1)
     raiseAt(Location::atExpr(e.id()), "{} takes one tensor argument and returns one tensor",
             m.typeName().str());
@@ -84,128 +250,7 @@ StepFn lowerBuiltinCall(const Expr &e, const Module &m, LowerContext &ctx) {
   Node *in = e.arg(1).node();
   if (!in || !llvm::isa<TensorNode>(in))
     raiseAt(Location::atExpr(e.id()), "{} needs a tensor argument", m.typeName().str());
-  uint32_t x = ctx.slot(in), o = ctx.slot(e.output(0));
-  auto tensorAttr = [&](const char *n) { return m.tensor(n); };
-  // Modules from files are verified on loading (ModuleCheck.h); these
-  // checks keep a module edited in memory from being dereferenced blindly.
-  auto requiredTensor = [&](const char *n) {
-    const Tensor *t = m.tensor(n);
-    if (!t || !t->defined())
-      raiseAt(Location::atExpr(e.id()), "{} has no '{}' parameter", m.typeName().str(), n);
-    return t;
-  };
-  auto valueAttr = [&](const char *n) -> const TreeDef & {
-    const TreeDef *v = m.value(n);
-    if (!v)
-      raiseAt(Location::atExpr(e.id()), "{} has no '{}' attribute", m.typeName().str(), n);
-    return *v;
-  };
-  auto pairAttr = [&](const char *n) { return Args(e, ctx).pairOf(valueAttr(n), n); };
-  Src xs;
-  xs.slot = x;
-  auto fn = [&](std::function<Tensor(const Tensor &)> f) -> StepFn {
-    return [xs, o, f](Value *s, RunState &) { s[o].tensor = f(xs.get(s)); };
-  };
-  auto tensorOr = [](const Tensor *t) { return t ? *t : Tensor(); };
-  if (llvm::isa<Conv2d>(&m) || llvm::isa<ConvTranspose2d>(&m)) {
-    ConvCall c;
-    c.x.slot = x;
-    c.w.attr = tensorAttr("weight");
-    c.b.attr = tensorAttr("bias");
-    if (!c.w.attr)
-      raiseAt(Location::atExpr(e.id()), "{} has no weight", m.typeName().str());
-    if (llvm::isa<Conv2d>(&m)) {
-      if (m.scalar("padding_mode").getString() != "zeros")
-        raiseAt(Location::atExpr(e.id()), "Conv2d padding_mode '{}' is not supported",
-                m.scalar("padding_mode").getString());
-      c.p2.stride = pairAttr("stride");
-      c.p2.padding = pairAttr("padding");
-      c.p2.dilation = pairAttr("dilation");
-      c.p2.groups = m.intValue("groups");
-    } else {
-      c.kind = ConvCall::Kind::ConvTranspose2d;
-      c.pt.stride = pairAttr("stride");
-      c.pt.padding = pairAttr("padding");
-      c.pt.outputPadding = pairAttr("output_padding");
-      c.pt.dilation = pairAttr("dilation");
-      c.pt.groups = m.intValue("groups");
-    }
-    return convStep(e, c, ctx);
-  }
-  if (llvm::isa<Linear>(&m)) {
-    const Tensor *w = requiredTensor("weight"), *b = tensorAttr("bias");
-    auto pack = std::make_shared<detail::LinearWeightPack>();
-    return fn([w, b, tensorOr, pack](const Tensor &t) {
-      auto packed = pack->get(*w);
-      return detail::linearWithPack(t, *w, tensorOr(b), Activation::None, packed.get());
-    });
-  }
-  if (llvm::isa<BatchNorm2d>(&m)) {
-    const Tensor *mean = tensorAttr("running_mean"), *var = tensorAttr("running_var"),
-                 *w = tensorAttr("weight"), *b = tensorAttr("bias");
-    if (!mean || !var)
-      raiseAt(Location::atExpr(e.id()), "BatchNorm2d without running statistics cannot run "
-                                        "at inference");
-    double eps = m.floatValue("eps");
-    return fn([mean, var, w, b, eps, tensorOr](const Tensor &t) {
-      return batchNorm(t, *mean, *var, tensorOr(w), tensorOr(b), eps);
-    });
-  }
-  if (llvm::isa<LayerNorm>(&m)) {
-    auto shape = Args::ints(valueAttr("normalized_shape"), Args(e, ctx), "normalized_shape");
-    const Tensor *w = tensorAttr("weight"), *b = tensorAttr("bias");
-    double eps = m.floatValue("eps");
-    return fn([shape, w, b, eps, tensorOr](const Tensor &t) {
-      return layerNorm(t, shape, tensorOr(w), tensorOr(b), eps);
-    });
-  }
-  if (llvm::isa<MaxPool2d>(&m) || llvm::isa<AvgPool2d>(&m)) {
-    Pool2dParams p;
-    p.kernel = pairAttr("kernel_size");
-    p.stride = pairAttr("stride");
-    p.padding = pairAttr("padding");
-    bool avg = llvm::isa<AvgPool2d>(&m);
-    if (avg)
-      p.countIncludePad = m.scalar("mode").getString() == "average";
-    return fn([p, avg](const Tensor &t) { return avg ? avgPool2d(t, p) : maxPool2d(t, p); });
-  }
-  if (llvm::isa<AdaptiveAvgPool2d>(&m)) {
-    Int2 o2 = pairAttr("oshp");
-    return fn([o2](const Tensor &t) { return adaptiveAvgPool2d(t, o2); });
-  }
-  if (llvm::isa<Flatten>(&m)) {
-    int64_t s0 = m.intValue("start_axis"), s1 = m.intValue("end_axis");
-    return fn([s0, s1](const Tensor &t) { return flatten(t, s0, s1); });
-  }
-  if (llvm::isa<Embedding>(&m)) {
-    const Tensor *w = requiredTensor("weight");
-    return fn([w](const Tensor &t) { return take(*w, t, 0); });
-  }
-  if (llvm::isa<Softmax>(&m)) {
-    const Scalar &ax = m.scalar("axis");
-    std::optional<int64_t> axis;
-    if (ax.isInt())
-      axis = ax.getInt();
-    return fn([axis](const Tensor &t) {
-      return softmax(t, axis ? *axis : defaultSoftmaxAxis(t.rank()));
-    });
-  }
-  if (llvm::isa<ReLU>(&m))
-    return fn([](const Tensor &t) { return unary(UnaryOp::Relu, t); });
-  if (llvm::isa<ReLU6>(&m))
-    return fn([](const Tensor &t) { return unary(UnaryOp::Relu6, t); });
-  if (llvm::isa<GELU>(&m))
-    return fn([](const Tensor &t) { return unary(UnaryOp::Gelu, t); });
-  if (llvm::isa<Sigmoid>(&m))
-    return fn([](const Tensor &t) { return unary(UnaryOp::Sigmoid, t); });
-  if (llvm::isa<SiLU>(&m))
-    return fn([](const Tensor &t) { return unary(UnaryOp::Silu, t); });
-  if (llvm::isa<Hardswish>(&m))
-    return fn([](const Tensor &t) { return unary(UnaryOp::Hardswish, t); });
-  if (llvm::isa<Identity>(&m) || llvm::isa<Dropout>(&m))
-    return fn([](const Tensor &t) { return t; });
-  raiseAt(Location::atExpr(e.id()), "the runtime does not implement module '{}'",
-          m.typeName().str());
+  return (*lower)(ModuleStep{e, m, ctx, ctx.slot(in), ctx.slot(e.output(0))});
 }
 
 /// The step of `e` on its own, unfused.
@@ -338,6 +383,12 @@ StepFn lowerExpr(const Expr &e, LowerContext &ctx) {
     else
       s[o].tensor = s[in].tensor;
   };
+}
+
+std::vector<const ModuleType *> modulesWithLowering() {
+  std::vector<const ModuleType *> out = moduleLowerings().types();
+  out.push_back(&Elemwise::staticType());
+  return out;
 }
 
 } // namespace tmg::rt

@@ -223,6 +223,13 @@ public:
   /// the node's name); a fused op writes its first part under another.
   void exportCall(const Expr &e, OpKind k, const std::string *outBase = nullptr);
 
+  /// The attribute path of module `m` ("block1.conv"), or `fallback` for a
+  /// module reached otherwise (a module constant).
+  std::string modulePath(const Module &m, const std::string &fallback) const {
+    auto p = modulePaths_.find(&m);
+    return p != modulePaths_.end() ? p->second : fallback;
+  }
+
 private:
   void exportExpr(const Expr &e);
   void exportModuleCall(const Expr &e, const Module &m);

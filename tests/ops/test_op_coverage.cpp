@@ -16,7 +16,11 @@
 #include "tm/io/Onnx.h"
 #include "tm/ir/OpTable.h"
 #include "tm/ir/ShapeInference.h"
+#include "tm/runtime/Eval.h"
 #include "tm/runtime/OpCoverage.h"
+
+#include <algorithm>
+#include <set>
 
 using namespace tmg;
 
@@ -36,9 +40,32 @@ std::vector<std::string> opNames(const std::vector<OpKind> &kinds) {
   return out;
 }
 
+/// The builtin module types of the IR without an entry in a layer's
+/// table (their own or a base's), by name.
+std::vector<std::string> modulesMissing(const std::vector<const ModuleType *> &have,
+                                        bool kernelsCount = false) {
+  std::set<const ModuleType *> own(have.begin(), have.end());
+  std::vector<std::string> out;
+  for (const ModuleType *t : ModuleTypeRegistry::instance().all()) {
+    if (!t->builtin)
+      continue;
+    bool covered = kernelsCount && rt::lookupModuleKernel(*t);
+    for (const ModuleType *k = t; k && !covered; k = k->base)
+      covered = own.count(k);
+    if (!covered)
+      out.push_back(t->name);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 /// The current coverage, in the documented layout.
 std::string coverage() {
-  return section("no shape rule", opNames(opsWithoutShapeRule())) +
+  return section("builtin modules without a shape rule", modulesMissing(modulesWithShapeRule())) +
+         section("builtin modules the runtime cannot run",
+                 modulesMissing(rt::modulesWithLowering(), /*kernelsCount=*/true)) +
+         section("builtin modules without ONNX export", modulesMissing(io::modulesWithOnnxExport())) +
+         section("no shape rule", opNames(opsWithoutShapeRule())) +
          section("no runtime kernel", opNames(rt::opsWithoutKernel())) +
          section("no ONNX export", opNames(io::opsWithoutOnnxExport())) +
          section("standard ONNX ops without an importer", io::onnxOpsWithoutImport());

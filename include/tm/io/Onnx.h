@@ -102,6 +102,9 @@ std::vector<std::string> onnxImportedOps();
 std::vector<std::string> onnxOpsWithoutImport();
 /// The builtin ops (Ops.def order) the exporter has no ONNX form for.
 std::vector<OpKind> opsWithoutOnnxExport();
+/// The builtin module types whose calls export (a subclass without an
+/// entry of its own exports as its base).
+std::vector<const ModuleType *> modulesWithOnnxExport();
 /// Op types used by the model at `path` (sorted, unique), for skip
 /// accounting. Fails on an unreadable model.
 FailureOr<std::vector<std::string>> onnxModelOps(const std::string &path);

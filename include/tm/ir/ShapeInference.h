@@ -22,6 +22,7 @@
 namespace tmg {
 
 class Expr;
+struct ModuleType;
 enum class OpKind : uint16_t;
 
 /// A tensor's static type; either part may be unknown.
@@ -47,6 +48,9 @@ std::optional<TensorTypes> inferTypes(const Expr &e);
 /// The builtin ops without a shape rule (calls of them stay untyped), in
 /// Ops.def order.
 std::vector<OpKind> opsWithoutShapeRule();
+/// The builtin module types with a type rule of their own (a subclass
+/// without one uses its base's).
+std::vector<const ModuleType *> modulesWithShapeRule();
 
 /// The family whose file (ir/ops/<family>.cpp) holds the shape rule of `k`;
 /// empty when `k` has none.

@@ -13,6 +13,10 @@
 
 #include "tm/ir/OpSchema.h"
 
+namespace tmg {
+struct ModuleType;
+}
+
 namespace tmg::rt {
 
 /// The builtin ops the runtime cannot run, in Ops.def order.
@@ -21,5 +25,10 @@ std::vector<OpKind> opsWithoutKernel();
 /// The family whose file lowers `k` ("conv"), or "" when the runtime has no
 /// kernel for it.
 llvm::StringRef kernelFamily(OpKind k);
+
+/// The builtin module types the runtime lowers (a subclass without an
+/// entry of its own runs as its base); kernels registered with
+/// registerModuleKernel (tm/runtime/Eval.h) come on top.
+std::vector<const ModuleType *> modulesWithLowering();
 
 } // namespace tmg::rt
