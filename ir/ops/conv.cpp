@@ -24,7 +24,8 @@ Types convShape(const ShapeContext &c, const std::optional<Operand> &x,
     c.fail(fmt::format("groups must be positive, got {}", groups));
   if (!isStaticShape(ws)) // a weight computed at run time
     return c.one(std::nullopt, x->dtype);
-  int64_t inC = dim::mul(transposed ? ws[0] : ws[1], groups);
+  // A transposed weight is (in, out / groups, ...), a plain one (out, in / groups, ...).
+  int64_t inC = transposed ? ws[0] : dim::mul(ws[1], groups);
   c.checkDim(xs[1], inC,
              fmt::format("input {} has {} channels but weight {} expects {}",
                          dim::dimsStr(xs), dim::str(xs[1]), dim::dimsStr(ws), dim::str(inC)));
