@@ -277,8 +277,76 @@ void exportFlatten(const ModuleExport &k) {
   k.ex.bind(k.e, k.ex.emit("Reshape", {k.x, k.ex.intsInit(s, k.out + "_shape")}, k.out));
 }
 
+void exportConvTranspose2d(const ModuleExport &k) {
+  NodeProto *n = k.withWeights("ConvTranspose");
+  auto p = k.pair("padding");
+  Exporter::attrIs(n, "strides", k.pair("stride"));
+  Exporter::attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
+  Exporter::attrIs(n, "dilations", k.pair("dilation"));
+  Exporter::attrIs(n, "output_padding", k.pair("output_padding"));
+  Exporter::attrI(n, "group", k.m.intValue("groups"));
+}
+
+/// A float32 scalar initializer named after the output.
+std::string scalarInit(const ModuleExport &k, double v, const char *tag) {
+  return k.ex.init(Tensor::full({}, v, DType::Float32), k.out + tag);
+}
+
+void exportReLU6(const ModuleExport &k) {
+  k.ex.bind(k.e, k.ex.emit("Clip", {k.x, scalarInit(k, 0.0, "_lower"), scalarInit(k, 6.0, "_upper")},
+                           k.out));
+}
+
+void exportSiLU(const ModuleExport &k) {
+  std::string s = k.ex.emit("Sigmoid", {k.x}, k.out + "_sigmoid");
+  k.ex.bind(k.e, k.ex.emit("Mul", {k.x, s}, k.out));
+}
+
+/// x * 0.5 * (1 + erf(x / sqrt(2))): Gelu is an ONNX op from opset 20 only.
+void exportGELU(const ModuleExport &k) {
+  std::string erf = k.ex.emit(
+      "Erf", {k.ex.emit("Div", {k.x, scalarInit(k, M_SQRT2, "_sqrt2")}, k.out + "_scaled")},
+      k.out + "_erf");
+  std::string onePlus = k.ex.emit("Add", {erf, scalarInit(k, 1.0, "_one")}, k.out + "_onep");
+  std::string factor = k.ex.emit("Mul", {onePlus, scalarInit(k, 0.5, "_half")}, k.out + "_factor");
+  k.ex.bind(k.e, k.ex.emit("Mul", {k.x, factor}, k.out));
+}
+
+void exportSoftmaxModule(const ModuleExport &k) {
+  const Scalar &ax = k.m.scalar("axis");
+  int64_t r = int64_t(k.ex.shapeOf(k.e, k.e.arg(1).node()).size());
+  // MegEngine's default axis when none is given.
+  int64_t axis = ax.isInt() ? ax.getInt() : (r == 0 || r == 1 || r == 3) ? 0 : 1;
+  NodeProto *n = nullptr;
+  k.ex.bind(k.e, k.ex.emit("Softmax", {k.x}, k.out, &n));
+  Exporter::attrI(n, "axis", axis);
+}
+
+void exportLayerNormModule(const ModuleExport &k) {
+  std::vector<int64_t> ns = k.ex.intsOf(k.e, *k.m.value("normalized_shape"));
+  std::string scale = k.tensorInit("weight");
+  std::vector<std::string> ins = {
+      k.x, scale.empty() ? k.ex.init(Tensor::full(ns, 1.0), k.out + "_scale") : scale};
+  if (std::string b = k.tensorInit("bias"); !b.empty())
+    ins.push_back(b);
+  NodeProto *n = nullptr;
+  k.ex.bind(k.e, k.ex.emit("LayerNormalization", ins, k.out, &n));
+  Exporter::attrI(n, "axis", -int64_t(ns.size()));
+  Exporter::attrF(n, "epsilon", k.m.floatValue("eps"));
+}
+
+void exportEmbedding(const ModuleExport &k) {
+  std::string w = k.tensorInit("weight");
+  if (w.empty())
+    k.ex.fail(k.e, "Embedding has no weight");
+  NodeProto *n = nullptr;
+  k.ex.bind(k.e, k.ex.emit("Gather", {w, k.x}, k.out, &n));
+  Exporter::attrI(n, "axis", 0);
+}
+
 template <const char *Op> void exportSimple(const ModuleExport &k) { k.simple(Op); }
-constexpr char Relu[] = "Relu", Sigmoid_[] = "Sigmoid", Identity_[] = "Identity";
+constexpr char Relu[] = "Relu", Sigmoid_[] = "Sigmoid", Identity_[] = "Identity",
+               HardSwish[] = "HardSwish";
 
 const ModuleTable<ModuleExporter> &moduleExporters() {
   static const ModuleTable<ModuleExporter> t = {
@@ -293,6 +361,14 @@ const ModuleTable<ModuleExporter> &moduleExporters() {
       {&Sigmoid::staticType(), exportSimple<Sigmoid_>},
       {&Identity::staticType(), exportSimple<Identity_>},
       {&Dropout::staticType(), exportSimple<Identity_>},
+      {&ConvTranspose2d::staticType(), exportConvTranspose2d},
+      {&ReLU6::staticType(), exportReLU6},
+      {&SiLU::staticType(), exportSiLU},
+      {&GELU::staticType(), exportGELU},
+      {&Hardswish::staticType(), exportSimple<HardSwish>},
+      {&Softmax::staticType(), exportSoftmaxModule},
+      {&LayerNorm::staticType(), exportLayerNormModule},
+      {&Embedding::staticType(), exportEmbedding},
   };
   return t;
 }
