@@ -44,6 +44,13 @@ struct InterpreterOptions {
   /// execution; fusions that do not change a bit (a relu or relu6 applied
   /// in the conv's GEMM epilogue) happen either way.
   bool fastMath = false;
+  /// Largest tensor a run may allocate (an intermediate whose shape is
+  /// computed as the graph runs), and largest total of the tensors a run
+  /// holds at once; more is a tmg::Error naming the expr. Negative: no
+  /// limit (Tensor::empty still refuses more than the physical memory).
+  /// tm-run passes its resolved --max-tensor-bytes as maxTensorBytes.
+  int64_t maxTensorBytes = -1;
+  int64_t maxLiveBytes = -1;
 };
 
 struct RunOptions {
