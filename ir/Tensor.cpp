@@ -184,13 +184,15 @@ void StorageArena::admit(llvm::ArrayRef<int64_t> shape, DType dtype, int64_t byt
   Impl &i = impl();
   std::lock_guard l(i.mu);
   if (i.maxTensor >= 0 && bytes > i.maxTensor)
-    raise("cannot allocate a {} tensor of shape {}: it needs {}, more than the tensor size "
-          "limit ({}; SizeLimits::maxTensorBytes, --max-tensor-bytes)",
+    raise("cannot allocate a {} tensor of shape {}: it needs {}, more than the run's "
+          "tensor size limit of {} (InterpreterOptions::maxTensorBytes, tm-run "
+          "--max-tensor-bytes)",
           dtypeName(dtype).str(), shapeStr(shape), formatBytes(uint64_t(bytes)),
           formatBytes(uint64_t(i.maxTensor)));
   if (i.maxLive >= 0 && bytes > i.maxLive - i.live)
-    raise("cannot allocate a {} tensor of shape {} ({}): the run already holds {} of "
-          "tensors, and the limit of live tensor memory is {}",
+    raise("cannot allocate a {} tensor of shape {}, {}: the run already holds {} of "
+          "tensors, and its limit of live tensor memory is {} "
+          "(InterpreterOptions::maxLiveBytes)",
           dtypeName(dtype).str(), shapeStr(shape), formatBytes(uint64_t(bytes)),
           formatBytes(uint64_t(i.live)), formatBytes(uint64_t(i.maxLive)));
 }

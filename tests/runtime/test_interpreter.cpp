@@ -111,14 +111,17 @@ TEST_CASE("a run refuses a tensor above its limits, naming the expr", "[runtime]
   o.maxTensorBytes = 65536;
   CHECK(errorOf(o).empty()); // exactly at the limit
   o.maxTensorBytes = 65535;
-  CHECK_THAT(errorOf(o), Catch::Contains("cannot allocate a float32 tensor of shape (128, 128): "
-                                         "it needs 65536 bytes, more than the tensor size "
-                                         "limit (65535 bytes") &&
+  CHECK_THAT(errorOf(o), Catch::StartsWith("expr %2: error: graph 'Net': cannot allocate a "
+                                           "float32 tensor of shape (128, 128): it needs 65536 "
+                                           "bytes (64.0 KiB), more than the run's tensor size "
+                                           "limit of 65535 bytes") &&
                              Catch::Contains("relu"));
   o.maxTensorBytes = -1;
   o.maxLiveBytes = 2 * 65536 + 100;
-  CHECK_THAT(errorOf(o), Catch::Contains("the run already holds 131072 bytes of tensors, and "
-                                         "the limit of live tensor memory is 131172 bytes"));
+  CHECK_THAT(errorOf(o), Catch::Contains("shape (128, 128), 65536 bytes (64.0 KiB): the run "
+                                         "already holds 131072 bytes (128.0 KiB) of tensors, "
+                                         "and its limit of live tensor memory is 131172 bytes") &&
+                             Catch::Contains("__add__"));
   o.maxLiveBytes = 3 * 65536;
   CHECK(errorOf(o).empty());
 }
