@@ -7,11 +7,16 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "tm/io/Npy.h"
 #include "tm/io/Safetensors.h"
 #include "tm/io/Tmir.h"
+#include "tm/ir/ModuleCheck.h"
 #include "tm/ir/Verifier.h"
+#include "tm/runtime/Common.h"
+#include "tm/runtime/Inputs.h"
+#include "tm/runtime/Interpreter.h"
 #include "tm/passes/RulePasses.h"
 #include "tm/passes/PassManager.h"
 #ifdef TM_HAVE_ONNX
@@ -54,6 +59,68 @@ const PassRegistry &structuralPasses() {
     return reg;
   }();
   return r;
+}
+
+/// What a model may make the run targets allocate and compute: every
+/// declared tensor and bound input at most 1 MiB (symbolic dims bound as
+/// 2), inputs 16 MiB in all, each tensor of the run 4 MiB and 32 MiB alive
+/// at once, so that one run takes milliseconds.
+constexpr int64_t RunTensorBytes = int64_t(1) << 20;
+constexpr int64_t RunInputBytes = int64_t(16) << 20;
+constexpr int64_t RunIntermediateBytes = int64_t(4) << 20;
+constexpr int64_t RunLiveBytes = int64_t(32) << 20;
+
+SizeLimits runLimits() {
+  SizeLimits l;
+  l.maxTensorBytes = RunTensorBytes;
+  l.maxModelBytes = RunInputBytes;
+  return l;
+}
+
+/// Runs `m` as tm-run --random-inputs does, on one thread: the module
+/// verifies (the reader promised it), then the builtin-module and node
+/// size checks, the plan, the inputs and the run each succeed or refuse
+/// with a tmg::Error. Any other exception is a finding.
+void verifyAndRun(TracedModule &m, const char *reader) {
+  auto diags = verify(m);
+  if (!diags.empty())
+    finding((std::string("a module accepted by ") + reader + " does not verify").c_str(),
+            diags[0].str());
+  checkNodeSizes(m, runLimits(), diags);
+  if (!diags.empty())
+    return;
+  static const bool oneThread = (rt::setNumThreads(1), true);
+  (void)oneThread;
+  try {
+    const InternalGraph &g = m.graph();
+    rt::InterpreterOptions io;
+    io.maxTensorBytes = RunIntermediateBytes;
+    io.maxLiveBytes = RunLiveBytes;
+    rt::Interpreter interp(m, io);
+    interp.prepare(g);
+    rt::RandomInputOptions ro;
+    ro.seed = 1;
+    ro.symbolicDimSize = 2;
+    ro.limits = runLimits();
+    std::vector<Tensor> args;
+    int64_t total = 0;
+    llvm::ArrayRef<Node *> ins = g.inputs().drop_front();
+    for (size_t i = 0; i < ins.size(); ++i) {
+      auto t = rt::randomInput(*ins[i], i, ro);
+      if (t.failed() || (total += t->nbytes()) > RunInputBytes)
+        return;
+      args.push_back(std::move(*t));
+    }
+    rt::RunResult r = interp.run(g, args);
+    if (r.outputs.size() != g.outputs().size())
+      finding("a run returned a different number of outputs than the graph has",
+              std::to_string(r.outputs.size()) + " vs " + std::to_string(g.outputs().size()));
+  } catch (const Error &) {
+    // A diagnosed refusal: unsupported op, kernel rejecting its inputs, a
+    // tensor over the run's limits.
+  } catch (const std::exception &e) {
+    finding("an exception other than tmg::Error escaped the run", e.what());
+  }
 }
 
 } // namespace
@@ -113,6 +180,20 @@ int fuzzNpy(const uint8_t *data, size_t size) {
     finding("serialised array does not parse back", u.diagnostic().str());
   if (!sameTensor(*t, *u))
     finding("round trip changed the array", "");
+  return 0;
+}
+
+// What parseTmir accepts verifies, and verifying, planning and running it
+// on small random inputs succeeds or refuses with a diagnostic.
+int fuzzTmirRun(const uint8_t *data, size_t size) {
+  TmirReadOptions opts;
+  opts.missingWeightsAsZeros = true;
+  opts.baseDir = "/nonexistent-tmgraph-fuzz-dir";
+  opts.limits = runLimits();
+  auto m = parseTmir(bytes(data, size), "<fuzz>", opts);
+  if (failed(m))
+    return 0;
+  verifyAndRun(**m, "parseTmir");
   return 0;
 }
 
@@ -243,11 +324,25 @@ int fuzzOnnx(const uint8_t *data, size_t size) {
     finding("an imported model's .tmir does not parse back", text);
   return 0;
 }
+
+// What importOnnxBytes accepts (shape inference included) verifies, and
+// verifying, planning and running it on small random inputs succeeds or
+// refuses with a diagnostic.
+int fuzzOnnxRun(const uint8_t *data, size_t size) {
+  io::OnnxImportOptions o;
+  o.limits = runLimits();
+  auto m = io::importOnnxBytes(std::string(bytes(data, size)), "<fuzz>", o);
+  if (failed(m))
+    return 0;
+  verifyAndRun(*m->module, "importOnnxBytes");
+  return 0;
+}
 #endif
 
 llvm::ArrayRef<Target> targets() {
   static const Target all[] = {
       {"fuzz_tmir", fuzzTmir},
+      {"fuzz_tmir_run", fuzzTmirRun},
       {"fuzz_safetensors", fuzzSafetensors},
       {"fuzz_npy", fuzzNpy},
       {"fuzz_pipeline", fuzzPipeline},
@@ -255,6 +350,7 @@ llvm::ArrayRef<Target> targets() {
       {"fuzz_rules", fuzzRules},
 #ifdef TM_HAVE_ONNX
       {"fuzz_onnx", fuzzOnnx},
+      {"fuzz_onnx_run", fuzzOnnxRun},
 #endif
   };
   return all;

@@ -21,6 +21,7 @@ namespace tmg::fuzz {
 using TargetFn = int (*)(const uint8_t *data, size_t size);
 
 int fuzzTmir(const uint8_t *data, size_t size);
+int fuzzTmirRun(const uint8_t *data, size_t size);
 int fuzzSafetensors(const uint8_t *data, size_t size);
 int fuzzNpy(const uint8_t *data, size_t size);
 int fuzzPipeline(const uint8_t *data, size_t size);
@@ -28,6 +29,7 @@ int fuzzPipelineToml(const uint8_t *data, size_t size);
 int fuzzRules(const uint8_t *data, size_t size);
 #ifdef TM_HAVE_ONNX
 int fuzzOnnx(const uint8_t *data, size_t size);
+int fuzzOnnxRun(const uint8_t *data, size_t size);
 #endif
 
 struct Target {

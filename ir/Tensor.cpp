@@ -136,6 +136,7 @@ struct StorageArena::Impl {
   std::mutex mu;
   std::unordered_map<size_t, std::vector<void *>> free;
   int64_t live = 0, peak = 0, reused = 0;
+  int64_t maxTensor = -1, maxLive = -1;
 };
 
 StorageArena::Impl &StorageArena::impl() const {
@@ -171,6 +172,29 @@ void StorageArena::resetCounters() {
   std::lock_guard l(impl().mu);
   impl().peak = impl().live;
   impl().reused = 0;
+}
+
+void StorageArena::setLimits(int64_t maxTensorBytes, int64_t maxLiveBytes) {
+  std::lock_guard l(impl().mu);
+  impl().maxTensor = maxTensorBytes;
+  impl().maxLive = maxLiveBytes;
+}
+
+void StorageArena::admit(llvm::ArrayRef<int64_t> shape, DType dtype, int64_t bytes) const {
+  Impl &i = impl();
+  std::lock_guard l(i.mu);
+  if (i.maxTensor >= 0 && bytes > i.maxTensor)
+    raise("cannot allocate a {} tensor of shape {}: it needs {}, more than the run's "
+          "tensor size limit of {} (InterpreterOptions::maxTensorBytes, tm-run "
+          "--max-tensor-bytes)",
+          dtypeName(dtype).str(), shapeStr(shape), formatBytes(uint64_t(bytes)),
+          formatBytes(uint64_t(i.maxTensor)));
+  if (i.maxLive >= 0 && bytes > i.maxLive - i.live)
+    raise("cannot allocate a {} tensor of shape {}, {}: the run already holds {} of "
+          "tensors, and its limit of live tensor memory is {} "
+          "(InterpreterOptions::maxLiveBytes)",
+          dtypeName(dtype).str(), shapeStr(shape), formatBytes(uint64_t(bytes)),
+          formatBytes(uint64_t(i.live)), formatBytes(uint64_t(i.maxLive)));
 }
 
 static thread_local std::shared_ptr<StorageArena> currentArena;
@@ -275,6 +299,8 @@ Tensor Tensor::empty(llvm::ArrayRef<int64_t> shape, DType dtype) {
           "physical memory ({})",
           dtypeName(dtype).str(), shapeStr(shape), formatBytes(uint64_t(*bytes)),
           formatBytes(uint64_t(physicalMemoryBytes())));
+  if (currentArena)
+    currentArena->admit(shape, dtype, *bytes);
   t.strides_ = denseStrides(shape);
   t.storage_ = std::make_shared<Storage>(size_t(*bytes));
   return t;

@@ -289,6 +289,7 @@ RunResult Interpreter::run(const InternalGraph &g, llvm::ArrayRef<Tensor> inputs
     arena = std::make_shared<StorageArena>();
   int64_t base = arena->liveBytes(); // outputs of earlier runs still held
   arena->resetCounters();
+  arena->setLimits(opts_.maxTensorBytes, opts_.maxLiveBytes);
   auto previous = StorageArena::install(arena);
   auto giveBack = [&] {
     StorageArena::install(previous);

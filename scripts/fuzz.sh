@@ -11,7 +11,7 @@ set -eu
 cd "$(dirname "$0")/.."
 secs=${1:-60}
 [ $# -gt 0 ] && shift
-targets=${*:-"fuzz_tmir fuzz_safetensors fuzz_npy fuzz_pipeline fuzz_pipeline_toml fuzz_rules fuzz_onnx"}
+targets=${*:-"fuzz_tmir fuzz_tmir_run fuzz_safetensors fuzz_npy fuzz_pipeline fuzz_pipeline_toml fuzz_rules fuzz_onnx fuzz_onnx_run"}
 if [ ! -d build-fuzz ]; then
   CXX=clang++ CC=clang meson setup build-fuzz -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false \

@@ -132,8 +132,9 @@ struct LimitOptions {
   llvm::cl::OptionCategory cat{"Limits"};
   llvm::cl::opt<int64_t> maxTensorBytes{
       "max-tensor-bytes",
-      llvm::cl::desc("Refuse a model that declares a tensor larger than this (0: the memory "
-                     "available when the file is read; -1: no limit)"),
+      llvm::cl::desc("Refuse a model that declares a tensor larger than this, and (tm-run) a "
+                     "random input or a tensor the run computes (0: the memory available when "
+                     "the file is read; -1: no limit)"),
       llvm::cl::init(0), llvm::cl::value_desc("bytes"), llvm::cl::cat(cat)};
   llvm::cl::opt<int64_t> maxModelBytes{
       "max-model-bytes",

@@ -28,6 +28,7 @@
 #include "tm/ir/IR.h"
 #include "tm/runtime/Compare.h"
 #include "tm/Context.h"
+#include "tm/runtime/Inputs.h"
 #include "tm/passes/PassManager.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
@@ -187,24 +188,19 @@ int bindInputs(Options &o, Model &m, std::vector<std::pair<std::string, Tensor>>
   for (size_t i = 0; i < ins.size(); ++i) {
     if (args[i].defined())
       continue;
-    auto *tn = llvm::cast<TensorNode>(ins[i]);
-    std::string name = tn->name().str();
+    std::string name = ins[i]->name().str();
     if (!o.random)
       return Tool.usageError("input '" + name + "' is not bound (use -i " + name +
                              "=FILE.npy or --random-inputs)");
-    if (tn->hasDType() && isString(tn->dtype()))
-      return Tool.usageError("input '" + name + "' is a string tensor, which is not filled "
-                             "randomly (bind it with -i " + name + "=FILE.npy or .pb)");
-    if (!tn->shape())
-      return Tool.usageError("input '" + name + "' has no static shape to fill randomly");
-    if (!tn->staticShape())
-      return Tool.usageError("input '" + name + "' has shape " + dim::dimsStr(*tn->shape()) +
-                             ": bind it with -i " + name +
-                             "=FILE.npy to fill it (or fix an ONNX model's sizes with "
+    rt::RandomInputOptions ro;
+    ro.seed = o.seed;
+    ro.limits = o.limits->limits();
+    auto t = rt::randomInput(*ins[i], i, ro);
+    if (t.failed())
+      return Tool.usageError(t.diagnostic().message + " (bind it with -i " + name +
+                             "=FILE.npy or .pb; fix an ONNX model's symbolic sizes with "
                              "--input-shape)");
-    args[i] = Tensor::randn(*tn->staticShape(), o.seed + i);
-    if (tn->hasDType() && tn->dtype() != DType::Float32)
-      args[i] = rt::cast(args[i], tn->dtype());
+    args[i] = std::move(*t);
   }
   return -1;
 }
@@ -355,6 +351,7 @@ int run(Options &o) {
   InternalGraph &g = m.module->graph();
   rt::InterpreterOptions interpOpts;
   interpOpts.fastMath = o.fastMath;
+  interpOpts.maxTensorBytes = o.limits->limits().resolved().maxTensorBytes;
   rt::Interpreter interp(*m.module, interpOpts);
   interp.prepare(g);
   int warmup = o.warmup >= 0 ? o.warmup : (o.repeat > 0 ? 1 : 0);

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "../ir/Fixtures.h"
+#include "tm/runtime/Inputs.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Kernels.h"
 
@@ -86,6 +87,72 @@ TEST_CASE("reference counting frees intermediates and reuses their memory", "[ru
   CHECK(r.peakBytes <= 2 * one);
   CHECK(r.reusedBlocks >= 30);
   CHECK(r.outputs[0].at(5) == Approx(std::max(0.0, -in.at(5))).margin(0));
+}
+
+TEST_CASE("a run refuses a tensor above its limits, naming the expr", "[runtime][interp]") {
+  // y = relu(x) + neg(x): two 64 KiB intermediates alive at once.
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{128, 128}}});
+  Node *r = b.callFunction("relu", {b.arg(0)});
+  Node *n = b.callFunction("neg", {b.arg(0)});
+  b.finish(b.callMethod(r, "__add__", {n}));
+  Tensor x = ramp({128, 128});
+  auto errorOf = [&](InterpreterOptions o) -> std::string {
+    Interpreter interp(*tm, o);
+    try {
+      interp.run({x});
+    } catch (const Error &e) {
+      return e.diagnostic().str();
+    }
+    return "";
+  };
+  InterpreterOptions o;
+  CHECK(errorOf(o).empty());
+  o.maxTensorBytes = 65536;
+  CHECK(errorOf(o).empty()); // exactly at the limit
+  o.maxTensorBytes = 65535;
+  CHECK_THAT(errorOf(o), Catch::StartsWith("expr %2: error: graph 'Net': cannot allocate a "
+                                           "float32 tensor of shape (128, 128): it needs 65536 "
+                                           "bytes (64.0 KiB), more than the run's tensor size "
+                                           "limit of 65535 bytes") &&
+                             Catch::Contains("relu"));
+  o.maxTensorBytes = -1;
+  o.maxLiveBytes = 2 * 65536 + 100;
+  CHECK_THAT(errorOf(o), Catch::Contains("shape (128, 128), 65536 bytes (64.0 KiB): the run "
+                                         "already holds 131072 bytes (128.0 KiB) of tensors, "
+                                         "and its limit of live tensor memory is 131172 bytes") &&
+                             Catch::Contains("__add__"));
+  o.maxLiveBytes = 3 * 65536;
+  CHECK(errorOf(o).empty());
+}
+
+TEST_CASE("random inputs: the graph input's shape and dtype, or why not", "[runtime][interp]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3}}, {"s", Shape{kUnknownDim, 4}}});
+  b.finish(b.callFunction("relu", {b.arg(0)}));
+  const InternalGraph &g = tm->graph();
+  RandomInputOptions o;
+  o.seed = 7;
+  auto x = randomInput(*g.input(1), 0, o);
+  REQUIRE(!x.failed());
+  CHECK(x->shape() == llvm::ArrayRef<int64_t>({2, 3}));
+  CHECK(x->bitwiseEqual(Tensor::randn({2, 3}, 7)));
+  auto s = randomInput(*g.input(2), 1, o);
+  REQUIRE(s.failed());
+  CHECK_THAT(s.diagnostic().message,
+             Catch::Contains("input 's' has shape (?, 4), whose symbolic sizes are not filled"));
+  o.symbolicDimSize = 2;
+  s = randomInput(*g.input(2), 1, o);
+  REQUIRE(!s.failed());
+  CHECK(s->shape() == llvm::ArrayRef<int64_t>({2, 4}));
+  o.limits.maxTensorBytes = 31;
+  s = randomInput(*g.input(2), 1, o);
+  REQUIRE(s.failed());
+  CHECK_THAT(s.diagnostic().message, Catch::Contains("input 's': float32 tensor of shape (2, 4) "
+                                                     "needs 32 bytes, more than the limit"));
+  auto self = randomInput(*g.input(0), 0, o);
+  REQUIRE(self.failed());
+  CHECK_THAT(self.diagnostic().message, Catch::Contains("is not a tensor"));
 }
 
 TEST_CASE("watch points and end points (the reference's docstrings)", "[runtime][interp]") {

@@ -188,11 +188,20 @@ public:
   /// becomes the live bytes and the reuse count 0; freed blocks are kept.
   void resetCounters();
 
+  /// Bounds what may be allocated from this arena: a tensor larger than
+  /// `maxTensorBytes`, or one that takes the live bytes past
+  /// `maxLiveBytes`, is refused by Tensor::empty (a tmg::Error giving the
+  /// shape, the size and the limit). Negative: no limit (the default).
+  void setLimits(int64_t maxTensorBytes, int64_t maxLiveBytes);
+
   /// Installs `a` for allocations on this thread; returns the previous one.
   static std::shared_ptr<StorageArena> install(std::shared_ptr<StorageArena> a);
 
 private:
   friend class Storage;
+  friend class Tensor;
+  /// Raises when a `dtype` tensor of `shape` and `bytes` is over a limit.
+  void admit(llvm::ArrayRef<int64_t> shape, DType dtype, int64_t bytes) const;
   void *take(size_t rounded);
   void give(void *p, size_t rounded);
   struct Impl;

@@ -47,6 +47,13 @@ struct InterpreterOptions {
   bool fastMath = false;
   /// The GEMM of non-depthwise convolutions (tm/runtime/Conv.h).
   ConvGemm convGemm = ConvGemm::Auto;
+  /// Largest tensor a run may allocate (an intermediate whose shape is
+  /// computed as the graph runs), and largest total of the tensors a run
+  /// holds at once; more is a tmg::Error naming the expr. Negative: no
+  /// limit (Tensor::empty still refuses more than the physical memory).
+  /// tm-run passes its resolved --max-tensor-bytes as maxTensorBytes.
+  int64_t maxTensorBytes = -1;
+  int64_t maxLiveBytes = -1;
 };
 
 struct RunOptions {
