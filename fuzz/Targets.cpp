@@ -123,15 +123,22 @@ void verifyAndRun(TracedModule &m, const char *reader) {
   }
 }
 
+/// Read options for fuzz input: no weights file, referenced weights read
+/// as zeros, the given limits.
+TmirReadOptions tmirOptions(const SizeLimits &limits) {
+  TmirReadOptions opts;
+  opts.missingWeightsAsZeros = true;
+  opts.baseDir = "/nonexistent-tmgraph-fuzz-dir";
+  opts.limits = limits;
+  return opts;
+}
+
 } // namespace
 
 // parseTmir never crashes or throws; what it accepts prints, and the print
 // parses back to an equal module.
 int fuzzTmir(const uint8_t *data, size_t size) {
-  TmirReadOptions opts;
-  opts.missingWeightsAsZeros = true;
-  opts.baseDir = "/nonexistent-tmgraph-fuzz-dir";
-  opts.limits = fuzzLimits();
+  TmirReadOptions opts = tmirOptions(fuzzLimits());
   auto m = parseTmir(bytes(data, size), "<fuzz>", opts);
   if (failed(m))
     return 0;
@@ -186,11 +193,7 @@ int fuzzNpy(const uint8_t *data, size_t size) {
 // What parseTmir accepts verifies, and verifying, planning and running it
 // on small random inputs succeeds or refuses with a diagnostic.
 int fuzzTmirRun(const uint8_t *data, size_t size) {
-  TmirReadOptions opts;
-  opts.missingWeightsAsZeros = true;
-  opts.baseDir = "/nonexistent-tmgraph-fuzz-dir";
-  opts.limits = runLimits();
-  auto m = parseTmir(bytes(data, size), "<fuzz>", opts);
+  auto m = parseTmir(bytes(data, size), "<fuzz>", tmirOptions(runLimits()));
   if (failed(m))
     return 0;
   verifyAndRun(**m, "parseTmir");

@@ -225,14 +225,16 @@ struct ModuleExport {
 };
 using ModuleExporter = void (*)(const ModuleExport &);
 
-void exportConv2d(const ModuleExport &k) {
-  NodeProto *n = k.withWeights("Conv");
+/// The attributes of a Conv or ConvTranspose node from the module's.
+void convAttrs(const ModuleExport &k, NodeProto *n) {
   auto p = k.pair("padding");
   Exporter::attrIs(n, "strides", k.pair("stride"));
   Exporter::attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
   Exporter::attrIs(n, "dilations", k.pair("dilation"));
   Exporter::attrI(n, "group", k.m.intValue("groups"));
 }
+
+void exportConv2d(const ModuleExport &k) { convAttrs(k, k.withWeights("Conv")); }
 
 void exportLinear(const ModuleExport &k) {
   Exporter::attrI(k.withWeights("Gemm"), "transB", 1);
@@ -279,12 +281,8 @@ void exportFlatten(const ModuleExport &k) {
 
 void exportConvTranspose2d(const ModuleExport &k) {
   NodeProto *n = k.withWeights("ConvTranspose");
-  auto p = k.pair("padding");
-  Exporter::attrIs(n, "strides", k.pair("stride"));
-  Exporter::attrIs(n, "pads", {p[0], p[1], p[0], p[1]});
-  Exporter::attrIs(n, "dilations", k.pair("dilation"));
+  convAttrs(k, n);
   Exporter::attrIs(n, "output_padding", k.pair("output_padding"));
-  Exporter::attrI(n, "group", k.m.intValue("groups"));
 }
 
 /// A float32 scalar initializer named after the output.
