@@ -54,8 +54,9 @@ struct OnnxImportOptions {
   /// are statically shaped: an input left symbolic fails at the first node
   /// that needs its shape, with a message naming this option.
   std::map<std::string, Shape> inputShapes;
-  /// Run ONNX's own shape inference first (types of values tmgraph's rules
-  /// cannot derive).
+  /// Let ONNX's own shape inference type the values tmgraph's rules leave
+  /// without a dtype, a rank or a dimension; it runs once, when the first
+  /// such value is met, so a model the rules type fully never needs it.
   bool onnxShapeInference = true;
   /// Largest tensor and model the file may make the importer allocate
   /// (initializers, Constant nodes, static shapes of graph values);
