@@ -154,6 +154,8 @@ void importSplitRuntime(NodeCx &c, int64_t ax, size_t n) {
 void importSplit(NodeCx &c) {
   int64_t r = c.rank(0), ax = c.axis(c.ai("axis", 0), r);
   size_t n = size_t(c.n.output_size());
+  if (n == 0)
+    c.fail("Split has no outputs");
   if (c.runtime(1))
     return importSplitRuntime(c, ax, n);
   std::vector<int64_t> sizes =
@@ -175,6 +177,12 @@ void importSplit(NodeCx &c) {
   }
   if (sizes.size() != n)
     c.fail("the number of split sizes differs from the number of outputs");
+  int64_t total = 0;
+  for (int64_t v : sizes)
+    if (v < 0 || __builtin_add_overflow(total, v, &total))
+      c.fail(fmt::format("split size {} is negative or the sizes overflow", v));
+  if (isKnownDim(dim) && total != dim)
+    c.fail(fmt::format("the split sizes add up to {}, the axis has {}", total, dim));
   Arg how = Arg(int64_t(n));
   if (std::adjacent_find(sizes.begin(), sizes.end(), std::not_equal_to<>()) != sizes.end()) {
     std::vector<int64_t> at;
