@@ -15,7 +15,8 @@ targets=${*:-"fuzz_tmir fuzz_tmir_run fuzz_safetensors fuzz_npy fuzz_pipeline fu
 if [ ! -d build-fuzz ]; then
   CXX=clang++ CC=clang meson setup build-fuzz -Dfuzz=true \
     -Db_sanitize=address,undefined -Db_lundef=false \
-    -Dtests=false -Dbenchmarks=false --buildtype=debugoptimized >/dev/null
+    -Dtests=false -Dbenchmarks=false --buildtype=debugoptimized \
+    -Ddefault_library=static >/dev/null
 fi
 ninja -C build-fuzz $(for t in $targets; do echo fuzz/$t; done) >/dev/null
 status=0
