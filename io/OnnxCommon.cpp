@@ -4,9 +4,8 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 
+#include "tm/io/Safetensors.h"
 #include "tm/ir/CheckedSize.h"
 #include "tm/ir/Strings.h"
 
@@ -186,12 +185,10 @@ void parseProto(google::protobuf::MessageLite &m, const std::string &bytes,
 }
 
 std::string readFileBytes(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    raiseAt(Location::inFile(path), "cannot open file: {}", std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
+  auto bytes = tmg::readFileBytes(path);
+  if (bytes.failed())
+    throw Error(bytes.diagnostic());
+  return std::move(*bytes);
 }
 
 } // namespace onnxdetail

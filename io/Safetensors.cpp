@@ -5,8 +5,10 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <fstream>
-#include <sstream>
 #include <unordered_map>
 
 #include <llvm/ADT/STLExtras.h>
@@ -14,6 +16,7 @@
 
 #include "tm/io/MappedFile.h"
 #include "tm/ir/CheckedSize.h"
+#include "tm/ir/HugePages.h"
 
 namespace tmg {
 
@@ -183,15 +186,51 @@ FailureOr<WeightFile> parseSafetensors(llvm::StringRef bytes, llvm::StringRef fi
 }
 
 FailureOr<std::string> readFileBytes(const std::string &path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in)
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0)
     return Diagnostic(Location::inFile(path),
                       fmt::format("cannot open file: {}", std::strerror(errno)));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad())
-    return Diagnostic(Location::inFile(path), "read error");
-  return ss.str();
+  auto fail = [&](const char *what) {
+    int err = errno;
+    ::close(fd);
+    return Diagnostic(Location::inFile(path), fmt::format("{}: {}", what, std::strerror(err)));
+  };
+  // A regular file is read at its size in one buffer (no growth copies);
+  // a pipe or device in chunks until end of file.
+  struct stat st;
+  if (::fstat(fd, &st) != 0)
+    return fail("cannot read file");
+  if (S_ISDIR(st.st_mode)) {
+    ::close(fd);
+    return Diagnostic(Location::inFile(path), "cannot read file: is a directory");
+  }
+  std::string bytes;
+  size_t used = 0;
+  if (S_ISREG(st.st_mode) && st.st_size > 0) {
+    bytes.reserve(static_cast<size_t>(st.st_size));
+    adviseHugePages(bytes.data(), bytes.capacity());
+    bytes.resize(static_cast<size_t>(st.st_size));
+  }
+  char chunk[1 << 16];
+  for (;;) {
+    // Into the buffer while it has room, then in chunks (a file that grew,
+    // or a pipe): a file read at its size takes no copy.
+    bool room = used < bytes.size();
+    ssize_t n = room ? ::read(fd, bytes.data() + used, bytes.size() - used)
+                     : ::read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return fail("read error");
+    if (n == 0)
+      break;
+    if (!room)
+      bytes.append(chunk, static_cast<size_t>(n));
+    used += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  bytes.resize(used);
+  return bytes;
 }
 
 /// Writes `path` through `path.tmp`, renamed over it at the end, so a

@@ -6,6 +6,7 @@
 #include <iterator>
 #include <fstream>
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "tm/io/Safetensors.h"
@@ -153,4 +154,59 @@ TEST_CASE("safetensors: a read file is mapped; its tensors are private views of 
   CHECK(d.at(0) == 9);
   CHECK(d.at(1) == 6);
   CHECK(f.at(3) == 4);
+}
+
+TEST_CASE("readFileBytes: whole files, pipes, and errors naming the file", "[io][files]") {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / fmt::format("tm-readfile-{}", ::getpid());
+  fs::create_directories(dir);
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i)
+    big[i] = char(i * 131 + (i >> 9));
+  std::string path = (dir / "big.bin").string();
+  REQUIRE(succeeded(writeFileBytes(path, big)));
+  auto r = readFileBytes(path);
+  REQUIRE(succeeded(r));
+  CHECK(*r == big);
+
+  std::string empty = (dir / "empty").string();
+  REQUIRE(succeeded(writeFileBytes(empty, "")));
+  auto e = readFileBytes(empty);
+  REQUIRE(succeeded(e));
+  CHECK(e->empty());
+
+  // A pipe has no size: read in chunks until its end.
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  std::string piped(200000, 'x');
+  piped[12345] = 'y';
+  pid_t child = ::fork();
+  REQUIRE(child >= 0);
+  if (child == 0) {
+    ::close(fds[0]);
+    size_t done = 0;
+    while (done < piped.size()) {
+      ssize_t n = ::write(fds[1], piped.data() + done, piped.size() - done);
+      if (n <= 0)
+        _exit(1);
+      done += size_t(n);
+    }
+    _exit(0);
+  }
+  ::close(fds[1]);
+  auto p = readFileBytes(fmt::format("/proc/self/fd/{}", fds[0]));
+  ::close(fds[0]);
+  int status = 0;
+  REQUIRE(::waitpid(child, &status, 0) == child);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  REQUIRE(succeeded(p));
+  CHECK(*p == piped);
+
+  auto missing = readFileBytes((dir / "missing").string());
+  REQUIRE(missing.failed());
+  CHECK_THAT(missing.diagnostic().str(), Catch::Contains("missing: error: cannot open file"));
+  auto directory = readFileBytes(dir.string());
+  REQUIRE(directory.failed());
+  CHECK_THAT(directory.diagnostic().str(), Catch::Contains("is a directory"));
+  fs::remove_all(dir);
 }
