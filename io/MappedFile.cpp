@@ -2,6 +2,7 @@
 #include "tm/io/MappedFile.h"
 
 #include "tm/ir/CheckedSize.h"
+#include "tm/ir/HugePages.h"
 
 #include <cerrno>
 #include <cstring>
@@ -57,7 +58,7 @@ MappedFile::~MappedFile() {
 /// cost of copying a weight out of a mapping is mostly those faults). The
 /// tail stays in small pages, so no memory is held beyond the tensor.
 static std::optional<Tensor> hugeTensor(llvm::ArrayRef<int64_t> shape, DType dtype) {
-  constexpr size_t Huge = size_t(2) << 20;
+  constexpr size_t Huge = HugePageBytes;
   std::optional<int64_t> bytes = checkedByteSize(shape, dtype);
   if (!bytes || size_t(*bytes) < Huge)
     return std::nullopt;
@@ -71,7 +72,7 @@ static std::optional<Tensor> hugeTensor(llvm::ArrayRef<int64_t> shape, DType dty
     munmap(p, base - raw);
   if (raw + len + Huge > base + len)
     munmap(reinterpret_cast<void *>(base + len), raw + len + Huge - (base + len));
-  madvise(reinterpret_cast<void *>(base), size_t(*bytes) / Huge * Huge, MADV_HUGEPAGE);
+  adviseHugePages(reinterpret_cast<void *>(base), size_t(*bytes));
   auto *data = reinterpret_cast<void *>(base);
   std::shared_ptr<const void> owner(data, [len](const void *q) {
     munmap(const_cast<void *>(q), len);

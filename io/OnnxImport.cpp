@@ -34,6 +34,7 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include "tm/io/MappedFile.h"
+#include "tm/ir/HugePages.h"
 #include "tm/ir/Builder.h"
 #include "tm/ir/IR.h"
 #include "tm/ir/ModuleCheck.h"
@@ -1198,11 +1199,14 @@ FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions
     o.externalDataDir = slash == std::string::npos ? "." : path.substr(0, slash);
   }
   llvm::StringRef bytes = (*file)->bytes();
-  onnx::ModelProto m;
   std::optional<std::string> skeleton = mapInlineData(bytes);
-  bool parsed = skeleton ? m.ParseFromString(*skeleton)
-                         : m.ParseFromArray(bytes.data(), int(std::min<size_t>(bytes.size(), INT32_MAX)));
-  if (!parsed || bytes.size() > size_t(INT32_MAX))
+  llvm::StringRef parse = skeleton ? llvm::StringRef(*skeleton) : bytes;
+  // The parsed messages and the IR take up to about 40 times the bytes
+  // parsed.
+  if (opts.reserveHeap)
+    reserveHugePageHeap(std::min<size_t>(parse.size(), size_t(64) << 20) * 40);
+  onnx::ModelProto m;
+  if (parse.size() > size_t(INT32_MAX) || !m.ParseFromArray(parse.data(), int(parse.size())))
     return Diagnostic(Location::inFile(path),
                       fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)", path));
   return importModel(m, path, o, skeleton ? *file : nullptr);

@@ -27,6 +27,7 @@
 #include <llvm/ADT/StringSet.h>
 
 #include "TmirCommon.h"
+#include "tm/ir/HugePages.h"
 
 namespace tmg {
 
@@ -150,6 +151,13 @@ public:
       out_ += '\n';
     }
     auto [nn, ne] = m.totalIds();
+    // A printed expr takes about 100 bytes: room for 256 each, on huge
+    // pages (only what is written is backed), saves the growth copies and
+    // most page faults of a large module's text.
+    if (ne > 4096) {
+      out_.reserve(out_.size() + size_t(std::min<int64_t>(ne, int64_t(1) << 24)) * 256);
+      adviseHugePages(out_.data(), out_.capacity());
+    }
     out_ += "ids ";
     appendInt(out_, nn);
     out_ += ' ';

@@ -13,6 +13,7 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include "tm/io/Safetensors.h"
+#include "tm/ir/HugePages.h"
 #include "tm/ir/StateDict.h"
 #ifdef TM_HAVE_ONNX
 #include "tm/io/Onnx.h"
@@ -134,10 +135,12 @@ int Tool::guard(const std::function<int()> &body) const {
 FailureOr<std::string> readInput(const std::string &path) {
   if (path != "-")
     return readFileBytes(path);
-  std::string bytes{std::istreambuf_iterator<char>(std::cin), std::istreambuf_iterator<char>()};
-  if (std::cin.bad())
-    return Diagnostic(Location::inFile("<stdin>"),
-                      std::string("read error: ") + std::strerror(errno));
+  auto bytes = readFileBytes("/dev/stdin");
+  if (bytes.failed()) {
+    Diagnostic d = bytes.diagnostic();
+    d.loc = Location::inFile("<stdin>");
+    return d;
+  }
   return bytes;
 }
 
@@ -207,6 +210,7 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
     io::OnnxImportOptions opts;
     opts.inputShapes = inputShapes;
     opts.limits = limits;
+    opts.reserveHeap = true;
     auto imported = bySuffix ? io::importOnnx(path, opts) : io::importOnnxBytes(bytes, name, opts);
     if (imported.failed())
       return tool.fail(imported.diagnostic());
@@ -223,6 +227,8 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
   if (!inputShapes.empty())
     return tool.usageError("--input-shape applies to ONNX models (a .tmir file's input shapes "
                            "are part of its graph)");
+  // A .tmir file's IR takes about five times the memory of its text.
+  reserveHugePageHeap(std::min<size_t>(bytes.size(), size_t(512) << 20) * 5);
   TmirReadOptions o;
   o.baseDir = path == "-" ? "." : dirOf(path);
   o.limits = limits;

@@ -2,9 +2,13 @@
 // Tensor::empty and the builtin-module checks of the verifier.
 #include <catch2/catch.hpp>
 
+#include <cstdlib>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "tm/ir/CheckedSize.h"
+#include "tm/ir/HugePages.h"
 #include "tm/ir/IR.h"
 #include "tm/ir/ModuleCheck.h"
 
@@ -137,4 +141,35 @@ TEST_CASE("module checks: verify() reports a broken builtin in the tree", "[ir][
   auto diags = verify(*tm);
   REQUIRE(diags.size() == 1);
   CHECK_THAT(diags[0].message, Catch::Contains("module 'fc' (Linear): has no 'weight'"));
+}
+
+TEST_CASE("huge-page advice changes no bytes; the reserved heap serves allocations",
+          "[ir][memory]") {
+  adviseHugePages(nullptr, size_t(64) << 20);
+  std::vector<char> small(4096, 'a');
+  adviseHugePages(small.data(), small.size());
+  CHECK(small[4095] == 'a');
+
+  std::vector<char> large(size_t(6) << 20, 'b');
+  adviseHugePages(large.data(), large.size());
+  CHECK(large.front() == 'b');
+  CHECK(large.back() == 'b');
+
+  reserveHugePageHeap(size_t(1) << 20); // below the threshold: nothing
+  reserveHugePageHeap(size_t(96) << 20);
+  std::vector<void *> blocks;
+  for (int i = 0; i < 20000; ++i) {
+    size_t n = 16 + size_t(i % 97) * 24;
+    char *p = static_cast<char *>(std::malloc(n));
+    REQUIRE(p);
+    std::memset(p, i & 0xff, n);
+    blocks.push_back(p);
+  }
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    size_t n = 16 + (i % 97) * 24;
+    const char *p = static_cast<const char *>(blocks[i]);
+    REQUIRE(p[0] == char(i & 0xff));
+    REQUIRE(p[n - 1] == char(i & 0xff));
+    std::free(blocks[i]);
+  }
 }
