@@ -606,7 +606,7 @@ bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
   // (where a real error, if any, is reported with the graph's context).
   auto scratch = TracedModule::fromModule(std::make_unique<Module>("Fold"));
   GraphBuilder sb = GraphBuilder::top(*scratch, {});
-  std::unordered_map<std::string, Val> svals;
+  ValMap svals;
   for (const auto &in : n.input())
     if (!in.empty()) {
       Val v;
@@ -762,7 +762,10 @@ OnnxModel Importer::run() {
 
   auto mod = std::make_unique<Module>(sanitizeIdent(g.name(), "OnnxModel"));
   NameSpace paramNs("params", "");
-  std::unordered_map<std::string, Val> vals;
+  // Sized for every value up front: a graph of 10^6 nodes would otherwise
+  // rehash 20 times.
+  ValMap vals(unsigned(std::min<int64_t>(
+      int64_t(g.node_size()) + g.initializer_size() + g.input_size(), 1 << 26)));
   std::vector<std::pair<Scalar, TreeDef>> paramNames;
   auto addParam = [&](const std::string &orig, Tensor t) {
     std::string name = paramNs.createUniqueName(orig.empty() ? "param" : orig);

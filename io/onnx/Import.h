@@ -43,9 +43,12 @@ struct Val {
 
 /// The per-graph state a node mapping works on: the builder and values.
 /// The real graph and each scratch folding graph have their own.
+/// The values of a graph by ONNX name.
+using ValMap = llvm::StringMap<Val>;
+
 struct Ctx {
   GraphBuilder &b;
-  std::unordered_map<std::string, Val> &vals;
+  ValMap &vals;
 };
 
 class Importer;
