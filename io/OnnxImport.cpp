@@ -716,6 +716,7 @@ static void recordOnnxNames(TracedModule &tm, const InternalGraph &g,
                             const std::vector<std::pair<Node *, std::string>> &nodeNames,
                             const std::vector<std::string> &nodeNamesNow) {
   llvm::DenseSet<const Node *> live(g.inputs().begin(), g.inputs().end());
+  live.reserve(unsigned(std::min<size_t>(g.size() + g.inputs().size(), size_t(1) << 30)));
   for (Expr *e : g)
     for (Node *o : e->outputs())
       live.insert(o);
@@ -728,7 +729,8 @@ static void recordOnnxNames(TracedModule &tm, const InternalGraph &g,
   tm.setValue("onnx_outputs", TreeDef::tuple(outsDef));
   tm.setValue("onnx_params", TreeDef::dict(paramNames));
   std::vector<std::pair<Scalar, TreeDef>> nodeNameDict;
-  std::set<std::string> seenNodes;
+  llvm::DenseSet<llvm::StringRef> seenNodes;
+  seenNodes.reserve(unsigned(std::min<size_t>(nodeNames.size(), size_t(1) << 30)));
   for (size_t i = 0; i < nodeNames.size(); ++i)
     if (live.contains(nodeNames[i].first) && seenNodes.insert(nodeNamesNow[i]).second)
       nodeNameDict.emplace_back(Scalar(nodeNamesNow[i]),
