@@ -28,6 +28,7 @@
 
 #include <onnx/checker.h>
 
+#include "tm/ir/ElemwiseModes.h"
 #include "tm/ir/IR.h"
 #include "tm/ir/ModuleTable.h"
 #include "tm/runtime/Kernels.h"
@@ -371,9 +372,156 @@ const ModuleTable<ModuleExporter> &moduleExporters() {
   return t;
 }
 
+/// A call of an Elemwise module (MegEngine's `method`, see
+/// ElemwiseModes.h): the operands, cast to the dtype the mode computes in,
+/// and the ONNX nodes of the mode. The modes are those the interpreter
+/// runs (runtime/ElemwiseModule.cpp).
+struct ElemwiseExport {
+  Exporter &ex;
+  const Expr &e;
+  std::string out;
+  std::vector<std::string> x;
+
+  std::string op(const char *type, std::vector<std::string> ins, const char *tag) const {
+    return ex.emit(type, std::move(ins), out + tag);
+  }
+  std::string scalar(double v, DType t, const char *tag) const {
+    return ex.init(Tensor::full({}, v, t), out + tag);
+  }
+  void result(const std::string &v) const { ex.bind(e, v); }
+  void result(const char *type, std::vector<std::string> ins) const {
+    ex.bind(e, ex.emit(type, std::move(ins), out));
+  }
+};
+using ElemwiseExporter = void (*)(const ElemwiseExport &, DType);
+
+const llvm::StringMap<ElemwiseExporter> &elemwiseExporters() {
+  // One ONNX op on the operands, as they are.
+  using E = const ElemwiseExport &;
+#define TM_ONE(MODE, OP) {MODE, [](E k, DType) { k.result(OP, k.x); }}
+  static const llvm::StringMap<ElemwiseExporter> t = {
+      TM_ONE("RELU", "Relu"), TM_ONE("ABS", "Abs"), TM_ONE("EXP", "Exp"), TM_ONE("LOG", "Log"),
+      TM_ONE("NEGATE", "Neg"), TM_ONE("SIGMOID", "Sigmoid"), TM_ONE("TANH", "Tanh"),
+      TM_ONE("FAST_TANH", "Tanh"), TM_ONE("ERF", "Erf"), TM_ONE("H_SWISH", "HardSwish"),
+      TM_ONE("SQRT", "Sqrt"), TM_ONE("ACOS", "Acos"), TM_ONE("ASIN", "Asin"),
+      TM_ONE("CEIL", "Ceil"), TM_ONE("COS", "Cos"), TM_ONE("FLOOR", "Floor"),
+      TM_ONE("SIN", "Sin"), TM_ONE("SINH", "Sinh"), TM_ONE("COSH", "Cosh"),
+      TM_ONE("ASINH", "Asinh"), TM_ONE("ACOSH", "Acosh"), TM_ONE("ATANH", "Atanh"),
+      TM_ONE("TAN", "Tan"), TM_ONE("SOFTPLUS", "Softplus"), TM_ONE("SIGN", "Sign"),
+      TM_ONE("NOT", "Not"), TM_ONE("ISNAN", "IsNaN"), TM_ONE("ISINF", "IsInf"),
+      TM_ONE("ADD", "Add"), TM_ONE("SUB", "Sub"), TM_ONE("MUL", "Mul"),
+      TM_ONE("TRUE_DIV", "Div"), TM_ONE("POW", "Pow"), TM_ONE("MAX", "Max"),
+      TM_ONE("MIN", "Min"), TM_ONE("LT", "Less"), TM_ONE("LEQ", "LessOrEqual"),
+      TM_ONE("EQ", "Equal"), TM_ONE("AND", "And"), TM_ONE("OR", "Or"), TM_ONE("XOR", "Xor"),
+      TM_ONE("PRELU", "PRelu"),
+#undef TM_ONE
+      {"SILU", [](E k, DType) { k.result("Mul", {k.x[0], k.op("Sigmoid", k.x, "_sigmoid")}); }},
+      {"GELU",
+       [](E k, DType t) {
+         std::string erf = k.op(
+             "Erf", {k.op("Div", {k.x[0], k.scalar(M_SQRT2, t, "_sqrt2")}, "_scaled")}, "_erf");
+         std::string factor = k.op(
+             "Mul", {k.op("Add", {erf, k.scalar(1, t, "_one")}, "_onep"), k.scalar(0.5, t, "_half")},
+             "_factor");
+         k.result("Mul", {k.x[0], factor});
+       }},
+      {"RELU6",
+       [](E k, DType t) { k.result("Clip", {k.x[0], k.scalar(0, t, "_lo"), k.scalar(6, t, "_hi")}); }},
+      {"HSIGMOID",
+       [](E k, DType) {
+         NodeProto *n = nullptr;
+         k.ex.bind(k.e, k.ex.emit("HardSigmoid", k.x, k.out, &n));
+         Exporter::attrF(n, "alpha", 1.0 / 6);
+         Exporter::attrF(n, "beta", 0.5);
+       }},
+      {"SQUARE", [](E k, DType) { k.result("Mul", {k.x[0], k.x[0]}); }},
+      {"LOGSIGMOID",
+       [](E k, DType) {
+         k.result("Neg", {k.op("Softplus", {k.op("Neg", k.x, "_neg")}, "_softplus")});
+       }},
+      {"NEQ", [](E k, DType) { k.result("Not", {k.op("Equal", k.x, "_eq")}); }},
+      {"MOD",
+       [](E k, DType t) {
+         if (isFloat(t))
+           k.ex.fail(k.e, "Elemwise MOD of floats (Python-style modulo) has no ONNX form");
+         k.result("Mod", k.x);
+       }},
+      {"FUSE_ADD_RELU", [](E k, DType) { k.result("Relu", {k.op("Add", k.x, "_sum")}); }},
+      {"FUSE_ADD_SIGMOID", [](E k, DType) { k.result("Sigmoid", {k.op("Add", k.x, "_sum")}); }},
+      {"FUSE_ADD_TANH", [](E k, DType) { k.result("Tanh", {k.op("Add", k.x, "_sum")}); }},
+      {"FUSE_ADD_H_SWISH",
+       [](E k, DType) { k.result("HardSwish", {k.op("Add", k.x, "_sum")}); }},
+      {"SWITCH_GT0", // a > 0 ? b : 0
+       [](E k, DType t) {
+         std::string zero = k.scalar(0, t, "_zero");
+         k.result("Where", {k.op("Greater", {k.x[0], zero}, "_gt0"), k.x[1], zero});
+       }},
+      {"LOG_SUM_EXP", // max + log(exp(a - max) + exp(b - max))
+       [](E k, DType) {
+         std::string m = k.op("Max", k.x, "_max");
+         std::string ea = k.op("Exp", {k.op("Sub", {k.x[0], m}, "_da")}, "_ea");
+         std::string eb = k.op("Exp", {k.op("Sub", {k.x[1], m}, "_db")}, "_eb");
+         k.result("Add", {m, k.op("Log", {k.op("Add", {ea, eb}, "_sum")}, "_log")});
+       }},
+      {"FUSE_MUL_ADD3",
+       [](E k, DType) { k.result("Add", {k.op("Mul", {k.x[0], k.x[1]}, "_prod"), k.x[2]}); }},
+      {"FUSE_MUL_ADD4",
+       [](E k, DType) {
+         k.result("Add", {k.op("Mul", {k.x[0], k.x[1]}, "_p0"), k.op("Mul", {k.x[2], k.x[3]}, "_p1")});
+       }},
+      {"COND_LEQ_MOV", // x0 <= x1 ? x2 : 0
+       [](E k, DType t) {
+         k.result("Where", {k.op("LessOrEqual", {k.x[0], k.x[1]}, "_cond"), k.x[2],
+                            k.scalar(0, t, "_zero")});
+       }},
+      {"COND_LT_MOV",
+       [](E k, DType t) {
+         k.result("Where",
+                  {k.op("Less", {k.x[0], k.x[1]}, "_cond"), k.x[2], k.scalar(0, t, "_zero")});
+       }},
+      {"CLIP", // min(max(x, lower), upper)
+       [](E k, DType) { k.result("Min", {k.op("Max", {k.x[0], k.x[1]}, "_lower"), k.x[2]}); }},
+  };
+  return t;
+}
+
 } // namespace
 
+void Exporter::exportElemwiseCall(const Expr &e, const Module &m) {
+  const Scalar &method = m.scalar("method");
+  const ElemwiseMode *mode = method.isString() ? lookupElemwiseMode(method.getString()) : nullptr;
+  if (!mode)
+    fail(e, "Elemwise module without a known method");
+  const ElemwiseExporter *fn = nullptr;
+  if (auto it = elemwiseExporters().find(mode->name); it != elemwiseExporters().end())
+    fn = &it->second;
+  if (!fn)
+    fail(e, fmt::format("Elemwise method {} has no ONNX form", mode->name));
+  if (e.numArgs() != size_t(mode->arity) + 1 || e.numOutputs() != 1)
+    fail(e, fmt::format("Elemwise {} takes {} operands", mode->name, mode->arity));
+  // Operands in one dtype: bool for logic, their common type for
+  // comparisons, the result's for arithmetic.
+  llvm::StringRef name = mode->name;
+  bool logic = name == "AND" || name == "OR" || name == "XOR" || name == "NOT";
+  DType t = outDType(e);
+  if (logic) {
+    t = DType::Bool;
+  } else if (mode->predicate) {
+    std::optional<DType> common;
+    for (size_t i = 1; i < e.numArgs(); ++i)
+      if (Node *n = e.arg(i).node())
+        common = common ? rt::promoteTypes(*common, dt(n)) : dt(n);
+    t = common.value_or(DType::Float32);
+  }
+  ElemwiseExport k{*this, e, e.output(0)->name().str(), {}};
+  for (size_t i = 1; i < e.numArgs(); ++i)
+    k.x.push_back(operand(e, e.arg(i), t));
+  (*fn)(k, t);
+}
+
 void Exporter::exportModuleCall(const Expr &e, const Module &m) {
+  if (llvm::isa<Elemwise>(&m))
+    return exportElemwiseCall(e, m);
   if (e.numArgs() != 2 || e.numOutputs() != 1 || !e.arg(1).node())
     fail(e, "a builtin module call with one tensor argument is expected");
   const ModuleExporter *fn = moduleExporters().find(m);
@@ -490,7 +638,11 @@ using namespace onnxdetail;
 
 std::vector<OpKind> opsWithoutOnnxExport() { return onnxExportTable().missing(); }
 
-std::vector<const ModuleType *> modulesWithOnnxExport() { return moduleExporters().types(); }
+std::vector<const ModuleType *> modulesWithOnnxExport() {
+  std::vector<const ModuleType *> t = moduleExporters().types();
+  t.push_back(&Elemwise::staticType()); // its operands vary: exportElemwiseCall
+  return t;
+}
 
 
 namespace {

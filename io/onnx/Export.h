@@ -233,6 +233,7 @@ public:
 private:
   void exportExpr(const Expr &e);
   void exportModuleCall(const Expr &e, const Module &m);
+  void exportElemwiseCall(const Expr &e, const Module &m);
 
   const TracedModule &m_;
   onnx::GraphProto &g_;

@@ -2032,3 +2032,89 @@ TEST_CASE("export: every builtin module with an ONNX form goes out and computes 
       CHECK(got.at(i) == Approx(want.at(i)).margin(1e-5));
   }
 }
+
+TEST_CASE("export: Elemwise modules go out in every mode the interpreter runs", "[onnx]") {
+  // mode, operands, integer operands
+  struct Case {
+    const char *mode;
+    int arity;
+    bool ints = false;
+  };
+  const Case cases[] = {
+      {"RELU", 1},         {"ABS", 1},          {"EXP", 1},         {"LOG", 1},
+      {"NEGATE", 1},       {"SIGMOID", 1},      {"TANH", 1},        {"FAST_TANH", 1},
+      {"ERF", 1},          {"H_SWISH", 1},      {"SQRT", 1},        {"ACOS", 1},
+      {"ASIN", 1},         {"CEIL", 1},         {"COS", 1},         {"FLOOR", 1},
+      {"SIN", 1},          {"SINH", 1},         {"COSH", 1},        {"ASINH", 1},
+      {"ACOSH", 1},        {"ATANH", 1},        {"TAN", 1},         {"SOFTPLUS", 1},
+      {"SIGN", 1},         {"ISNAN", 1},        {"ISINF", 1},       {"SILU", 1},
+      {"GELU", 1},         {"RELU6", 1},        {"HSIGMOID", 1},    {"SQUARE", 1},
+      {"LOGSIGMOID", 1},   {"ADD", 2},          {"SUB", 2},         {"MUL", 2},
+      {"TRUE_DIV", 2},     {"TRUE_DIV", 2, true}, {"POW", 2},       {"MAX", 2},
+      {"MIN", 2},          {"LT", 2},           {"LEQ", 2},         {"EQ", 2},
+      {"NEQ", 2},          {"AND", 2, true},    {"OR", 2, true},    {"XOR", 2, true},
+      {"NOT", 1, true},    {"MOD", 2, true},    {"PRELU", 2},       {"FUSE_ADD_RELU", 2},
+      {"FUSE_ADD_SIGMOID", 2}, {"FUSE_ADD_TANH", 2}, {"FUSE_ADD_H_SWISH", 2},
+      {"SWITCH_GT0", 2},   {"LOG_SUM_EXP", 2},  {"FUSE_MUL_ADD3", 3}, {"FUSE_MUL_ADD4", 4},
+      {"COND_LEQ_MOV", 3}, {"COND_LT_MOV", 3},  {"CLIP", 3},
+  };
+  for (const Case &c : cases) {
+    INFO(c.mode << (c.ints ? " (int64)" : ""));
+    auto net = std::make_unique<Module>("Net");
+    net->registerModule("m", std::make_unique<Elemwise>(c.mode));
+    auto tm = TracedModule::fromModule(std::move(net));
+    std::vector<InputSpec> specs;
+    std::vector<Tensor> xs;
+    for (int i = 0; i < c.arity; ++i) {
+      specs.push_back({"x" + std::to_string(i), Shape{2, 6}, c.ints ? DType::Int64 : DType::Float32});
+      // Floats in (-1, 1) and beside 1.5, so that every mode has points in
+      // its domain; integers with both signs and no zero divisor.
+      std::vector<double> v;
+      for (int j = 0; j < 12; ++j)
+        v.push_back(c.ints ? double((j * 7 + i * 3) % 9 - 4 + (j % 9 == 4 - i ? 1 : 0))
+                           : (j < 6 ? 0.9 * std::sin(1.0 + j + 3 * i) : 1.5 + 0.1 * (j + i)));
+      if (c.ints) {
+        for (double &d : v)
+          if (d == 0)
+            d = 3;
+        xs.push_back(Tensor::fromInts({2, 6}, std::vector<int64_t>(v.begin(), v.end())));
+      } else {
+        xs.push_back(Tensor::fromFloats({2, 6}, std::vector<float>(v.begin(), v.end())));
+      }
+    }
+    GraphBuilder b = GraphBuilder::top(*tm, specs);
+    std::vector<Arg> args;
+    for (int i = 0; i < c.arity; ++i)
+      args.push_back(b.arg(i));
+    b.finish(b.callModule(b.getAttr(b.self(), "m"), args));
+    auto bytes = io::exportOnnxBytes(*tm);
+    if (bytes.failed())
+      FAIL(bytes.diagnostic().str());
+    onnx::ModelProto mp;
+    REQUIRE(mp.ParseFromString(*bytes));
+    CHECK_NOTHROW(onnx::checker::check_model(mp));
+    auto back = io::importOnnxBytes(*bytes, std::string(c.mode) + ".onnx");
+    if (back.failed())
+      FAIL(back.diagnostic().str());
+    Tensor want = run(*tm, xs)[0], got = run(*back->module, xs)[0];
+    REQUIRE(got.shape() == want.shape());
+    CHECK(got.dtype() == want.dtype());
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      if (std::isnan(want.at(i)))
+        CHECK(std::isnan(got.at(i)));
+      else
+        CHECK(got.at(i) == Approx(want.at(i)).margin(1e-5));
+    }
+  }
+}
+
+TEST_CASE("export: an Elemwise mode without an ONNX form is an error naming it", "[onnx]") {
+  auto net = std::make_unique<Module>("Net");
+  net->registerModule("m", std::make_unique<Elemwise>("MOD"));
+  auto tm = TracedModule::fromModule(std::move(net));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3}}, {"y", Shape{3}}});
+  b.finish(b.callModule(b.getAttr(b.self(), "m"), {b.arg(0), b.arg(1)}));
+  auto bytes = io::exportOnnxBytes(*tm);
+  REQUIRE(bytes.failed());
+  CHECK_THAT(bytes.diagnostic().str(), Catch::Contains("MOD of floats"));
+}
