@@ -151,13 +151,6 @@ public:
       out_ += '\n';
     }
     auto [nn, ne] = m.totalIds();
-    // A printed expr takes about 100 bytes: room for 256 each, on huge
-    // pages (only what is written is backed), saves the growth copies and
-    // most page faults of a large module's text.
-    if (ne > 4096) {
-      out_.reserve(out_.size() + size_t(std::min<int64_t>(ne, int64_t(1) << 24)) * 256);
-      adviseHugePages(out_.data(), out_.capacity());
-    }
     out_ += "ids ";
     appendInt(out_, nn);
     out_ += ' ';
@@ -184,8 +177,12 @@ private:
   /// Makes room for `extra` more bytes at once (one reallocation for a
   /// graph body instead of a doubling series).
   void ensure(size_t extra) {
-    if (out_.size() + extra > out_.capacity())
+    if (out_.size() + extra > out_.capacity()) {
       out_.reserve(out_.size() + extra);
+      // The part not yet written, on huge pages: a large module's text
+      // would fault once per 4 KiB otherwise.
+      adviseHugePages(out_.data() + out_.size(), out_.capacity() - out_.size());
+    }
   }
 
   /// What makes two attribute tensors one object (Module::stateDict's

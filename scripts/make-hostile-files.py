@@ -108,6 +108,9 @@ def tmir_files():
                                          "a = buffer(float32(3000000000,), [1.0", 1),
         "zeros-terabytes": net.replace("a = buffer(float32(4,), [1.0, 2.0, 3.0, 4.0])",
                                        "a = buffer(float32(1099511627776,), zeros)", 1),
+        # A next-expr-id counter of 2^61: a counter, not a size (it is
+        # accepted; nothing may be sized by it).
+        "ids-counter-huge": net.replace("ids 22 22", "ids 22 2305843009213693952", 1),
     }
     for name, text in variants.items():
         assert text != net, name
