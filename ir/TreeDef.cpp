@@ -332,17 +332,25 @@ static TreeDef makeDict(TreeDef::Kind k,
   std::vector<Scalar> keys;
   children.reserve(items.size());
   keys.reserve(items.size());
-  // Key hash -> index in `keys`: linear in the items (an ONNX model's node
-  // name dict has one entry per node).
+  // Sorted, equal keys are neighbours (a key equals another only if
+  // neither orders before the other); unsorted, a key hash -> index table
+  // keeps the check linear (an ONNX model's node name dict has one entry
+  // per node).
   std::unordered_multimap<size_t, size_t> seen;
-  seen.reserve(items.size());
+  if (!sort)
+    seen.reserve(items.size());
   for (auto &[k2, v] : items) {
-    size_t h = k2.hash();
-    auto [b, e] = seen.equal_range(h);
-    for (auto it = b; it != e; ++it)
-      if (keys[it->second] == k2)
+    if (sort) {
+      if (!keys.empty() && keys.back() == k2)
         raise("duplicate dict key {}", k2.repr());
-    seen.emplace(h, keys.size());
+    } else {
+      size_t h = k2.hash();
+      auto [b, e] = seen.equal_range(h);
+      for (auto it = b; it != e; ++it)
+        if (keys[it->second] == k2)
+          raise("duplicate dict key {}", k2.repr());
+      seen.emplace(h, keys.size());
+    }
     keys.push_back(k2);
     children.push_back(std::move(v));
   }

@@ -147,3 +147,18 @@ TEST_CASE("tensors: shapes, storage, half floats", "[ir][tensor]") {
   Tensor r1 = Tensor::randn({16}, 7), r2 = Tensor::randn({16}, 7);
   CHECK(r1.bitwiseEqual(r2));
 }
+
+TEST_CASE("dicts refuse a key given twice, sorted or ordered", "[ir][treedef]") {
+  auto item = [](Scalar k) { return std::pair<Scalar, TreeDef>(k, TreeDef::constant(Scalar(1))); };
+  CHECK_THROWS_WITH(TreeDef::dict({item(Scalar("b")), item(Scalar("a")), item(Scalar("b"))}),
+                    Catch::Contains("duplicate dict key 'b'"));
+  CHECK_THROWS_WITH(TreeDef::dict({item(Scalar(int64_t(3))), item(Scalar(int64_t(1))),
+                                   item(Scalar("x")), item(Scalar(int64_t(3)))}),
+                    Catch::Contains("duplicate dict key 3"));
+  CHECK_THROWS_WITH(TreeDef::dict({item(Scalar(0.0)), item(Scalar(1.5)), item(Scalar(-0.0))}),
+                    Catch::Contains("duplicate dict key"));
+  CHECK_THROWS_WITH(TreeDef::orderedDict({item(Scalar("b")), item(Scalar("a")), item(Scalar("b"))}),
+                    Catch::Contains("duplicate dict key 'b'"));
+  CHECK_NOTHROW(TreeDef::dict({item(Scalar("b")), item(Scalar("a")), item(Scalar(int64_t(1))),
+                               item(Scalar(1.0))}));
+}
