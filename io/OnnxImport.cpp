@@ -738,6 +738,13 @@ static void recordOnnxNames(TracedModule &tm, const InternalGraph &g,
   tm.setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
 }
 
+/// About how many values `g` names, to size the value table once: a graph
+/// of 10^6 nodes would otherwise rehash it 20 times.
+static unsigned valueCount(const onnx::GraphProto &g) {
+  return unsigned(std::min<int64_t>(
+      int64_t(g.node_size()) + g.initializer_size() + g.input_size(), 1 << 26));
+}
+
 OnnxModel Importer::run() {
   for (const auto &o : model_.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
@@ -764,10 +771,7 @@ OnnxModel Importer::run() {
 
   auto mod = std::make_unique<Module>(sanitizeIdent(g.name(), "OnnxModel"));
   NameSpace paramNs("params", "");
-  // Sized for every value up front: a graph of 10^6 nodes would otherwise
-  // rehash 20 times.
-  ValMap vals(unsigned(std::min<int64_t>(
-      int64_t(g.node_size()) + g.initializer_size() + g.input_size(), 1 << 26)));
+  ValMap vals(valueCount(g));
   std::vector<std::pair<Scalar, TreeDef>> paramNames;
   auto addParam = [&](const std::string &orig, Tensor t) {
     std::string name = paramNs.createUniqueName(orig.empty() ? "param" : orig);
