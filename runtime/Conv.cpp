@@ -16,6 +16,9 @@
 #include "tm/runtime/Conv.h"
 
 #if defined(__x86_64__)
+// GCC 12 warns about the undefined start value of _mm512_undefined_ps in
+// its own headers' intrinsics (as in Gemm.cpp).
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 #endif
 #include <cstring>
@@ -294,15 +297,76 @@ std::shared_ptr<const PackedConvWeight> packConvWeight(const Tensor &weight,
           op.str(), groups, weight.dim(0), shapeStr(weight.shape()));
   if (!gemmMicroKernelAvailable())
     return nullptr;
-  auto p = std::make_shared<PackedConvWeight>();
-  p->outChannels = weight.dim(0);
-  p->groups = groups;
-  p->depth = weight.dim(0) ? weight.numel() / weight.dim(0) : 0;
-  int64_t og = p->outChannels / groups;
-  p->panels.resize(size_t(packedPanelFloats(groups, og, p->depth)));
-  Tensor w = weight.contiguous();
-  packPanels(w.data<float>(), groups, og, p->depth, p->panels.data());
-  return p;
+  return std::make_shared<PackedConvWeight>(weight, groups);
+}
+
+PackedConvWeight::PackedConvWeight(const Tensor &weight, int64_t g)
+    : outChannels(weight.dim(0)), groups(g),
+      depth(weight.dim(0) ? weight.numel() / weight.dim(0) : 0),
+      weight_(weight.contiguous()) {}
+
+const std::vector<float> &PackedConvWeight::panels() const {
+  std::call_once(panelsOnce_, [this] {
+    int64_t og = outChannels / groups;
+    panels_.resize(size_t(packedPanelFloats(groups, og, depth)));
+    packPanels(weight_.data<float>(), groups, og, depth, panels_.data());
+  });
+  return panels_;
+}
+
+namespace {
+/// F(2x2, 3x3): out (2x2) = A^T [(G g G^T) . (B^T d B)] A for a 4x4 input
+/// tile d and a 3x3 kernel g, with
+///   B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1],
+///   G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1],
+///   A^T = [1 1 1 0; 0 1 -1 -1].
+constexpr int64_t WinoXi = 16; ///< transformed positions (4x4)
+
+/// u (4x4, row-major) = G g G^T of one 3x3 kernel g, in double.
+void winogradKernel(const float *g, float *u) {
+  double t[4][3]; // G g
+  for (int j = 0; j < 3; ++j) {
+    double g0 = g[j], g1 = g[3 + j], g2 = g[6 + j];
+    t[0][j] = g0;
+    t[1][j] = 0.5 * (g0 + g1 + g2);
+    t[2][j] = 0.5 * (g0 - g1 + g2);
+    t[3][j] = g2;
+  }
+  for (int i = 0; i < 4; ++i) {
+    double a = t[i][0], b = t[i][1], c = t[i][2];
+    u[i * 4 + 0] = float(a);
+    u[i * 4 + 1] = float(0.5 * (a + b + c));
+    u[i * 4 + 2] = float(0.5 * (a - b + c));
+    u[i * 4 + 3] = float(c);
+  }
+}
+} // namespace
+
+const std::vector<float> &PackedConvWeight::winograd() const {
+  std::call_once(winogradOnce_, [this] {
+    if (groups != 1 || weight_.rank() != 4 || weight_.dim(2) != 3 ||
+        weight_.dim(3) != 3)
+      raise("pack_conv_weight: the Winograd form needs a 3x3 weight and one "
+            "group, got weight {} with groups {}",
+            shapeStr(weight_.shape()), groups);
+    int64_t o = outChannels, c = weight_.dim(1);
+    // U_xi (o x c, row-major) for each of the 16 positions, then each
+    // packed into panels like an im2col weight of depth c.
+    std::vector<float> u(size_t(WinoXi * o * c));
+    const float *w = weight_.data<float>();
+    float tile[WinoXi];
+    for (int64_t oc = 0; oc < o; ++oc)
+      for (int64_t ic = 0; ic < c; ++ic) {
+        winogradKernel(w + (oc * c + ic) * 9, tile);
+        for (int64_t xi = 0; xi < WinoXi; ++xi)
+          u[size_t((xi * o + oc) * c + ic)] = tile[xi];
+      }
+    int64_t per = packedPanelFloats(1, o, c);
+    winograd_.resize(size_t(WinoXi * per));
+    for (int64_t xi = 0; xi < WinoXi; ++xi)
+      packPanels(u.data() + xi * o * c, 1, o, c, winograd_.data() + xi * per);
+  });
+  return winograd_;
 }
 
 /// Builds rows [r0, r1) x columns [j0, j1) of the patch matrix of one
@@ -503,6 +567,280 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   }
 }
 
+//===----------------------------------------------------------------------===//
+// Winograd F(2x2, 3x3) on the micro-kernel
+//===----------------------------------------------------------------------===//
+
+/// Whether conv `g` may run as F(2x2, 3x3): a 3x3 stride-1 undilated
+/// ungrouped convolution on the micro-kernel.
+static bool winogradApplies(const ConvGeom &g) {
+  return g.kh == 3 && g.kw == 3 && g.sh == 1 && g.sw == 1 && g.dh == 1 &&
+         g.dw == 1 && g.groups == 1 && g.gemm != ConvGemm::Blas &&
+         g.gemm != ConvGemm::Im2col && gemmMicroKernelAvailable();
+}
+
+/// Whether it should: with fewer than 8 channels in or out the transforms
+/// cost more than the 16 thin GEMMs save (an RGB stem runs 2.5x slower),
+/// and below a 6x6 output the tiles' cover wastes the 2.25x (4x4 and 5x5
+/// run slower, 6x6 already 1.25x faster; 56x56 to 7x7 outputs of 16 to
+/// 512 channels run 1.5-2x faster).
+static bool winogradPays(const ConvGeom &g) {
+  return g.gemm == ConvGemm::Winograd ||
+         (g.c >= 8 && g.o >= 8 && g.oh >= 6 && g.ow >= 6);
+}
+
+namespace {
+/// Geometry of the tiles of one F(2x2, 3x3) convolution: tile (ty, tx)
+/// gives output rows 2ty, 2ty + 1 and columns 2tx, 2tx + 1, and reads the
+/// 4x4 input block at (2ty - ph, 2tx - pw) (zeros outside the input). An
+/// image's tiles are numbered t = ty * tw + tx; a work item takes the
+/// tiles [t0, t1) of one image.
+struct WinoTiles {
+  int64_t th, tw;
+};
+
+/// The part of one tile row in a range of tiles [t0, t1): tiles [tx0, tx1)
+/// of row ty, the first being tile t0 + local. Iterated as
+///   for (WinoRow r(wt, t0, t1); r.valid(); r.next()) ...
+/// (a loop rather than a callback, so the AVX-512 bodies stay in their
+/// target function).
+struct WinoRow {
+  const WinoTiles &wt;
+  int64_t t, t0, t1, ty = 0, tx0 = 0, tx1 = 0;
+  WinoRow(const WinoTiles &w, int64_t begin, int64_t end)
+      : wt(w), t(begin), t0(begin), t1(end) {
+    set();
+  }
+  bool valid() const { return t < t1; }
+  int64_t local() const { return t - t0; }
+  void next() {
+    t += tx1 - tx0;
+    set();
+  }
+
+private:
+  void set() {
+    if (t >= t1)
+      return;
+    ty = t / wt.tw;
+    tx0 = t % wt.tw;
+    tx1 = std::min(wt.tw, tx0 + (t1 - t));
+  }
+};
+} // namespace
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+namespace {
+/// Lanes 0..15 of the 32 floats lo:hi at even / odd positions.
+TM_IM2COL_AVX512 inline __m512 evens(__m512 lo, __m512 hi) {
+  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
+                                        20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
+TM_IM2COL_AVX512 inline __m512 odds(__m512 lo, __m512 hi) {
+  const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                        21, 23, 25, 27, 29, 31);
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
+} // namespace
+
+/// The input transform of one channel's tiles [t0, t1): V_xi = B^T d B for
+/// each tile, written as the micro-kernel's B operand: position xi at
+/// v + xi * vStride, in strips of 48 tiles (strip s at + s * c * 48), the
+/// channel's row at + ci * 48. `rows` holds winogradRowFloats(tw) floats.
+/// Per 16 tiles: the four input rows at columns 2q .. 2q + 3 as even and
+/// odd lanes (permutes), B^T down the rows, B across, 16 stores.
+TM_IM2COL_AVX512
+static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
+                          const float *plane, int64_t ci, int64_t t0,
+                          int64_t t1, float *v, int64_t vStride,
+                          float *rows) {
+  for (WinoRow row(wt, t0, t1); row.valid(); row.next()) {
+    int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1, local = row.local();
+    // The four input rows of the tile row, over padded columns
+    // 2 tx0 .. 2 tx1 + 1 (zeros outside the input; the loads below read up
+    // to 32 floats past a row, into the buffer's slack).
+    int64_t len = 2 * (tx1 - tx0) + 2, x0 = 2 * tx0 - g.pw;
+    int64_t pitch = (len + 32 + 15) / 16 * 16;
+    const float *r[4];
+    for (int i = 0; i < 4; ++i) {
+      float *ri = rows + i * pitch;
+      r[i] = ri;
+      int64_t iy = 2 * ty - g.ph + i;
+      if (iy < 0 || iy >= g.h) {
+        zeroSeg(ri, len);
+        continue;
+      }
+      int64_t a = std::clamp<int64_t>(-x0, 0, len);
+      int64_t b = std::clamp<int64_t>(g.w - x0, a, len);
+      zeroSeg(ri, a);
+      copySeg(ri + a, plane + iy * g.w + x0 + a, b - a);
+      zeroSeg(ri + b, len - b);
+    }
+    for (int64_t q0 = 0, n = tx1 - tx0; q0 < n;) {
+      // One strip segment: contiguous tiles in V.
+      int64_t tl = local + q0, strip = tl / GemmNR, col = tl % GemmNR;
+      int64_t q1 = std::min(n, q0 + (GemmNR - col));
+      float *base = v + strip * g.c * GemmNR + ci * GemmNR + col - q0;
+      for (int64_t q = q0; q < q1; q += 16) {
+        __mmask16 m = headMask(q1 - q);
+        // e[i][k]: row i at columns 2q + k, k = 0..3, for 16 tiles.
+        __m512 e[4][4];
+        for (int i = 0; i < 4; ++i) {
+          const float *s = r[i] + 2 * q;
+          __m512 lo = _mm512_loadu_ps(s), hi = _mm512_loadu_ps(s + 16);
+          __m512 lo2 = _mm512_loadu_ps(s + 2), hi2 = _mm512_loadu_ps(s + 18);
+          e[i][0] = evens(lo, hi);
+          e[i][1] = odds(lo, hi);
+          e[i][2] = evens(lo2, hi2);
+          e[i][3] = odds(lo2, hi2);
+        }
+        for (int k = 0; k < 4; ++k) { // B^T d, column k
+          __m512 a0 = e[0][k], a1 = e[1][k], a2 = e[2][k], a3 = e[3][k];
+          e[0][k] = _mm512_sub_ps(a0, a2);
+          e[1][k] = _mm512_add_ps(a1, a2);
+          e[2][k] = _mm512_sub_ps(a2, a1);
+          e[3][k] = _mm512_sub_ps(a1, a3);
+        }
+        for (int i = 0; i < 4; ++i) { // (B^T d) B, row i
+          float *d = base + (4 * i) * vStride + q;
+          _mm512_mask_storeu_ps(d, m, _mm512_sub_ps(e[i][0], e[i][2]));
+          _mm512_mask_storeu_ps(d + vStride, m, _mm512_add_ps(e[i][1], e[i][2]));
+          _mm512_mask_storeu_ps(d + 2 * vStride, m, _mm512_sub_ps(e[i][2], e[i][1]));
+          _mm512_mask_storeu_ps(d + 3 * vStride, m, _mm512_sub_ps(e[i][1], e[i][3]));
+        }
+      }
+      q0 = q1;
+    }
+  }
+}
+
+/// The output transform of one output channel's tiles [t0, t1): out =
+/// A^T M A from M_xi at m + xi * mStride (tile t at + t - t0; the loads
+/// read up to 15 floats past the last tile), then bias and activation as
+/// biasActivate applies them, stored straight into the output plane.
+TM_IM2COL_AVX512
+static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
+                           const float *m, int64_t mStride, int64_t t0,
+                           int64_t t1, float bias, float *plane) {
+  const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5,
+                                       21, 6, 22, 7, 23);
+  const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28,
+                                       13, 29, 14, 30, 15, 31);
+  const __m512 b = _mm512_set1_ps(bias), zero = _mm512_setzero_ps(),
+               six = _mm512_set1_ps(6.0f);
+  for (WinoRow row(wt, t0, t1); row.valid(); row.next()) {
+    int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1;
+    const float *mm = m + row.local();
+    int64_t oxEnd = std::min(g.ow, 2 * tx1);
+    float *d0 = plane + 2 * ty * g.ow, *d1 = d0 + g.ow;
+    bool second = 2 * ty + 1 < g.oh;
+    for (int64_t q = 0, n = tx1 - tx0; q < n; q += 16) {
+      __m512 s0[4], s1[4];
+      for (int j = 0; j < 4; ++j) {
+        __m512 m0 = _mm512_loadu_ps(mm + j * mStride + q),
+               m1 = _mm512_loadu_ps(mm + (4 + j) * mStride + q),
+               m2 = _mm512_loadu_ps(mm + (8 + j) * mStride + q),
+               m3 = _mm512_loadu_ps(mm + (12 + j) * mStride + q);
+        s0[j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+        s1[j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+      }
+      int64_t ox = 2 * (tx0 + q), cols = oxEnd - ox;
+      __mmask16 mLo = headMask(cols), mHi = headMask(std::max<int64_t>(cols - 16, 0));
+      for (int r = 0; r < 2; ++r) {
+        if (r == 1 && !second)
+          break;
+        const __m512 *s = r ? s1 : s0;
+        __m512 y[2] = {_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]),
+                       _mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3])};
+        for (__m512 &yv : y) {
+          if (bias != 0.0f) // as biasActivate: a zero bias is not added
+            yv = _mm512_add_ps(yv, b);
+          // max_ps(0, y) is `0 > y ? 0 : y`: relu's `y < 0 ? 0 : y`, NaN
+          // and -0 included; likewise min_ps(6, y) for relu6.
+          if (g.act != Activation::None)
+            yv = _mm512_max_ps(zero, yv);
+          if (g.act == Activation::Relu6)
+            yv = _mm512_min_ps(six, yv);
+        }
+        __m512 y0 = y[0], y1 = y[1];
+        float *d = (r ? d1 : d0) + ox;
+        _mm512_mask_storeu_ps(d, mLo, _mm512_permutex2var_ps(y0, lo, y1));
+        _mm512_mask_storeu_ps(d + 16, mHi, _mm512_permutex2var_ps(y0, hi, y1));
+      }
+    }
+  }
+}
+#else
+static void winogradInput(const ConvGeom &, const WinoTiles &, const float *,
+                          int64_t, int64_t, int64_t, float *, int64_t, float *) {
+  __builtin_trap(); // only where the micro-kernel (AVX-512) runs
+}
+static void winogradOutput(const ConvGeom &, const WinoTiles &, const float *,
+                           int64_t, int64_t, int64_t, float, float *) {
+  __builtin_trap();
+}
+#endif
+
+/// Floats of winogradInput's row buffer: four padded rows of a tile row,
+/// each with 32 floats of slack.
+static int64_t winogradRowFloats(int64_t tw) {
+  return 4 * ((2 * tw + 2 + 32 + 15) / 16 * 16);
+}
+
+/// conv2d as F(2x2, 3x3): work items are (image, range of tiles); each
+/// transforms its tiles' input for every channel, runs the 16 GEMMs
+/// M_xi (out channels x tiles) = U_xi (out x in channels) * V_xi (in
+/// channels x tiles) on the micro-kernel, and transforms M back into the
+/// output, all in per-thread buffers sized for L2.
+static void convWinograd(const ConvGeom &g, const float *x, const float *u,
+                         const float *bias, float *out) {
+  WinoTiles wt{(g.oh + 1) / 2, (g.ow + 1) / 2};
+  int64_t tiles = wt.th * wt.tw;
+  int threads = omp_get_max_threads();
+  // Tiles per item: V (16 x C x tiles) and M (16 x O x tiles) within the
+  // budget, at least one 48-tile strip; then more items until they
+  // divide evenly over the threads, keeping 16 tiles or more each.
+  constexpr int64_t BudgetBytes = 512 << 10, MinTiles = 16;
+  int64_t perTile = WinoXi * (g.c + g.o) * int64_t(sizeof(float));
+  int64_t maxTiles = std::max(GemmNR, BudgetBytes / perTile / GemmNR * GemmNR);
+  int64_t chunks = std::max<int64_t>(1, (tiles + maxTiles - 1) / maxTiles);
+  while ((g.n * chunks) % threads != 0 && tiles / (chunks + 1) >= MinTiles)
+    ++chunks;
+  auto chunkStart = [&](int64_t i) { return tiles * i / chunks; };
+  int64_t chunkTiles = (tiles + chunks - 1) / chunks;
+  int64_t strips = (chunkTiles + GemmNR - 1) / GemmNR;
+  int64_t vStride = strips * GemmNR * g.c, mStride = g.o * chunkTiles;
+  // (+ 16: winogradOutput's loads may read 15 floats past M.)
+  int64_t perThread = WinoXi * (vStride + mStride) + 16 + winogradRowFloats(wt.tw);
+  Tensor scratchT = Tensor::empty({perThread * threads});
+  float *scratch = scratchT.data<float>();
+  int64_t panels = (g.o + GemmMR - 1) / GemmMR;
+  int64_t uStride = packedPanelFloats(1, g.o, g.c);
+  int64_t items = g.n * chunks;
+
+#pragma omp parallel for schedule(static) num_threads(threads) if (items > 1 && threads > 1)
+  for (int64_t item = 0; item < items; ++item) {
+    int64_t img = item / chunks, ch = item % chunks;
+    int64_t t0 = chunkStart(ch), t1 = chunkStart(ch + 1), nt = t1 - t0;
+    if (nt <= 0)
+      continue;
+    float *v = scratch + perThread * omp_get_thread_num();
+    float *m = v + WinoXi * vStride, *rows = m + WinoXi * mStride + 16;
+    const float *xi = x + img * g.c * g.h * g.w;
+    for (int64_t ci = 0; ci < g.c; ++ci)
+      winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride, rows);
+    for (int64_t p = 0; p < WinoXi; ++p)
+      gemmPackedA(u + p * uStride, panels, 0, g.o, nt, g.c,
+                  {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt, nt,
+                  nullptr, Activation::None);
+    float *o = out + img * g.o * g.spatial();
+    for (int64_t oc = 0; oc < g.o; ++oc)
+      winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
+                     bias ? bias[oc] : 0.0f, o + oc * g.spatial());
+  }
+}
+
 /// One plane of a depthwise convolution. The plane is first copied into
 /// `padded`, surrounded by its zero padding, so no tap needs a bounds check;
 /// each output row is then computed in one pass with all kernel taps summed
@@ -606,6 +944,15 @@ static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
   });
 }
 
+/// Throws when `pk` was not packed from a weight of `w`'s geometry.
+static void checkPacked(const ConvGeom &g, const PackedConvWeight &pk,
+                        const Tensor &w) {
+  if (pk.outChannels != g.o || pk.groups != g.groups || pk.depth != g.k())
+    raise("conv: the packed weight ({} output channels, {} groups, depth "
+          "{}) was not packed from weight {} with groups {}",
+          pk.outChannels, pk.groups, pk.depth, shapeStr(w.shape()), g.groups);
+}
+
 static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
                     const Tensor &bias, Tensor &out) {
   if (out.numel() == 0)
@@ -617,15 +964,20 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   }
   // The one GEMM dispatch: the micro-kernel wherever the CPU has it,
   // unless a path is forced.
+  if (winogradApplies(g) && winogradPays(g)) {
+    if (const PackedConvWeight *pk = g.packed) {
+      checkPacked(g, *pk, w);
+      convWinograd(g, x.data<float>(), pk->winograd().data(), pb, out.data<float>());
+      return;
+    }
+    PackedConvWeight perCall(w, 1);
+    convWinograd(g, x.data<float>(), perCall.winograd().data(), pb, out.data<float>());
+    return;
+  }
   if (g.gemm != ConvGemm::Blas && gemmMicroKernelAvailable()) {
     if (const PackedConvWeight *pk = g.packed) {
-      if (pk->outChannels != g.o || pk->groups != g.groups ||
-          pk->depth != g.k())
-        raise("conv: the packed weight ({} output channels, {} groups, depth "
-              "{}) was not packed from weight {} with groups {}",
-              pk->outChannels, pk->groups, pk->depth, shapeStr(w.shape()),
-              g.groups);
-      convMicro(g, x.data<float>(), pk->panels.data(), pb, out.data<float>());
+      checkPacked(g, *pk, w);
+      convMicro(g, x.data<float>(), pk->panels().data(), pb, out.data<float>());
       return;
     }
     // No packed weight: pack it for this call (on the calling thread, from

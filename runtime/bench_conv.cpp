@@ -116,19 +116,21 @@ int main(int argc, char **argv) {
   bool micro = rt::convMicroKernelAvailable();
   std::printf("| layer | input | weight | stride | GEMM M x N x K | "
               "conv2d ms | conv2d GFLOP/s | sgemm GFLOP/s | ratio | "
-              "packed per call | OpenBLAS path |\n");
+              "packed per call | im2col path | OpenBLAS path |\n");
   std::printf("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | "
-              "---: | ---: |\n");
+              "---: | ---: | ---: |\n");
   // conv2d: the default path, as the interpreter runs it (weights packed
   // once, before timing); the same with the weights packed on every call;
-  // the OpenBLAS path (forced). Each round times every conv2d, then every
+  // the micro-kernel's im2col path (forced: the default takes Winograd
+  // for the 3x3 stride-1 shapes); the OpenBLAS path (forced). Each round times every conv2d, then every
   // sgemm reference: OpenBLAS's worker threads keep spinning for a while
   // after a threaded call and would steal cycles from the OpenMP threads of
   // a conv measured right after. On a shared machine the load varies, so
   // each figure keeps its best over the rounds.
   size_t count = std::size(Shapes);
   std::vector<double> tConv(count, 1e30), tCall(count, 1e30),
-      tBlas(count, 1e30), tGemm(count, 1e30), flops(count);
+      tBlas(count, 1e30), tGemm(count, 1e30), tIm2col(count, 1e30),
+      flops(count);
   std::vector<int64_t> ms(count), ns(count), ks(count);
   for (size_t i = 0; i < count; ++i) {
     const ConvShape &s = Shapes[i];
@@ -154,6 +156,12 @@ int main(int argc, char **argv) {
       if (micro)
         tCall[i] = std::min(
             tCall[i], minSeconds([&] { (void)rt::conv2d(x, w, b, p); }, minTime));
+      if (micro) {
+        rt::Conv2dParams pi = pp;
+        pi.gemm = rt::ConvGemm::Im2col;
+        tIm2col[i] = std::min(
+            tIm2col[i], minSeconds([&] { (void)rt::conv2d(x, w, b, pi); }, minTime));
+      }
       rt::Conv2dParams pb = p;
       pb.gemm = rt::ConvGemm::Blas;
       tBlas[i] = std::min(
@@ -179,7 +187,10 @@ int main(int argc, char **argv) {
   }
 
   double convTotal = 0, callTotal = 0, blasTotal = 0, gemmTotal = 0,
-         flopTotal = 0, minRatio = 1e30;
+         im2colTotal = 0, flopTotal = 0, minRatio = 1e30;
+  auto orDash = [micro](double pctValue) {
+    return micro ? fmt::format("{:.0f}%", pctValue) : std::string("-");
+  };
   auto pct = [](double ref, double t) { return 100.0 * ref / t; };
   for (size_t i = 0; i < count; ++i) {
     const ConvShape &s = Shapes[i];
@@ -187,27 +198,26 @@ int main(int argc, char **argv) {
     callTotal += tCall[i];
     blasTotal += tBlas[i];
     gemmTotal += tGemm[i];
+    im2colTotal += tIm2col[i];
     flopTotal += flops[i];
     minRatio = std::min(minRatio, tGemm[i] / tConv[i]);
     std::printf("| %s | (1, %lld, %lld, %lld) | (%lld, %lld, %lld, %lld) | "
                 "%lld | %lld x %lld x %lld | %.3f | %.1f | %.1f | %.0f%% | "
-                "%s | %.0f%% |\n",
+                "%s | %s | %.0f%% |\n",
                 s.where, (long long)s.c, (long long)s.h, (long long)s.w,
                 (long long)s.o, (long long)s.c, (long long)s.k, (long long)s.k,
                 (long long)s.stride, (long long)ms[i], (long long)ns[i],
                 (long long)ks[i], tConv[i] * 1e3, flops[i] / tConv[i] / 1e9,
                 flops[i] / tGemm[i] / 1e9, pct(tGemm[i], tConv[i]),
-                micro ? fmt::format("{:.0f}%", pct(tGemm[i], tCall[i])).c_str()
-                      : "-",
-                pct(tGemm[i], tBlas[i]));
+                orDash(pct(tGemm[i], tCall[i])).c_str(),
+                orDash(pct(tGemm[i], tIm2col[i])).c_str(), pct(tGemm[i], tBlas[i]));
   }
   std::printf("| all (one each) | | | | | %.3f | %.1f | %.1f | %.0f%% | %s | "
-              "%.0f%% |\n",
+              "%s | %.0f%% |\n",
               convTotal * 1e3, flopTotal / convTotal / 1e9,
               flopTotal / gemmTotal / 1e9, pct(gemmTotal, convTotal),
-              micro ? fmt::format("{:.0f}%", pct(gemmTotal, callTotal)).c_str()
-                    : "-",
-              pct(gemmTotal, blasTotal));
+              orDash(pct(gemmTotal, callTotal)).c_str(),
+              orDash(pct(gemmTotal, im2colTotal)).c_str(), pct(gemmTotal, blasTotal));
   std::printf("\nlowest per-shape ratio (default path): %.0f%%; micro-kernel "
               "%s; times: %s\n",
               100.0 * minRatio, micro ? "on (AVX-512)" : "unavailable",

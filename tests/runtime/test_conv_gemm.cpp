@@ -29,9 +29,10 @@ int64_t outSize(int64_t in, int64_t kernel, int64_t stride, int64_t pad,
   return rt::convOutputSize(in, kernel, stride, pad, pad, dil);
 }
 
-/// Checks one case on every path: OpenBLAS, micro-kernel packing per call,
-/// micro-kernel with a weight packed once (which must give the very same
-/// bits as packing per call: same layout, same kernel).
+/// Checks one case on every path: OpenBLAS, and each micro-kernel path
+/// (the default choice, im2col, Winograd where the shape allows it)
+/// packing per call and with a weight packed once (which must give the
+/// very same bits as packing per call: same layout, same kernel).
 void check(Rng &rng, const ConvCase &k) {
   INFO(describeCase(k));
   int64_t depth = k.c / k.groups * k.kh * k.kw;
@@ -53,18 +54,25 @@ void check(Rng &rng, const ConvCase &k) {
     blas.gemm = rt::ConvGemm::Blas;
     requireClose(rt::conv2d(x, w, b, blas), want, tol);
   }
-  Tensor perCall = rt::conv2d(x, w, b, p);
-  requireClose(perCall, want, tol);
   auto packed = rt::packConvWeight(w, k.groups);
-  if (!rt::convMicroKernelAvailable()) {
+  if (!rt::convMicroKernelAvailable())
     CHECK(!packed);
-    return;
+  else
+    REQUIRE(packed);
+  for (rt::ConvGemm path :
+       {rt::ConvGemm::Auto, rt::ConvGemm::Im2col, rt::ConvGemm::Winograd}) {
+    INFO("path " << int(path));
+    p.gemm = path;
+    p.packed = nullptr;
+    Tensor perCall = rt::conv2d(x, w, b, p);
+    requireClose(perCall, want, tol);
+    if (!packed)
+      continue;
+    p.packed = packed.get();
+    Tensor once = rt::conv2d(x, w, b, p);
+    requireClose(once, want, tol);
+    REQUIRE(once.bitwiseEqual(perCall));
   }
-  REQUIRE(packed);
-  p.packed = packed.get();
-  Tensor once = rt::conv2d(x, w, b, p);
-  requireClose(once, want, tol);
-  REQUIRE(once.bitwiseEqual(perCall));
 }
 
 } // namespace
@@ -116,6 +124,57 @@ TEST_CASE("conv GEMM: micro-kernel tails of rows, columns and depth",
   wide.pad = 1;
   wide.bias = false;
   check(rng, wide);
+}
+
+TEST_CASE("conv GEMM: Winograd F(2x2, 3x3) tiles, strips and depth",
+          "[conv][gemm][winograd]") {
+  Rng rng(406);
+  // Output sizes odd and even (a last tile half outside), tile rows
+  // around the 48-tile strips, paddings 0..2 (tiles reading past the
+  // input), out channels around the 8-row panels, in channels past one
+  // depth block of 256, batch 2, every activation.
+  for (int64_t hw : {1, 2, 3, 4, 5, 13, 14, 15})
+    for (int64_t pad : {0, 1, 2}) {
+      ConvCase k{1, 5, hw, hw + 1, 9, 3, 3};
+      k.pad = pad;
+      if (outSize(hw, 3, 1, pad, 1) > 0)
+        check(rng, k);
+    }
+  for (int64_t o : {1, 8, 17}) {
+    ConvCase k{2, 20, 30, 26, o, 3, 3};
+    k.pad = 1;
+    k.act = Activation(o % 3);
+    check(rng, k);
+  }
+  for (int64_t c : {256, 300}) {
+    ConvCase k{1, c, 14, 14, 24, 3, 3};
+    k.pad = 1;
+    check(rng, k);
+  }
+  // Many tiles: several work items of 48-tile strips.
+  ConvCase big{1, 16, 57, 61, 16, 3, 3};
+  big.pad = 1;
+  big.act = Activation::Relu;
+  check(rng, big);
+}
+
+TEST_CASE("conv GEMM: Winograd with ONNX's asymmetric padding",
+          "[conv][gemm][winograd]") {
+  Rng rng(407);
+  for (Int2 end : {Int2(0, 2), Int2(2, 0), Int2(1, 1)}) {
+    Tensor x = rng.tensor({1, 16, 15, 16}, -2, 2);
+    Tensor w = rng.tensor({16, 16, 3, 3});
+    Tensor b = rng.tensor({16});
+    ConvCase k{1, 16, 15, 16, 16, 3, 3};
+    k.pad = Int2(1, 0);
+    k.padEnd = end;
+    Ref rb(b);
+    Ref want = refConv2d(Ref(x), Ref(w), &rb, k);
+    rt::Conv2dParams p{.padding = k.pad, .paddingEnd = end,
+                       .gemm = rt::ConvGemm::Winograd};
+    INFO("end padding " << end.str());
+    requireClose(rt::conv2d(x, w, b, p), want, gemmTol(16 * 9));
+  }
 }
 
 TEST_CASE("conv GEMM: random shapes on every path", "[conv][gemm]") {
