@@ -9,8 +9,10 @@
 // GEMM is the micro-kernel of Gemm.h on packed weights where the CPU has
 // AVX-512 (convMicro, im2colStrips), OpenBLAS elsewhere (convBlas). 1x1
 // stride-1 unpadded convolutions skip the im2col: the input already is the
-// patch matrix. Depthwise convolutions have K = kh * kw, far too little
-// work for a GEMM, and use a direct row kernel.
+// patch matrix. 3x3 stride-1 convolutions run as Winograd's F(2x2, 3x3)
+// on the same kernel (convWinograd). Depthwise convolutions have
+// K = kh * kw, far too little work for a GEMM, and use a direct kernel
+// over each plane cut by stride phase (depthwisePlane).
 //
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Conv.h"
@@ -841,82 +843,155 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   }
 }
 
-/// One plane of a depthwise convolution. The plane is first copied into
-/// `padded`, surrounded by its zero padding, so no tap needs a bounds check;
-/// each output row is then computed in one pass with all kernel taps summed
-/// per element in (ki, kj) order (3x3 kernels, the common case, keep the
-/// nine weights in registers). Compiled for AVX-512, AVX2 and baseline
-/// x86-64, chosen at load time (the library itself is built without -march).
+namespace {
+/// The polyphase layout of one depthwise plane: the zero-padded input cut
+/// by stride phase into sh * sw sub-planes, S_ab[r][x] = padded[r sh + a]
+/// [x sw + b], each hs x ws floats plus slack. Tap (ki, kj) of output
+/// (y, x) reads S_ab[y + qi][x + qj] with ki dh = qi sh + a and
+/// kj dw = qj sw + b: every tap is a stride-1 read at a fixed offset from
+/// y ws + x, so the whole output plane is one flat run of oh * ws
+/// positions (the ws - ow columns past each row are computed, then
+/// dropped), whatever the stride, dilation and kernel.
+struct DwLayout {
+  static constexpr int64_t Block = 128; ///< positions summed in registers
+  int64_t hs, ws, subFloats, padRow;
+  llvm::SmallVector<int64_t, 49> off; ///< per tap, into the sub-planes
+  explicit DwLayout(const ConvGeom &g)
+      : hs(g.oh + (g.kh - 1) * g.dh / g.sh),
+        ws(g.ow + (g.kw - 1) * g.dw / g.sw),
+        // Slack: a block reads up to Block - 1 positions past the plane's
+        // last, plus the largest column offset (< ws). Only dropped
+        // positions read it; it is zeroed once per call, so it holds no
+        // NaN or denormal garbage.
+        subFloats(hs * ws + ws + Block),
+        // One padded input row, with room for whole 16-float vectors.
+        padRow((ws + 16) * g.sw + 32) {
+    for (int64_t ki = 0; ki < g.kh; ++ki)
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        int64_t vy = ki * g.dh, vx = kj * g.dw;
+        off.push_back(((vy % g.sh) * g.sw + vx % g.sw) * subFloats +
+                      vy / g.sh * ws + vx / g.sw);
+      }
+  }
+  int64_t subTotal(const ConvGeom &g) const { return g.sh * g.sw * subFloats; }
+  /// Scratch of one plane: the sub-planes, the flat output, a padded row.
+  int64_t floats(const ConvGeom &g) const {
+    return subTotal(g) + g.oh * ws + Block + padRow;
+  }
+  /// Zeros the sub-planes' slack of one plane's scratch (rows are
+  /// rewritten per plane; the slack only receives row data that a whole
+  /// vector carried past a sub-plane's last row).
+  void clearSlack(const ConvGeom &g, float *scratch) const {
+    for (int64_t p = 0; p < g.sh * g.sw; ++p)
+      std::fill(scratch + p * subFloats + hs * ws, scratch + (p + 1) * subFloats, 0.0f);
+  }
+};
+} // namespace
+
+/// One plane of a depthwise convolution (see DwLayout): the plane's
+/// polyphase copy, then the flat output in blocks of 128 positions kept
+/// in registers across all taps, each summed from the bias in (ki, kj)
+/// order, then cut to ow columns with the activation. Compiled for
+/// AVX-512, AVX2 and baseline x86-64, chosen at load time (the library
+/// itself is built without -march).
 TM_VECTOR_CLONES
-static void depthwisePlane(const ConvGeom &g, const float *plane,
-                           const float *wk, float b, float *dst,
-                           float *padded) {
-  // Padded extent: every position any tap reads.
-  int64_t ph = (g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1;
-  int64_t pw = (g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1;
-  for (int64_t y = 0; y < ph; ++y) {
-    float *row = padded + y * pw;
-    int64_t iy = y - g.ph;
-    if (iy < 0 || iy >= g.h) {
-      for (int64_t x = 0; x < pw; ++x)
-        row[x] = 0.0f;
+static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
+                           const float *plane, const float *wk, float b,
+                           float *dst, float *scratch) {
+  // GCC/Clang vector extensions: one zmm in the AVX-512 clone, two ymm in
+  // the AVX2 one.
+  typedef float V16 __attribute__((vector_size(64)));
+  typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
+  typedef int32_t I16 __attribute__((vector_size(64)));
+  float *flat = scratch + L.subTotal(g);
+  float *pad = flat + g.oh * L.ws + DwLayout::Block;
+  int64_t padLen = L.ws * g.sw; // padded columns any phase reads
+  for (int64_t rr = 0; rr < L.hs * g.sh; ++rr) {
+    int64_t a = rr % g.sh, r = rr / g.sh, iy = rr - g.ph;
+    // Padded row rr: zeros outside the input.
+    int64_t x0 = std::clamp<int64_t>(g.pw, 0, padLen);
+    int64_t x1 = std::clamp<int64_t>(g.pw + g.w, x0, padLen);
+    bool inside = iy >= 0 && iy < g.h;
+    if (g.sw == 1) { // the sub-plane row is the padded row
+      float *row = scratch + a * L.subFloats + r * L.ws;
+      if (!inside) {
+        std::fill(row, row + L.ws, 0.0f);
+        continue;
+      }
+      std::fill(row, row + x0, 0.0f);
+      std::copy(plane + iy * g.w + (x0 - g.pw), plane + iy * g.w + (x1 - g.pw), row + x0);
+      std::fill(row + x1, row + L.ws, 0.0f);
       continue;
     }
-    const float *in = plane + iy * g.w;
-    int64_t x0 = std::min(g.pw, pw), x1 = std::min(pw, g.pw + g.w);
-    for (int64_t x = 0; x < x0; ++x)
-      row[x] = 0.0f;
-    for (int64_t x = x0; x < x1; ++x)
-      row[x] = in[x - g.pw];
-    for (int64_t x = std::max(x0, x1); x < pw; ++x)
-      row[x] = 0.0f;
+    if (!inside) {
+      for (int64_t c = 0; c < g.sw; ++c) {
+        float *row = scratch + (a * g.sw + c) * L.subFloats + r * L.ws;
+        std::fill(row, row + L.ws, 0.0f);
+      }
+      continue;
+    }
+    std::fill(pad, pad + x0, 0.0f);
+    std::copy(plane + iy * g.w + (x0 - g.pw), plane + iy * g.w + (x1 - g.pw), pad + x0);
+    std::fill(pad + x1, pad + L.padRow, 0.0f);
+    if (g.sw == 2) {
+      // Even and odd columns, 16 at a time by shuffles. The last vector
+      // may run past the row: into the next row, written after this one,
+      // or into the slack, which only discarded positions read.
+      const I16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
+      const I16 odd = even + 1;
+      float *e = scratch + (a * 2) * L.subFloats + r * L.ws;
+      float *o = e + L.subFloats;
+      for (int64_t x = 0; x < L.ws; x += 16) {
+        V16 lo = *reinterpret_cast<const V16u *>(pad + 2 * x);
+        V16 hi = *reinterpret_cast<const V16u *>(pad + 2 * x + 16);
+        *reinterpret_cast<V16u *>(e + x) = __builtin_shuffle(lo, hi, even);
+        *reinterpret_cast<V16u *>(o + x) = __builtin_shuffle(lo, hi, odd);
+      }
+      continue;
+    }
+    for (int64_t c = 0; c < g.sw; ++c) {
+      float *row = scratch + (a * g.sw + c) * L.subFloats + r * L.ws;
+      for (int64_t x = 0; x < L.ws; ++x)
+        row[x] = pad[x * g.sw + c];
+    }
+  }
+  // Eight independent accumulators: each tap's FMA waits for the
+  // previous tap's, so fewer would leave the FMA units idle.
+  constexpr int V = DwLayout::Block / 16;
+  int64_t n = g.oh * L.ws;
+  for (int64_t i0 = 0; i0 < n; i0 += DwLayout::Block) {
+    V16 acc[V];
+    for (int v = 0; v < V; ++v)
+      acc[v] = V16{} + b;
+    for (size_t t = 0; t < L.off.size(); ++t) {
+      V16 wv = V16{} + wk[t];
+      const V16u *s = reinterpret_cast<const V16u *>(scratch + L.off[t] + i0);
+      for (int v = 0; v < V; ++v)
+        acc[v] += wv * s[v];
+    }
+    V16u *f = reinterpret_cast<V16u *>(flat + i0);
+    for (int v = 0; v < V; ++v)
+      f[v] = acc[v];
   }
   // The activation as a clamp, branch-free so the row loops vectorise.
   constexpr float Inf = std::numeric_limits<float>::infinity();
   float lo = g.act == Activation::None ? -Inf : 0.0f;
   float hi = g.act == Activation::Relu6 ? 6.0f : Inf;
-  auto finish = [lo, hi](float v) { return std::min(std::max(v, lo), hi); };
-  bool k3 = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1;
-  for (int64_t oy = 0; oy < g.oh; ++oy) {
-    const float *r = padded + oy * g.sh * pw;
-    float *d = dst + oy * g.ow;
-    if (k3 && (g.sw == 1 || g.sw == 2)) {
-      const float *r0 = r, *r1 = r + pw, *r2 = r + 2 * pw;
-      float w0 = wk[0], w1 = wk[1], w2 = wk[2], w3 = wk[3], w4 = wk[4],
-            w5 = wk[5], w6 = wk[6], w7 = wk[7], w8 = wk[8];
-      if (g.sw == 1) {
-        for (int64_t ox = 0; ox < g.ow; ++ox)
-          d[ox] = finish(b + w0 * r0[ox] + w1 * r0[ox + 1] + w2 * r0[ox + 2] +
-                         w3 * r1[ox] + w4 * r1[ox + 1] + w5 * r1[ox + 2] +
-                         w6 * r2[ox] + w7 * r2[ox + 1] + w8 * r2[ox + 2]);
-      } else {
-        for (int64_t ox = 0; ox < g.ow; ++ox) {
-          int64_t x = 2 * ox;
-          d[ox] = finish(b + w0 * r0[x] + w1 * r0[x + 1] + w2 * r0[x + 2] +
-                         w3 * r1[x] + w4 * r1[x + 1] + w5 * r1[x + 2] +
-                         w6 * r2[x] + w7 * r2[x + 1] + w8 * r2[x + 2]);
-        }
-      }
-      continue;
+  // Whole vectors, which may run into the following output rows (written
+  // after this one), never past the plane's end.
+  int64_t planeEnd = g.oh * g.ow;
+  for (int64_t y = 0; y < g.oh; ++y) {
+    const float *src = flat + y * L.ws;
+    float *d = dst + y * g.ow;
+    int64_t x = 0;
+    for (; x < g.ow && y * g.ow + x + 16 <= planeEnd; x += 16) {
+      V16 v = *reinterpret_cast<const V16u *>(src + x);
+      v = v < lo ? lo : v; // as std::max(v, lo): NaN stays NaN
+      v = v > hi ? hi : v;
+      *reinterpret_cast<V16u *>(d + x) = v;
     }
-    // Other kernels: the output row accumulates one tap at a time over
-    // all its positions (the loops over positions vectorise), in the same
-    // (ki, kj) order as one position at a time would.
-    for (int64_t ox = 0; ox < g.ow; ++ox)
-      d[ox] = b;
-    for (int64_t ki = 0; ki < g.kh; ++ki)
-      for (int64_t kj = 0; kj < g.kw; ++kj) {
-        float wv = wk[ki * g.kw + kj];
-        const float *rk = r + ki * g.dh * pw + kj * g.dw;
-        if (g.sw == 1)
-          for (int64_t ox = 0; ox < g.ow; ++ox)
-            d[ox] += wv * rk[ox];
-        else
-          for (int64_t ox = 0; ox < g.ow; ++ox)
-            d[ox] += wv * rk[ox * g.sw];
-      }
-    for (int64_t ox = 0; ox < g.ow; ++ox)
-      d[ox] = finish(d[ox]);
+    for (; x < g.ow; ++x)
+      d[x] = std::min(std::max(src[x], lo), hi);
   }
 }
 
@@ -926,20 +1001,21 @@ static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
                           const float *bias, float *out) {
   int64_t planes = g.n * g.o;
   int64_t khw = g.kh * g.kw;
-  int64_t padFloats = ((g.oh - 1) * g.sh + (g.kh - 1) * g.dh + 1) *
-                      ((g.ow - 1) * g.sw + (g.kw - 1) * g.dw + 1);
+  DwLayout layout(g);
+  int64_t planeFloats = layout.floats(g);
   int64_t grain =
       std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
-  // One padded plane per part (allocated outside the parallel region).
+  // One scratch plane per part (allocated outside the parallel region).
   int parts = parallelParts(planes, grain);
-  Tensor scratch = Tensor::empty({int64_t(parts), padFloats});
+  Tensor scratch = Tensor::empty({int64_t(parts), planeFloats});
   float *pad = scratch.data<float>();
   parallelForParts(planes, grain, [&](int64_t p0, int64_t p1, int part) {
+    float *mine = pad + part * planeFloats;
+    layout.clearSlack(g, mine);
     for (int64_t p = p0; p < p1; ++p) {
       int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
-      depthwisePlane(g, x + (n * g.c + ic) * g.h * g.w, w + oc * khw,
-                     bias ? bias[oc] : 0.0f, out + p * g.spatial(),
-                     pad + part * padFloats);
+      depthwisePlane(g, layout, x + (n * g.c + ic) * g.h * g.w, w + oc * khw,
+                     bias ? bias[oc] : 0.0f, out + p * g.spatial(), mine);
     }
   });
 }

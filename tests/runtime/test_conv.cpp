@@ -79,6 +79,41 @@ TEST_CASE("conv2d: depthwise fast path", "[conv]") {
   checkConv2d(rng, big);
 }
 
+TEST_CASE("conv2d: depthwise strides, dilations and plane edges", "[conv]") {
+  // The depthwise kernel cuts each padded plane by stride phase and runs
+  // the output as one flat sequence of 128-position blocks: cover
+  // strides 1..3 per axis, dilation with stride, kernels 1x1 to 7x7 and
+  // non-square, asymmetric padding, planes narrower than a vector and of
+  // one row or column, outputs ending mid-vector, and many planes run in
+  // parallel (a row's vector may run into the next row, never into the
+  // next plane).
+  Rng rng(208);
+  struct Case {
+    int64_t h, w, kh, kw;
+    Int2 stride, dilation, pad, padEnd;
+  };
+  for (Case c : {Case{1, 1, 1, 1, 1, 1, 0, 0}, Case{1, 9, 1, 3, 1, 1, 0, 0},
+                 Case{9, 1, 3, 1, Int2(2, 1), 1, Int2(1, 0), Int2(1, 0)},
+                 Case{7, 7, 7, 7, 1, 1, 3, 3}, Case{13, 17, 5, 3, Int2(3, 2), 1, Int2(2, 1), Int2(0, 2)},
+                 Case{20, 23, 3, 3, 2, 2, 2, Int2(1, 0)}, Case{33, 31, 7, 7, 1, 1, 3, 3},
+                 Case{40, 19, 3, 5, Int2(1, 3), Int2(2, 1), 1, 2}}) {
+    for (int64_t mult : {1, 3}) {
+      ConvCase k{2, 5, c.h, c.w, 5 * mult, c.kh, c.kw, 5};
+      k.stride = c.stride;
+      k.dilation = c.dilation;
+      k.pad = c.pad;
+      k.padEnd = c.padEnd;
+      k.act = Activation(mult % 3);
+      if (tmg::rt::convOutputSize(k.h, k.kh, k.stride.h, k.pad.h, k.padEnd.h, k.dilation.h) > 0 &&
+          tmg::rt::convOutputSize(k.w, k.kw, k.stride.w, k.pad.w, k.padEnd.w, k.dilation.w) > 0)
+        checkConv2d(rng, k);
+    }
+  }
+  ConvCase many{1, 300, 9, 9, 300, 5, 5, 300};
+  many.pad = many.padEnd = 2;
+  checkConv2d(rng, many);
+}
+
 TEST_CASE("conv2d: pointwise and GEMM tiling paths", "[conv]") {
   Rng rng(203);
   // 1x1 stride 1: the input is the GEMM operand, no im2col.
