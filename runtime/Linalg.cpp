@@ -27,6 +27,34 @@ void detail::sgemmSerial(bool transA, bool transB, int64_t m, int64_t n,
         c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
     return;
   }
+  // One row or one column of C is a matrix-vector product: OpenBLAS's
+  // sgemm would pack the whole matrix operand on every call (a batch-1
+  // classifier's weight, megabytes, to multiply it once); its sgemv reads
+  // it in place.
+  if ((m == 1 || n == 1) && beta == 0.0f) // gemv scales y by beta: 0 * NaN
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        c[i * ldc + j] = 0.0f;
+  if (m == 1) { // c (1 x n) = a (1 x k) * op(B)
+    int incA = transA ? int(lda) : 1;
+    if (transB) // B (n x k): c = B a
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(n), int(k), alpha, b, int(ldb), a, incA,
+                  beta, c, 1);
+    else // B (k x n): c = B^T a
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(k), int(n), alpha, b, int(ldb), a, incA,
+                  beta, c, 1);
+    return;
+  }
+  if (n == 1) { // c (m x 1, stride ldc) = op(A) * b (k x 1)
+    int incB = transB ? 1 : int(ldb);
+    if (transA) // A (k x m): c = A^T b
+      cblas_sgemv(CblasRowMajor, CblasTrans, int(k), int(m), alpha, a, int(lda), b, incB,
+                  beta, c, int(ldc));
+    else // A (m x k): c = A b
+      cblas_sgemv(CblasRowMajor, CblasNoTrans, int(m), int(k), alpha, a, int(lda), b, incB,
+                  beta, c, int(ldc));
+    return;
+  }
   cblas_sgemm(CblasRowMajor, transA ? CblasTrans : CblasNoTrans,
               transB ? CblasTrans : CblasNoTrans, int(m), int(n), int(k), alpha,
               a, int(lda), b, int(ldb), beta, c, int(ldc));

@@ -248,6 +248,35 @@ TEST_CASE("gemm: alpha, beta and a broadcast C", "[linalg]") {
                GemmTol);
 }
 
+TEST_CASE("gemm and linear: one row or one column (matrix-vector products)",
+          "[linalg]") {
+  // A single row or column of C goes to the BLAS's gemv, which reads the
+  // matrix in place: every transpose, alpha and beta (0: C's old contents
+  // must not leak through), and a batch-1 linear layer large enough to be
+  // split over threads.
+  Rng rng(106);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {1, 1}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.0f, 2.0f}) {
+          int64_t k = 37;
+          Tensor a = rng.tensor(ta ? Shape{k, m} : Shape{m, k});
+          Tensor b = rng.tensor(tb ? Shape{n, k} : Shape{k, n});
+          Tensor c = rng.tensor({m, n});
+          Ref ab = refMatmul(Ref(a), Ref(b), ta, tb), rc(c), want(Shape{m, n});
+          for (int64_t i = 0; i < m * n; ++i)
+            want.v[i] = 0.5 * ab.v[i] + beta * rc.v[i];
+          INFO("m " << m << " n " << n << " ta=" << ta << " tb=" << tb << " beta " << beta);
+          requireClose(rt::gemm(a, b, c, 0.5f, beta, ta, tb), want, GemmTol);
+        }
+  Tensor x = rng.tensor({1, 1280}), w = rng.tensor({1000, 1280}), bias = rng.tensor({1000});
+  Ref want = refMatmul(Ref(x), Ref(w), false, true);
+  Ref rb(bias);
+  for (int64_t j = 0; j < 1000; ++j)
+    want.v[j] += rb.v[j];
+  requireClose(withThreads(2, [&] { return rt::linear(x, w, bias); }), want, GemmTol);
+}
+
 TEST_CASE("linalg errors name the op and the shapes", "[linalg][errors]") {
   Tensor a = Tensor::zeros({2, 3}), b = Tensor::zeros({4, 5});
   REQUIRE_THROWS_WITH(rt::matmul(a, b),
