@@ -819,25 +819,34 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   float *scratch = scratchT.data<float>();
   int64_t panels = (g.o + GemmMR - 1) / GemmMR;
   int64_t uStride = packedPanelFloats(1, g.o, g.c);
-  int64_t items = g.n * chunks;
+  // Too few items for the threads (small outputs such as 7x7, one chunk
+  // of tiles): split the output channels too, in whole panels of 8; each
+  // such item transforms the chunk's input again, a 1/O share of its work.
+  int64_t mBlocks = 1;
+  if (g.n * chunks < threads)
+    mBlocks = std::clamp<int64_t>(threads / (g.n * chunks), 1, std::max<int64_t>(1, panels / 2));
+  int64_t items = g.n * chunks * mBlocks;
 
 #pragma omp parallel for schedule(static) num_threads(threads) if (items > 1 && threads > 1)
   for (int64_t item = 0; item < items; ++item) {
-    int64_t img = item / chunks, ch = item % chunks;
+    int64_t mb = item % mBlocks, ch = item / mBlocks % chunks, img = item / (mBlocks * chunks);
     int64_t t0 = chunkStart(ch), t1 = chunkStart(ch + 1), nt = t1 - t0;
-    if (nt <= 0)
+    int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
+    int64_t m0 = p0 * GemmMR, m1 = std::min(g.o, p1 * GemmMR);
+    if (nt <= 0 || m0 >= m1)
       continue;
     float *v = scratch + perThread * omp_get_thread_num();
     float *m = v + WinoXi * vStride, *rows = m + WinoXi * mStride + 16;
     const float *xi = x + img * g.c * g.h * g.w;
     for (int64_t ci = 0; ci < g.c; ++ci)
       winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride, rows);
+    // M_xi rows m0 .. m1 (out channels) at m + xi * o * nt + oc * nt.
     for (int64_t p = 0; p < WinoXi; ++p)
-      gemmPackedA(u + p * uStride, panels, 0, g.o, nt, g.c,
-                  {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt, nt,
+      gemmPackedA(u + p * uStride, panels, p0, m1 - m0, nt, g.c,
+                  {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt + m0 * nt, nt,
                   nullptr, Activation::None);
     float *o = out + img * g.o * g.spatial();
-    for (int64_t oc = 0; oc < g.o; ++oc)
+    for (int64_t oc = m0; oc < m1; ++oc)
       winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
                      bias ? bias[oc] : 0.0f, o + oc * g.spatial());
   }
