@@ -865,16 +865,23 @@ struct DwLayout {
   static constexpr int64_t Block = 128; ///< positions summed in registers
   int64_t hs, ws, subFloats, padRow;
   llvm::SmallVector<int64_t, 49> off; ///< per tap, into the sub-planes
+  /// Sizes saturate at 2^62 (floats() then refuses them), so hostile
+  /// strides, dilations and paddings cannot wrap them around.
+  static int64_t sat(__int128 v) {
+    return v > (__int128(1) << 62) ? int64_t(1) << 62 : int64_t(v);
+  }
   explicit DwLayout(const ConvGeom &g)
-      : hs(g.oh + (g.kh - 1) * g.dh / g.sh),
-        ws(g.ow + (g.kw - 1) * g.dw / g.sw),
+      : hs(sat(g.oh + __int128(g.kh - 1) * g.dh / g.sh)),
+        ws(sat(g.ow + __int128(g.kw - 1) * g.dw / g.sw)),
         // Slack: a block reads up to Block - 1 positions past the plane's
         // last, plus the largest column offset (< ws). Only dropped
         // positions read it; it is zeroed once per call, so it holds no
         // NaN or denormal garbage.
-        subFloats(hs * ws + ws + Block),
+        subFloats(sat(__int128(hs) * ws + ws + Block)),
         // One padded input row, with room for whole 16-float vectors.
-        padRow((ws + 16) * g.sw + 32) {
+        padRow(sat((__int128(ws) + 16) * g.sw + 32)) {
+    if (subFloats >= (int64_t(1) << 62) || padRow >= (int64_t(1) << 62))
+      return; // floats() refuses the layout; no tap offsets needed
     for (int64_t ki = 0; ki < g.kh; ++ki)
       for (int64_t kj = 0; kj < g.kw; ++kj) {
         int64_t vy = ki * g.dh, vx = kj * g.dw;
@@ -883,9 +890,14 @@ struct DwLayout {
       }
   }
   int64_t subTotal(const ConvGeom &g) const { return g.sh * g.sw * subFloats; }
-  /// Scratch of one plane: the sub-planes, the flat output, a padded row.
-  int64_t floats(const ConvGeom &g) const {
-    return subTotal(g) + g.oh * ws + Block + padRow;
+  /// Scratch of one plane: the sub-planes, the flat output, a padded row;
+  /// nullopt when that does not fit in int64 (strides and paddings near
+  /// 2^31 each: the sub-planes cover the padded plane).
+  std::optional<int64_t> floats(const ConvGeom &g) const {
+    __int128 n = __int128(g.sh) * g.sw * subFloats + __int128(g.oh) * ws + Block + padRow;
+    if (off.empty() || n > (__int128(1) << 62))
+      return std::nullopt;
+    return int64_t(n);
   }
   /// Zeros the sub-planes' slack of one plane's scratch (rows are
   /// rewritten per plane; the slack only receives row data that a whole
@@ -1006,12 +1018,24 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
 
 /// Direct depthwise convolution: output channel oc reads input channel
 /// oc / og; planes are split over threads.
-static void convDepthwise(const ConvGeom &g, const float *x, const float *w,
+static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
                           const float *bias, float *out) {
+  // With one output row (column) the stride along it does not matter:
+  // taking it as 1 keeps a huge stride from making as many sub-planes.
+  ConvGeom g = g0;
+  if (g.oh == 1)
+    g.sh = 1;
+  if (g.ow == 1)
+    g.sw = 1;
   int64_t planes = g.n * g.o;
   int64_t khw = g.kh * g.kw;
   DwLayout layout(g);
-  int64_t planeFloats = layout.floats(g);
+  std::optional<int64_t> floats = layout.floats(g);
+  if (!floats)
+    raise("conv2d: a depthwise convolution of input ({}, {}, {}, {}) with stride {} and padding "
+          "{} needs more scratch than memory can hold",
+          g.n, g.c, g.h, g.w, Int2(g0.sh, g0.sw).str(), Int2(g.ph, g.pw).str());
+  int64_t planeFloats = *floats;
   int64_t grain =
       std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
   // One scratch plane per part (allocated outside the parallel region).

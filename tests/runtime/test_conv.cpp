@@ -112,6 +112,18 @@ TEST_CASE("conv2d: depthwise strides, dilations and plane edges", "[conv]") {
   ConvCase many{1, 300, 9, 9, 300, 5, 5, 300};
   many.pad = many.padEnd = 2;
   checkConv2d(rng, many);
+  // A stride far larger than the plane: one output row and column.
+  ConvCase far{1, 4, 3, 3, 4, 3, 3, 4};
+  far.stride = Int2(int64_t(1) << 30, int64_t(1) << 30);
+  far.pad = far.padEnd = 1;
+  checkConv2d(rng, far);
+  // Strides and paddings near 2^40: a 5x5 output whose stride-phase
+  // sub-planes would number 2^78 is refused, not wrapped around.
+  Tensor x = rng.tensor({1, 2, 3, 3}), w = rng.tensor({2, 1, 3, 3});
+  rt::Conv2dParams huge{.stride = Int2(int64_t(1) << 39), .padding = Int2(int64_t(1) << 40),
+                        .groups = 2};
+  REQUIRE_THROWS_WITH(rt::conv2d(x, w, {}, huge),
+                      Catch::Contains("needs more scratch than memory can hold"));
 }
 
 TEST_CASE("conv2d: pointwise and GEMM tiling paths", "[conv]") {
