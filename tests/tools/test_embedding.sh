@@ -15,8 +15,16 @@ check() { # description, command...
 
 check "meson install into a staging prefix" \
   sh -c "meson install -C '$build' --no-rebuild --destdir '$dir/stage' > '$dir/install.log' 2>&1"
-prefix=$(meson introspect --buildoptions "$build" |
-  python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "prefix"))')
+option() { # the value of one of the build's options
+  meson introspect --buildoptions "$build" |
+    python3 -c 'import json,sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == sys.argv[1]))' "$1"
+}
+prefix=$(option prefix)
+# A sanitized build's libraries need the sanitizer's runtime in the program
+# that loads them: the example is built with the same -fsanitize.
+sanitize=$(option b_sanitize)
+sanflag=
+[ "$sanitize" = none ] || sanflag="-fsanitize=$sanitize"
 check "the prefix moves elsewhere" mv "$dir/stage$prefix" "$dir/moved"
 pc=$(find "$dir/moved" -name tmgraph.pc | head -n 1)
 check "tmgraph.pc is installed" test -n "$pc"
@@ -26,7 +34,7 @@ check "the libraries have versioned sonames" \
 flags=$(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs tmgraph)
 check "pkg-config points into the moved prefix" sh -c "echo '$flags' | grep -q -- '-I$dir/moved/'"
 check "the example builds with pkg-config" \
-  sh -c "c++ -std=c++20 '$src/examples/embed/embed.cpp' $flags -o '$dir/embed' 2> '$dir/cxx.log'"
+  sh -c "c++ -std=c++20 $sanflag '$src/examples/embed/embed.cpp' $flags -o '$dir/embed' 2> '$dir/cxx.log'"
 LD_LIBRARY_PATH=$libdir "$dir/embed" "$model" 'count-exprs,flatten,optimize,count-exprs' \
   > "$dir/run.txt" 2>&1
 check "the example runs its own pass and tmgraph's" test $? -eq 0
