@@ -395,17 +395,26 @@ TM_IM2COL_AVX512 inline void copySeg(float *d, const float *s, int64_t n) {
     _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
   }
 }
+/// Lanes 0..15 of the 32 floats lo:hi at even / odd positions.
+TM_IM2COL_AVX512 inline __m512 evens(__m512 lo, __m512 hi) {
+  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
+                                        20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
+TM_IM2COL_AVX512 inline __m512 odds(__m512 lo, __m512 hi) {
+  const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                        21, 23, 25, 27, 29, 31);
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
 /// d[q] = s[2q], q < n: two loads and one even-lane permute per 16.
 TM_IM2COL_AVX512 inline void copySeg2(float *d, const float *s, int64_t n) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
-                                         20, 22, 24, 26, 28, 30);
   for (int64_t i = 0; i < n; i += 16) {
     int64_t in = 2 * (n - i) - 1; // inputs this chunk may read
     __m512 lo = _mm512_maskz_loadu_ps(headMask(in), s + 2 * i);
     __m512 hi = _mm512_maskz_loadu_ps(headMask(std::max<int64_t>(in - 16, 0)),
                                       s + 2 * i + 16);
     _mm512_mask_storeu_ps(d + i, headMask(n - i),
-                          _mm512_permutex2var_ps(lo, even, hi));
+                          evens(lo, hi));
   }
 }
 } // namespace
@@ -632,20 +641,6 @@ private:
 } // namespace
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-namespace {
-/// Lanes 0..15 of the 32 floats lo:hi at even / odd positions.
-TM_IM2COL_AVX512 inline __m512 evens(__m512 lo, __m512 hi) {
-  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
-                                        20, 22, 24, 26, 28, 30);
-  return _mm512_permutex2var_ps(lo, idx, hi);
-}
-TM_IM2COL_AVX512 inline __m512 odds(__m512 lo, __m512 hi) {
-  const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
-                                        21, 23, 25, 27, 29, 31);
-  return _mm512_permutex2var_ps(lo, idx, hi);
-}
-} // namespace
-
 /// The input transform of one channel's tiles [t0, t1): V_xi = B^T d B for
 /// each tile, written as the micro-kernel's B operand: position xi at
 /// v + xi * vStride, in strips of 48 tiles (strip s at + s * c * 48), the
