@@ -17,17 +17,12 @@
 //===----------------------------------------------------------------------===//
 #include "tm/runtime/Conv.h"
 
-#if defined(__x86_64__)
-// GCC 12 warns about the undefined start value of _mm512_undefined_ps in
-// its own headers' intrinsics (as in Gemm.cpp).
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#endif
 #include <cstring>
 #include <limits>
 #include <memory>
 
 #include "Gemm.h"
+#include "Simd512.h"
 #include "Internal.h"
 #include "tm/runtime/Linalg.h"
 
@@ -377,14 +372,14 @@ const std::vector<float> &PackedConvWeight::winograd() const {
 /// of a strip at + k * width, width = 48 except for a last, partial strip
 /// (GemmB::compact).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#define TM_IM2COL_AVX512 __attribute__((target("avx512f")))
+#define TM_IM2COL_AVX512 TM_AVX512F
 namespace {
+using simd512::evens;
+using simd512::headMask;
+using simd512::odds;
 // Segments of a strip row are at most 48 floats: masked AVX-512 moves
 // rather than memcpy / memset calls (im2colStrips runs only where the
 // micro-kernel, hence AVX-512, is available).
-TM_IM2COL_AVX512 inline __mmask16 headMask(int64_t n) {
-  return n >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << n) - 1);
-}
 TM_IM2COL_AVX512 inline void zeroSeg(float *d, int64_t n) {
   for (int64_t i = 0; i < n; i += 16)
     _mm512_mask_storeu_ps(d + i, headMask(n - i), _mm512_setzero_ps());
@@ -394,17 +389,6 @@ TM_IM2COL_AVX512 inline void copySeg(float *d, const float *s, int64_t n) {
     __mmask16 m = headMask(n - i);
     _mm512_mask_storeu_ps(d + i, m, _mm512_maskz_loadu_ps(m, s + i));
   }
-}
-/// Lanes 0..15 of the 32 floats lo:hi at even / odd positions.
-TM_IM2COL_AVX512 inline __m512 evens(__m512 lo, __m512 hi) {
-  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
-                                        20, 22, 24, 26, 28, 30);
-  return _mm512_permutex2var_ps(lo, idx, hi);
-}
-TM_IM2COL_AVX512 inline __m512 odds(__m512 lo, __m512 hi) {
-  const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
-                                        21, 23, 25, 27, 29, 31);
-  return _mm512_permutex2var_ps(lo, idx, hi);
 }
 /// d[q] = s[2q], q < n: two loads and one even-lane permute per 16.
 TM_IM2COL_AVX512 inline void copySeg2(float *d, const float *s, int64_t n) {

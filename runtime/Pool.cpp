@@ -6,6 +6,7 @@
 
 #include "Internal.h"
 #include "PoolWindow.h"
+#include "Simd512.h"
 
 namespace tmg::rt {
 using namespace detail;
@@ -91,6 +92,12 @@ static int64_t planeGrain(int64_t planeSize) {
   return std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(1, planeSize));
 }
 
+/// Length of maxPoolPlane's row buffer: the row, its paddings, and room
+/// for the horizontal pass's reads past the last window (whole vectors).
+static int64_t maxPoolBufLen(const PoolGeom &g) {
+  return g.in.w + 2 * g.pw + g.sw * g.ow + g.kw * g.dw + 32;
+}
+
 /// max(m, v), NaN winning as in PyTorch; branch-free so loops vectorise.
 static inline float nanMax(float m, float v) { return (v > m || v != v) ? v : m; }
 
@@ -101,7 +108,7 @@ TM_VECTOR_CLONES
 static void maxPoolPlane(const PoolGeom &g, const float *src, float *dst,
                          float *buf) {
   constexpr float NegInf = -std::numeric_limits<float>::infinity();
-  int64_t w = g.in.w, padded = w + 2 * g.pw + g.sw * g.ow + g.kw * g.dw;
+  int64_t w = g.in.w, padded = maxPoolBufLen(g);
   for (int64_t i = 0; i < padded; ++i)
     buf[i] = NegInf;
   float *row = buf + g.pw;
@@ -153,6 +160,60 @@ static void maxPoolPlane(const PoolGeom &g, const float *src, float *dst,
   }
 }
 
+#if TM_HAVE_SIMD512
+/// maxPoolPlane for horizontal strides 1 and 2 on AVX-512, with the same
+/// reduction order (hence bits): the window rows are reduced 16 columns at
+/// a time straight from the input, then each tap of the row window is one
+/// vector of 16 outputs, read at stride 2 as the even or odd lanes of two
+/// loads.
+TM_AVX512F
+static void maxPoolPlane512(const PoolGeom &g, const float *src, float *dst,
+                            float *buf) {
+  using namespace simd512;
+  constexpr float NegInf = -std::numeric_limits<float>::infinity();
+  int64_t w = g.in.w, len = maxPoolBufLen(g);
+  for (int64_t i = 0; i < len; ++i)
+    buf[i] = NegInf;
+  float *row = buf + g.pw;
+  llvm::SmallVector<const float *, 8> rows;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    rows.clear();
+    for (int64_t ki = 0; ki < g.kh; ++ki) {
+      int64_t iy = oy * g.sh - g.ph + ki * g.dh;
+      if (iy >= 0 && iy < g.in.h)
+        rows.push_back(src + iy * w);
+    }
+    for (int64_t i = 0; i < w; i += 16) {
+      __mmask16 m = headMask(w - i);
+      __m512 acc = _mm512_set1_ps(NegInf);
+      if (!rows.empty()) {
+        acc = _mm512_maskz_loadu_ps(m, rows[0] + i);
+        for (size_t r = 1; r < rows.size(); ++r)
+          acc = nanMax(acc, _mm512_maskz_loadu_ps(m, rows[r] + i));
+      }
+      _mm512_mask_storeu_ps(row + i, m, acc);
+    }
+    float *out = dst + oy * g.ow;
+    for (int64_t ox = 0; ox < g.ow; ox += 16) {
+      __m512 acc = _mm512_undefined_ps();
+      for (int64_t kj = 0; kj < g.kw; ++kj) {
+        int64_t off = kj * g.dw;
+        __m512 v;
+        if (g.sw == 1) {
+          v = _mm512_loadu_ps(buf + ox + off);
+        } else {
+          const float *b = buf + 2 * ox + (off & ~int64_t(1));
+          __m512 lo = _mm512_loadu_ps(b), hi = _mm512_loadu_ps(b + 16);
+          v = (off & 1) ? odds(lo, hi) : evens(lo, hi);
+        }
+        acc = kj == 0 ? v : nanMax(acc, v);
+      }
+      _mm512_mask_storeu_ps(out + ox, headMask(g.ow - ox), acc);
+    }
+  }
+}
+#endif
+
 static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
   const float *px = x.data<float>();
@@ -160,13 +221,18 @@ static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   int64_t hw = g.in.h * g.in.w, ohw = g.oh * g.ow;
   int64_t grain = planeGrain(ohw);
   // One padded row buffer per part, allocated before the parallel region.
-  int64_t bufLen = g.in.w + 2 * g.pw + g.sw * g.ow + g.kw * g.dw;
+  int64_t bufLen = maxPoolBufLen(g);
   int parts = parallelParts(g.in.planes, grain);
   Tensor bufs = Tensor::empty({int64_t(parts), bufLen});
   float *pb = bufs.data<float>();
+  auto plane = &maxPoolPlane;
+#if TM_HAVE_SIMD512
+  if ((g.sw == 1 || g.sw == 2) && simd512::available())
+    plane = &maxPoolPlane512;
+#endif
   parallelForParts(g.in.planes, grain, [&](int64_t p0, int64_t p1, int part) {
     for (int64_t pl = p0; pl < p1; ++pl)
-      maxPoolPlane(g, px + pl * hw, po + pl * ohw, pb + part * bufLen);
+      plane(g, px + pl * hw, po + pl * ohw, pb + part * bufLen);
   });
   return out;
 }

@@ -40,8 +40,10 @@ Ref refMaxPool(const Ref &x, const PoolCase &k) {
             for (int64_t j = 0; j < k.p.kernel.w; ++j) {
               int64_t iy = oy * s.h - k.p.padding.h + i * k.p.dilation.h;
               int64_t ix = ox * s.w - k.p.padding.w + j * k.p.dilation.w;
-              if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w)
-                m = std::max(m, x({n, c, iy, ix}));
+              if (iy >= 0 && iy < k.h && ix >= 0 && ix < k.w) {
+                double v = x({n, c, iy, ix});
+                m = std::isnan(m) ? m : std::isnan(v) ? v : std::max(m, v);
+              }
             }
           y({n, c, oy, ox}) = m;
         }
@@ -119,6 +121,46 @@ TEST_CASE("max_pool2d and avg_pool2d: random configurations", "[pool]") {
     else
       requireClose(rt::avgPool2d(x, k.p), refAvgPool(Ref(x), k),
                    ElementwiseTol);
+    ++checked;
+  }
+}
+
+TEST_CASE("max_pool2d: wide rows, every vector tail, NaN anywhere", "[pool]") {
+  // Rows wide enough for several 16-lane vectors and every tail length,
+  // strides 1 and 2 (the vector paths) and 3, dilations, NaN at random
+  // places (a NaN in the window wins).
+  Rng rng(303);
+  int checked = 0;
+  while (checked < 120) {
+    PoolCase k;
+    k.n = 1;
+    k.c = rng.uniformInt(1, 3);
+    k.h = rng.uniformInt(1, 9);
+    k.w = rng.uniformInt(1, 90);
+    k.p.kernel = Int2(rng.uniformInt(1, 4), rng.uniformInt(1, 5));
+    k.p.stride = Int2(rng.uniformInt(1, 3), rng.uniformInt(1, 3));
+    k.p.padding = Int2(rng.uniformInt(0, k.p.kernel.h / 2),
+                       rng.uniformInt(0, k.p.kernel.w / 2));
+    k.p.dilation = Int2(rng.uniformInt(1, 2), rng.uniformInt(1, 3));
+    k.p.ceilMode = rng.coin();
+    Int2 s = *k.p.stride;
+    if (refPoolSize(k.h, k.p.kernel.h, s.h, k.p.padding.h, k.p.dilation.h,
+                    k.p.ceilMode) <= 0 ||
+        refPoolSize(k.w, k.p.kernel.w, s.w, k.p.padding.w, k.p.dilation.w,
+                    k.p.ceilMode) <= 0)
+      continue;
+    Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -3, 3);
+    float *px = x.data<float>();
+    for (int64_t i = 0; i < x.numel(); ++i)
+      if (rng.coin(0.02))
+        px[i] = std::numeric_limits<float>::quiet_NaN();
+      else if (rng.coin(0.02))
+        px[i] = -std::numeric_limits<float>::infinity();
+    INFO("x " << shapeOf(x.shape()) << " kernel " << k.p.kernel.str()
+              << " stride " << s.str() << " pad " << k.p.padding.str()
+              << " dilation " << k.p.dilation.str() << " ceil "
+              << k.p.ceilMode);
+    requireClose(rt::maxPool2d(x, k.p), refMaxPool(Ref(x), k), Exact);
     ++checked;
   }
 }

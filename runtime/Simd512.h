@@ -1,0 +1,68 @@
+//===- Simd512.h - Shared AVX-512 helpers (internal) ------------*- C++ -*-===//
+//
+// Small AVX-512 building blocks used by more than one kernel file. Every
+// function carries the `target("avx512f")` attribute (TM_AVX512F) so the
+// files that use them are built for the baseline ISA and call them only
+// after the run-time check (gemmMicroKernelAvailable). TM_HAVE_SIMD512 is 1
+// where they exist (x86-64, GCC or Clang).
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define TM_HAVE_SIMD512 1
+// GCC 12 warns about the undefined start value of _mm512_undefined_ps in
+// its own headers' intrinsics.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstdint>
+
+#define TM_AVX512F __attribute__((target("avx512f")))
+
+namespace tmg::rt::detail::simd512 {
+
+/// Whether this CPU runs AVX-512F code (checked once).
+inline bool available() {
+  static const bool avail = [] {
+    __builtin_cpu_init();
+    return bool(__builtin_cpu_supports("avx512f"));
+  }();
+  return avail;
+}
+
+/// The first min(n, 16) lanes (none for n <= 0).
+TM_AVX512F inline __mmask16 headMask(int64_t n) {
+  return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+/// Lanes 0..15 of the 32 floats lo:hi at even / odd positions.
+TM_AVX512F inline __m512 evens(__m512 lo, __m512 hi) {
+  const __m512i idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18,
+                                        20, 22, 24, 26, 28, 30);
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
+TM_AVX512F inline __m512 odds(__m512 lo, __m512 hi) {
+  const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
+                                        21, 23, 25, 27, 29, 31);
+  return _mm512_permutex2var_ps(lo, idx, hi);
+}
+
+/// Lane-wise max(m, v) with PyTorch's NaN rule (a NaN in either wins) and
+/// the scalar `(v > m || v != v) ? v : m`'s choice on ties, so vector and
+/// scalar loops give identical bits.
+TM_AVX512F inline __m512 nanMax(__m512 m, __m512 v) {
+  // MAXPS(v, m) is v > m ? v : m, m when either is NaN.
+  __m512 r = _mm512_max_ps(v, m);
+  return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), v);
+}
+
+} // namespace tmg::rt::detail::simd512
+
+#else
+#define TM_HAVE_SIMD512 0
+#define TM_AVX512F
+namespace tmg::rt::detail::simd512 {
+inline bool available() { return false; }
+} // namespace tmg::rt::detail::simd512
+#endif
