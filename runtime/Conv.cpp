@@ -47,9 +47,13 @@ struct ConvGeom {
   int64_t sh, sw, ph, pw; ///< stride, leading padding
   int64_t dh, dw;         ///< dilation
   int64_t groups, cg, og; ///< groups, channels per group in and out
-  Activation act;
+  Activation act;         ///< applied by the kernels' epilogues
   const PackedConvWeight *packed = nullptr;
   ConvGemm gemm = ConvGemm::Auto;
+  /// Conv2dParams::residual (contiguous, the output's layout), added after
+  /// the epilogue, then tailAct (act is None then).
+  const float *residual = nullptr;
+  Activation tailAct = Activation::None;
 
   int64_t k() const { return cg * kh * kw; }
   int64_t spatial() const { return oh * ow; }
@@ -194,6 +198,42 @@ static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
     return;
   for (int64_t m = m0; m < m1; ++m)
     biasActivate(out + m * ld + j0, j1 - j0, bias ? bias[m] : 0.0f, g.act);
+}
+
+/// out[i] = tailAct(out[i] + residual[i]) over n floats at `off` into the
+/// output: the residual add and the activation after it, as the add and
+/// activation ops compute them.
+TM_VECTOR_CLONES
+static void residualRun(const ConvGeom &g, float *out, int64_t off, int64_t n) {
+  float *o = out + off;
+  const float *z = g.residual + off;
+  switch (g.tailAct) {
+  case Activation::None:
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = o[i] + z[i];
+    return;
+  case Activation::Relu:
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = activate(Activation::Relu, o[i] + z[i]);
+    return;
+  case Activation::Relu6:
+    for (int64_t i = 0; i < n; ++i)
+      o[i] = activate(Activation::Relu6, o[i] + z[i]);
+    return;
+  }
+}
+
+/// residualRun over the whole output, for the paths that do not apply it
+/// per tile.
+static void residualAll(const ConvGeom &g, float *out) {
+  if (!g.residual)
+    return;
+  int64_t planes = g.n * g.o, sp = g.spatial();
+  parallelFor(planes, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(sp, 1)),
+              [&](int64_t p0, int64_t p1) {
+                for (int64_t p = p0; p < p1; ++p)
+                  residualRun(g, out, p * sp, sp);
+              });
 }
 
 namespace {
@@ -546,19 +586,22 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     if (pointwise || k == 0) { // (k == 0: C is the activated bias)
       gemmPackedA(wg, panels, p0, m1 - m0, j1 - j0, k, {xg + j0, GemmNR, sp},
                   cg, sp, bg, g.act);
-      continue;
+    } else {
+      // One depth block at a time: its patch rows are built right before
+      // the kernel sweeps them, so they are read back from L2.
+      float *col = scratch + tileFloats * size_t(omp_get_thread_num());
+      int64_t kb = gemmDepthBlock(k);
+      for (int64_t k0 = 0; k0 < k; k0 += kb) {
+        int64_t kc = std::min(kb, k - k0);
+        im2colStrips(g, xg, j0, j1, k0, k0 + kc, col);
+        gemmPackedABlock(wg, panels, p0, m1 - m0, j1 - j0, k, k0, kc,
+                         {col, kc * GemmNR, GemmNR, /*compact=*/true}, cg, sp,
+                         bg, g.act);
+      }
     }
-    // One depth block at a time: its patch rows are built right before
-    // the kernel sweeps them, so they are read back from L2.
-    float *col = scratch + tileFloats * size_t(omp_get_thread_num());
-    int64_t kb = gemmDepthBlock(k);
-    for (int64_t k0 = 0; k0 < k; k0 += kb) {
-      int64_t kc = std::min(kb, k - k0);
-      im2colStrips(g, xg, j0, j1, k0, k0 + kc, col);
-      gemmPackedABlock(wg, panels, p0, m1 - m0, j1 - j0, k, k0, kc,
-                       {col, kc * GemmNR, GemmNR, /*compact=*/true}, cg, sp,
-                       bg, g.act);
-    }
+    if (g.residual) // while the tile is in cache
+      for (int64_t m = m0; m < m1; ++m)
+        residualRun(g, out, (og - out) + m * sp + j0, j1 - j0);
   }
 }
 
@@ -699,11 +742,13 @@ static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
 /// The output transform of one output channel's tiles [t0, t1): out =
 /// A^T M A from M_xi at m + xi * mStride (tile t at + t - t0; the loads
 /// read up to 15 floats past the last tile), then bias and activation as
-/// biasActivate applies them, stored straight into the output plane.
+/// biasActivate applies them (with a residual plane `zplane`: bias, then
+/// + the residual, then tailAct), stored straight into the output plane.
 TM_IM2COL_AVX512
 static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
                            const float *m, int64_t mStride, int64_t t0,
-                           int64_t t1, float bias, float *plane) {
+                           int64_t t1, float bias, float *plane,
+                           const float *zplane) {
   const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5,
                                        21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28,
@@ -714,7 +759,6 @@ static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
     int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1;
     const float *mm = m + row.local();
     int64_t oxEnd = std::min(g.ow, 2 * tx1);
-    float *d0 = plane + 2 * ty * g.ow, *d1 = d0 + g.ow;
     bool second = 2 * ty + 1 < g.oh;
     for (int64_t q = 0, n = tx1 - tx0; q < n; q += 16) {
       __m512 s0[4], s1[4];
@@ -745,9 +789,23 @@ static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
             yv = _mm512_min_ps(six, yv);
         }
         __m512 y0 = y[0], y1 = y[1];
-        float *d = (r ? d1 : d0) + ox;
-        _mm512_mask_storeu_ps(d, mLo, _mm512_permutex2var_ps(y0, lo, y1));
-        _mm512_mask_storeu_ps(d + 16, mHi, _mm512_permutex2var_ps(y0, hi, y1));
+        int64_t at = (2 * ty + r) * g.ow + ox;
+        __m512 vLo = _mm512_permutex2var_ps(y0, lo, y1),
+               vHi = _mm512_permutex2var_ps(y0, hi, y1);
+        if (zplane) { // the residual add, then tailAct (act is None)
+          vLo = _mm512_add_ps(vLo, _mm512_maskz_loadu_ps(mLo, zplane + at));
+          vHi = _mm512_add_ps(vHi, _mm512_maskz_loadu_ps(mHi, zplane + at + 16));
+          if (g.tailAct != Activation::None) {
+            vLo = _mm512_max_ps(zero, vLo);
+            vHi = _mm512_max_ps(zero, vHi);
+          }
+          if (g.tailAct == Activation::Relu6) {
+            vLo = _mm512_min_ps(six, vLo);
+            vHi = _mm512_min_ps(six, vHi);
+          }
+        }
+        _mm512_mask_storeu_ps(plane + at, mLo, vLo);
+        _mm512_mask_storeu_ps(plane + at + 16, mHi, vHi);
       }
     }
   }
@@ -758,7 +816,8 @@ static void winogradInput(const ConvGeom &, const WinoTiles &, const float *,
   __builtin_trap(); // only where the micro-kernel (AVX-512) runs
 }
 static void winogradOutput(const ConvGeom &, const WinoTiles &, const float *,
-                           int64_t, int64_t, int64_t, float, float *) {
+                           int64_t, int64_t, int64_t, float, float *,
+                           const float *) {
   __builtin_trap();
 }
 #endif
@@ -824,10 +883,11 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
       gemmPackedA(u + p * uStride, panels, p0, m1 - m0, nt, g.c,
                   {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt + m0 * nt, nt,
                   nullptr, Activation::None);
-    float *o = out + img * g.o * g.spatial();
-    for (int64_t oc = m0; oc < m1; ++oc)
+    int64_t at = (img * g.o + m0) * g.spatial();
+    for (int64_t oc = m0; oc < m1; ++oc, at += g.spatial())
       winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
-                     bias ? bias[oc] : 0.0f, o + oc * g.spatial());
+                     bias ? bias[oc] : 0.0f, out + at,
+                     g.residual ? g.residual + at : nullptr);
   }
 }
 
@@ -1048,6 +1108,7 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   const float *pb = bias.defined() ? bias.data<float>() : nullptr;
   if (g.isDepthwise()) {
     convDepthwise(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
+    residualAll(g, out.data<float>());
     return;
   }
   // The one GEMM dispatch: the micro-kernel wherever the CPU has it,
@@ -1077,6 +1138,7 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
     return;
   }
   convBlas(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
+  residualAll(g, out.data<float>());
 }
 
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
@@ -1088,7 +1150,19 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
                          p.activation);
   g.packed = p.packed;
   g.gemm = p.gemm;
-  Tensor out = Tensor::empty({g.n, g.o, g.oh, g.ow}, DType::Float32);
+  Shape outShape{g.n, g.o, g.oh, g.ow};
+  Tensor residual;
+  if (p.residual.defined()) {
+    requireFloat32("conv2d", p.residual, "residual");
+    if (p.residual.shape() != llvm::ArrayRef<int64_t>(outShape))
+      raise("conv2d: residual {} must have the output's shape {}",
+            shapeStr(p.residual.shape()), shapeStr(outShape));
+    residual = p.residual.contiguous();
+    g.residual = residual.data<float>();
+    g.tailAct = g.act;
+    g.act = Activation::None;
+  }
+  Tensor out = Tensor::empty(outShape, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;
 }

@@ -4,7 +4,11 @@
 // A conv2d (function or builtin module) followed by a relu / relu6 runs as
 // one conv whose GEMM epilogue applies the activation: the same float
 // operations on the same values as the two ops one after the other, so the
-// result is bit for bit the same.
+// result is bit for bit the same. A residual add between the two (conv +
+// z, z computed before the conv runs, as in ResNet's blocks) is absorbed
+// too: the conv adds z to each output tile while it is in cache
+// (Conv2dParams::residual), again bit for bit; a z whose shape or dtype
+// needs broadcasting or promotion runs the add as the op would.
 //
 // With InterpreterOptions::fastMath, an inference BatchNorm2d between the
 // two is absorbed too: the conv's weights and bias get the batch norm
@@ -73,6 +77,29 @@ bool isConv2d(const Expr &e) {
   return m && llvm::isa<Conv2d>(m) && e.numArgs() == 2;
 }
 
+/// When `e` adds two tensors (add, __add__, __iadd__) one of which is `n`,
+/// the other one, and whether it comes first.
+std::optional<std::pair<const Node *, bool>> addendOf(const Expr &e, const Node *n) {
+  const OpSchema *op = e.opSchema();
+  if (!op || e.numOutputs() != 1)
+    return std::nullopt;
+  bool method = llvm::isa<CallMethod>(&e);
+  if (!(method ? op->kind() == OpKind::MAdd || op->kind() == OpKind::MIAdd
+               : llvm::isa<CallFunction>(&e) && op->kind() == OpKind::Add))
+    return std::nullopt;
+  auto a = e.namedArg(method ? "self" : "x"), b = e.namedArg(method ? "value" : "y");
+  if (!a || !b)
+    return std::nullopt;
+  Node *na = a->node(), *nb = b->node();
+  if (!na || !nb || !llvm::isa<TensorNode>(na) || !llvm::isa<TensorNode>(nb) || na == nb)
+    return std::nullopt;
+  if (na == n)
+    return std::make_pair(static_cast<const Node *>(nb), false);
+  if (nb == n)
+    return std::make_pair(static_cast<const Node *>(na), true);
+  return std::nullopt;
+}
+
 /// An inference batch norm with running statistics.
 bool isFoldableBatchNorm(const Expr &e) {
   const Module *m = builtinCallee(e);
@@ -94,6 +121,16 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     const Expr *u = n->firstUse()->user();
     return soleTensorArg(*u) == n ? u : nullptr;
   };
+  // Position of each expr: a residual operand must be computed before
+  // the conv that absorbs the add runs (graph inputs, made by no expr of
+  // the body, always are).
+  llvm::DenseMap<const Expr *, size_t> position;
+  for (const Expr *e : g)
+    position.try_emplace(e, position.size());
+  auto before = [&](const Node *z, const Expr *head) {
+    auto it = position.find(z->expr());
+    return it == position.end() || it->second < position.lookup(head);
+  };
   for (const Expr *e : g) {
     if (!isConv2d(*e) || e->numOutputs() != 1 || ctx.absorbed.count(e))
       continue;
@@ -104,6 +141,15 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
       chain.batchNorm = builtinCallee(*u);
       ctx.absorbed[u] = ctx.slot(last->output(0));
       last = u;
+    }
+    if (const Node *n = last->output(0); n->numUsers() == 1 && !outputs.count(n)) {
+      const Expr *u = n->firstUse()->user();
+      if (auto z = addendOf(*u, n); z && !ctx.absorbed.count(u) && before(z->first, e)) {
+        chain.residualSlot = ctx.slot(z->first);
+        chain.residualFirst = z->second;
+        ctx.absorbed[u] = ctx.slot(n);
+        last = u;
+      }
     }
     if (const Expr *u = soleUser(last->output(0))) {
       if (auto act = activationOf(*u)) {
@@ -187,7 +233,8 @@ private:
 };
 
 Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor &b,
-               Activation act, const PackedConvWeight *packed = nullptr) {
+               Activation act, const PackedConvWeight *packed = nullptr,
+               const Tensor &residual = {}) {
   switch (c.kind) {
   case ConvCall::Kind::Conv1d: {
     Conv1dParams p = c.p1;
@@ -199,6 +246,7 @@ Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor
     Conv2dParams p = c.p2;
     p.activation = act;
     p.packed = packed;
+    p.residual = residual;
     return conv2d(x, w, b, p);
   }
   case ConvCall::Kind::ConvTranspose2d: {
@@ -208,6 +256,22 @@ Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor
   }
   }
   return Tensor();
+}
+
+/// Whether residual `z` is a float32 tensor of conv2d `c`'s output shape
+/// on input `x` and weight `w`: the add then needs no broadcasting or
+/// promotion and runs in the conv (Conv2dParams::residual).
+bool residualFits(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor &z) {
+  if (c.kind != ConvCall::Kind::Conv2d || !z.defined() || z.dtype() != DType::Float32 ||
+      z.rank() != 4 || x.rank() != 4 || w.rank() != 4)
+    return false;
+  const Conv2dParams &p = c.p2;
+  Int2 end = p.paddingEnd.value_or(p.padding);
+  return z.dim(0) == x.dim(0) && z.dim(1) == w.dim(0) &&
+         z.dim(2) == convOutputSize(x.dim(2), w.dim(2), p.stride.h, p.padding.h, end.h,
+                                    p.dilation.h) &&
+         z.dim(3) == convOutputSize(x.dim(3), w.dim(3), p.stride.w, p.padding.w, end.w,
+                                    p.dilation.w);
 }
 
 } // namespace
@@ -267,14 +331,25 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
       s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get());
       return;
     }
-    if (fold) {
-      auto [fw, fb] = fold->get(w, c.b.getOr(s));
-      auto pw = packOf(foldPack, fw);
-      s[o].tensor = runConv(c, x, fw, fb, chain.activation, pw.get());
-    } else {
-      auto pw = packOf(pack, w);
-      s[o].tensor = runConv(c, x, w, c.b.getOr(s), chain.activation, pw.get());
+    Tensor b = c.b.getOr(s);
+    if (fold)
+      std::tie(w, b) = fold->get(w, b);
+    auto pw = packOf(fold ? foldPack : pack, w);
+    if (chain.residualSlot < 0) {
+      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get());
+      return;
     }
+    const Tensor &z = s[chain.residualSlot].tensor;
+    if (residualFits(c, x, w, z)) {
+      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get(), z);
+      return;
+    }
+    // Broadcasting or promoting: the add and the activation as their ops.
+    Tensor t = runConv(c, x, w, b, Activation::None, pw.get());
+    t = chain.residualFirst ? binary(BinaryOp::Add, z, t) : binary(BinaryOp::Add, t, z);
+    if (chain.activation != Activation::None)
+      t = unary(chain.activation == Activation::Relu ? UnaryOp::Relu : UnaryOp::Relu6, t);
+    s[o].tensor = std::move(t);
   };
 }
 

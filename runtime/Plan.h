@@ -111,14 +111,19 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
                            const std::vector<uint32_t> *endSlots = nullptr,
                            bool *stopped = nullptr);
 
-/// A conv2d that absorbs the inference batch norm (with
-/// InterpreterOptions::fastMath only) and / or the activation consuming its
+/// A conv2d that absorbs, in this order and each optional, the inference
+/// batch norm (with InterpreterOptions::fastMath only), a residual add of a
+/// tensor computed before the conv runs, and the activation consuming its
 /// result (each the only user of its input, which is no graph output). The
 /// head computes the chain's final value into its own slot; each absorbed
 /// expr then only moves the value on to its output slot. With
 /// RunState::observable every expr of the chain runs on its own instead.
 struct FusedChain {
   const Module *batchNorm = nullptr; ///< a BatchNorm2d module
+  /// The slot of the residual add's other operand, or -1; whether it was
+  /// the add's first operand.
+  int64_t residualSlot = -1;
+  bool residualFirst = false;
   Activation activation = Activation::None;
 };
 

@@ -17,6 +17,8 @@
 
 #include <thread>
 
+#include "tm/runtime/Elementwise.h"
+
 using namespace tmtest;
 namespace rt = tmg::rt;
 using rt::Activation;
@@ -286,4 +288,68 @@ TEST_CASE("conv GEMM: results do not depend on the thread count",
     INFO(describeCase(k));
     requireClose(two, Ref(one), gemmTol(k.c * k.kh * k.kw));
   }
+}
+
+TEST_CASE("conv GEMM: a fused residual add and activation are the unfused "
+          "ops' bits on every path",
+          "[conv][gemm][residual]") {
+  // act(conv(x) + residual) as one conv2d (Conv2dParams::residual) must
+  // be exactly conv2d, then add, then the activation op: the im2col and
+  // pointwise paths add per tile, Winograd in its output transform,
+  // depthwise and OpenBLAS after the whole output.
+  Rng rng(405);
+  for (int i = 0; i < 48; ++i) {
+    ConvCase k;
+    int kind = i % 4; // Winograd-sized 3x3, pointwise, depthwise, random
+    k.n = rng.uniformInt(1, 2);
+    k.c = rng.uniformInt(8, 24);
+    k.o = kind == 2 ? k.c : rng.uniformInt(8, 40);
+    k.groups = kind == 2 ? k.c : 1;
+    k.kh = k.kw = kind == 1 ? 1 : kind == 3 ? rng.uniformInt(1, 5) : 3;
+    k.h = rng.uniformInt(6, 30);
+    k.w = rng.uniformInt(6, 60);
+    k.stride = Int2(kind == 3 ? rng.uniformInt(1, 2) : 1);
+    k.pad = Int2(kind == 1 ? 0 : k.kh / 2);
+    k.act = Activation(rng.uniformInt(0, 2));
+    k.bias = rng.coin(0.7);
+    if (i == 0) { // 7x7: Winograd splits the output channels over threads
+      k.n = 1;
+      k.c = 64;
+      k.o = 96;
+      k.h = k.w = 7;
+    }
+    INFO(describeCase(k));
+    Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
+    Tensor w = rng.tensor({k.o, k.c / k.groups, k.kh, k.kw});
+    Tensor b = k.bias ? rng.tensor({k.o}) : Tensor();
+    rt::Conv2dParams p{.stride = k.stride, .padding = k.pad, .groups = k.groups};
+    Tensor plain = rt::conv2d(x, w, b, p);
+    Tensor z = rng.tensor(plain.shape(), -2, 2);
+    auto packed = rt::packConvWeight(w, k.groups);
+    for (rt::ConvGemm path : {rt::ConvGemm::Blas, rt::ConvGemm::Auto,
+                              rt::ConvGemm::Im2col, rt::ConvGemm::Winograd}) {
+      INFO("path " << int(path));
+      p.gemm = path;
+      p.packed = path == rt::ConvGemm::Blas ? nullptr : packed.get();
+      p.activation = Activation::None;
+      p.residual = Tensor();
+      Tensor sum = rt::binary(rt::BinaryOp::Add, rt::conv2d(x, w, b, p), z);
+      Tensor want = k.act == Activation::Relu    ? rt::unary(rt::UnaryOp::Relu, sum)
+                    : k.act == Activation::Relu6 ? rt::unary(rt::UnaryOp::Relu6, sum)
+                                                 : sum;
+      p.activation = k.act;
+      p.residual = z;
+      Tensor got = rt::conv2d(x, w, b, p);
+      REQUIRE(got.bitwiseEqual(want));
+    }
+  }
+  // A residual of another shape or dtype is refused.
+  Tensor x = rng.tensor({1, 4, 5, 5}), w = rng.tensor({6, 4, 3, 3});
+  rt::Conv2dParams p{.padding = 1};
+  p.residual = rng.tensor({1, 6, 5, 4});
+  REQUIRE_THROWS_WITH(rt::conv2d(x, w, {}, p),
+                      Catch::Contains("residual (1, 6, 5, 4) must have the "
+                                      "output's shape (1, 6, 5, 5)"));
+  p.residual = Tensor::zeros({1, 6, 5, 5}, tmg::DType::Float64);
+  REQUIRE_THROWS_WITH(rt::conv2d(x, w, {}, p), Catch::Contains("residual"));
 }

@@ -372,3 +372,67 @@ TEST_CASE("plan-time packed conv weights follow a replaced weight",
     CHECK(interp.run({x}).outputs[0].bitwiseEqual(after));
   }
 }
+
+namespace {
+/// A residual block: y = relu(conv1(x) + z), 1x1 convs (no scratch
+/// memory), with z one of
+///  0: x itself (computed before conv1), through the function `add`;
+///  1: x through `__add__`, z first (`x + conv1(x)`);
+///  2: conv2(x), traced after conv1: the add is absorbed by conv2 instead;
+///  3: a (1, 8, 1, 1) parameter: broadcast, the add runs as its op;
+///  4: sigmoid(x), traced after conv1: no conv can absorb the add.
+std::unique_ptr<TracedModule> residualBlock(int variant) {
+  auto m = std::make_unique<Module>("Residual");
+  for (const char *name : {"conv1", "conv2"})
+    m->addModule<Conv2d>(name, 8, 8, IntPair{1, 1}, IntPair{1, 1}, IntPair{0, 0},
+                         IntPair{1, 1}, 1, /*bias=*/true, /*seed=*/name[4]);
+  m->registerParameter("shift", ramp({1, 8, 1, 1}, 0.3f));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 8, 9, 7}}});
+  Node *x = b.arg(0);
+  Node *c = b.callModule(b.getAttr(b.self(), "conv1"), {x});
+  Node *z = variant == 2   ? b.callModule(b.getAttr(b.self(), "conv2"), {x})
+            : variant == 3 ? b.getAttr(b.self(), "shift")
+            : variant == 4 ? b.callFunction("sigmoid", {x})
+                           : x;
+  Node *s = variant == 0   ? b.callFunction("add", {c, z})
+            : variant == 1 ? b.callMethod(z, "__add__", {c})
+                           : b.callMethod(c, "__add__", {z});
+  b.finish(b.callFunction("relu", {s}));
+  return tm;
+}
+} // namespace
+
+TEST_CASE("plan-time fusion: a residual add and relu run in the conv",
+          "[runtime][interp][fusion]") {
+  Tensor x = ramp({2, 8, 9, 7}, 0.05f);
+  for (int variant = 0; variant < 5; ++variant) {
+    CAPTURE(variant);
+    auto tm = residualBlock(variant);
+    auto conv = [&](const char *name) {
+      const Module &m = *tm->module(name);
+      return conv2d(x, *m.tensor("weight"), *m.tensor("bias"));
+    };
+    Tensor c = conv("conv1");
+    Tensor z = variant == 2   ? conv("conv2")
+               : variant == 3 ? *tm->tensor("shift")
+               : variant == 4 ? unary(UnaryOp::Sigmoid, x)
+                              : x;
+    Tensor sum = variant == 1 ? binary(BinaryOp::Add, z, c) : binary(BinaryOp::Add, c, z);
+    Tensor want = unary(UnaryOp::Relu, sum);
+    Interpreter interp(*tm);
+    RunResult fused = interp.run({x});
+    CHECK(fused.outputs[0].bitwiseEqual(want));
+    // Watching the add's output runs each op on its own: the same bits,
+    // and the add's value recorded.
+    const Node *addOut = tm->graph().outputs()[0]->expr()->input(0);
+    RunResult w = interp.run({x}, RunOptions{{addOut}, {}});
+    CHECK(w.outputs[0].bitwiseEqual(want));
+    REQUIRE(w.watched.at(addOut).size() == 1);
+    CHECK(w.watched.at(addOut)[0].bitwiseEqual(sum));
+    // Fused, the conv output, the sum and the relu are one buffer (less
+    // memory than the ops one by one).
+    if (variant <= 2)
+      CHECK(fused.peakBytes < w.peakBytes);
+  }
+}

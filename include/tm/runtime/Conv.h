@@ -53,13 +53,18 @@ struct Conv2dParams {
   /// been packed from this very weight tensor). Null: packed per call.
   const PackedConvWeight *packed = nullptr;
   ConvGemm gemm = ConvGemm::Auto;
+  /// When defined, a float32 tensor of the output's shape added to conv +
+  /// bias before the activation: act(conv(x) + bias + residual), a
+  /// residual connection's add (and relu) done where each output tile is
+  /// written. Bit for bit conv2d followed by the add and the activation.
+  Tensor residual;
 };
 
 /// Cross-correlation of input (N, C, H, W) with weight (O, C / groups, kh,
 /// kw), plus bias (O,) when defined, then the activation. Output (N, O, Ho,
 /// Wo) with Ho = (H + padTop + padBottom - dilation.h * (kh - 1) - 1) /
-/// stride.h + 1 (floor), and likewise Wo. Throws on a rank, channel, group
-/// or bias mismatch, on non-positive strides or dilations, negative padding,
+/// stride.h + 1 (floor), and likewise Wo. Throws on a rank, channel, group,
+/// bias or residual mismatch, on non-positive strides or dilations, negative padding,
 /// or a kernel larger than the padded input.
 Tensor conv2d(const Tensor &input, const Tensor &weight,
               const Tensor &bias = {}, const Conv2dParams &params = {});
