@@ -212,6 +212,78 @@ static void maxPoolPlane512(const PoolGeom &g, const float *src, float *dst,
     }
   }
 }
+
+namespace {
+/// Lanes l of 16 starting at input column x0 that lie in [0, w).
+TM_AVX512F inline __mmask16 insideMask(int64_t x0, int64_t w) {
+  int64_t lo = std::clamp<int64_t>(-x0, 0, 16), hi = std::clamp<int64_t>(w - x0, 0, 16);
+  return hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+/// Columns [x0, x0 + 16) of three rows (-inf outside [0, w)), reduced.
+TM_AVX512F inline __m512 rowsMax3(const float *const r[3], int64_t x0, int64_t w) {
+  using simd512::nanMax;
+  const __m512 negInf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __mmask16 m = insideMask(x0, w);
+  __m512 a = _mm512_mask_loadu_ps(negInf, m, r[0] + x0);
+  a = nanMax(a, _mm512_mask_loadu_ps(negInf, m, r[1] + x0));
+  return nanMax(a, _mm512_mask_loadu_ps(negInf, m, r[2] + x0));
+}
+/// Lanes N .. 15 of lo, then lanes 0 .. N - 1 of hi.
+template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
+  return _mm512_castsi512_ps(
+      _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
+}
+} // namespace
+
+/// The 3x3 undilated windows (horizontal stride 1 or 2) entirely in
+/// registers, no row buffer: 16 columns of the padded row (column j of the
+/// input at lane j + pw, -inf outside) are the window rows' maximum read
+/// with masked loads; the taps to the right are the next vector's lanes
+/// shifted in (valignd), at stride 2 their even and odd lanes. The same
+/// reduction order as maxPoolPlane, hence the same bits.
+TM_AVX512F
+static void maxPoolPlane3x3(const PoolGeom &g, const float *src, float *dst,
+                            float *) {
+  using namespace simd512;
+  const __m512 negInf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  int64_t w = g.in.w;
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    // The window's rows inside the input, in order; a missing one repeats
+    // a present one (max(a, a) is a, bit for bit).
+    const float *r[3] = {nullptr, nullptr, nullptr};
+    int present = 0;
+    for (int64_t ki = 0; ki < 3; ++ki) {
+      int64_t iy = oy * g.sh - g.ph + ki;
+      if (iy >= 0 && iy < g.in.h)
+        r[present++] = src + iy * w;
+    }
+    float *out = dst + oy * g.ow;
+    if (present == 0) { // a window in the padding only
+      for (int64_t ox = 0; ox < g.ow; ox += 16)
+        _mm512_mask_storeu_ps(out + ox, headMask(g.ow - ox), negInf);
+      continue;
+    }
+    for (int i = present; i < 3; ++i)
+      r[i] = r[present - 1];
+    // Padded columns [j, j + 16) are input columns [j - pw, ...).
+    __m512 v0 = rowsMax3(r, -g.pw, w);
+    for (int64_t ox = 0; ox < g.ow; ox += 16) {
+      __m512 y;
+      if (g.sw == 1) {
+        __m512 v1 = rowsMax3(r, ox + 16 - g.pw, w);
+        y = nanMax(nanMax(v0, shiftIn<1>(v1, v0)), shiftIn<2>(v1, v0));
+        v0 = v1;
+      } else {
+        __m512 v1 = rowsMax3(r, 2 * ox + 16 - g.pw, w),
+               v2 = rowsMax3(r, 2 * ox + 32 - g.pw, w);
+        y = nanMax(nanMax(evens(v0, v1), odds(v0, v1)),
+                   evens(shiftIn<2>(v1, v0), shiftIn<2>(v2, v1)));
+        v0 = v2;
+      }
+      _mm512_mask_storeu_ps(out + ox, headMask(g.ow - ox), y);
+    }
+  }
+}
 #endif
 
 static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
@@ -228,7 +300,8 @@ static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   auto plane = &maxPoolPlane;
 #if TM_HAVE_SIMD512
   if ((g.sw == 1 || g.sw == 2) && simd512::available())
-    plane = &maxPoolPlane512;
+    plane = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 ? &maxPoolPlane3x3
+                                                             : &maxPoolPlane512;
 #endif
   parallelForParts(g.in.planes, grain, [&](int64_t p0, int64_t p1, int part) {
     for (int64_t pl = p0; pl < p1; ++pl)
