@@ -94,6 +94,24 @@ void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what) {
 }
 
 TM_VECTOR_CLONES
+void colBiasActivate(float *out, const float *bias, int64_t n, Activation act) {
+  switch (act) {
+  case Activation::None:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = out[i] + bias[i];
+    return;
+  case Activation::Relu:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = activate(Activation::Relu, out[i] + bias[i]);
+    return;
+  case Activation::Relu6:
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = activate(Activation::Relu6, out[i] + bias[i]);
+    return;
+  }
+}
+
+TM_VECTOR_CLONES
 void biasActivate(float *out, int64_t n, float bias, Activation act) {
   // A zero bias is not added, with or without an activation: -0 + 0 is
   // +0, and relu(-0) is -0, so adding it only when fused would make the

@@ -69,51 +69,54 @@ Activation epilogue(Act a) {
                                                              : Activation::None;
 }
 
-template <typename F> void inPlace(Tensor &t, F f) {
-  float *p = t.data<float>();
-  int64_t n = t.numel();
-#pragma omp parallel for schedule(static) if (n > 32768)
-  for (int64_t i = 0; i < n; ++i)
-    p[i] = f(p[i]);
-}
+/// Whether `a` is applied after the GEMM's epilogue (not relu / relu6).
+bool hasTail(Act a) { return a != Act::None && a != Act::Relu && a != Act::Relu6; }
 
-/// t = f(t) through VecMath.
-void inPlaceVec(Tensor &t, VecFn f) {
-  float *p = t.data<float>();
-  int64_t n = t.numel();
-  constexpr int64_t Chunk = 4096;
-#pragma omp parallel for schedule(static) if (n > 32768)
-  for (int64_t i = 0; i < n; i += Chunk)
-    vecMath(f, p + i, p + i, std::min(Chunk, n - i));
-}
-
-void applyTail(Tensor &t, Act a) {
+/// p[i] = a(p[i]) over n floats, for the activations the GEMM epilogue
+/// does not apply (the result of each element does not depend on n).
+void tailRow(Act a, float *p, int64_t n) {
+  auto each = [p, n](auto f) {
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = f(p[i]);
+  };
   switch (a) {
   case Act::Sigmoid:
-    return inPlaceVec(t, VecFn::Sigmoid);
+    return vecMath(VecFn::Sigmoid, p, p, n);
   case Act::Silu:
-    return inPlaceVec(t, VecFn::Silu);
+    return vecMath(VecFn::Silu, p, p, n);
   case Act::Hardswish:
-    return inPlace(t, [](float v) {
+    return each([](float v) {
       float r = v + 3.0f;
       r = r < 0.0f ? 0.0f : (r > 6.0f ? 6.0f : r);
       return v * r * (1.0f / 6.0f);
     });
   case Act::Hardsigmoid:
-    return inPlace(t, [](float v) {
+    return each([](float v) {
       float r = v * (1.0f / 6.0f) + 0.5f;
       return r < 0.0f ? 0.0f : (r > 1.0f ? 1.0f : r);
     });
   case Act::Gelu:
-    return inPlaceVec(t, VecFn::Gelu);
+    return vecMath(VecFn::Gelu, p, p, n);
   case Act::GeluTanh:
-    return inPlace(t, [](float v) {
+    return each([](float v) {
       constexpr float K = 0.7978845608028654f; // sqrt(2 / pi)
       return 0.5f * v * (1.0f + std::tanh(K * (v + 0.044715f * v * v * v)));
     });
   default:
     return;
   }
+}
+
+/// tailRow over a whole float32 tensor, in parallel chunks.
+void applyTail(Tensor &t, Act a) {
+  if (!hasTail(a))
+    return;
+  float *p = t.data<float>();
+  int64_t n = t.numel();
+  constexpr int64_t Chunk = 4096;
+#pragma omp parallel for schedule(static) if (n > 32768)
+  for (int64_t i = 0; i < n; i += Chunk)
+    tailRow(a, p + i, std::min(Chunk, n - i));
 }
 
 struct Decoder {
@@ -211,9 +214,13 @@ StepFn lowerLinearAct(const Expr &e, OpKind, LowerContext &ctx) {
                                            : nullptr;
   return [x, w, b, o, act, pack](Value *s, RunState &) {
     auto packed = pack ? pack->get(s[w].tensor) : nullptr;
-    Tensor y = detail::linearWithPack(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(),
-                                      epilogue(act), packed.get());
-    applyTail(y, act);
+    // The tail runs on each block of a float32 result as it is computed.
+    auto tail = [act](float *p, int64_t n) { tailRow(act, p, n); };
+    Tensor y = detail::linearWithPack(
+        s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), epilogue(act), packed.get(),
+        hasTail(act) ? llvm::function_ref<void(float *, int64_t)>(tail) : nullptr);
+    if (y.dtype() != DType::Float32)
+      applyTail(y, act);
     s[o].tensor = std::move(y);
   };
 }

@@ -62,55 +62,86 @@ std::shared_ptr<const PackedGemmB> LinearWeightPack::get(const Tensor &w) {
 }
 
 void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float *c,
-                int64_t ldc, int threads) {
+                int64_t ldc, int threads, const GemmEpilogue &ep) {
   int64_t panels = (m + GemmMR - 1) / GemmMR;
   Tensor packed = Tensor::empty({packedPanelFloats(1, m, k)}, DType::Float32);
-  packPanels(a, 1, m, k, packed.data<float>());
-  const float *ap = packed.data<float>();
+  float *ap = packed.data<float>();
   // Work items are (row block, column tile) pairs; a tile's depth block of
-  // B stays in L2 while the block's panels sweep it.
-  constexpr int64_t TileCols = 4 * GemmNR;
+  // B stays in L2 while the block's panels sweep it. Column tiles first:
+  // each thread streams its own share of B once, the (shared) packed A
+  // being the smaller operand to read again.
+  constexpr int64_t TileCols = 4 * GemmNR, GroupPanels = 12;
   int64_t tiles = (n + TileCols - 1) / TileCols;
   int64_t mBlocks = std::clamp<int64_t>((int64_t(threads) * 2 + tiles - 1) / tiles, 1, panels);
   int64_t items = mBlocks * tiles;
-#pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1 && items > 1)
-  for (int64_t item = 0; item < items; ++item) {
-    int64_t mb = item % mBlocks, tl = item / mBlocks;
-    int64_t j0 = tl * TileCols, j1 = std::min(n, j0 + TileCols);
-    int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
-    int64_t m0 = p0 * GemmMR, m1 = std::min(m, p1 * GemmMR);
-    GemmB bj = b;
-    bj.data += (j0 / GemmNR) * b.stripStride;
-    if (m0 < m1)
-      gemmPackedA(ap, panels, p0, m1 - m0, j1 - j0, k, bj, c + m0 * ldc + j0, ldc, nullptr,
-                  Activation::None);
+  bool epilogue = ep.colBias || ep.act != Activation::None || ep.tail;
+#pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
+  {
+    // A is packed by all the threads, a share of the panels each.
+#pragma omp for schedule(static)
+    for (int64_t p = 0; p < panels; ++p)
+      packPanelRange(a, m, k, p, p + 1, ap);
+#pragma omp for schedule(static)
+    for (int64_t item = 0; item < items; ++item) {
+      int64_t mb = item % mBlocks, tl = item / mBlocks;
+      int64_t j0 = tl * TileCols, j1 = std::min(n, j0 + TileCols);
+      int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
+      GemmB bj = b;
+      bj.data += (j0 / GemmNR) * b.stripStride;
+      // Groups of panels, each block of C finished (epilogue included)
+      // while it is in cache.
+      for (int64_t g0 = p0; g0 < p1; g0 += epilogue ? GroupPanels : p1 - p0) {
+        int64_t g1 = epilogue ? std::min(p1, g0 + GroupPanels) : p1;
+        int64_t m0 = g0 * GemmMR, m1 = std::min(m, g1 * GemmMR);
+        if (m0 >= m1)
+          continue;
+        float *cb = c + m0 * ldc + j0;
+        gemmPackedA(ap, panels, g0, m1 - m0, j1 - j0, k, bj, cb, ldc, nullptr,
+                    Activation::None);
+        if (!epilogue)
+          continue;
+        for (int64_t r = 0; r < m1 - m0; ++r) {
+          float *row = cb + r * ldc;
+          if (ep.colBias)
+            colBiasActivate(row, ep.colBias + j0, j1 - j0, ep.act);
+          else
+            biasActivate(row, j1 - j0, 0.0f, ep.act);
+          if (ep.tail)
+            ep.tail(row, j1 - j0);
+        }
+      }
+    }
+  }
+}
+
+void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0, int64_t p1,
+                    float *dst) {
+  int64_t panels = (m + GemmMR - 1) / GemmMR;
+  int64_t kb = gemmDepthBlock(k);
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    int64_t kc = std::min(kb, k - k0);
+    for (int64_t p = p0; p < p1; ++p) {
+      float *d = dst + k0 * panels * GemmMR + p * kc * GemmMR;
+      for (int64_t r = 0; r < GemmMR; ++r) {
+        int64_t row = p * GemmMR + r;
+        if (row >= m) {
+          for (int64_t kk = 0; kk < kc; ++kk)
+            d[kk * GemmMR + r] = 0.0f;
+          continue;
+        }
+        const float *s = w + row * k + k0;
+        for (int64_t kk = 0; kk < kc; ++kk)
+          d[kk * GemmMR + r] = s[kk];
+      }
+    }
   }
 }
 
 void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
                 float *dst) {
   int64_t panels = (m + GemmMR - 1) / GemmMR;
-  for (int64_t g = 0; g < groups; ++g) {
-    float *dg = dst + g * panels * k * GemmMR;
-    int64_t kb = gemmDepthBlock(k);
-    for (int64_t k0 = 0; k0 < k; k0 += kb) {
-      int64_t kc = std::min(kb, k - k0);
-      for (int64_t p = 0; p < panels; ++p) {
-        float *d = dg + k0 * panels * GemmMR + p * kc * GemmMR;
-        for (int64_t r = 0; r < GemmMR; ++r) {
-          int64_t row = p * GemmMR + r;
-          if (row >= m) {
-            for (int64_t kk = 0; kk < kc; ++kk)
-              d[kk * GemmMR + r] = 0.0f;
-            continue;
-          }
-          const float *s = w + (g * m + row) * k + k0;
-          for (int64_t kk = 0; kk < kc; ++kk)
-            d[kk * GemmMR + r] = s[kk];
-        }
-      }
-    }
-  }
+  for (int64_t g = 0; g < groups; ++g)
+    packPanelRange(w + g * m * k, m, k, 0, panels, dst + g * panels * k * GemmMR);
 }
 
 #ifdef TM_HAVE_AVX512_KERNEL

@@ -27,6 +27,8 @@
 #include <memory>
 #include <mutex>
 
+#include <llvm/ADT/STLExtras.h>
+
 #include "tm/runtime/Common.h"
 
 namespace tmg::rt::detail {
@@ -57,6 +59,10 @@ bool gemmMicroKernelAvailable();
 int64_t packedPanelFloats(int64_t groups, int64_t m, int64_t k);
 void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
                 float *dst);
+/// Panels [p0, p1) of packPanels' layout for one group (`w` m x k), so
+/// threads can pack disjoint ranges of one matrix.
+void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0, int64_t p1,
+                    float *dst);
 
 /// The B operand: strip s (columns 48s .. 48s + 47) starts at
 /// `data + s * stripStride`; its row k is at `+ k * ldb`, or, when
@@ -98,17 +104,31 @@ struct PackedGemmB {
 /// The packed W^T of a float32 row-major 2-d `w`.
 std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w);
 
+/// What microSgemm applies to each block of C as soon as it is computed:
+/// c[i][j] = act(c[i][j] + colBias[j]) (colBias may be null; as
+/// biasActivate without it), then `tail` on each row segment of the block
+/// (an elementwise function, e.g. GELU).
+struct GemmEpilogue {
+  const float *colBias = nullptr;
+  Activation act = Activation::None;
+  llvm::function_ref<void(float *, int64_t)> tail;
+};
+
 /// C (m x n) = A (m x k, row-major, rows contiguous) * B on the
-/// micro-kernel with `threads` threads: A packed once into 8-row panels
-/// shared by the threads; `b` is B in place (strips 48 floats apart) or a
-/// PackedGemmB. Requires gemmMicroKernelAvailable(), m, n, k > 0.
+/// micro-kernel with `threads` threads, then the epilogue: A packed into
+/// 8-row panels by all the threads, shared; `b` is B in
+/// place (strips 48 floats apart) or a PackedGemmB. Requires
+/// gemmMicroKernelAvailable(), m, n, k > 0.
 void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float *c,
-                int64_t ldc, int threads);
+                int64_t ldc, int threads, const GemmEpilogue &epilogue = {});
 
 /// linear() whose weight^T is `packed` for the micro-kernel (nullptr, or a
-/// pack of another shape: the BLAS path).
+/// pack of another shape: the BLAS path), then `tail` (an elementwise
+/// function over float32 rows, e.g. GELU) on a float32 result, applied to
+/// each block of the output as it is computed on the micro-kernel.
 Tensor linearWithPack(const Tensor &x, const Tensor &weight, const Tensor &bias,
-                      Activation act, const PackedGemmB *packed);
+                      Activation act, const PackedGemmB *packed,
+                      llvm::function_ref<void(float *, int64_t)> tail = {});
 
 /// The packed weight of one linear step, made on first use and remade
 /// when another tensor is bound to the weight (one per step, so it lives

@@ -350,8 +350,7 @@ void rowBiasActivate(T *out, int64_t rows, int64_t cols, const T *bias,
           T *row = out + r * cols;
           if constexpr (std::is_same_v<T, float>) {
             if (bias)
-              for (int64_t j = 0; j < cols; ++j)
-                row[j] = activate(act, row[j] + bias[j]);
+              colBiasActivate(row, bias, cols, act);
             else
               biasActivate(row, cols, 0.0f, act);
           } else {
@@ -362,28 +361,37 @@ void rowBiasActivate(T *out, int64_t rows, int64_t cols, const T *bias,
       });
 }
 
-/// x (rows, in) @ weight^T (in, outF) + bias into `out`, all of dtype T;
-/// through the micro-kernel when `packed` holds weight^T packed for it.
+/// x (rows, in) @ weight^T (in, outF) + bias into `out`, all of dtype T,
+/// then the activation and (float only) `tail`; through the micro-kernel,
+/// which applies them block by block, when `packed` holds weight^T packed
+/// for it.
 template <typename T>
 void linearInto(const Tensor &x, const Tensor &weight, const Tensor &bias,
                 Activation act, int64_t rows, int64_t in, Tensor &out,
-                const PackedGemmB *packed) {
+                const PackedGemmB *packed,
+                llvm::function_ref<void(float *, int64_t)> tail) {
   int64_t outF = weight.dim(0);
-  bool micro = false;
-  if constexpr (std::is_same_v<T, float>)
-    micro = packed && microGemmFits(false, false, rows, outF, in, in, 1.0f, 0.0f);
-  if (micro) {
-    bool nested = omp_in_parallel();
-    double flops = 2.0 * double(rows) * double(outF) * double(in);
-    int threads = nested || flops < 1e6 ? 1 : omp_get_max_threads();
-    microSgemm(rows, outF, in, x.data<float>(), packed->operand(), out.data<float>(), outF,
-               threads);
-  } else {
-    parallelGemm<T>(false, true, rows, outF, in, T(1), x.data<T>(), in, weight.data<T>(), in,
-                    T(0), out.data<T>(), outF);
+  const T *pb = bias.defined() ? bias.data<T>() : nullptr;
+  if constexpr (std::is_same_v<T, float>) {
+    if (packed && microGemmFits(false, false, rows, outF, in, in, 1.0f, 0.0f)) {
+      bool nested = omp_in_parallel();
+      double flops = 2.0 * double(rows) * double(outF) * double(in);
+      int threads = nested || flops < 1e6 ? 1 : omp_get_max_threads();
+      microSgemm(rows, outF, in, x.data<float>(), packed->operand(), out.data<float>(), outF,
+                 threads, GemmEpilogue{pb, act, tail});
+      return;
+    }
   }
-  rowBiasActivate<T>(out.data<T>(), rows, outF,
-                     bias.defined() ? bias.data<T>() : nullptr, act);
+  parallelGemm<T>(false, true, rows, outF, in, T(1), x.data<T>(), in, weight.data<T>(), in,
+                  T(0), out.data<T>(), outF);
+  rowBiasActivate<T>(out.data<T>(), rows, outF, pb, act);
+  if constexpr (std::is_same_v<T, float>)
+    if (tail)
+      parallelFor(rows, std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(outF, 1)),
+                  [&](int64_t r0, int64_t r1) {
+                    for (int64_t r = r0; r < r1; ++r)
+                      tail(out.data<float>() + r * outF, outF);
+                  });
 }
 
 /// Checks linear's operands; returns the dtype of its result.
@@ -416,7 +424,8 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
 }
 
 Tensor detail::linearWithPack(const Tensor &x, const Tensor &weight, const Tensor &bias,
-                              Activation act, const PackedGemmB *packed) {
+                              Activation act, const PackedGemmB *packed,
+                              llvm::function_ref<void(float *, int64_t)> tail) {
   DType outType = checkLinear(x, weight, bias);
   DType ct = floatComputeType(outType);
   int64_t in = x.dim(x.rank() - 1), outF = weight.dim(0);
@@ -433,13 +442,14 @@ Tensor detail::linearWithPack(const Tensor &x, const Tensor &weight, const Tenso
   Tensor b = bias.defined() ? asDType(bias, ct) : Tensor();
   if (ct == DType::Float64)
     linearInto<double>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out,
-                       nullptr);
+                       nullptr, {});
   else
     linearInto<float>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out,
                       weight.dtype() == DType::Float32 && packed && packed->n == outF &&
                               packed->k == in
                           ? packed
-                          : nullptr);
+                          : nullptr,
+                      outType == DType::Float32 ? tail : nullptr);
   return asDType(out, outType);
 }
 

@@ -436,3 +436,32 @@ TEST_CASE("plan-time fusion: a residual add and relu run in the conv",
       CHECK(fused.peakBytes < w.peakBytes);
   }
 }
+
+TEST_CASE("nn.linear_act: bias, activation and tail on every output block",
+          "[runtime][interp][fusion]") {
+  // 111 rows (several row chunks and a partial panel), 200 columns (two
+  // column tiles, a partial strip), depth 300 (two depth blocks): the
+  // micro-kernel applies bias, activation and the tail block by block.
+  using U = UnaryOp;
+  std::pair<const char *, std::optional<U>> acts[] = {
+      {"none", std::nullopt},    {"relu", U::Relu},           {"relu6", U::Relu6},
+      {"sigmoid", U::Sigmoid},   {"silu", U::Silu},           {"hardswish", U::Hardswish},
+      {"hardsigmoid", U::Hardsigmoid}, {"gelu", U::Gelu},     {"gelu_tanh", U::GeluTanh}};
+  Tensor x = Tensor::randn({3, 37, 300}, 11);
+  for (auto [act, op] : acts) {
+    INFO(act);
+    auto net = std::make_unique<Module>("Net");
+    net->registerParameter("w", Tensor::randn({200, 300}, 12));
+    net->registerParameter("b", Tensor::randn({200}, 13));
+    auto tm = TracedModule::fromModule(std::move(net));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3, 37, 300}}});
+    b.finish(b.callFunction("nn.linear_act",
+                            {b.arg(0), b.getAttr(b.self(), "w"), b.getAttr(b.self(), "b")},
+                            {{"activation", std::string(act)}}));
+    Tensor want = linear(x, *tm->tensor("w"), *tm->tensor("b"));
+    if (op)
+      want = unary(*op, want);
+    Tensor got = Interpreter(*tm).run({x}).outputs[0];
+    requireClose(got, want, 2e-4);
+  }
+}
