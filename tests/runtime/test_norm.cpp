@@ -1,6 +1,8 @@
 //===- test_norm.cpp - batch_norm, layer_norm, softmax against references -===//
 #include "Reference.h"
 
+#include <limits>
+
 using namespace tmtest;
 namespace rt = tmg::rt;
 
@@ -110,6 +112,43 @@ TEST_CASE("softmax and log_softmax along any axis", "[norm]") {
   CHECK(s.data<float>()[0] == Approx(0.5));
   CHECK(s.data<float>()[2] == 0.0f);
   CHECK(rt::logSoftmax(big).data<float>()[0] == Approx(-std::log(2.0)));
+}
+
+TEST_CASE("softmax: rows of every length around the vector width, NaN and -inf",
+          "[norm]") {
+  // The row maximum is taken 16 lanes at a time: a NaN anywhere in a row
+  // makes the row NaN; -inf entries give 0; the maximum may sit in any
+  // lane or the tail.
+  Rng rng(404);
+  for (int64_t len = 1; len <= 50; ++len)
+    for (int variant = 0; variant < 3; ++variant) {
+      Tensor x = rng.tensor({3, len}, -20, 20);
+      float *p = x.data<float>();
+      int64_t at = rng.uniformInt(0, len - 1);
+      if (variant == 1)
+        p[len + at] = std::numeric_limits<float>::quiet_NaN();
+      if (variant == 2)
+        p[len + at] = 1e30f; // one huge entry: the row is one-hot
+      p[2 * len + rng.uniformInt(0, len - 1)] = -std::numeric_limits<float>::infinity();
+      INFO("len " << len << " variant " << variant << " at " << at);
+      Tensor y = rt::softmax(x, -1);
+      const float *q = y.data<float>();
+      for (int64_t r = 0; r < 3; ++r) {
+        double m = -INFINITY, s = 0;
+        for (int64_t l = 0; l < len; ++l)
+          m = std::max(m, double(p[r * len + l]));
+        for (int64_t l = 0; l < len; ++l)
+          s += std::exp(double(p[r * len + l]) - m);
+        for (int64_t l = 0; l < len; ++l) {
+          double want = std::exp(double(p[r * len + l]) - m) / s;
+          // (A row of only -inf is NaN, as in PyTorch: -inf - -inf.)
+          if ((r == 1 && variant == 1) || std::isnan(want))
+            REQUIRE(std::isnan(q[r * len + l]));
+          else
+            REQUIRE(q[r * len + l] == Approx(want).margin(1e-6));
+        }
+      }
+    }
 }
 
 TEST_CASE("norm errors name the op and the shapes", "[norm][errors]") {
