@@ -25,6 +25,7 @@
 
 #include <llvm/ADT/DenseSet.h>
 
+#include "ops/Lowering.h"
 #include "tm/runtime/Kernels.h"
 
 namespace tmg::rt {
@@ -107,6 +108,30 @@ bool isFoldableBatchNorm(const Expr &e) {
          m->tensor("running_mean") && m->tensor("running_var");
 }
 
+/// The tensor input of an inference batch norm: a BatchNorm2d module call
+/// with running statistics, or `batch_norm` with training=False.
+const Node *batchNormInput(const Expr &e) {
+  if (isFoldableBatchNorm(e))
+    return e.arg(1).node();
+  auto *cf = llvm::dyn_cast<CallFunction>(&e);
+  if (!cf || cf->func().kind() != OpKind::BatchNorm || e.numOutputs() != 1)
+    return nullptr;
+  auto training = e.namedArg("training"), x = e.namedArg("inp");
+  if (!training || !training->isConst() || !training->scalar().isBool() ||
+      training->scalar().getBool() || !x || !x->node() || !llvm::isa<TensorNode>(x->node()))
+    return nullptr;
+  return x->node();
+}
+
+/// A concat of tensors along axis 1 (a constant axis).
+bool isChannelConcat(const Expr &e) {
+  auto *cf = llvm::dyn_cast<CallFunction>(&e);
+  if (!cf || cf->func().kind() != OpKind::Concat || e.numOutputs() != 1)
+    return false;
+  auto axis = e.namedArg("axis");
+  return axis && axis->isConst() && axis->scalar().isInt() && axis->scalar().getInt() == 1;
+}
+
 } // namespace
 
 void planFusions(const InternalGraph &g, LowerContext &ctx) {
@@ -161,6 +186,99 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     if (last != e)
       ctx.heads[e] = chain;
   }
+  // [concat] -> batch norm -> [relu]: the conv chains above come first.
+  for (const Expr *e : g) {
+    const Node *x = batchNormInput(*e);
+    if (!x || ctx.absorbed.count(e))
+      continue;
+    NormChain chain;
+    if (const Expr *c = x->expr(); c && x->numUsers() == 1 && !outputs.count(x) &&
+                                   isChannelConcat(*c) && !ctx.absorbed.count(c) &&
+                                   !ctx.heads.count(c) && !ctx.normHeads.count(c))
+      chain.concat = c;
+    const Expr *act = soleUser(e->output(0));
+    if (act && !activationOf(*act))
+      act = nullptr;
+    if (!chain.concat && !act)
+      continue;
+    if (chain.concat)
+      ctx.deferred[chain.concat] = e;
+    if (act) {
+      chain.activation = *activationOf(*act);
+      ctx.absorbed[act] = ctx.slot(e->output(0));
+    }
+    ctx.normHeads[e] = chain;
+  }
+}
+
+StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
+                     LowerContext &ctx) {
+  uint32_t o = ctx.slot(head.output(0));
+  const Expr &bn = head;
+  // The parts: the concat's inputs, or the batch norm's own input.
+  std::vector<Src> parts;
+  if (chain.concat)
+    parts = Args(*chain.concat, ctx).list("inps");
+  // The statistics and affine tensors, read when the step runs.
+  std::function<std::array<Tensor, 4>(Value *)> params;
+  double eps;
+  if (const Module *m = builtinCallee(bn)) {
+    ctx.readsModule(m);
+    const Tensor *t[4] = {m->tensor("running_mean"), m->tensor("running_var"),
+                          m->tensor("weight"), m->tensor("bias")};
+    params = [t](Value *) {
+      return std::array<Tensor, 4>{*t[0], *t[1], t[2] ? *t[2] : Tensor(),
+                                   t[3] ? *t[3] : Tensor()};
+    };
+    eps = m->floatValue("eps");
+    if (!chain.concat) {
+      Src x;
+      x.slot = ctx.slot(bn.arg(1).node());
+      parts.push_back(x);
+    }
+  } else {
+    Args a(bn, ctx);
+    Src mean = a.optTensor("running_mean"), var = a.optTensor("running_var"),
+        w = a.optTensor("weight"), b = a.optTensor("bias");
+    if (!mean.defined() || !var.defined())
+      a.fail("batch_norm needs running_mean and running_var at inference");
+    params = [mean, var, w, b](Value *s) {
+      return std::array<Tensor, 4>{mean.get(s), var.get(s), w.defined() ? w.get(s) : Tensor(),
+                                   b.defined() ? b.get(s) : Tensor()};
+    };
+    eps = a.number("eps");
+    if (!chain.concat)
+      parts.push_back(a.tensor("inp"));
+  }
+  bool concat = chain.concat != nullptr;
+  Activation act = chain.activation;
+  return [=](Value *s, RunState &st) {
+    if (st.observable) {
+      single(s, st);
+      return;
+    }
+    std::vector<Tensor> ts;
+    ts.reserve(parts.size());
+    for (const Src &p : parts)
+      ts.push_back(p.get(s));
+    auto [mean, var, w, b] = params(s);
+    // What batchNormAct takes: float32 parts equal outside axis 1. Anything
+    // else (promotion, or a mismatch the concat reports) runs the ops.
+    bool fits = true;
+    for (const Tensor &t : ts)
+      fits &= t.defined() && t.dtype() == DType::Float32 && t.rank() >= 2 &&
+              t.rank() == ts[0].rank() && t.dim(0) == ts[0].dim(0) &&
+              t.shape().drop_front(2) == ts[0].shape().drop_front(2);
+    if (fits) {
+      s[o].tensor = batchNormAct(ts, mean, var, w, b, eps, act);
+      return;
+    }
+    Tensor t = concat ? rt::concat(ts, 1) : ts[0];
+    t = batchNorm(t, mean, var, w, b, eps);
+    if (act != Activation::None)
+      t = unary(act == Activation::Relu ? UnaryOp::Relu : UnaryOp::Relu6, t);
+    s[o].tensor = std::move(t);
+  };
 }
 
 namespace {

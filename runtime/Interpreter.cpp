@@ -64,6 +64,8 @@ static std::shared_ptr<ExecutionPlan> buildPlan(const Interpreter &interp,
   LowerContext ctx(interp, *p);
   planFusions(g, ctx);
   std::vector<int64_t> left = refs;
+  // Inputs of deferred exprs, released by the step that reads them.
+  llvm::DenseMap<const Expr *, llvm::SmallVector<uint32_t, 8>> pending;
   for (Expr *e : g) {
     Step st;
     st.expr = e;
@@ -82,11 +84,18 @@ static std::shared_ptr<ExecutionPlan> buildPlan(const Interpreter &interp,
       if (refs[s] == 0)
         st.frees.push_back(s); // an unused output: drop it right away
     }
+    auto later = ctx.deferred.find(e);
     for (size_t i = 0; i < e->numInputs(); ++i) {
       uint32_t s = p->slotOf[e->input(i)];
-      if (--left[s] == 0)
+      if (later != ctx.deferred.end())
+        pending[later->second].push_back(s);
+      else if (--left[s] == 0)
         st.frees.push_back(s);
     }
+    if (auto it = pending.find(e); it != pending.end())
+      for (uint32_t s : it->second)
+        if (--left[s] == 0)
+          st.frees.push_back(s);
     p->steps.push_back(std::move(st));
   }
   return p;

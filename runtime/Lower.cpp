@@ -372,6 +372,13 @@ StepFn lowerSingle(const Expr &e, LowerContext &ctx) {
 
 StepFn lowerExpr(const Expr &e, LowerContext &ctx) {
   StepFn single = lowerSingle(e, ctx);
+  if (auto nh = ctx.normHeads.find(&e); nh != ctx.normHeads.end())
+    return normChainStep(e, nh->second, std::move(single), ctx);
+  if (ctx.deferred.count(&e)) // a later step reads the inputs itself
+    return [single](Value *s, RunState &st) {
+      if (st.observable)
+        single(s, st);
+    };
   auto it = ctx.absorbed.find(&e);
   if (it == ctx.absorbed.end())
     return single;

@@ -15,7 +15,8 @@ using namespace detail;
 /// Reads a per-channel parameter (C elements, any shape) as doubles.
 static llvm::SmallVector<double, 64> channelParam(const Tensor &t,
                                                   llvm::StringRef what,
-                                                  int64_t c, const Tensor &x,
+                                                  int64_t c,
+                                                  llvm::ArrayRef<int64_t> xShape,
                                                   double dflt) {
   llvm::SmallVector<double, 64> v(c, dflt);
   if (!t.defined())
@@ -23,29 +24,69 @@ static llvm::SmallVector<double, 64> channelParam(const Tensor &t,
   requireFloat32("batch_norm", t, what);
   if (t.numel() != c)
     raise("batch_norm: {} has {} elements but input {} has {} channels",
-          describe(what, t), t.numel(), shapeStr(x.shape()), c);
+          describe(what, t), t.numel(), shapeStr(xShape), c);
   const float *p = t.data<float>();
   for (int64_t i = 0; i < c; ++i)
     v[i] = p[i];
   return v;
 }
 
+/// dst[i] = act(src[i] * s + b) over n floats.
+TM_VECTOR_CLONES
+static void scaleShiftActivate(const float *src, float *dst, int64_t n, float s, float b,
+                               Activation act) {
+  switch (act) {
+  case Activation::None:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = src[i] * s + b;
+    return;
+  case Activation::Relu:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = activate(Activation::Relu, src[i] * s + b);
+    return;
+  case Activation::Relu6:
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = activate(Activation::Relu6, src[i] * s + b);
+    return;
+  }
+}
+
 Tensor batchNorm(const Tensor &x, const Tensor &mean, const Tensor &var,
                  const Tensor &weight, const Tensor &bias, double eps) {
-  requireFloat32("batch_norm", x, "input");
-  if (x.rank() < 2)
-    raise("batch_norm: input must be at least 2-D (N, C, ...), got {}",
-          shapeStr(x.shape()));
+  return batchNormAct({x}, mean, var, weight, bias, eps, Activation::None);
+}
+
+Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean, const Tensor &var,
+                    const Tensor &weight, const Tensor &bias, double eps, Activation act) {
+  if (parts.empty())
+    raise("batch_norm: no input");
+  for (const Tensor &p : parts) {
+    requireFloat32("batch_norm", p, "input");
+    if (p.rank() < 2)
+      raise("batch_norm: input must be at least 2-D (N, C, ...), got {}", shapeStr(p.shape()));
+  }
+  // The concatenation of the parts along axis 1.
+  Shape shape(parts[0].shape().begin(), parts[0].shape().end());
+  shape[1] = 0;
+  for (const Tensor &p : parts) {
+    Shape other(p.shape().begin(), p.shape().end());
+    other[1] = 0;
+    if (other != shape)
+      raise("batch_norm: the concatenated inputs {} and {} differ outside axis 1",
+            shapeStr(parts[0].shape()), shapeStr(p.shape()));
+  }
+  for (const Tensor &p : parts)
+    shape[1] += p.dim(1);
   requireDefined("batch_norm", mean, "running mean");
   requireDefined("batch_norm", var, "running var");
   if (!(eps >= 0.0))
     raise("batch_norm: eps must be >= 0, got {}", eps);
-  int64_t n = x.dim(0), c = x.dim(1);
-  int64_t inner = shapeNumel(x.shape().drop_front(2));
-  auto mu = channelParam(mean, "running mean", c, x, 0.0);
-  auto var2 = channelParam(var, "running var", c, x, 1.0);
-  auto gamma = channelParam(weight, "weight", c, x, 1.0);
-  auto beta = channelParam(bias, "bias", c, x, 0.0);
+  int64_t n = shape[0], c = shape[1];
+  int64_t inner = shapeNumel(llvm::ArrayRef<int64_t>(shape).drop_front(2));
+  auto mu = channelParam(mean, "running mean", c, shape, 0.0);
+  auto var2 = channelParam(var, "running var", c, shape, 1.0);
+  auto gamma = channelParam(weight, "weight", c, shape, 1.0);
+  auto beta = channelParam(bias, "bias", c, shape, 0.0);
   // y = x * scale + shift, folded per channel in double.
   llvm::SmallVector<float, 64> scale(c), shift(c);
   for (int64_t i = 0; i < c; ++i) {
@@ -53,18 +94,30 @@ Tensor batchNorm(const Tensor &x, const Tensor &mean, const Tensor &var,
     scale[i] = float(s);
     shift[i] = float(beta[i] - mu[i] * s);
   }
-  Tensor out = Tensor::empty(x.shape(), DType::Float32);
-  const float *px = x.data<float>();
+  // Where channel ch of image i is: part[ch], at plane (i * its C + local[ch]).
+  llvm::SmallVector<Tensor, 8> dense;
+  llvm::SmallVector<uint32_t, 64> part(c);
+  llvm::SmallVector<int64_t, 64> local(c);
+  for (int64_t base = 0; const Tensor &p : parts) {
+    for (int64_t j = 0; j < p.dim(1); ++j) {
+      part[base + j] = uint32_t(dense.size());
+      local[base + j] = j;
+    }
+    base += p.dim(1);
+    dense.push_back(p.contiguous());
+  }
+  Tensor out = Tensor::empty(shape, DType::Float32);
   float *po = out.data<float>();
   int64_t grain =
       std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(inner, 1));
   parallelFor(n * c, grain, [&](int64_t p0, int64_t p1) {
     for (int64_t p = p0; p < p1; ++p) {
-      float s = scale[p % c], b = shift[p % c];
-      const float *src = px + p * inner;
+      int64_t ch = p % c;
+      const Tensor &t = dense[part[ch]];
+      float s = scale[ch], b = shift[ch];
+      const float *src = t.data<float>() + ((p / c) * t.dim(1) + local[ch]) * inner;
       float *dst = po + p * inner;
-      for (int64_t i = 0; i < inner; ++i)
-        dst[i] = src[i] * s + b;
+      scaleShiftActivate(src, dst, inner, s, b, act);
     }
   });
   return out;

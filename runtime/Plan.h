@@ -127,6 +127,17 @@ struct FusedChain {
   Activation activation = Activation::None;
 };
 
+/// An inference batch norm, its input a concat along axis 1 and / or its
+/// result going to a relu / relu6 (DenseNet's layers begin so): the batch
+/// norm (the head) computes the chain's value in one pass (batchNormAct),
+/// reading the concat's inputs itself; the concat then computes nothing
+/// (its inputs live until the head has run) and the activation is
+/// absorbed. At least one of the concat and the activation is present.
+struct NormChain {
+  const Expr *concat = nullptr;
+  Activation activation = Activation::None;
+};
+
 /// Everything lowering needs from the plan being built.
 struct LowerContext {
   LowerContext(const Interpreter &i, ExecutionPlan &p) : interp(i), plan(p) {}
@@ -135,7 +146,12 @@ struct LowerContext {
   /// Fusion decisions of the graph (planFusions): chain heads, and the
   /// absorbed exprs with the slot their value arrives in.
   llvm::DenseMap<const Expr *, FusedChain> heads;
+  llvm::DenseMap<const Expr *, NormChain> normHeads;
   llvm::DenseMap<const Expr *, uint32_t> absorbed;
+  /// Exprs whose inputs a later step reads instead (the value): they are
+  /// freed after that step, and the expr itself runs only when values
+  /// must stay observable.
+  llvm::DenseMap<const Expr *, const Expr *> deferred;
   /// Slot of a node of the graph.
   uint32_t slot(const Node *n) const { return plan.slotOf.lookup(n); }
   /// Records that the plan holds pointers into `m`'s attributes.
@@ -177,6 +193,11 @@ private:
   Tensor key_;
   std::shared_ptr<const PackedConvWeight> packed_;
 };
+
+/// The step of a NormChain's head; `single` is the head's own unfused step,
+/// run when values must stay observable.
+StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
+                     LowerContext &ctx);
 
 /// The one step builder of every convolution, fused per ctx.heads.
 StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx);

@@ -465,3 +465,70 @@ TEST_CASE("nn.linear_act: bias, activation and tail on every output block",
     requireClose(got, want, 2e-4);
   }
 }
+
+namespace {
+/// relu(batch_norm(concat([sigmoid(a), b], axis), ...)) with the batch
+/// norm's statistics and affine tensors read by getattr; `concat` false:
+/// relu(batch_norm(a)); `relu` false: no activation.
+std::unique_ptr<TracedModule> concatNormRelu(bool concat, bool relu,
+                                             DType bType = DType::Float32) {
+  auto m = std::make_unique<Module>("DenseLayer");
+  int64_t c = concat ? 7 : 3;
+  m->registerBuffer("mean", ramp({1, c, 1, 1}, 0.2f));
+  m->registerBuffer("var", binary(BinaryOp::Add, ramp({1, c, 1, 1}, 0.05f),
+                                  Tensor::full({1, c, 1, 1}, 2.0)));
+  m->registerParameter("weight", ramp({1, c, 1, 1}, 0.3f));
+  m->registerParameter("bias", ramp({1, c, 1, 1}, 0.1f));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b =
+      GraphBuilder::top(*tm, {{"a", Shape{2, 3, 5, 6}}, {"b", Shape{2, 4, 5, 6}, bType}});
+  Node *x = b.arg(0);
+  if (concat)
+    x = b.callFunction("concat", {Arg::list({b.callFunction("sigmoid", {b.arg(0)}), b.arg(1)}), 1});
+  Node *n = b.callFunction("batch_norm",
+                           {x, b.getAttr(b.self(), "mean"), b.getAttr(b.self(), "var"),
+                            b.getAttr(b.self(), "weight"), b.getAttr(b.self(), "bias")},
+                           {{"eps", 1e-3}});
+  b.finish(relu ? b.callFunction("relu", {n}) : n);
+  return tm;
+}
+} // namespace
+
+TEST_CASE("plan-time fusion: concat + batch norm + relu in one pass",
+          "[runtime][interp][fusion]") {
+  Tensor a = ramp({2, 3, 5, 6}, 0.07f), bIn = ramp({2, 4, 5, 6}, 0.11f);
+  for (bool concat : {true, false})
+    for (bool relu : {true, false}) {
+      if (!concat && !relu)
+        continue; // a lone batch norm is no chain
+      CAPTURE(concat, relu);
+      auto tm = concatNormRelu(concat, relu);
+      Tensor x = concat ? rt::concat({unary(UnaryOp::Sigmoid, a), bIn}, 1) : a;
+      Tensor want = batchNorm(x, *tm->tensor("mean"), *tm->tensor("var"),
+                              *tm->tensor("weight"), *tm->tensor("bias"), 1e-3);
+      if (relu)
+        want = unary(UnaryOp::Relu, want);
+      Interpreter interp(*tm);
+      RunResult fused = interp.run({a, bIn});
+      CHECK(fused.outputs[0].bitwiseEqual(want));
+      // Watching the batch norm's input runs each op on its own.
+      const Node *bnIn = nullptr;
+      for (const Expr *e : tm->graph())
+        if (auto *cf = llvm::dyn_cast<CallFunction>(e); cf && cf->func().kind() == OpKind::BatchNorm)
+          bnIn = e->input(0);
+      REQUIRE(bnIn);
+      RunResult w = interp.run({a, bIn}, RunOptions{{bnIn}, {}});
+      CHECK(w.outputs[0].bitwiseEqual(want));
+      REQUIRE(w.watched.at(bnIn).size() == 1);
+      CHECK(w.watched.at(bnIn)[0].bitwiseEqual(x));
+      // The concatenation is never materialised.
+      if (concat)
+        CHECK(fused.peakBytes < w.peakBytes);
+    }
+  // A float64 part, which concat refuses: the fused step runs the ops and
+  // reports the concat's own error.
+  auto wide = concatNormRelu(true, true, DType::Float64);
+  Tensor b64 = asDType(bIn, DType::Float64);
+  REQUIRE_THROWS_WITH(Interpreter(*wide).run({a, b64}),
+                      Catch::Contains("concat: input 1 (2, 4, 5, 6) has dtype float64"));
+}

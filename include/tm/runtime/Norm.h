@@ -20,6 +20,14 @@ Tensor batchNorm(const Tensor &x, const Tensor &mean, const Tensor &var,
                  const Tensor &weight = {}, const Tensor &bias = {},
                  double eps = 1e-5);
 
+/// batchNorm of the concatenation of `parts` along axis 1 (float32, equal
+/// in every other dimension), then `act`: concat, batch_norm and relu (as
+/// DenseNet's layers begin) in one pass that reads each part once. Bit for
+/// bit the three ops one after the other.
+Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean, const Tensor &var,
+                    const Tensor &weight, const Tensor &bias, double eps,
+                    Activation act);
+
 /// Layer normalisation over the trailing dimensions given by
 /// `normalizedShape` (it must equal the last k dimensions of x): each row of
 /// prod(normalizedShape) elements becomes (v - mean) / sqrt(var + eps) with
