@@ -342,13 +342,14 @@ PackedConvWeight::PackedConvWeight(const Tensor &weight, int64_t g)
       depth(weight.dim(0) ? weight.numel() / weight.dim(0) : 0),
       weight_(weight.contiguous()) {}
 
-const std::vector<float> &PackedConvWeight::panels() const {
+llvm::ArrayRef<float> PackedConvWeight::panels() const {
   std::call_once(panelsOnce_, [this] {
     int64_t og = outChannels / groups;
-    panels_.resize(size_t(packedPanelFloats(groups, og, depth)));
-    packPanels(weight_.data<float>(), groups, og, depth, panels_.data());
+    panelsSize_ = size_t(packedPanelFloats(groups, og, depth));
+    panels_.reset(new float[panelsSize_]); // every element written below
+    packPanels(weight_.data<float>(), groups, og, depth, panels_.get());
   });
-  return panels_;
+  return {panels_.get(), panelsSize_};
 }
 
 namespace {
@@ -379,7 +380,7 @@ void winogradKernel(const float *g, float *u) {
 }
 } // namespace
 
-const std::vector<float> &PackedConvWeight::winograd() const {
+llvm::ArrayRef<float> PackedConvWeight::winograd() const {
   std::call_once(winogradOnce_, [this] {
     if (groups != 1 || weight_.rank() != 4 || weight_.dim(2) != 3 ||
         weight_.dim(3) != 3)
@@ -387,23 +388,33 @@ const std::vector<float> &PackedConvWeight::winograd() const {
             "group, got weight {} with groups {}",
             shapeStr(weight_.shape()), groups);
     int64_t o = outChannels, c = weight_.dim(1);
-    // U_xi (o x c, row-major) for each of the 16 positions, then each
-    // packed into panels like an im2col weight of depth c.
-    std::vector<float> u(size_t(WinoXi * o * c));
+    // U_xi (o x c) for each of the 16 positions, each packed like an
+    // im2col weight of depth c (packPanels' layout), written in place:
+    // output channel oc is row oc % 8 of panel oc / 8; depth ic is in the
+    // depth block at ic / kb * kb.
+    int64_t per = packedPanelFloats(1, o, c), panels = (o + GemmMR - 1) / GemmMR;
+    int64_t kb = gemmDepthBlock(c);
+    winogradSize_ = size_t(WinoXi * per);
+    winograd_.reset(new float[winogradSize_]);
+    float *dst = winograd_.get();
+    auto at = [&](int64_t xi, int64_t oc, int64_t ic) {
+      int64_t k0 = ic / kb * kb, kc = std::min(kb, c - k0);
+      return xi * per + k0 * panels * GemmMR + (oc / GemmMR) * kc * GemmMR +
+             (ic - k0) * GemmMR + oc % GemmMR;
+    };
     const float *w = weight_.data<float>();
     float tile[WinoXi];
-    for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t oc = 0; oc < panels * GemmMR; ++oc)
       for (int64_t ic = 0; ic < c; ++ic) {
-        winogradKernel(w + (oc * c + ic) * 9, tile);
+        if (oc < o)
+          winogradKernel(w + (oc * c + ic) * 9, tile);
+        else
+          std::fill(tile, tile + WinoXi, 0.0f); // the last panel's padding rows
         for (int64_t xi = 0; xi < WinoXi; ++xi)
-          u[size_t((xi * o + oc) * c + ic)] = tile[xi];
+          dst[at(xi, oc, ic)] = tile[xi];
       }
-    int64_t per = packedPanelFloats(1, o, c);
-    winograd_.resize(size_t(WinoXi * per));
-    for (int64_t xi = 0; xi < WinoXi; ++xi)
-      packPanels(u.data() + xi * o * c, 1, o, c, winograd_.data() + xi * per);
   });
-  return winograd_;
+  return {winograd_.get(), winogradSize_};
 }
 
 /// Builds rows [r0, r1) x columns [j0, j1) of the patch matrix of one

@@ -119,14 +119,16 @@ public:
   int64_t outChannels = 0, groups = 1;
   int64_t depth = 0; ///< in_channels / groups * kh * kw
   /// The im2col form.
-  const std::vector<float> &panels() const;
+  llvm::ArrayRef<float> panels() const;
   /// The Winograd form; requires a 3x3 weight and groups == 1.
-  const std::vector<float> &winograd() const;
+  llvm::ArrayRef<float> winograd() const;
 
 private:
   Tensor weight_; // contiguous
   mutable std::once_flag panelsOnce_, winogradOnce_;
-  mutable std::vector<float> panels_, winograd_;
+  // Written once, without zero-filling first (fresh pages are the cost).
+  mutable std::unique_ptr<float[]> panels_, winograd_;
+  mutable size_t panelsSize_ = 0, winogradSize_ = 0;
 };
 
 /// Packs `weight` (O, C / groups, kh, kw) or (O, C / groups, k) for a
