@@ -314,11 +314,50 @@ Tensor maxPool2d(const Tensor &x, const Pool2dParams &p) {
   return maxPool2dGeom(x, checkPool("max_pool2d", x, p, /*allowDilation=*/true));
 }
 
+#if TM_HAVE_SIMD512
+/// One plane of a 2x2 stride-2 average pool whose windows lie inside the
+/// input: 16 outputs from the even and odd lanes of two rows' vectors, in
+/// the generic loop's order ((((0 + a) + b) + c) + d) / 4, so the same bits.
+TM_AVX512F
+static void avgPool2x2Plane512(const PoolGeom &g, const float *src, float *dst) {
+  using namespace simd512;
+  const __m512 four = _mm512_set1_ps(4.0f);
+  for (int64_t oy = 0; oy < g.oh; ++oy) {
+    const float *r0 = src + 2 * oy * g.in.w, *r1 = r0 + g.in.w;
+    float *out = dst + oy * g.ow;
+    for (int64_t ox = 0; ox < g.ow; ox += 16) {
+      // Columns 2 ox .. 2 ox + 31, those of this row's windows only.
+      int64_t cols = 2 * std::min<int64_t>(16, g.ow - ox);
+      __mmask16 mLo = headMask(cols), mHi = headMask(cols - 16);
+      __m512 a0 = _mm512_maskz_loadu_ps(mLo, r0 + 2 * ox),
+             a1 = _mm512_maskz_loadu_ps(mHi, r0 + 2 * ox + 16),
+             b0 = _mm512_maskz_loadu_ps(mLo, r1 + 2 * ox),
+             b1 = _mm512_maskz_loadu_ps(mHi, r1 + 2 * ox + 16);
+      __m512 sum = _mm512_add_ps(_mm512_setzero_ps(), evens(a0, a1));
+      sum = _mm512_add_ps(sum, odds(a0, a1));
+      sum = _mm512_add_ps(sum, evens(b0, b1));
+      sum = _mm512_add_ps(sum, odds(b0, b1));
+      _mm512_mask_storeu_ps(out + ox, headMask(g.ow - ox), _mm512_div_ps(sum, four));
+    }
+  }
+}
+#endif
+
 static Tensor avgPool2dGeom(const Tensor &x, const PoolGeom &g, bool includePad) {
   Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
   const float *px = x.data<float>();
   float *po = out.data<float>();
   int64_t hw = g.in.h * g.in.w, ohw = g.oh * g.ow;
+#if TM_HAVE_SIMD512
+  if (g.kh == 2 && g.kw == 2 && g.sh == 2 && g.sw == 2 && g.ph == 0 && g.pw == 0 &&
+      2 * g.oh <= g.in.h && 2 * g.ow <= g.in.w && simd512::available()) {
+    parallelFor(g.in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
+      for (int64_t pl = p0; pl < p1; ++pl)
+        avgPool2x2Plane512(g, px + pl * hw, po + pl * ohw);
+    });
+    return out;
+  }
+#endif
   parallelFor(g.in.planes, planeGrain(ohw), [&](int64_t p0, int64_t p1) {
     for (int64_t pl = p0; pl < p1; ++pl) {
       const float *src = px + pl * hw;

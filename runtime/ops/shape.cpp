@@ -223,7 +223,14 @@ StepFn lowerPad(const Expr &e, OpKind, LowerContext &ctx) {
       Tensor v = value.get(s);
       val = v.numel() ? v.at(0) : 0.0;
     }
-    s[o].tensor = pad(x.get(s), pairsOf(pw.get(s)), mode, val);
+    auto widths = pw.get(s);
+    Tensor t = x.get(s);
+    // No padding (PyTorch's exports pad average pools by zero): the value
+    // itself, when the widths fit the input (else pad reports them).
+    if (widths.size() == 2 * t.rank() && llvm::all_of(widths, [](int64_t w) { return w == 0; }))
+      s[o].tensor = std::move(t);
+    else
+      s[o].tensor = pad(t, pairsOf(widths), mode, val);
   };
 }
 

@@ -211,6 +211,34 @@ TEST_CASE("pooling: larger inputs, 3-D inputs and NaN", "[pool]") {
   CHECK(std::isnan(rt::globalMaxPool2d(n).data<float>()[0]));
 }
 
+TEST_CASE("avg_pool2d 2x2 stride 2: the window summed in order, every width",
+          "[pool]") {
+  // (((0 + a) + b) + c) + d over the window's rows, then / 4, in float:
+  // what the generic loop computes, exactly; odd sizes drop the last
+  // row and column.
+  Rng rng(304);
+  for (int64_t w = 2; w <= 70; w += 3) {
+    int64_t h = 5 + w % 4;
+    Tensor x = rng.tensor({2, 3, h, w}, -3, 3);
+    Tensor y = rt::avgPool2d(x, {.kernel = 2, .stride = Int2(2)});
+    int64_t oh = h / 2, ow = w / 2;
+    REQUIRE(shapeOf(y.shape()) == shapeOf(Shape{2, 3, oh, ow}));
+    const float *px = x.data<float>(), *py = y.data<float>();
+    for (int64_t p = 0; p < 6; ++p)
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox) {
+          const float *r0 = px + (p * h + 2 * oy) * w + 2 * ox, *r1 = r0 + w;
+          float s = 0.0f;
+          s += r0[0];
+          s += r0[1];
+          s += r1[0];
+          s += r1[1];
+          INFO("w " << w << " plane " << p << " at " << oy << ", " << ox);
+          REQUIRE(py[(p * oh + oy) * ow + ox] == s / 4.0f);
+        }
+  }
+}
+
 TEST_CASE("adaptive and global pooling", "[pool]") {
   Rng rng(303);
   for (int i = 0; i < 40; ++i) {
