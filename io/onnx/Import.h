@@ -11,6 +11,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
@@ -31,10 +32,25 @@ inline constexpr int64_t kMaxOpset = 17;
 /// A value's dependence on graph inputs, for "constant input" notes.
 using Deps = llvm::SmallVector<std::string, 2>;
 
+/// A tensor known at import time, or none: std::optional<Tensor>'s
+/// interface in one pointer (a Val exists per ONNX value, and most have
+/// none; 10^6-node models hold a million of them).
+class CstTensor {
+public:
+  CstTensor() = default;
+  CstTensor(Tensor t) : p_(std::make_shared<const Tensor>(std::move(t))) {}
+  explicit operator bool() const { return bool(p_); }
+  const Tensor &operator*() const { return *p_; }
+  const Tensor *operator->() const { return p_.get(); }
+
+private:
+  std::shared_ptr<const Tensor> p_;
+};
+
 /// An ONNX value: a graph node, and/or a value known at import time.
 struct Val {
   Node *node = nullptr;
-  std::optional<Tensor> cst;
+  CstTensor cst;
   std::string param; ///< attribute name of an initializer
   std::optional<DType> dtype;
   std::optional<Shape> shape;
