@@ -94,19 +94,19 @@ void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what) {
 }
 
 TM_VECTOR_CLONES
-void colBiasActivate(float *out, const float *bias, int64_t n, Activation act) {
+void addActivate(float *out, const float *add, int64_t n, Activation act) {
   switch (act) {
   case Activation::None:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = out[i] + bias[i];
+      out[i] = out[i] + add[i];
     return;
   case Activation::Relu:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = activate(Activation::Relu, out[i] + bias[i]);
+      out[i] = activate(Activation::Relu, out[i] + add[i]);
     return;
   case Activation::Relu6:
     for (int64_t i = 0; i < n; ++i)
-      out[i] = activate(Activation::Relu6, out[i] + bias[i]);
+      out[i] = activate(Activation::Relu6, out[i] + add[i]);
     return;
   }
 }

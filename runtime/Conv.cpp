@@ -203,24 +203,8 @@ static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
 /// out[i] = tailAct(out[i] + residual[i]) over n floats at `off` into the
 /// output: the residual add and the activation after it, as the add and
 /// activation ops compute them.
-TM_VECTOR_CLONES
 static void residualRun(const ConvGeom &g, float *out, int64_t off, int64_t n) {
-  float *o = out + off;
-  const float *z = g.residual + off;
-  switch (g.tailAct) {
-  case Activation::None:
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = o[i] + z[i];
-    return;
-  case Activation::Relu:
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = activate(Activation::Relu, o[i] + z[i]);
-    return;
-  case Activation::Relu6:
-    for (int64_t i = 0; i < n; ++i)
-      o[i] = activate(Activation::Relu6, o[i] + z[i]);
-    return;
-  }
+  addActivate(out + off, g.residual + off, n, g.tailAct);
 }
 
 /// residualRun over the whole output, for the paths that do not apply it

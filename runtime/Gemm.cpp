@@ -103,7 +103,7 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
         for (int64_t r = 0; r < m1 - m0; ++r) {
           float *row = cb + r * ldc;
           if (ep.colBias)
-            colBiasActivate(row, ep.colBias + j0, j1 - j0, ep.act);
+            addActivate(row, ep.colBias + j0, j1 - j0, ep.act);
           else
             biasActivate(row, j1 - j0, 0.0f, ep.act);
           if (ep.tail)

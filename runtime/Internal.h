@@ -299,8 +299,9 @@ inline float activate(Activation act, float v) {
 
 /// out[i] = act(out[i] + bias) over n contiguous floats, bias may be 0.
 void biasActivate(float *out, int64_t n, float bias, Activation act);
-/// out[i] = act(out[i] + bias[i]) over n contiguous floats.
-void colBiasActivate(float *out, const float *bias, int64_t n, Activation act);
+/// out[i] = act(out[i] + add[i]) over n contiguous floats: a column bias,
+/// or a residual.
+void addActivate(float *out, const float *add, int64_t n, Activation act);
 
 /// One sgemm call on the calling thread (row-major, the arguments of
 /// parallelSgemm); handles k == 0 (C = beta * C) without calling BLAS.

@@ -350,7 +350,7 @@ void rowBiasActivate(T *out, int64_t rows, int64_t cols, const T *bias,
           T *row = out + r * cols;
           if constexpr (std::is_same_v<T, float>) {
             if (bias)
-              colBiasActivate(row, bias, cols, act);
+              addActivate(row, bias, cols, act);
             else
               biasActivate(row, cols, 0.0f, act);
           } else {
