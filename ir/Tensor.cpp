@@ -12,6 +12,8 @@
 
 #include <llvm/ADT/STLExtras.h>
 
+#include "tm/ir/HugePages.h"
+
 #include "tm/ir/CheckedSize.h"
 #include "tm/ir/Diagnostic.h"
 
@@ -227,6 +229,9 @@ void StorageArena::give(void *p, size_t rounded) {
   i.free[rounded].push_back(p);
 }
 
+/// Storage this large goes on transparent huge pages.
+static constexpr size_t LargeBytes = size_t(4) << 20;
+
 Storage::Storage(size_t bytes) : size_(bytes) {
   rounded_ = (bytes + Alignment - 1) / Alignment * Alignment;
   if (rounded_ == 0)
@@ -234,6 +239,15 @@ Storage::Storage(size_t bytes) : size_(bytes) {
   arena_ = currentArena;
   if (arena_)
     data_ = arena_->take(rounded_);
+  if (!data_ && rounded_ >= LargeBytes) {
+    // Large buffers are filled at once (weights, packed weights, big
+    // activations): on transparent huge pages, one first-touch fault per
+    // 2 MiB rather than per 4 KiB (HugePages.h).
+    size_t huge = (rounded_ + HugePageBytes - 1) / HugePageBytes * HugePageBytes;
+    data_ = std::aligned_alloc(HugePageBytes, huge);
+    if (data_)
+      adviseHugePages(data_, huge);
+  }
   if (!data_)
     data_ = std::aligned_alloc(Alignment, rounded_);
   if (!data_)
@@ -355,6 +369,40 @@ static void copyStrided(const char *src, llvm::ArrayRef<int64_t> shape,
     return;
   }
   int64_t inner = shape[rank - 1], is = strides[rank - 1];
+  if (rank >= 2 && is != 1 && strides[rank - 2] == 1) {
+    // A transpose of the last two dimensions (a weight's W^T): copied in
+    // 32 x 32 blocks, each read along its columns (contiguous in the
+    // source) and written along its rows, both within the L1 cache,
+    // rather than one element per cache line read.
+    constexpr int64_t B = 32;
+    int64_t n = shape[rank - 2];
+    llvm::ArrayRef<int64_t> outerShape = shape.drop_back(2);
+    llvm::SmallVector<int64_t, 6> oidx(outerShape.size(), 0);
+    int64_t outer = 1;
+    for (int64_t d : outerShape)
+      outer *= d;
+    const E *in = reinterpret_cast<const E *>(src);
+    E *out = reinterpret_cast<E *>(dst);
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t base = 0;
+      for (size_t d = 0; d < oidx.size(); ++d)
+        base += oidx[d] * strides[d];
+      E *plane = out + o * n * inner;
+      for (int64_t i0 = 0; i0 < n; i0 += B)
+        for (int64_t j0 = 0; j0 < inner; j0 += B) {
+          int64_t i1 = std::min(n, i0 + B), j1 = std::min(inner, j0 + B);
+          for (int64_t j = j0; j < j1; ++j)
+            for (int64_t i = i0; i < i1; ++i)
+              plane[i * inner + j] = in[base + i + j * is];
+        }
+      for (size_t d = oidx.size(); d-- > 0;) {
+        if (++oidx[d] < outerShape[d])
+          break;
+        oidx[d] = 0;
+      }
+    }
+    return;
+  }
   llvm::SmallVector<int64_t, 6> idx(rank - 1, 0);
   int64_t rows = 1;
   for (size_t d = 0; d + 1 < rank; ++d)

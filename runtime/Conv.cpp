@@ -387,9 +387,10 @@ llvm::ArrayRef<float> PackedConvWeight::winograd() const {
              (ic - k0) * GemmMR + oc % GemmMR;
     };
     const float *w = weight_.data<float>();
-    float tile[WinoXi];
+#pragma omp parallel for schedule(static) if (o * c > (1 << 12) && !omp_in_parallel())
     for (int64_t oc = 0; oc < panels * GemmMR; ++oc)
       for (int64_t ic = 0; ic < c; ++ic) {
+        float tile[WinoXi];
         if (oc < o)
           winogradKernel(w + (oc * c + ic) * 9, tile);
         else

@@ -37,6 +37,9 @@ std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w0) {
   p->data = Tensor::empty({strips * p->k * GemmNR}, DType::Float32);
   const float *src = w.data<float>();
   float *dst = p->data.data<float>();
+  // Once per plan, but a transformer's weights are hundreds of MB: the
+  // strips are packed (and their pages first touched) by all threads.
+#pragma omp parallel for schedule(static) if (strips * p->k > (1 << 16) && !omp_in_parallel())
   for (int64_t s = 0; s < strips; ++s)
     for (int64_t kk = 0; kk < p->k; ++kk) {
       float *d = dst + (s * p->k + kk) * GemmNR;
@@ -140,8 +143,11 @@ void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0, int64_t p1
 void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
                 float *dst) {
   int64_t panels = (m + GemmMR - 1) / GemmMR;
+  // Large weights (packed once per plan) by all threads, panel by panel.
+#pragma omp parallel for collapse(2) schedule(static) if (groups * m * k > (1 << 16) && !omp_in_parallel())
   for (int64_t g = 0; g < groups; ++g)
-    packPanelRange(w + g * m * k, m, k, 0, panels, dst + g * panels * k * GemmMR);
+    for (int64_t p = 0; p < panels; ++p)
+      packPanelRange(w + g * m * k, m, k, p, p + 1, dst + g * panels * k * GemmMR);
 }
 
 #ifdef TM_HAVE_AVX512_KERNEL

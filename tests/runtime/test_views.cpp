@@ -98,6 +98,27 @@ TEST_CASE("contiguous() copies only views, and dense accessors refuse views", "[
   CHECK_THROWS_WITH(t.data<float>(), Catch::Contains("non-contiguous view"));
 }
 
+TEST_CASE("contiguous() of transposed last dimensions, every block edge", "[views]") {
+  // Copied in 32 x 32 blocks: sizes around the block, leading dimensions,
+  // every element size.
+  Rng rng(6);
+  for (DType dt : {DType::UInt8, DType::Int16, DType::Float32, DType::Float64})
+    for (Shape shape : {Shape{1, 1}, Shape{31, 33}, Shape{64, 70}, Shape{3, 2, 45, 32},
+                        Shape{2, 1, 97}}) {
+      CAPTURE(dtypeName(dt).str(), shapeOf(shape));
+      Tensor dense = tmg::rt::asDType(rng.tensor(shape, -50, 50), dt);
+      llvm::SmallVector<int64_t, 4> perm;
+      for (size_t d = 0; d < shape.size(); ++d)
+        perm.push_back(int64_t(d));
+      std::swap(perm[shape.size() - 2], perm[shape.size() - 1]);
+      Tensor t = dense.permuted(perm), c = t.contiguous();
+      REQUIRE(c.isContiguous());
+      REQUIRE(c.shape() == t.shape());
+      for (int64_t i = 0; i < c.numel(); ++i)
+        REQUIRE(c.at(i) == t.at(i));
+    }
+}
+
 TEST_CASE("reshaped is a view whenever the strides allow", "[views]") {
   Tensor x = ramp({4, 6});
   Tensor t = x.permuted({1, 0}); // (6, 4), strides (1, 6)
