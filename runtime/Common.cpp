@@ -95,6 +95,8 @@ void requireBlasSize(llvm::StringRef op, int64_t value, llvm::StringRef what) {
 
 TM_VECTOR_CLONES
 void addActivate(float *out, const float *add, int64_t n, Activation act) {
+  if (!add)
+    return biasActivate(out, n, 0.0f, act);
   switch (act) {
   case Activation::None:
     for (int64_t i = 0; i < n; ++i)

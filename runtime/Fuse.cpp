@@ -123,6 +123,13 @@ const Node *batchNormInput(const Expr &e) {
   return x->node();
 }
 
+/// The relu / relu6 op on `t` (None: t itself), as the unfused chain runs it.
+Tensor activationOp(const Tensor &t, Activation act) {
+  if (act == Activation::None)
+    return t;
+  return unary(act == Activation::Relu ? UnaryOp::Relu : UnaryOp::Relu6, t);
+}
+
 /// A concat of tensors along axis 1 (a constant axis).
 bool isChannelConcat(const Expr &e) {
   auto *cf = llvm::dyn_cast<CallFunction>(&e);
@@ -275,8 +282,7 @@ StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
     }
     Tensor t = concat ? rt::concat(ts, 1) : ts[0];
     t = batchNorm(t, mean, var, w, b, eps);
-    if (act != Activation::None)
-      t = unary(act == Activation::Relu ? UnaryOp::Relu : UnaryOp::Relu6, t);
+    t = activationOp(t, act);
     s[o].tensor = std::move(t);
   };
 }
@@ -465,8 +471,7 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
     // Broadcasting or promoting: the add and the activation as their ops.
     Tensor t = runConv(c, x, w, b, Activation::None, pw.get());
     t = chain.residualFirst ? binary(BinaryOp::Add, z, t) : binary(BinaryOp::Add, t, z);
-    if (chain.activation != Activation::None)
-      t = unary(chain.activation == Activation::Relu ? UnaryOp::Relu : UnaryOp::Relu6, t);
+    t = activationOp(t, chain.activation);
     s[o].tensor = std::move(t);
   };
 }

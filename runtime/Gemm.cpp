@@ -105,10 +105,7 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
           continue;
         for (int64_t r = 0; r < m1 - m0; ++r) {
           float *row = cb + r * ldc;
-          if (ep.colBias)
-            addActivate(row, ep.colBias + j0, j1 - j0, ep.act);
-          else
-            biasActivate(row, j1 - j0, 0.0f, ep.act);
+          addActivate(row, ep.colBias ? ep.colBias + j0 : nullptr, j1 - j0, ep.act);
           if (ep.tail)
             ep.tail(row, j1 - j0);
         }

@@ -300,7 +300,7 @@ inline float activate(Activation act, float v) {
 /// out[i] = act(out[i] + bias) over n contiguous floats, bias may be 0.
 void biasActivate(float *out, int64_t n, float bias, Activation act);
 /// out[i] = act(out[i] + add[i]) over n contiguous floats: a column bias,
-/// or a residual.
+/// or a residual; with `add` null, act(out[i]) (as biasActivate with 0).
 void addActivate(float *out, const float *add, int64_t n, Activation act);
 
 /// One sgemm call on the calling thread (row-major, the arguments of

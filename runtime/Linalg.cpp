@@ -349,10 +349,7 @@ void rowBiasActivate(T *out, int64_t rows, int64_t cols, const T *bias,
         for (int64_t r = r0; r < r1; ++r) {
           T *row = out + r * cols;
           if constexpr (std::is_same_v<T, float>) {
-            if (bias)
-              addActivate(row, bias, cols, act);
-            else
-              biasActivate(row, cols, 0.0f, act);
+            addActivate(row, bias, cols, act);
           } else {
             for (int64_t j = 0; j < cols; ++j)
               row[j] = activated(act, bias ? row[j] + bias[j] : row[j]);
