@@ -138,6 +138,13 @@ struct Decoder {
       fail(fmt::format("argument '{}' must be a tensor", name));
     return ctx.slot(n);
   }
+  /// The argument in slot `slot` (-1: absent), as kernels read it: a view
+  /// (a channel slice, a transpose) arrives as a contiguous copy.
+  static Src src(int64_t slot) {
+    Src s;
+    s.slot = slot;
+    return s;
+  }
   std::vector<int64_t> ints(const char *name) const {
     ArgRef a = arg(name);
     const TreeDef &t = a.def;
@@ -191,14 +198,15 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
                                      (llvm::isa<GetAttr>(a->node()->expr()) ||
                                       llvm::isa<Constant>(a->node()->expr())))
     pack = std::make_shared<WeightPack>(p.groups);
-  return [x, w, b, o, p, act, pack](Value *s, RunState &) {
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack](Value *s, RunState &) {
     Conv2dParams q = p;
+    Tensor wt = w.get(s);
     std::shared_ptr<const PackedConvWeight> pw;
     if (pack) {
-      pw = pack->get(s[w].tensor);
+      pw = pack->get(wt);
       q.packed = pw.get();
     }
-    Tensor y = conv2d(s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), q);
+    Tensor y = conv2d(x.get(s), wt, b.getOr(s), q);
     applyTail(y, act);
     s[o].tensor = std::move(y);
   };
@@ -212,12 +220,13 @@ StepFn lowerLinearAct(const Expr &e, OpKind, LowerContext &ctx) {
   // A weight read by getattr (the usual case) is packed once per plan.
   auto pack = stableTensorArg(e, "weight") ? std::make_shared<detail::LinearWeightPack>()
                                            : nullptr;
-  return [x, w, b, o, act, pack](Value *s, RunState &) {
-    auto packed = pack ? pack->get(s[w].tensor) : nullptr;
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, act, pack](Value *s, RunState &) {
+    Tensor wt = w.get(s);
+    auto packed = pack ? pack->get(wt) : nullptr;
     // The tail runs on each block of a float32 result as it is computed.
     auto tail = [act](float *p, int64_t n) { tailRow(act, p, n); };
     Tensor y = detail::linearWithPack(
-        s[x].tensor, s[w].tensor, b >= 0 ? s[b].tensor : Tensor(), epilogue(act), packed.get(),
+        x.get(s), wt, b.getOr(s), epilogue(act), packed.get(),
         hasTail(act) ? llvm::function_ref<void(float *, int64_t)>(tail) : nullptr);
     if (y.dtype() != DType::Float32)
       applyTail(y, act);
