@@ -20,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <utility>
 
 #include "Gemm.h"
 #include "Simd512.h"
@@ -1051,6 +1052,127 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
   }
 }
 
+#if TM_HAVE_SIMD512
+namespace {
+/// Lanes N .. 15 of lo, then lanes 0 .. N - 1 of hi (N = 0: lo).
+template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
+  if constexpr (N == 0)
+    return lo;
+  else
+    return _mm512_castsi512_ps(
+        _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
+}
+/// Input columns [x0, x0 + 16) of `row`, zero outside [0, w) or for a
+/// row outside the plane (null).
+TM_AVX512F inline __m512 rowVector(const float *row, int64_t x0, int64_t w) {
+  if (!row)
+    return _mm512_setzero_ps();
+  if (x0 >= 0 && x0 + 16 <= w)
+    return _mm512_loadu_ps(row + x0);
+  int64_t lo = std::clamp<int64_t>(-x0, 0, 16), hi = std::clamp<int64_t>(w - x0, 0, 16);
+  __mmask16 m = hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+  return _mm512_maskz_loadu_ps(m, row + x0);
+}
+/// acc + the taps J of one row at horizontal stride 1: lanes shifted by J.
+template <int... J>
+TM_AVX512F inline __m512 rowTaps1(__m512 acc, const __m512 *w, __m512 v0, __m512 v1,
+                                  std::integer_sequence<int, J...>) {
+  ((acc = _mm512_fmadd_ps(w[J], shiftIn<J>(v1, v0), acc)), ...);
+  return acc;
+}
+/// The same at stride 2: tap J is the even (J even) or odd lanes of the
+/// vectors shifted by J rounded down to even.
+template <int J> TM_AVX512F inline __m512 strideTwoTap(__m512 v0, __m512 v1, __m512 v2) {
+  using namespace detail::simd512;
+  constexpr int S = J - J % 2;
+  __m512 a = shiftIn<S>(v1, v0), b = shiftIn<S>(v2, v1);
+  return J % 2 ? odds(a, b) : evens(a, b);
+}
+template <int... J>
+TM_AVX512F inline __m512 rowTaps2(__m512 acc, const __m512 *w, __m512 v0, __m512 v1, __m512 v2,
+                                  std::integer_sequence<int, J...>) {
+  ((acc = _mm512_fmadd_ps(w[J], strideTwoTap<J>(v0, v1, v2), acc)), ...);
+  return acc;
+}
+} // namespace
+
+/// One plane of an undilated K x K depthwise convolution with horizontal
+/// stride 1 or 2, in registers. R output rows at a time, 16 columns at a
+/// time: each input row those outputs read is loaded once and its taps
+/// added to every output row that reads it, so the R sums are independent
+/// chains (one chain would wait on each FMA's latency). Tap kj of 16
+/// outputs is a vector of the padded input row (column j of the input at
+/// lane j + pw, zero outside, as depthwisePlane pads) shifted by kj lanes
+/// (valignd), at stride 2 the even or odd lanes of two such vectors. Each
+/// output sums its taps from the bias in (ki, kj) order; rows outside the
+/// plane count as zeros, as in depthwisePlane. The input is read once
+/// per R rows, the output written once.
+template <int K>
+TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
+                                          const float *wk, float b, float *dst) {
+  using namespace detail::simd512;
+  constexpr int R = 4;
+  constexpr float Inf = std::numeric_limits<float>::infinity();
+  const __m512 lo = _mm512_set1_ps(g.act == Activation::None ? -Inf : 0.0f);
+  const __m512 hi = _mm512_set1_ps(g.act == Activation::Relu6 ? 6.0f : Inf);
+  __m512 wv[K * K];
+  for (int t = 0; t < K * K; ++t)
+    wv[t] = _mm512_set1_ps(wk[t]);
+  const int64_t inRows = (R - 1) * g.sh + K; // input rows of R output rows
+  for (int64_t oy0 = 0; oy0 < g.oh; oy0 += R) {
+    for (int64_t ox = 0; ox < g.ow; ox += 16) {
+      __m512 acc[R];
+      for (int r = 0; r < R; ++r)
+        acc[r] = _mm512_set1_ps(b);
+      int64_t x0 = ox * g.sw - g.pw;
+      for (int64_t j = 0; j < inRows; ++j) {
+        int64_t iy = oy0 * g.sh - g.ph + j;
+        const float *row = iy >= 0 && iy < g.h ? plane + iy * g.w : nullptr;
+        __m512 v0 = rowVector(row, x0, g.w), v1 = rowVector(row, x0 + 16, g.w);
+        __m512 v2 = g.sw == 1 ? v1 : rowVector(row, x0 + 32, g.w);
+        for (int r = 0; r < R; ++r) {
+          int64_t ki = j - r * g.sh;
+          if (ki < 0 || ki >= K)
+            continue;
+          const __m512 *w = wv + ki * K;
+          acc[r] = g.sw == 1 ? rowTaps1(acc[r], w, v0, v1, std::make_integer_sequence<int, K>())
+                             : rowTaps2(acc[r], w, v0, v1, v2,
+                                        std::make_integer_sequence<int, K>());
+        }
+      }
+      for (int r = 0; r < R && oy0 + r < g.oh; ++r) {
+        // The activation as depthwisePlane's clamp: NaN stays NaN.
+        __m512 y = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[r]));
+        _mm512_mask_storeu_ps(dst + (oy0 + r) * g.ow + ox, headMask(g.ow - ox), y);
+      }
+    }
+  }
+}
+#endif
+
+/// The register kernel for `g`'s depthwise planes, or null.
+using DwRowsFn = void (*)(const ConvGeom &, const float *, const float *, float, float *);
+static DwRowsFn depthwiseRowsKernel(const ConvGeom &g) {
+#if TM_HAVE_SIMD512
+  if (!detail::simd512::available() || g.kh != g.kw || g.dh != 1 || g.dw != 1 ||
+      (g.sw != 1 && g.sw != 2))
+    return nullptr;
+  switch (g.kh) {
+  case 3:
+    return &depthwisePlaneRows<3>;
+  case 5:
+    return &depthwisePlaneRows<5>;
+  case 7:
+    return &depthwisePlaneRows<7>;
+  default:
+    return nullptr;
+  }
+#else
+  (void)g;
+  return nullptr;
+#endif
+}
+
 /// Direct depthwise convolution: output channel oc reads input channel
 /// oc / og; planes are split over threads.
 static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
@@ -1064,6 +1186,18 @@ static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
     g.sw = 1;
   int64_t planes = g.n * g.o;
   int64_t khw = g.kh * g.kw;
+  int64_t grain =
+      std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
+  if (DwRowsFn rows = depthwiseRowsKernel(g)) {
+    parallelFor(planes, grain, [&](int64_t p0, int64_t p1) {
+      for (int64_t p = p0; p < p1; ++p) {
+        int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
+        rows(g, x + (n * g.c + ic) * g.h * g.w, w + oc * khw, bias ? bias[oc] : 0.0f,
+             out + p * g.spatial());
+      }
+    });
+    return;
+  }
   DwLayout layout(g);
   std::optional<int64_t> floats = layout.floats(g);
   if (!floats)
@@ -1071,8 +1205,6 @@ static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
           "{} needs more scratch than memory can hold",
           g.n, g.c, g.h, g.w, Int2(g0.sh, g0.sw).str(), Int2(g.ph, g.pw).str());
   int64_t planeFloats = *floats;
-  int64_t grain =
-      std::max<int64_t>(1, 4096 / std::max<int64_t>(1, g.spatial() * khw / 16));
   // One scratch plane per part (allocated outside the parallel region).
   int parts = parallelParts(planes, grain);
   Tensor scratch = Tensor::empty({int64_t(parts), planeFloats});

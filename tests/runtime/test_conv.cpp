@@ -126,6 +126,35 @@ TEST_CASE("conv2d: depthwise strides, dilations and plane edges", "[conv]") {
                       Catch::Contains("needs more scratch than memory can hold"));
 }
 
+TEST_CASE("conv2d: depthwise square kernels on wide planes", "[conv]") {
+  // The AVX-512 kernel for undilated 3x3, 5x5 and 7x7 kernels at
+  // horizontal stride 1 or 2 computes 4 output rows by 16 columns at a
+  // time: cover rows wider than a vector and ending at every lane,
+  // output heights that leave 1-3 rows in the last block, vertical
+  // strides 1-3, paddings from none to K / 2 and asymmetric ones, and a
+  // channel multiplier.
+  Rng rng(209);
+  int checked = 0;
+  for (int64_t kk : {3, 5, 7})
+    for (int64_t sw : {1, 2})
+      for (int64_t w : {16, 17, 29, 30, 31, 33, 46, 50})
+        for (int64_t pb = 0; pb <= kk / 2; ++pb)
+          for (int64_t pe = 0; pe <= kk / 2; ++pe) {
+            ConvCase k{1, 3, 9 + (w + pe) % 5, w, 3 * (1 + w % 2), kk, kk, 3};
+            k.stride = Int2(1 + (w + pb) % 3, sw);
+            k.pad = Int2(pe, pb);
+            k.padEnd = Int2(pb, pe);
+            k.act = Activation((w + pb + pe) % 3);
+            k.bias = (w + pb) % 4 != 0;
+            if (tmg::rt::convOutputSize(k.h, kk, k.stride.h, k.pad.h, k.padEnd.h, 1) > 0 &&
+                tmg::rt::convOutputSize(k.w, kk, k.stride.w, k.pad.w, k.padEnd.w, 1) > 0) {
+              checkConv2d(rng, k);
+              ++checked;
+            }
+          }
+  CHECK(checked > 400);
+}
+
 TEST_CASE("conv2d: pointwise and GEMM tiling paths", "[conv]") {
   Rng rng(203);
   // 1x1 stride 1: the input is the GEMM operand, no im2col.
