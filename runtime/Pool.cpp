@@ -459,12 +459,35 @@ static Tensor adaptivePool(llvm::StringRef op, const Tensor &x, Int2 size) {
   return out;
 }
 
+template <bool IsMax> static Tensor globalPool(llvm::StringRef op, const Tensor &x);
+
 Tensor adaptiveAvgPool2d(const Tensor &x, Int2 size) {
+  // One output per plane is the plane's mean (the classifier heads).
+  if (size.h == 1 && size.w == 1)
+    return globalPool<false>("adaptive_avg_pool2d", x);
   return adaptivePool<false>("adaptive_avg_pool2d", x, size);
 }
 
 Tensor adaptiveMaxPool2d(const Tensor &x, Int2 size) {
   return adaptivePool<true>("adaptive_max_pool2d", x, size);
+}
+
+/// The sum of n floats in double, in eight interleaved partial sums (a
+/// loop the compiler vectorises without reassociating anything).
+TM_VECTOR_CLONES
+static double planeSum(const float *src, int64_t n) {
+  constexpr int L = 8;
+  double part[L] = {};
+  int64_t i = 0;
+  for (; i + L <= n; i += L)
+    for (int l = 0; l < L; ++l)
+      part[l] += double(src[i + l]);
+  double s = 0.0;
+  for (; i < n; ++i)
+    s += double(src[i]);
+  for (int l = 0; l < L; ++l)
+    s += part[l];
+  return s;
 }
 
 /// One value per plane; sums accumulate in double.
@@ -488,10 +511,7 @@ static Tensor globalPool(llvm::StringRef op, const Tensor &x) {
             m = src[i];
         po[pl] = m;
       } else {
-        double s = 0.0;
-        for (int64_t i = 0; i < hw; ++i)
-          s += src[i];
-        po[pl] = float(s / double(hw));
+        po[pl] = float(planeSum(src, hw) / double(hw));
       }
     }
   });

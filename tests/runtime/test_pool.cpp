@@ -281,6 +281,18 @@ TEST_CASE("adaptive and global pooling", "[pool]") {
   }
   requireClose(rt::globalAvgPool2d(x), g, ElementwiseTol);
   requireClose(rt::globalMaxPool2d(x), gm, Exact);
+  // A 1x1 adaptive average is the plane's mean: planes of 169 floats
+  // (21 vectors of 8 and one more), many of them, in parallel.
+  Tensor big = rng.tensor({2, 300, 13, 13});
+  Ref rb(big), mean(Shape{2, 300, 1, 1});
+  for (int64_t p = 0; p < 600; ++p) {
+    double s = 0;
+    for (int64_t i = 0; i < 169; ++i)
+      s += rb.v[p * 169 + i];
+    mean.v[p] = s / 169;
+  }
+  requireClose(rt::adaptiveAvgPool2d(big, Int2(1)), mean, ElementwiseTol);
+  CHECK(rt::adaptiveAvgPool2d(big, Int2(1)).bitwiseEqual(rt::globalAvgPool2d(big)));
 }
 
 TEST_CASE("pool errors name the op and the shapes", "[pool][errors]") {
