@@ -136,6 +136,37 @@ TEST_CASE("broadcast_to views with NumPy rules", "[shape]") {
   CHECK(rt::broadcastTo(x, {0, 3, 5}).numel() == 0);
 }
 
+TEST_CASE("concat of large inputs, copied in pieces over the threads", "[shape]") {
+  // Inputs of more than one 16K-element piece, an empty one, at batch 1
+  // and 2 along the channels and along axis 0.
+  const std::vector<int64_t> sizes = {7, 0, 12, 3};
+  for (auto [base, ax] : {std::pair{Shape{1, 0, 50, 70}, 1}, std::pair{Shape{2, 0, 50, 70}, 1},
+                          std::pair{Shape{0, 3, 40, 41}, 0}}) {
+    std::vector<Tensor> xs;
+    for (size_t p = 0; p < sizes.size(); ++p) {
+      Shape sh = base;
+      sh[size_t(ax)] = sizes[p];
+      xs.push_back(rt::add(iota(sh, DType::Int32),
+                           Tensor::fromInts({}, {int64_t(1000000 * p)}, DType::Int32)));
+    }
+    Tensor c = rt::concat(xs, ax);
+    std::vector<Ref> refs(xs.begin(), xs.end());
+    Shape os = base;
+    os[size_t(ax)] = 22;
+    REQUIRE(c.shape() == llvm::ArrayRef<int64_t>(os));
+    const int32_t *got = c.data<int32_t>();
+    for (int64_t k = 0; k < c.numel(); ++k) {
+      auto idx = unravel(k, os);
+      int64_t p = 0, pos = idx[size_t(ax)];
+      while (pos >= sizes[size_t(p)])
+        pos -= sizes[size_t(p++)];
+      idx[size_t(ax)] = pos;
+      if (got[k] != int32_t(refs[size_t(p)](idx)))
+        FAIL("concat element " << k << " of " << shapeOf(os) << " axis " << ax);
+    }
+  }
+}
+
 TEST_CASE("concat, stack and the three split forms", "[shape]") {
   Rng rng(602);
   for (int i = 0; i < 40; ++i) {
