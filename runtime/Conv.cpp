@@ -1290,7 +1290,10 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
     g.tailAct = g.act;
     g.act = Activation::None;
   }
-  Tensor out = Tensor::empty(outShape, DType::Float32);
+  const Tensor &into = p.into;
+  bool fits = into.defined() && into.dtype() == DType::Float32 && into.isContiguous() &&
+              into.shape() == llvm::ArrayRef<int64_t>(outShape);
+  Tensor out = fits ? into : Tensor::empty(outShape, DType::Float32);
   runConv(g, input, weight, bias, out);
   return out;
 }

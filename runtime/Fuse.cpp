@@ -139,7 +139,84 @@ bool isChannelConcat(const Expr &e) {
   return axis && axis->isConst() && axis->scalar().isInt() && axis->scalar().getInt() == 1;
 }
 
+/// Channel concats of a static (1, C, H, W) shape whose every input is
+/// a conv2d_act of a static shape used by the concat alone: the convs
+/// write into the concat's output (ConcatPart).
+void planConcatPlacement(const InternalGraph &g, const llvm::DenseSet<const Node *> &outputs,
+                         LowerContext &ctx) {
+  auto claimed = [&](const Expr *x) {
+    return ctx.absorbed.count(x) || ctx.heads.count(x) || ctx.normHeads.count(x) ||
+           ctx.deferred.count(x) || ctx.concatParts.count(x);
+  };
+  // A float32 node's static shape, or null.
+  auto staticShape = [](const Node *n) -> const Shape * {
+    auto *t = llvm::dyn_cast<TensorNode>(n);
+    return t && t->dtype() == DType::Float32 ? t->staticShape() : nullptr;
+  };
+  for (const Expr *e : g) {
+    if (!isChannelConcat(*e) || claimed(e) || e->numInputs() < 2)
+      continue;
+    const Shape *cs = staticShape(e->output(0));
+    if (!cs || cs->size() != 4 || (*cs)[0] != 1)
+      continue;
+    PlacedConcat placed{*cs, {}};
+    llvm::SmallVector<const Expr *, 8> producers;
+    llvm::DenseSet<const Node *> seen;
+    int64_t channels = 0;
+    bool ok = true;
+    for (const Node *n : e->inputs()) {
+      const Expr *x = n->expr();
+      const Shape *ps = staticShape(n);
+      auto *cf = x ? llvm::dyn_cast<CallFunction>(x) : nullptr;
+      ok = cf && cf->func().kind() == OpKind::Conv2dAct && !claimed(x) && x->numOutputs() == 1 &&
+           n->numUsers() == 1 && !outputs.count(n) && seen.insert(n).second && ps &&
+           ps->size() == 4 && (*ps)[0] == 1 && (*ps)[2] == (*cs)[2] && (*ps)[3] == (*cs)[3];
+      if (!ok)
+        break;
+      placed.offsets.push_back(channels);
+      channels += (*ps)[1];
+      producers.push_back(x);
+    }
+    if (!ok || channels != (*cs)[1])
+      continue;
+    for (size_t i = 0; i < producers.size(); ++i)
+      ctx.concatParts[producers[i]] =
+          ConcatPart{ctx.slot(e->output(0)), *cs, placed.offsets[i],
+                     (*staticShape(producers[i]->output(0)))[1]};
+    ctx.placedConcats[e] = std::move(placed);
+  }
+}
+
 } // namespace
+
+Tensor concatPartView(const ConcatPart &p, Value *slots) {
+  Tensor &buf = slots[p.concatSlot].tensor;
+  if (!buf.defined())
+    buf = Tensor::empty(p.concatShape, DType::Float32);
+  else if (buf.shape() != llvm::ArrayRef<int64_t>(p.concatShape) ||
+           buf.dtype() != DType::Float32)
+    return Tensor();
+  return buf.sliced(1, p.offset, p.offset + p.channels);
+}
+
+bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts, uint32_t out,
+                   const Value *slots) {
+  const Tensor &buf = slots[out].tensor;
+  if (!buf.defined() || buf.shape() != llvm::ArrayRef<int64_t>(c.shape) ||
+      buf.dtype() != DType::Float32 || parts.size() != c.offsets.size())
+    return false;
+  int64_t plane = c.shape[2] * c.shape[3];
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor &t = parts[i].raw(slots);
+    int64_t next = i + 1 < parts.size() ? c.offsets[i + 1] : c.shape[1];
+    Shape want{1, next - c.offsets[i], c.shape[2], c.shape[3]};
+    if (!t.defined() || t.dtype() != DType::Float32 || !t.isContiguous() ||
+        t.shape() != llvm::ArrayRef<int64_t>(want) ||
+        t.rawData() != static_cast<const float *>(buf.rawData()) + c.offsets[i] * plane)
+      return false;
+  }
+  return true;
+}
 
 void planFusions(const InternalGraph &g, LowerContext &ctx) {
   llvm::DenseSet<const Node *> outputs;
@@ -216,6 +293,7 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     }
     ctx.normHeads[e] = chain;
   }
+  planConcatPlacement(g, outputs, ctx);
 }
 
 StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,

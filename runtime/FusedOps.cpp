@@ -198,8 +198,15 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
                                      (llvm::isa<GetAttr>(a->node()->expr()) ||
                                       llvm::isa<Constant>(a->node()->expr())))
     pack = std::make_shared<WeightPack>(p.groups);
-  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack](Value *s, RunState &) {
+  // One part of a channel concat: written straight into its output.
+  std::optional<ConcatPart> part;
+  if (auto it = ctx.concatParts.find(&e); it != ctx.concatParts.end())
+    part = it->second;
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack, part](Value *s,
+                                                                          RunState &st) {
     Conv2dParams q = p;
+    if (part && !st.observable)
+      q.into = concatPartView(*part, s);
     Tensor wt = w.get(s);
     std::shared_ptr<const PackedConvWeight> pw;
     if (pack) {

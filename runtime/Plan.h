@@ -138,6 +138,23 @@ struct NormChain {
   Activation activation = Activation::None;
 };
 
+/// A conv2d_act whose output is one part of a channel concat of static
+/// shape (1, C, H, W): the conv writes straight into the concat's output
+/// at channel `offset`. The first part to run allocates that output in
+/// the concat's slot (concatPartView); the concat then only checks that
+/// every part is in place (PlacedConcat). Shapes that differ from the
+/// static ones at run time leave a part out of place, and the concat
+/// copies as usual.
+struct ConcatPart {
+  uint32_t concatSlot = 0;
+  Shape concatShape;
+  int64_t offset = 0, channels = 0;
+};
+struct PlacedConcat {
+  Shape shape;                  ///< static (1, C, H, W)
+  std::vector<int64_t> offsets; ///< channel offset of each part
+};
+
 /// Everything lowering needs from the plan being built.
 struct LowerContext {
   LowerContext(const Interpreter &i, ExecutionPlan &p) : interp(i), plan(p) {}
@@ -152,6 +169,9 @@ struct LowerContext {
   /// freed after that step, and the expr itself runs only when values
   /// must stay observable.
   llvm::DenseMap<const Expr *, const Expr *> deferred;
+  /// Convs writing into a concat's output, and those concats.
+  llvm::DenseMap<const Expr *, ConcatPart> concatParts;
+  llvm::DenseMap<const Expr *, PlacedConcat> placedConcats;
   /// Slot of a node of the graph.
   uint32_t slot(const Node *n) const { return plan.slotOf.lookup(n); }
   /// Records that the plan holds pointers into `m`'s attributes.
@@ -193,6 +213,15 @@ private:
   Tensor key_;
   std::shared_ptr<const PackedConvWeight> packed_;
 };
+
+/// The view of the concat's output that part `p` is written into,
+/// allocated in the concat's slot by the first part to run; undefined
+/// when the slot holds a tensor of another shape.
+Tensor concatPartView(const ConcatPart &p, Value *slots);
+/// Whether slot `out` holds concat `c`'s output with every part (`parts`)
+/// already written in place.
+bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts, uint32_t out,
+                   const Value *slots);
 
 /// The step of a NormChain's head; `single` is the head's own unfused step,
 /// run when values must stay observable.

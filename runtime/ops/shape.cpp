@@ -107,7 +107,13 @@ template <bool Stack> StepFn lowerJoin(const Expr &e, OpKind, LowerContext &ctx)
   std::vector<Src> xs = a.list("inps");
   int64_t axis = a.integer("axis");
   uint32_t o = outSlot(e, ctx);
-  return [xs, axis, o](Value *s, RunState &) {
+  // A concat whose inputs were written into its output (ConcatPart).
+  std::optional<PlacedConcat> placed;
+  if (auto it = ctx.placedConcats.find(&e); it != ctx.placedConcats.end())
+    placed = it->second;
+  return [xs, axis, o, placed](Value *s, RunState &) {
+    if (placed && concatInPlace(*placed, xs, o, s))
+      return;
     std::vector<Tensor> ts;
     ts.reserve(xs.size());
     for (const Src &x : xs)

@@ -373,3 +373,32 @@ TEST_CASE("conv errors name the op and the shapes", "[conv][errors]") {
       Catch::Contains("conv_transpose2d: output padding 2x2 must be smaller "
                       "than the stride 2x2 or the dilation 1x1"));
 }
+
+TEST_CASE("conv2d: writing into a given tensor", "[conv]") {
+  // `into`, a contiguous view of channels [2, 2 + O) of a larger buffer,
+  // receives the output on every path (Winograd, im2col, 1x1, depthwise);
+  // one of another shape is ignored.
+  Rng rng(210);
+  struct Case {
+    int64_t c, o, k, groups, stride;
+  };
+  for (Case k : {Case{8, 8, 3, 1, 1}, Case{3, 5, 3, 1, 2}, Case{6, 7, 1, 1, 1}, Case{6, 6, 3, 6, 1}}) {
+    CAPTURE(k.c, k.o, k.k, k.groups, k.stride);
+    Tensor x = rng.tensor({1, k.c, 10, 11});
+    Tensor w = rng.tensor({k.o, k.c / k.groups, k.k, k.k}), b = rng.tensor({k.o});
+    rt::Conv2dParams p{.stride = k.stride, .padding = k.k / 2, .groups = k.groups,
+                       .activation = Activation::Relu};
+    Tensor want = rt::conv2d(x, w, b, p);
+    Tensor buf = Tensor::zeros({1, k.o + 4, want.dim(2), want.dim(3)});
+    p.into = buf.sliced(1, 2, 2 + k.o);
+    Tensor got = rt::conv2d(x, w, b, p);
+    CHECK(got.rawData() == p.into.rawData());
+    requireIdentical(got, want);
+    requireIdentical(buf.sliced(1, 2, 2 + k.o).contiguous(), want);
+    CHECK(buf.sliced(1, 0, 2).contiguous().bitwiseEqual(Tensor::zeros({1, 2, want.dim(2), want.dim(3)})));
+    p.into = Tensor::zeros({1, k.o, want.dim(2) + 1, want.dim(3)});
+    got = rt::conv2d(x, w, b, p);
+    CHECK(got.rawData() != p.into.rawData());
+    requireIdentical(got, want);
+  }
+}
