@@ -1059,8 +1059,8 @@ template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
   if constexpr (N == 0)
     return lo;
   else
-    return _mm512_castsi512_ps(
-        _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi),
+                                                   _mm512_castps_si512(lo), N));
 }
 /// Input columns [x0, x0 + 16) of `row`, zero outside [0, w) or for a
 /// row outside the plane (null).
@@ -1069,27 +1069,31 @@ TM_AVX512F inline __m512 rowVector(const float *row, int64_t x0, int64_t w) {
     return _mm512_setzero_ps();
   if (x0 >= 0 && x0 + 16 <= w)
     return _mm512_loadu_ps(row + x0);
-  int64_t lo = std::clamp<int64_t>(-x0, 0, 16), hi = std::clamp<int64_t>(w - x0, 0, 16);
-  __mmask16 m = hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+  int64_t lo = std::clamp<int64_t>(-x0, 0, 16),
+          hi = std::clamp<int64_t>(w - x0, 0, 16);
+  __mmask16 m =
+      hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
   return _mm512_maskz_loadu_ps(m, row + x0);
 }
 /// acc + the taps J of one row at horizontal stride 1: lanes shifted by J.
 template <int... J>
-TM_AVX512F inline __m512 rowTaps1(__m512 acc, const __m512 *w, __m512 v0, __m512 v1,
-                                  std::integer_sequence<int, J...>) {
+TM_AVX512F inline __m512 rowTaps1(__m512 acc, const __m512 *w, __m512 v0,
+                                  __m512 v1, std::integer_sequence<int, J...>) {
   ((acc = _mm512_fmadd_ps(w[J], shiftIn<J>(v1, v0), acc)), ...);
   return acc;
 }
 /// The same at stride 2: tap J is the even (J even) or odd lanes of the
 /// vectors shifted by J rounded down to even.
-template <int J> TM_AVX512F inline __m512 strideTwoTap(__m512 v0, __m512 v1, __m512 v2) {
+template <int J>
+TM_AVX512F inline __m512 strideTwoTap(__m512 v0, __m512 v1, __m512 v2) {
   using namespace detail::simd512;
   constexpr int S = J - J % 2;
   __m512 a = shiftIn<S>(v1, v0), b = shiftIn<S>(v2, v1);
   return J % 2 ? odds(a, b) : evens(a, b);
 }
 template <int... J>
-TM_AVX512F inline __m512 rowTaps2(__m512 acc, const __m512 *w, __m512 v0, __m512 v1, __m512 v2,
+TM_AVX512F inline __m512 rowTaps2(__m512 acc, const __m512 *w, __m512 v0,
+                                  __m512 v1, __m512 v2,
                                   std::integer_sequence<int, J...>) {
   ((acc = _mm512_fmadd_ps(w[J], strideTwoTap<J>(v0, v1, v2), acc)), ...);
   return acc;
@@ -1109,7 +1113,8 @@ TM_AVX512F inline __m512 rowTaps2(__m512 acc, const __m512 *w, __m512 v0, __m512
 /// per R rows, the output written once.
 template <int K>
 TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
-                                          const float *wk, float b, float *dst) {
+                                          const float *wk, float b,
+                                          float *dst) {
   using namespace detail::simd512;
   constexpr int R = 4;
   constexpr float Inf = std::numeric_limits<float>::infinity();
@@ -1135,7 +1140,8 @@ TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
           if (ki < 0 || ki >= K)
             continue;
           const __m512 *w = wv + ki * K;
-          acc[r] = g.sw == 1 ? rowTaps1(acc[r], w, v0, v1, std::make_integer_sequence<int, K>())
+          acc[r] = g.sw == 1 ? rowTaps1(acc[r], w, v0, v1,
+                                        std::make_integer_sequence<int, K>())
                              : rowTaps2(acc[r], w, v0, v1, v2,
                                         std::make_integer_sequence<int, K>());
         }
@@ -1143,7 +1149,8 @@ TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
       for (int r = 0; r < R && oy0 + r < g.oh; ++r) {
         // The activation as depthwisePlane's clamp: NaN stays NaN.
         __m512 y = _mm512_min_ps(hi, _mm512_max_ps(lo, acc[r]));
-        _mm512_mask_storeu_ps(dst + (oy0 + r) * g.ow + ox, headMask(g.ow - ox), y);
+        _mm512_mask_storeu_ps(dst + (oy0 + r) * g.ow + ox, headMask(g.ow - ox),
+                              y);
       }
     }
   }
@@ -1151,7 +1158,8 @@ TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
 #endif
 
 /// The register kernel for `g`'s depthwise planes, or null.
-using DwRowsFn = void (*)(const ConvGeom &, const float *, const float *, float, float *);
+using DwRowsFn = void (*)(const ConvGeom &, const float *, const float *, float,
+                          float *);
 static DwRowsFn depthwiseRowsKernel(const ConvGeom &g) {
 #if TM_HAVE_SIMD512
   if (!detail::simd512::available() || g.kh != g.kw || g.dh != 1 || g.dw != 1 ||
@@ -1192,8 +1200,8 @@ static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
     parallelFor(planes, grain, [&](int64_t p0, int64_t p1) {
       for (int64_t p = p0; p < p1; ++p) {
         int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
-        rows(g, x + (n * g.c + ic) * g.h * g.w, w + oc * khw, bias ? bias[oc] : 0.0f,
-             out + p * g.spatial());
+        rows(g, x + (n * g.c + ic) * g.h * g.w, w + oc * khw,
+             bias ? bias[oc] : 0.0f, out + p * g.spatial());
       }
     });
     return;
@@ -1291,7 +1299,8 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
     g.act = Activation::None;
   }
   const Tensor &into = p.into;
-  bool fits = into.defined() && into.dtype() == DType::Float32 && into.isContiguous() &&
+  bool fits = into.defined() && into.dtype() == DType::Float32 &&
+              into.isContiguous() &&
               into.shape() == llvm::ArrayRef<int64_t>(outShape);
   Tensor out = fits ? into : Tensor::empty(outShape, DType::Float32);
   runConv(g, input, weight, bias, out);

@@ -140,13 +140,28 @@ bool isChannelConcat(const Expr &e) {
 }
 
 /// Channel concats of a static (1, C, H, W) shape whose every input is
-/// a conv2d_act of a static shape used by the concat alone: the convs
-/// write into the concat's output (ConcatPart).
-void planConcatPlacement(const InternalGraph &g, const llvm::DenseSet<const Node *> &outputs,
-                         LowerContext &ctx) {
+/// computed by a conv2d (a conv2d_act, a plain conv2d, or the head of a
+/// fused chain ending in the input) with a static shape and used by the
+/// concat alone: the convs write into the concat's output (ConcatPart).
+void planConcatPlacement(
+    const InternalGraph &g, const llvm::DenseSet<const Node *> &outputs,
+    const llvm::DenseMap<const Expr *, const Expr *> &chainHeads,
+    LowerContext &ctx) {
   auto claimed = [&](const Expr *x) {
-    return ctx.absorbed.count(x) || ctx.heads.count(x) || ctx.normHeads.count(x) ||
-           ctx.deferred.count(x) || ctx.concatParts.count(x);
+    return ctx.absorbed.count(x) || ctx.heads.count(x) ||
+           ctx.normHeads.count(x) || ctx.deferred.count(x) ||
+           ctx.concatParts.count(x);
+  };
+  // The conv computing `n`'s value into its own output, or null.
+  auto producerOf = [&](const Node *n) -> const Expr * {
+    const Expr *x = n->expr();
+    if (!x || x->numOutputs() != 1)
+      return nullptr;
+    if (auto it = chainHeads.find(x); it != chainHeads.end())
+      return ctx.concatParts.count(it->second) ? nullptr : it->second;
+    auto *cf = llvm::dyn_cast<CallFunction>(x);
+    bool conv = (cf && cf->func().kind() == OpKind::Conv2dAct) || isConv2d(*x);
+    return conv && !claimed(x) ? x : nullptr;
   };
   // A float32 node's static shape, or null.
   auto staticShape = [](const Node *n) -> const Shape * {
@@ -161,19 +176,22 @@ void planConcatPlacement(const InternalGraph &g, const llvm::DenseSet<const Node
       continue;
     PlacedConcat placed{*cs, {}};
     llvm::SmallVector<const Expr *, 8> producers;
-    llvm::DenseSet<const Node *> seen;
+    llvm::SmallVector<int64_t, 8> widths;
+    llvm::DenseSet<const void *> seen; // parts and their producers, once each
     int64_t channels = 0;
     bool ok = true;
     for (const Node *n : e->inputs()) {
-      const Expr *x = n->expr();
+      const Expr *x = producerOf(n);
       const Shape *ps = staticShape(n);
-      auto *cf = x ? llvm::dyn_cast<CallFunction>(x) : nullptr;
-      ok = cf && cf->func().kind() == OpKind::Conv2dAct && !claimed(x) && x->numOutputs() == 1 &&
-           n->numUsers() == 1 && !outputs.count(n) && seen.insert(n).second && ps &&
-           ps->size() == 4 && (*ps)[0] == 1 && (*ps)[2] == (*cs)[2] && (*ps)[3] == (*cs)[3];
+      ok = x && n->numUsers() == 1 && !outputs.count(n) &&
+           seen.insert(n).second &&
+           (x->output(0) == n || seen.insert(x).second) && ps &&
+           ps->size() == 4 && (*ps)[0] == 1 && (*ps)[2] == (*cs)[2] &&
+           (*ps)[3] == (*cs)[3];
       if (!ok)
         break;
       placed.offsets.push_back(channels);
+      widths.push_back((*ps)[1]);
       channels += (*ps)[1];
       producers.push_back(x);
     }
@@ -181,8 +199,7 @@ void planConcatPlacement(const InternalGraph &g, const llvm::DenseSet<const Node
       continue;
     for (size_t i = 0; i < producers.size(); ++i)
       ctx.concatParts[producers[i]] =
-          ConcatPart{ctx.slot(e->output(0)), *cs, placed.offsets[i],
-                     (*staticShape(producers[i]->output(0)))[1]};
+          ConcatPart{ctx.slot(e->output(0)), *cs, placed.offsets[i], widths[i]};
     ctx.placedConcats[e] = std::move(placed);
   }
 }
@@ -199,8 +216,8 @@ Tensor concatPartView(const ConcatPart &p, Value *slots) {
   return buf.sliced(1, p.offset, p.offset + p.channels);
 }
 
-bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts, uint32_t out,
-                   const Value *slots) {
+bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
+                   uint32_t out, const Value *slots) {
   const Tensor &buf = slots[out].tensor;
   if (!buf.defined() || buf.shape() != llvm::ArrayRef<int64_t>(c.shape) ||
       buf.dtype() != DType::Float32 || parts.size() != c.offsets.size())
@@ -212,7 +229,8 @@ bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts, uint32_
     Shape want{1, next - c.offsets[i], c.shape[2], c.shape[3]};
     if (!t.defined() || t.dtype() != DType::Float32 || !t.isContiguous() ||
         t.shape() != llvm::ArrayRef<int64_t>(want) ||
-        t.rawData() != static_cast<const float *>(buf.rawData()) + c.offsets[i] * plane)
+        t.rawData() !=
+            static_cast<const float *>(buf.rawData()) + c.offsets[i] * plane)
       return false;
   }
   return true;
@@ -236,6 +254,8 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
   llvm::DenseMap<const Expr *, size_t> position;
   for (const Expr *e : g)
     position.try_emplace(e, position.size());
+  // The head of each fused chain, by the chain's last expr.
+  llvm::DenseMap<const Expr *, const Expr *> chainHeads;
   auto before = [&](const Node *z, const Expr *head) {
     auto it = position.find(z->expr());
     return it == position.end() || it->second < position.lookup(head);
@@ -267,8 +287,10 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
         last = u;
       }
     }
-    if (last != e)
+    if (last != e) {
       ctx.heads[e] = chain;
+      chainHeads[last] = e;
+    }
   }
   // [concat] -> batch norm -> [relu]: the conv chains above come first.
   for (const Expr *e : g) {
@@ -293,7 +315,7 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     }
     ctx.normHeads[e] = chain;
   }
-  planConcatPlacement(g, outputs, ctx);
+  planConcatPlacement(g, outputs, chainHeads, ctx);
 }
 
 StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
@@ -434,9 +456,10 @@ private:
   std::pair<Tensor, Tensor> folded_;
 };
 
-Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor &b,
-               Activation act, const PackedConvWeight *packed = nullptr,
-               const Tensor &residual = {}) {
+Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w,
+               const Tensor &b, Activation act,
+               const PackedConvWeight *packed = nullptr,
+               const Tensor &residual = {}, const Tensor &into = {}) {
   switch (c.kind) {
   case ConvCall::Kind::Conv1d: {
     Conv1dParams p = c.p1;
@@ -449,6 +472,7 @@ Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w, const Tensor
     p.activation = act;
     p.packed = packed;
     p.residual = residual;
+    p.into = into;
     return conv2d(x, w, b, p);
   }
   case ConvCall::Kind::ConvTranspose2d: {
@@ -509,12 +533,20 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   auto packOf = [](const std::shared_ptr<WeightPack> &pk, const Tensor &w) {
     return pk ? pk->get(w) : nullptr;
   };
+  // One part of a channel concat: written straight into its output.
+  std::optional<ConcatPart> part;
+  if (auto pt = ctx.concatParts.find(&e); pt != ctx.concatParts.end())
+    part = pt->second;
+  auto intoOf = [part](Value *s, const RunState &st) {
+    return part && !st.observable ? concatPartView(*part, s) : Tensor();
+  };
   auto it = ctx.heads.find(&e);
   if (it == ctx.heads.end())
-    return [c, o, pack, packOf](Value *s, RunState &) {
+    return [c, o, pack, packOf, intoOf](Value *s, RunState &st) {
       Tensor w = c.w.get(s);
       auto pw = packOf(pack, w);
-      s[o].tensor = runConv(c, c.x.get(s), w, c.b.getOr(s), Activation::None, pw.get());
+      s[o].tensor = runConv(c, c.x.get(s), w, c.b.getOr(s), Activation::None,
+                            pw.get(), {}, intoOf(s, st));
     };
   FusedChain chain = it->second;
   std::shared_ptr<BatchNormFold> fold;
@@ -525,7 +557,8 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
     if (pack)
       foldPack = std::make_shared<WeightPack>(groups);
   }
-  return [c, o, chain, fold, pack, foldPack, packOf](Value *s, RunState &st) {
+  return [c, o, chain, fold, pack, foldPack, packOf, intoOf](Value *s,
+                                                             RunState &st) {
     const Tensor &x = c.x.get(s);
     Tensor w = c.w.get(s);
     if (st.observable) {
@@ -538,12 +571,14 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
       std::tie(w, b) = fold->get(w, b);
     auto pw = packOf(fold ? foldPack : pack, w);
     if (chain.residualSlot < 0) {
-      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get());
+      s[o].tensor =
+          runConv(c, x, w, b, chain.activation, pw.get(), {}, intoOf(s, st));
       return;
     }
     const Tensor &z = s[chain.residualSlot].tensor;
     if (residualFits(c, x, w, z)) {
-      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get(), z);
+      s[o].tensor =
+          runConv(c, x, w, b, chain.activation, pw.get(), z, intoOf(s, st));
       return;
     }
     // Broadcasting or promoting: the add and the activation as their ops.

@@ -202,8 +202,8 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
   std::optional<ConcatPart> part;
   if (auto it = ctx.concatParts.find(&e); it != ctx.concatParts.end())
     part = it->second;
-  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack, part](Value *s,
-                                                                          RunState &st) {
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack,
+          part](Value *s, RunState &st) {
     Conv2dParams q = p;
     if (part && !st.observable)
       q.into = concatPartView(*part, s);
@@ -227,14 +227,16 @@ StepFn lowerLinearAct(const Expr &e, OpKind, LowerContext &ctx) {
   // A weight read by getattr (the usual case) is packed once per plan.
   auto pack = stableTensorArg(e, "weight") ? std::make_shared<detail::LinearWeightPack>()
                                            : nullptr;
-  return [x = d.src(x), w = d.src(w), b = d.src(b), o, act, pack](Value *s, RunState &) {
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, act, pack](Value *s,
+                                                                  RunState &) {
     Tensor wt = w.get(s);
     auto packed = pack ? pack->get(wt) : nullptr;
     // The tail runs on each block of a float32 result as it is computed.
     auto tail = [act](float *p, int64_t n) { tailRow(act, p, n); };
     Tensor y = detail::linearWithPack(
         x.get(s), wt, b.getOr(s), epilogue(act), packed.get(),
-        hasTail(act) ? llvm::function_ref<void(float *, int64_t)>(tail) : nullptr);
+        hasTail(act) ? llvm::function_ref<void(float *, int64_t)>(tail)
+                     : nullptr);
     if (y.dtype() != DType::Float32)
       applyTail(y, act);
     s[o].tensor = std::move(y);

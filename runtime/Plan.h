@@ -220,8 +220,8 @@ private:
 Tensor concatPartView(const ConcatPart &p, Value *slots);
 /// Whether slot `out` holds concat `c`'s output with every part (`parts`)
 /// already written in place.
-bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts, uint32_t out,
-                   const Value *slots);
+bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
+                   uint32_t out, const Value *slots);
 
 /// The step of a NormChain's head; `single` is the head's own unfused step,
 /// run when values must stay observable.

@@ -459,7 +459,8 @@ static Tensor adaptivePool(llvm::StringRef op, const Tensor &x, Int2 size) {
   return out;
 }
 
-template <bool IsMax> static Tensor globalPool(llvm::StringRef op, const Tensor &x);
+template <bool IsMax>
+static Tensor globalPool(llvm::StringRef op, const Tensor &x);
 
 Tensor adaptiveAvgPool2d(const Tensor &x, Int2 size) {
   // One output per plane is the plane's mean (the classifier heads).

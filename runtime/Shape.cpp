@@ -290,7 +290,8 @@ Tensor concat(llvm::ArrayRef<Tensor> xs, int64_t axis) {
   constexpr int64_t Piece = 1 << 14;
   llvm::SmallVector<int64_t, 8> pieceStart(xs.size() + 1, 0); // per outer index
   for (size_t i = 0; i < xs.size(); ++i)
-    pieceStart[i + 1] = pieceStart[i] + (xs[i].dim(ax) * inner + Piece - 1) / Piece;
+    pieceStart[i + 1] =
+        pieceStart[i] + (xs[i].dim(ax) * inner + Piece - 1) / Piece;
   int64_t perOuter = pieceStart.back();
   auto *dst = static_cast<char *>(out.rawData());
   parallelFor(outer * perOuter, std::max<int64_t>(1, ElementwiseGrain / Piece),
@@ -301,9 +302,11 @@ Tensor concat(llvm::ArrayRef<Tensor> xs, int64_t axis) {
                   while (pieceStart[i + 1] <= r)
                     ++i;
                   int64_t n = xs[i].dim(ax) * inner;
-                  int64_t b = (r - pieceStart[i]) * Piece, len = std::min(Piece, n - b);
+                  int64_t b = (r - pieceStart[i]) * Piece,
+                          len = std::min(Piece, n - b);
                   std::memcpy(dst + (o * outRow + colOffset[i] + b) * es,
-                              static_cast<const char *>(xs[i].rawData()) + (o * n + b) * es,
+                              static_cast<const char *>(xs[i].rawData()) +
+                                  (o * n + b) * es,
                               size_t(len) * es);
                 }
               });

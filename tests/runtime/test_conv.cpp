@@ -146,8 +146,10 @@ TEST_CASE("conv2d: depthwise square kernels on wide planes", "[conv]") {
             k.padEnd = Int2(pb, pe);
             k.act = Activation((w + pb + pe) % 3);
             k.bias = (w + pb) % 4 != 0;
-            if (tmg::rt::convOutputSize(k.h, kk, k.stride.h, k.pad.h, k.padEnd.h, 1) > 0 &&
-                tmg::rt::convOutputSize(k.w, kk, k.stride.w, k.pad.w, k.padEnd.w, 1) > 0) {
+            if (tmg::rt::convOutputSize(k.h, kk, k.stride.h, k.pad.h,
+                                        k.padEnd.h, 1) > 0 &&
+                tmg::rt::convOutputSize(k.w, kk, k.stride.w, k.pad.w,
+                                        k.padEnd.w, 1) > 0) {
               checkConv2d(rng, k);
               ++checked;
             }
@@ -382,11 +384,15 @@ TEST_CASE("conv2d: writing into a given tensor", "[conv]") {
   struct Case {
     int64_t c, o, k, groups, stride;
   };
-  for (Case k : {Case{8, 8, 3, 1, 1}, Case{3, 5, 3, 1, 2}, Case{6, 7, 1, 1, 1}, Case{6, 6, 3, 6, 1}}) {
+  for (Case k : {Case{8, 8, 3, 1, 1}, Case{3, 5, 3, 1, 2}, Case{6, 7, 1, 1, 1},
+                 Case{6, 6, 3, 6, 1}}) {
     CAPTURE(k.c, k.o, k.k, k.groups, k.stride);
     Tensor x = rng.tensor({1, k.c, 10, 11});
-    Tensor w = rng.tensor({k.o, k.c / k.groups, k.k, k.k}), b = rng.tensor({k.o});
-    rt::Conv2dParams p{.stride = k.stride, .padding = k.k / 2, .groups = k.groups,
+    Tensor w = rng.tensor({k.o, k.c / k.groups, k.k, k.k}),
+           b = rng.tensor({k.o});
+    rt::Conv2dParams p{.stride = k.stride,
+                       .padding = k.k / 2,
+                       .groups = k.groups,
                        .activation = Activation::Relu};
     Tensor want = rt::conv2d(x, w, b, p);
     Tensor buf = Tensor::zeros({1, k.o + 4, want.dim(2), want.dim(3)});
@@ -395,7 +401,8 @@ TEST_CASE("conv2d: writing into a given tensor", "[conv]") {
     CHECK(got.rawData() == p.into.rawData());
     requireIdentical(got, want);
     requireIdentical(buf.sliced(1, 2, 2 + k.o).contiguous(), want);
-    CHECK(buf.sliced(1, 0, 2).contiguous().bitwiseEqual(Tensor::zeros({1, 2, want.dim(2), want.dim(3)})));
+    CHECK(buf.sliced(1, 0, 2).contiguous().bitwiseEqual(
+        Tensor::zeros({1, 2, want.dim(2), want.dim(3)})));
     p.into = Tensor::zeros({1, k.o, want.dim(2) + 1, want.dim(3)});
     got = rt::conv2d(x, w, b, p);
     CHECK(got.rawData() != p.into.rawData());

@@ -537,8 +537,10 @@ namespace {
 /// concat([conv2d_act(x, w1, b1), conv2d_act(x, w2), conv2d_act(x, w3, b3)], 1)
 /// (relu activations) on a static input of `batch` images; `mixed`: w2 and
 /// w3 are 3x3 (padding 1), else all three are 1x1 with more channels;
-/// `extraUse`: the first conv's output is also a graph output.
-std::unique_ptr<TracedModule> convConcat(int64_t batch, bool mixed, bool extraUse) {
+/// `extraUse`: the first conv's output is also a graph output; `chains`:
+/// relu(conv2d(...)) instead of conv2d_act, as PyTorch exports them.
+std::unique_ptr<TracedModule> convConcat(int64_t batch, bool mixed,
+                                         bool extraUse, bool chains) {
   auto m = std::make_unique<Module>("Inception");
   int64_t k = mixed ? 3 : 1;
   m->registerParameter("w1", ramp({mixed ? 5 : 20, 4, 1, 1}, 0.05f));
@@ -551,8 +553,12 @@ std::unique_ptr<TracedModule> convConcat(int64_t batch, bool mixed, bool extraUs
   auto conv = [&](const char *w, const char *bias, int64_t pad) {
     std::vector<Arg> args{b.arg(0), b.getAttr(b.self(), w)};
     args.push_back(bias ? Arg(b.getAttr(b.self(), bias)) : Arg::none());
-    return b.callFunction("nn.conv2d_act", args,
-                          {{"padding", pad}, {"activation", std::string("relu")}});
+    if (chains)
+      return b.callFunction(
+          "relu", {b.callFunction("conv2d", args, {{"padding", pad}})});
+    return b.callFunction(
+        "nn.conv2d_act", args,
+        {{"padding", pad}, {"activation", std::string("relu")}});
   };
   Node *c1 = conv("w1", "b1", 0), *c2 = conv("w2", nullptr, k / 2),
        *c3 = conv("w3", "b3", k / 2);
@@ -569,34 +575,39 @@ TEST_CASE("plan-time placement: convs write into their concat's output",
           "[runtime][interp][fusion]") {
   for (int64_t batch : {1, 2})
     for (bool mixed : {false, true})
-      for (bool extraUse : {false, true}) {
-        CAPTURE(batch, mixed, extraUse);
-        auto tm = convConcat(batch, mixed, extraUse);
-        Tensor x = ramp({batch, 4, 7, 9}, 0.13f);
-        int64_t pad = mixed ? 1 : 0;
-        auto conv = [&](const char *w, const char *bias, int64_t p) {
-          return unary(UnaryOp::Relu,
-                       conv2d(x, *tm->tensor(w), bias ? *tm->tensor(bias) : Tensor(),
-                              Conv2dParams{.padding = p}));
-        };
-        Tensor want = rt::concat(
-            {conv("w1", "b1", 0), conv("w2", nullptr, pad), conv("w3", "b3", pad)}, 1);
-        Interpreter interp(*tm);
-        RunResult placed = interp.run({x});
-        CHECK(placed.outputs[0].bitwiseEqual(want));
-        // Watching a part runs every op on its own: the same values, and
-        // the part's own.
-        const Node *part = tm->graph().outputs()[0]->expr()->input(1);
-        RunResult w = interp.run({x}, RunOptions{{part}, {}});
-        CHECK(w.outputs[0].bitwiseEqual(want));
-        REQUIRE(w.watched.at(part).size() == 1);
-        CHECK(w.watched.at(part)[0].bitwiseEqual(conv("w2", nullptr, pad)));
-        // Placed (batch 1, each part used by the concat alone), the parts
-        // and the concatenation are one buffer: with 1x1 convs (no
-        // scratch) the concat's moment is the peak, and it halves.
-        if (!mixed)
-          CHECK((batch == 1 && !extraUse) == (placed.peakBytes < w.peakBytes));
-        // A second run reuses the plan and its buffers.
-        CHECK(interp.run({x}).outputs[0].bitwiseEqual(want));
-      }
+      for (bool extraUse : {false, true})
+        for (bool chains : {false, true}) {
+          CAPTURE(batch, mixed, extraUse, chains);
+          auto tm = convConcat(batch, mixed, extraUse, chains);
+          Tensor x = ramp({batch, 4, 7, 9}, 0.13f);
+          int64_t pad = mixed ? 1 : 0;
+          auto conv = [&](const char *w, const char *bias, int64_t p) {
+            return unary(UnaryOp::Relu,
+                         conv2d(x, *tm->tensor(w),
+                                bias ? *tm->tensor(bias) : Tensor(),
+                                Conv2dParams{.padding = p}));
+          };
+          Tensor want =
+              rt::concat({conv("w1", "b1", 0), conv("w2", nullptr, pad),
+                          conv("w3", "b3", pad)},
+                         1);
+          Interpreter interp(*tm);
+          RunResult placed = interp.run({x});
+          CHECK(placed.outputs[0].bitwiseEqual(want));
+          // Watching a part runs every op on its own: the same values, and
+          // the part's own.
+          const Node *part = tm->graph().outputs()[0]->expr()->input(1);
+          RunResult w = interp.run({x}, RunOptions{{part}, {}});
+          CHECK(w.outputs[0].bitwiseEqual(want));
+          REQUIRE(w.watched.at(part).size() == 1);
+          CHECK(w.watched.at(part)[0].bitwiseEqual(conv("w2", nullptr, pad)));
+          // Placed (batch 1, each part used by the concat alone), the parts
+          // and the concatenation are one buffer: with 1x1 convs (no
+          // scratch) the concat's moment is the peak, and it halves.
+          if (!mixed)
+            CHECK((batch == 1 && !extraUse) ==
+                  (placed.peakBytes < w.peakBytes));
+          // A second run reuses the plan and its buffers.
+          CHECK(interp.run({x}).outputs[0].bitwiseEqual(want));
+        }
 }

@@ -292,7 +292,8 @@ TEST_CASE("adaptive and global pooling", "[pool]") {
     mean.v[p] = s / 169;
   }
   requireClose(rt::adaptiveAvgPool2d(big, Int2(1)), mean, ElementwiseTol);
-  CHECK(rt::adaptiveAvgPool2d(big, Int2(1)).bitwiseEqual(rt::globalAvgPool2d(big)));
+  CHECK(rt::adaptiveAvgPool2d(big, Int2(1))
+            .bitwiseEqual(rt::globalAvgPool2d(big)));
 }
 
 TEST_CASE("pool errors name the op and the shapes", "[pool][errors]") {

@@ -136,18 +136,21 @@ TEST_CASE("broadcast_to views with NumPy rules", "[shape]") {
   CHECK(rt::broadcastTo(x, {0, 3, 5}).numel() == 0);
 }
 
-TEST_CASE("concat of large inputs, copied in pieces over the threads", "[shape]") {
+TEST_CASE("concat of large inputs, copied in pieces over the threads",
+          "[shape]") {
   // Inputs of more than one 16K-element piece, an empty one, at batch 1
   // and 2 along the channels and along axis 0.
   const std::vector<int64_t> sizes = {7, 0, 12, 3};
-  for (auto [base, ax] : {std::pair{Shape{1, 0, 50, 70}, 1}, std::pair{Shape{2, 0, 50, 70}, 1},
-                          std::pair{Shape{0, 3, 40, 41}, 0}}) {
+  for (auto [base, ax] :
+       {std::pair{Shape{1, 0, 50, 70}, 1}, std::pair{Shape{2, 0, 50, 70}, 1},
+        std::pair{Shape{0, 3, 40, 41}, 0}}) {
     std::vector<Tensor> xs;
     for (size_t p = 0; p < sizes.size(); ++p) {
       Shape sh = base;
       sh[size_t(ax)] = sizes[p];
-      xs.push_back(rt::add(iota(sh, DType::Int32),
-                           Tensor::fromInts({}, {int64_t(1000000 * p)}, DType::Int32)));
+      xs.push_back(
+          rt::add(iota(sh, DType::Int32),
+                  Tensor::fromInts({}, {int64_t(1000000 * p)}, DType::Int32)));
     }
     Tensor c = rt::concat(xs, ax);
     std::vector<Ref> refs(xs.begin(), xs.end());

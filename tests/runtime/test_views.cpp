@@ -259,7 +259,8 @@ TEST_CASE("kernels behind transpose, stepped getitem and broadcast_to",
   // The fused ops of `-p optimize` behind a view: a batch-2 channel slice
   // is strided (ShuffleNetV2's split, exported with batch 8).
   auto convAct = [&](GraphBuilder &b, Node *v) {
-    return b.callFunction("nn.conv2d_act", {v, b.constant(w)}, {{"activation", std::string("relu")}});
+    return b.callFunction("nn.conv2d_act", {v, b.constant(w)},
+                          {{"activation", std::string("relu")}});
   };
   Tensor convRelu = rt::unary(rt::UnaryOp::Relu, rt::conv2d(tv, w));
   requireIdentical(runGraph({2, 6, 8, 4}, transposed, convAct, x), convRelu);
@@ -268,15 +269,18 @@ TEST_CASE("kernels behind transpose, stepped getitem and broadcast_to",
     return b.callFunction("nn.linear_act", {v, b.constant(lw), b.constant(lb)},
                           {{"activation", std::string("none")}});
   };
-  requireIdentical(runGraph({2, 6, 8, 4}, stepped, linearAct, x), rt::linear(sv, lw, lb));
+  requireIdentical(runGraph({2, 6, 8, 4}, stepped, linearAct, x),
+                   rt::linear(sv, lw, lb));
   // A residual add whose other operand is a view runs as its own op.
   Tensor wr = rng.tensor({4, 4, 3, 3});
   auto residual = [&](GraphBuilder &b, Node *v) {
-    Node *c = b.callFunction("conv2d", {b.callFunction("relu", {v}), b.constant(wr)},
-                             {{"padding", 1}});
+    Node *c =
+        b.callFunction("conv2d", {b.callFunction("relu", {v}), b.constant(wr)},
+                       {{"padding", 1}});
     return b.callFunction("relu", {b.callMethod(c, "__add__", {v})});
   };
-  Tensor conv2 = rt::conv2d(rt::unary(rt::UnaryOp::Relu, tv), wr, Tensor(), {.padding = 1});
+  Tensor conv2 = rt::conv2d(rt::unary(rt::UnaryOp::Relu, tv), wr, Tensor(),
+                            {.padding = 1});
   requireIdentical(runGraph({2, 6, 8, 4}, transposed, residual, x),
                    rt::unary(rt::UnaryOp::Relu, rt::add(conv2, tv)));
 }
