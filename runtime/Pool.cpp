@@ -219,14 +219,16 @@ TM_AVX512F inline __mmask16 insideMask(int64_t x0, int64_t w) {
   int64_t lo = std::clamp<int64_t>(-x0, 0, 16), hi = std::clamp<int64_t>(w - x0, 0, 16);
   return hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
 }
-/// Columns [x0, x0 + 16) of three rows (-inf outside [0, w)), reduced.
-TM_AVX512F inline __m512 rowsMax3(const float *const r[3], int64_t x0, int64_t w) {
+/// Columns [x0, x0 + 16) of K rows (-inf outside [0, w)), reduced.
+template <int K>
+TM_AVX512F inline __m512 rowsMax(const float *const r[K], int64_t x0, int64_t w) {
   using simd512::nanMax;
   const __m512 negInf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __mmask16 m = insideMask(x0, w);
   __m512 a = _mm512_mask_loadu_ps(negInf, m, r[0] + x0);
-  a = nanMax(a, _mm512_mask_loadu_ps(negInf, m, r[1] + x0));
-  return nanMax(a, _mm512_mask_loadu_ps(negInf, m, r[2] + x0));
+  for (int i = 1; i < K; ++i)
+    a = nanMax(a, _mm512_mask_loadu_ps(negInf, m, r[i] + x0));
+  return a;
 }
 /// Lanes N .. 15 of lo, then lanes 0 .. N - 1 of hi.
 template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
@@ -235,24 +237,26 @@ template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
 }
 } // namespace
 
-/// The 3x3 undilated windows (horizontal stride 1 or 2) entirely in
-/// registers, no row buffer: 16 columns of the padded row (column j of the
-/// input at lane j + pw, -inf outside) are the window rows' maximum read
-/// with masked loads; the taps to the right are the next vector's lanes
-/// shifted in (valignd), at stride 2 their even and odd lanes. The same
-/// reduction order as maxPoolPlane, hence the same bits.
-TM_AVX512F
-static void maxPoolPlane3x3(const PoolGeom &g, const float *src, float *dst,
-                            float *) {
+/// The KxK undilated windows, K = 2 or 3 (horizontal stride 1 or 2),
+/// entirely in registers, no row buffer: 16 columns of the padded row
+/// (column j of the input at lane j + pw, -inf outside) are the window
+/// rows' maximum read with masked loads; the taps to the right are the
+/// next vector's lanes shifted in (valignd), at stride 2 their even and
+/// odd lanes. The same reduction order as maxPoolPlane, hence the same
+/// bits.
+template <int K>
+TM_AVX512F static void maxPoolPlaneSmall(const PoolGeom &g, const float *src, float *dst,
+                                         float *) {
   using namespace simd512;
+  static_assert(K == 2 || K == 3);
   const __m512 negInf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   int64_t w = g.in.w;
   for (int64_t oy = 0; oy < g.oh; ++oy) {
     // The window's rows inside the input, in order; a missing one repeats
     // a present one (max(a, a) is a, bit for bit).
-    const float *r[3] = {nullptr, nullptr, nullptr};
+    const float *r[K] = {};
     int present = 0;
-    for (int64_t ki = 0; ki < 3; ++ki) {
+    for (int64_t ki = 0; ki < K; ++ki) {
       int64_t iy = oy * g.sh - g.ph + ki;
       if (iy >= 0 && iy < g.in.h)
         r[present++] = src + iy * w;
@@ -263,22 +267,28 @@ static void maxPoolPlane3x3(const PoolGeom &g, const float *src, float *dst,
         _mm512_mask_storeu_ps(out + ox, headMask(g.ow - ox), negInf);
       continue;
     }
-    for (int i = present; i < 3; ++i)
+    for (int i = present; i < K; ++i)
       r[i] = r[present - 1];
     // Padded columns [j, j + 16) are input columns [j - pw, ...).
-    __m512 v0 = rowsMax3(r, -g.pw, w);
+    __m512 v0 = rowsMax<K>(r, -g.pw, w);
     for (int64_t ox = 0; ox < g.ow; ox += 16) {
       __m512 y;
       if (g.sw == 1) {
-        __m512 v1 = rowsMax3(r, ox + 16 - g.pw, w);
-        y = nanMax(nanMax(v0, shiftIn<1>(v1, v0)), shiftIn<2>(v1, v0));
+        __m512 v1 = rowsMax<K>(r, ox + 16 - g.pw, w);
+        y = nanMax(v0, shiftIn<1>(v1, v0));
+        if constexpr (K == 3)
+          y = nanMax(y, shiftIn<2>(v1, v0));
         v0 = v1;
       } else {
-        __m512 v1 = rowsMax3(r, 2 * ox + 16 - g.pw, w),
-               v2 = rowsMax3(r, 2 * ox + 32 - g.pw, w);
-        y = nanMax(nanMax(evens(v0, v1), odds(v0, v1)),
-                   evens(shiftIn<2>(v1, v0), shiftIn<2>(v2, v1)));
-        v0 = v2;
+        __m512 v1 = rowsMax<K>(r, 2 * ox + 16 - g.pw, w);
+        y = nanMax(evens(v0, v1), odds(v0, v1));
+        if constexpr (K == 3) {
+          __m512 v2 = rowsMax<K>(r, 2 * ox + 32 - g.pw, w);
+          y = nanMax(y, evens(shiftIn<2>(v1, v0), shiftIn<2>(v2, v1)));
+          v0 = v2;
+        } else {
+          v0 = rowsMax<K>(r, 2 * ox + 32 - g.pw, w);
+        }
       }
       _mm512_mask_storeu_ps(out + ox, headMask(g.ow - ox), y);
     }
@@ -300,8 +310,10 @@ static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   auto plane = &maxPoolPlane;
 #if TM_HAVE_SIMD512
   if ((g.sw == 1 || g.sw == 2) && simd512::available())
-    plane = g.kh == 3 && g.kw == 3 && g.dh == 1 && g.dw == 1 ? &maxPoolPlane3x3
-                                                             : &maxPoolPlane512;
+    plane = g.dh != 1 || g.dw != 1 || g.kh != g.kw ? &maxPoolPlane512
+            : g.kh == 3                              ? &maxPoolPlaneSmall<3>
+            : g.kh == 2                              ? &maxPoolPlaneSmall<2>
+                                                     : &maxPoolPlane512;
 #endif
   parallelForParts(g.in.planes, grain, [&](int64_t p0, int64_t p1, int part) {
     for (int64_t pl = p0; pl < p1; ++pl)

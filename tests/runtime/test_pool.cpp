@@ -127,11 +127,12 @@ TEST_CASE("max_pool2d and avg_pool2d: random configurations", "[pool]") {
 
 TEST_CASE("max_pool2d: wide rows, every vector tail, NaN anywhere", "[pool]") {
   // Rows wide enough for several 16-lane vectors and every tail length,
-  // strides 1 and 2 (the vector paths) and 3, dilations, half the cases
-  // 3x3 windows, NaN at random places (a NaN in the window wins).
+  // strides 1 and 2 (the vector paths) and 3, dilations, a third of the
+  // cases 3x3 and a third 2x2 windows, NaN at random places (a NaN in the
+  // window wins).
   Rng rng(303);
   int checked = 0;
-  while (checked < 240) {
+  while (checked < 360) {
     PoolCase k;
     k.n = 1;
     k.c = rng.uniformInt(1, 3);
@@ -142,8 +143,8 @@ TEST_CASE("max_pool2d: wide rows, every vector tail, NaN anywhere", "[pool]") {
     k.p.padding = Int2(rng.uniformInt(0, k.p.kernel.h / 2),
                        rng.uniformInt(0, k.p.kernel.w / 2));
     k.p.dilation = Int2(rng.uniformInt(1, 2), rng.uniformInt(1, 3));
-    if (rng.coin()) { // the common 3x3 window (its own kernel)
-      k.p.kernel = Int2(3);
+    if (int64_t sq = rng.uniformInt(1, 3); sq > 1) { // 2x2 and 3x3: their own kernel
+      k.p.kernel = Int2(sq);
       k.p.dilation = Int2(1);
       k.p.padding = Int2(rng.uniformInt(0, 1), rng.uniformInt(0, 1));
     }
