@@ -21,6 +21,25 @@ Tensor ramp(llvm::ArrayRef<int64_t> shape, float scale = 0.1f) {
 
 bool same(const Tensor &a, const Tensor &b) { return a.bitwiseEqual(b); }
 
+/// The peak bytes of a run of a plan-time fusion and of the same run
+/// watching `node`, which makes every op run on its own: both must give
+/// `want`, and the watched run `node`'s value `nodeWant`.
+struct FusedAndWatched {
+  int64_t fusedPeak, watchedPeak;
+};
+FusedAndWatched runFusedAndWatched(const Interpreter &interp,
+                                   const std::vector<Tensor> &in,
+                                   const Node *node, const Tensor &want,
+                                   const Tensor &nodeWant) {
+  RunResult fused = interp.run(in);
+  CHECK(fused.outputs[0].bitwiseEqual(want));
+  RunResult w = interp.run(in, RunOptions{{node}, {}});
+  CHECK(w.outputs[0].bitwiseEqual(want));
+  REQUIRE(w.watched.at(node).size() == 1);
+  CHECK(w.watched.at(node)[0].bitwiseEqual(nodeWant));
+  return {fused.peakBytes, w.peakBytes};
+}
+
 std::unique_ptr<TracedModule> addConstants(std::vector<int> ks) {
   // forward(x): for k in ks: x = self.mod(x, k); return x
   auto m = std::make_unique<Module>("Net");
@@ -421,19 +440,15 @@ TEST_CASE("plan-time fusion: a residual add and relu run in the conv",
     Tensor sum = variant == 1 ? binary(BinaryOp::Add, z, c) : binary(BinaryOp::Add, c, z);
     Tensor want = unary(UnaryOp::Relu, sum);
     Interpreter interp(*tm);
-    RunResult fused = interp.run({x});
-    CHECK(fused.outputs[0].bitwiseEqual(want));
     // Watching the add's output runs each op on its own: the same bits,
     // and the add's value recorded.
     const Node *addOut = tm->graph().outputs()[0]->expr()->input(0);
-    RunResult w = interp.run({x}, RunOptions{{addOut}, {}});
-    CHECK(w.outputs[0].bitwiseEqual(want));
-    REQUIRE(w.watched.at(addOut).size() == 1);
-    CHECK(w.watched.at(addOut)[0].bitwiseEqual(sum));
+    auto [fusedPeak, watchedPeak] =
+        runFusedAndWatched(interp, {x}, addOut, want, sum);
     // Fused, the conv output, the sum and the relu are one buffer (less
     // memory than the ops one by one).
     if (variant <= 2)
-      CHECK(fused.peakBytes < w.peakBytes);
+      CHECK(fusedPeak < watchedPeak);
   }
 }
 
@@ -509,21 +524,17 @@ TEST_CASE("plan-time fusion: concat + batch norm + relu in one pass",
       if (relu)
         want = unary(UnaryOp::Relu, want);
       Interpreter interp(*tm);
-      RunResult fused = interp.run({a, bIn});
-      CHECK(fused.outputs[0].bitwiseEqual(want));
       // Watching the batch norm's input runs each op on its own.
       const Node *bnIn = nullptr;
       for (const Expr *e : tm->graph())
         if (auto *cf = llvm::dyn_cast<CallFunction>(e); cf && cf->func().kind() == OpKind::BatchNorm)
           bnIn = e->input(0);
       REQUIRE(bnIn);
-      RunResult w = interp.run({a, bIn}, RunOptions{{bnIn}, {}});
-      CHECK(w.outputs[0].bitwiseEqual(want));
-      REQUIRE(w.watched.at(bnIn).size() == 1);
-      CHECK(w.watched.at(bnIn)[0].bitwiseEqual(x));
+      auto [fusedPeak, watchedPeak] =
+          runFusedAndWatched(interp, {a, bIn}, bnIn, want, x);
       // The concatenation is never materialised.
       if (concat)
-        CHECK(fused.peakBytes < w.peakBytes);
+        CHECK(fusedPeak < watchedPeak);
     }
   // A float64 part, which concat refuses: the fused step runs the ops and
   // reports the concat's own error.
@@ -592,21 +603,16 @@ TEST_CASE("plan-time placement: convs write into their concat's output",
                           conv("w3", "b3", pad)},
                          1);
           Interpreter interp(*tm);
-          RunResult placed = interp.run({x});
-          CHECK(placed.outputs[0].bitwiseEqual(want));
           // Watching a part runs every op on its own: the same values, and
           // the part's own.
           const Node *part = tm->graph().outputs()[0]->expr()->input(1);
-          RunResult w = interp.run({x}, RunOptions{{part}, {}});
-          CHECK(w.outputs[0].bitwiseEqual(want));
-          REQUIRE(w.watched.at(part).size() == 1);
-          CHECK(w.watched.at(part)[0].bitwiseEqual(conv("w2", nullptr, pad)));
+          auto [placedPeak, watchedPeak] = runFusedAndWatched(
+              interp, {x}, part, want, conv("w2", nullptr, pad));
           // Placed (batch 1, each part used by the concat alone), the parts
           // and the concatenation are one buffer: with 1x1 convs (no
           // scratch) the concat's moment is the peak, and it halves.
           if (!mixed)
-            CHECK((batch == 1 && !extraUse) ==
-                  (placed.peakBytes < w.peakBytes));
+            CHECK((batch == 1 && !extraUse) == (placedPeak < watchedPeak));
           // A second run reuses the plan and its buffers.
           CHECK(interp.run({x}).outputs[0].bitwiseEqual(want));
         }
