@@ -206,7 +206,17 @@ void planConcatPlacement(
 
 } // namespace
 
-Tensor concatPartView(const ConcatPart &p, Value *slots) {
+Tensor concatPartView(const ConcatPart &p, Value *slots, const Tensor &x,
+                      const Tensor &w, const Conv2dParams &cp) {
+  // Only a conv whose output has the planned shape allocates the buffer.
+  if (x.rank() != 4 || w.rank() != 4 || x.dim(0) != 1 || w.dim(0) != p.channels)
+    return Tensor();
+  Int2 end = cp.paddingEnd.value_or(cp.padding);
+  if (convOutputSize(x.dim(2), w.dim(2), cp.stride.h, cp.padding.h, end.h,
+                     cp.dilation.h) != p.concatShape[2] ||
+      convOutputSize(x.dim(3), w.dim(3), cp.stride.w, cp.padding.w, end.w,
+                     cp.dilation.w) != p.concatShape[3])
+    return Tensor();
   Tensor &buf = slots[p.concatSlot].tensor;
   if (!buf.defined())
     buf = Tensor::empty(p.concatShape, DType::Float32);
@@ -537,16 +547,18 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   std::optional<ConcatPart> part;
   if (auto pt = ctx.concatParts.find(&e); pt != ctx.concatParts.end())
     part = pt->second;
-  auto intoOf = [part](Value *s, const RunState &st) {
-    return part && !st.observable ? concatPartView(*part, s) : Tensor();
+  auto intoOf = [part, cp = c.p2](Value *s, const RunState &st, const Tensor &x,
+                                  const Tensor &w) {
+    return part && !st.observable ? concatPartView(*part, s, x, w, cp)
+                                  : Tensor();
   };
   auto it = ctx.heads.find(&e);
   if (it == ctx.heads.end())
     return [c, o, pack, packOf, intoOf](Value *s, RunState &st) {
-      Tensor w = c.w.get(s);
+      Tensor x = c.x.get(s), w = c.w.get(s);
       auto pw = packOf(pack, w);
-      s[o].tensor = runConv(c, c.x.get(s), w, c.b.getOr(s), Activation::None,
-                            pw.get(), {}, intoOf(s, st));
+      s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get(),
+                            {}, intoOf(s, st, x, w));
     };
   FusedChain chain = it->second;
   std::shared_ptr<BatchNormFold> fold;
@@ -571,14 +583,14 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
       std::tie(w, b) = fold->get(w, b);
     auto pw = packOf(fold ? foldPack : pack, w);
     if (chain.residualSlot < 0) {
-      s[o].tensor =
-          runConv(c, x, w, b, chain.activation, pw.get(), {}, intoOf(s, st));
+      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get(), {},
+                            intoOf(s, st, x, w));
       return;
     }
     const Tensor &z = s[chain.residualSlot].tensor;
     if (residualFits(c, x, w, z)) {
-      s[o].tensor =
-          runConv(c, x, w, b, chain.activation, pw.get(), z, intoOf(s, st));
+      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get(), z,
+                            intoOf(s, st, x, w));
       return;
     }
     // Broadcasting or promoting: the add and the activation as their ops.

@@ -205,15 +205,15 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
   return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack,
           part](Value *s, RunState &st) {
     Conv2dParams q = p;
+    Tensor xt = x.get(s), wt = w.get(s);
     if (part && !st.observable)
-      q.into = concatPartView(*part, s);
-    Tensor wt = w.get(s);
+      q.into = concatPartView(*part, s, xt, wt, p);
     std::shared_ptr<const PackedConvWeight> pw;
     if (pack) {
       pw = pack->get(wt);
       q.packed = pw.get();
     }
-    Tensor y = conv2d(x.get(s), wt, b.getOr(s), q);
+    Tensor y = conv2d(xt, wt, b.getOr(s), q);
     applyTail(y, act);
     s[o].tensor = std::move(y);
   };

@@ -214,10 +214,13 @@ private:
   std::shared_ptr<const PackedConvWeight> packed_;
 };
 
-/// The view of the concat's output that part `p` is written into,
-/// allocated in the concat's slot by the first part to run; undefined
-/// when the slot holds a tensor of another shape.
-Tensor concatPartView(const ConcatPart &p, Value *slots);
+/// The view of the concat's output that part `p`, conv2d(x, w) with
+/// params `cp`, is written into, allocated in the concat's slot by the
+/// first part to run; undefined (and nothing allocated) when the conv's
+/// output would not have the planned shape or the slot holds a tensor of
+/// another shape.
+Tensor concatPartView(const ConcatPart &p, Value *slots, const Tensor &x,
+                      const Tensor &w, const Conv2dParams &cp);
 /// Whether slot `out` holds concat `c`'s output with every part (`parts`)
 /// already written in place.
 bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,

@@ -616,4 +616,25 @@ TEST_CASE("plan-time placement: convs write into their concat's output",
           // A second run reuses the plan and its buffers.
           CHECK(interp.run({x}).outputs[0].bitwiseEqual(want));
         }
+  // A weight replaced by one with more output channels: the graph's
+  // static shapes no longer hold, that part lands in a tensor of its own
+  // and the concat copies (the first part, whose shape still holds, is
+  // placed).
+  for (bool chains : {false, true}) {
+    CAPTURE(chains);
+    auto tm = convConcat(1, true, false, chains);
+    Tensor x = ramp({1, 4, 7, 9}, 0.13f);
+    Interpreter interp(*tm);
+    interp.run({x});
+    *tm->tensor("w2") = ramp({4, 4, 3, 3}, 0.04f);
+    auto conv = [&](const char *w, const char *bias, int64_t p) {
+      return unary(UnaryOp::Relu, conv2d(x, *tm->tensor(w),
+                                         bias ? *tm->tensor(bias) : Tensor(),
+                                         Conv2dParams{.padding = p}));
+    };
+    Tensor want = rt::concat(
+        {conv("w1", "b1", 0), conv("w2", nullptr, 1), conv("w3", "b3", 1)}, 1);
+    REQUIRE(want.dim(1) == 15);
+    CHECK(interp.run({x}).outputs[0].bitwiseEqual(want));
+  }
 }
