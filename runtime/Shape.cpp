@@ -293,23 +293,32 @@ Tensor concat(llvm::ArrayRef<Tensor> xs, int64_t axis) {
     pieceStart[i + 1] =
         pieceStart[i] + (xs[i].dim(ax) * inner + Piece - 1) / Piece;
   int64_t perOuter = pieceStart.back();
+  // About ElementwiseGrain elements per part of the threads' split.
+  int64_t grain = std::max<int64_t>(1, ElementwiseGrain * perOuter /
+                                           std::max<int64_t>(outRow, 1));
   auto *dst = static_cast<char *>(out.rawData());
-  parallelFor(outer * perOuter, std::max<int64_t>(1, ElementwiseGrain / Piece),
-              [&](int64_t q0, int64_t q1) {
-                for (int64_t q = q0; q < q1; ++q) {
-                  int64_t o = q / perOuter, r = q % perOuter;
-                  size_t i = 0;
-                  while (pieceStart[i + 1] <= r)
-                    ++i;
-                  int64_t n = xs[i].dim(ax) * inner;
-                  int64_t b = (r - pieceStart[i]) * Piece,
-                          len = std::min(Piece, n - b);
-                  std::memcpy(dst + (o * outRow + colOffset[i] + b) * es,
-                              static_cast<const char *>(xs[i].rawData()) +
-                                  (o * n + b) * es,
-                              size_t(len) * es);
-                }
-              });
+  parallelFor(outer * perOuter, grain, [&](int64_t q0, int64_t q1) {
+    // Piece q0's outer index and input, then each next piece in turn
+    // (empty inputs have no pieces and are stepped over).
+    int64_t o = q0 / perOuter, r = q0 % perOuter;
+    size_t i = 0;
+    while (pieceStart[i + 1] <= r)
+      ++i;
+    for (int64_t q = q0; q < q1; ++q) {
+      int64_t n = xs[i].dim(ax) * inner;
+      int64_t b = (r - pieceStart[i]) * Piece, len = std::min(Piece, n - b);
+      std::memcpy(dst + (o * outRow + colOffset[i] + b) * es,
+                  static_cast<const char *>(xs[i].rawData()) + (o * n + b) * es,
+                  size_t(len) * es);
+      if (++r == perOuter) {
+        r = 0;
+        ++o;
+        i = 0;
+      }
+      while (pieceStart[i + 1] <= r)
+        ++i;
+    }
+  });
   return out;
 }
 
