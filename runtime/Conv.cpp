@@ -1054,14 +1054,7 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
 
 #if TM_HAVE_SIMD512
 namespace {
-/// Lanes N .. 15 of lo, then lanes 0 .. N - 1 of hi (N = 0: lo).
-template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
-  if constexpr (N == 0)
-    return lo;
-  else
-    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi),
-                                                   _mm512_castps_si512(lo), N));
-}
+using detail::simd512::shiftIn;
 /// Input columns [x0, x0 + 16) of `row`, zero outside [0, w) or for a
 /// row outside the plane (null).
 TM_AVX512F inline __m512 rowVector(const float *row, int64_t x0, int64_t w) {
@@ -1069,11 +1062,7 @@ TM_AVX512F inline __m512 rowVector(const float *row, int64_t x0, int64_t w) {
     return _mm512_setzero_ps();
   if (x0 >= 0 && x0 + 16 <= w)
     return _mm512_loadu_ps(row + x0);
-  int64_t lo = std::clamp<int64_t>(-x0, 0, 16),
-          hi = std::clamp<int64_t>(w - x0, 0, 16);
-  __mmask16 m =
-      hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-  return _mm512_maskz_loadu_ps(m, row + x0);
+  return _mm512_maskz_loadu_ps(detail::simd512::insideMask(x0, w), row + x0);
 }
 /// acc + the taps J of one row at horizontal stride 1: lanes shifted by J.
 template <int... J>

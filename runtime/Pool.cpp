@@ -214,26 +214,16 @@ static void maxPoolPlane512(const PoolGeom &g, const float *src, float *dst,
 }
 
 namespace {
-/// Lanes l of 16 starting at input column x0 that lie in [0, w).
-TM_AVX512F inline __mmask16 insideMask(int64_t x0, int64_t w) {
-  int64_t lo = std::clamp<int64_t>(-x0, 0, 16), hi = std::clamp<int64_t>(w - x0, 0, 16);
-  return hi <= lo ? __mmask16(0) : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
-}
 /// Columns [x0, x0 + 16) of K rows (-inf outside [0, w)), reduced.
 template <int K>
 TM_AVX512F inline __m512 rowsMax(const float *const r[K], int64_t x0, int64_t w) {
-  using simd512::nanMax;
+  using namespace simd512;
   const __m512 negInf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __mmask16 m = insideMask(x0, w);
   __m512 a = _mm512_mask_loadu_ps(negInf, m, r[0] + x0);
   for (int i = 1; i < K; ++i)
     a = nanMax(a, _mm512_mask_loadu_ps(negInf, m, r[i] + x0));
   return a;
-}
-/// Lanes N .. 15 of lo, then lanes 0 .. N - 1 of hi.
-template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
-  return _mm512_castsi512_ps(
-      _mm512_alignr_epi32(_mm512_castps_si512(hi), _mm512_castps_si512(lo), N));
 }
 } // namespace
 

@@ -16,6 +16,7 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #define TM_AVX512F __attribute__((target("avx512f")))
@@ -34,6 +35,26 @@ inline bool available() {
 /// The first min(n, 16) lanes (none for n <= 0).
 TM_AVX512F inline __mmask16 headMask(int64_t n) {
   return n >= 16 ? __mmask16(0xFFFF) : n <= 0 ? __mmask16(0) : __mmask16((1u << n) - 1);
+}
+
+/// Lanes l of 16 starting at column x0 whose column x0 + l lies in
+/// [0, w): the in-bounds lanes of a row vector that may overhang either
+/// end of a row of w floats.
+TM_AVX512F inline __mmask16 insideMask(int64_t x0, int64_t w) {
+  int64_t lo = std::clamp<int64_t>(-x0, 0, 16),
+          hi = std::clamp<int64_t>(w - x0, 0, 16);
+  return hi <= lo ? __mmask16(0)
+                  : __mmask16(((1u << hi) - 1) & ~((1u << lo) - 1));
+}
+
+/// Lanes N .. 15 of lo, then lanes 0 .. N - 1 of hi (N = 0: lo): a row
+/// vector shifted left by N columns (valignd).
+template <int N> TM_AVX512F inline __m512 shiftIn(__m512 hi, __m512 lo) {
+  if constexpr (N == 0)
+    return lo;
+  else
+    return _mm512_castsi512_ps(_mm512_alignr_epi32(_mm512_castps_si512(hi),
+                                                   _mm512_castps_si512(lo), N));
 }
 
 /// Lanes 0..15 of the 32 floats lo:hi at even / odd positions.
