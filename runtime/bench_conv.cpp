@@ -4,7 +4,8 @@
 // 224x224 input) and, for each, cblas_sgemm on the GEMM with the same
 // arithmetic (M = out channels, N = Ho * Wo, K = in channels * kh * kw),
 // using OpenBLAS's own threading with the same thread count. Prints GFLOP/s
-// of both and their ratio.
+// of both, their ratio, and conv2d's share of the machine's AVX-512 FMA
+// peak measured in the same run (one FMA loop per thread).
 //
 //   tm-bench-conv [--threads N] [--min-time SECONDS] [--rounds R] [--cpu]
 //
@@ -15,13 +16,19 @@
 //===----------------------------------------------------------------------===//
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <iterator>
 #include <string>
+#include <thread>
 #include <vector>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define TM_BENCH_AVX512 1
+#endif
 
 #include <cblas.h>
 
@@ -88,6 +95,70 @@ template <typename F> double minSeconds(F f, double minTime) {
   return best;
 }
 
+#ifdef TM_BENCH_AVX512
+/// GFLOP/s of one thread's AVX-512 FMA loop: 12 independent accumulators
+/// (more than FMA latency x FMA ports), nothing read from memory. The
+/// empty asm keeps the compiler from merging the chains.
+__attribute__((target("avx512f"))) double fmaLoopGflops(double minTime) {
+  __m512 a0 = _mm512_set1_ps(1.0f), a1 = _mm512_set1_ps(1.1f),
+         a2 = _mm512_set1_ps(1.2f), a3 = _mm512_set1_ps(1.3f),
+         a4 = _mm512_set1_ps(1.4f), a5 = _mm512_set1_ps(1.5f),
+         a6 = _mm512_set1_ps(1.6f), a7 = _mm512_set1_ps(1.7f),
+         a8 = _mm512_set1_ps(1.8f), a9 = _mm512_set1_ps(1.9f),
+         a10 = _mm512_set1_ps(2.0f), a11 = _mm512_set1_ps(2.1f);
+  const __m512 mul = _mm512_set1_ps(0.9999999f), add = _mm512_set1_ps(1e-7f);
+  int64_t iters = 0;
+  auto t0 = Clock::now();
+  double s = 0;
+  do {
+    for (int r = 0; r < 1 << 16; ++r) {
+#define TM_FMA(x) x = _mm512_fmadd_ps(x, mul, add);
+      TM_FMA(a0)
+      TM_FMA(a1) TM_FMA(a2) TM_FMA(a3) TM_FMA(a4) TM_FMA(a5) TM_FMA(a6)
+          TM_FMA(a7) TM_FMA(a8) TM_FMA(a9) TM_FMA(a10) TM_FMA(a11)
+#undef TM_FMA
+              asm(""
+                  : "+v"(a0), "+v"(a1), "+v"(a2), "+v"(a3), "+v"(a4), "+v"(a5),
+                    "+v"(a6), "+v"(a7), "+v"(a8), "+v"(a9), "+v"(a10),
+                    "+v"(a11));
+    }
+    iters += 1 << 16;
+    s = std::chrono::duration<double>(Clock::now() - t0).count();
+  } while (s < minTime);
+  __m512 sum = _mm512_add_ps(
+      _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+      _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+  sum = _mm512_add_ps(
+      sum, _mm512_add_ps(_mm512_add_ps(a8, a9), _mm512_add_ps(a10, a11)));
+  asm volatile("" : : "v"(sum));
+  return double(iters) * 12 * 16 * 2 / s / 1e9;
+}
+#endif
+
+/// The FMA peak of `threads` cores (0 without AVX-512): the sum of the
+/// threads' rates, each running its own loop at the same time.
+double fmaPeakGflops(int threads, double minTime) {
+#ifdef TM_BENCH_AVX512
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx512f"))
+    return 0;
+  std::vector<double> rate(static_cast<size_t>(threads));
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(
+        [&rate, t, minTime] { rate[size_t(t)] = fmaLoopGflops(minTime); });
+  for (auto &t : pool)
+    t.join();
+  double sum = 0;
+  for (double r : rate)
+    sum += r;
+  return sum;
+#else
+  (void)threads, (void)minTime;
+  return 0;
+#endif
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -114,11 +185,7 @@ int main(int argc, char **argv) {
               "thread(s), OpenBLAS %s, best of %d rounds\n\n",
               threads, openblas_get_corename(), rounds);
   bool micro = rt::convMicroKernelAvailable();
-  std::printf("| layer | input | weight | stride | GEMM M x N x K | "
-              "conv2d ms | conv2d GFLOP/s | sgemm GFLOP/s | ratio | "
-              "packed per call | im2col path | OpenBLAS path |\n");
-  std::printf("| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | "
-              "---: | ---: | ---: |\n");
+
   // conv2d: the default path, as the interpreter runs it (weights packed
   // once, before timing); the same with the weights packed on every call;
   // the micro-kernel's im2col path (forced: the default takes Winograd
@@ -141,7 +208,9 @@ int main(int argc, char **argv) {
     ks[i] = s.c * s.k * s.k;
     flops[i] = 2.0 * double(ms[i]) * double(ns[i]) * double(ks[i]);
   }
+  double peak = 0;
   for (int round = 0; round < rounds; ++round) {
+    peak = std::max(peak, fmaPeakGflops(threads, minTime));
     for (size_t i = 0; i < count; ++i) {
       const ConvShape &s = Shapes[i];
       Tensor x = Tensor::randn({1, s.c, s.h, s.w}, 1);
@@ -186,6 +255,20 @@ int main(int argc, char **argv) {
     openblas_set_num_threads(1);
   }
 
+  if (peak > 0)
+    std::printf("AVX-512 FMA peak of %d thread(s): %.1f GFLOP/s\n\n", threads,
+                peak);
+  std::printf(
+      "| layer | input | weight | stride | GEMM M x N x K | "
+      "conv2d ms | conv2d GFLOP/s | of FMA peak | sgemm GFLOP/s | ratio | "
+      "packed per call | im2col path | OpenBLAS path |\n");
+  std::printf(
+      "| --- | --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | "
+      "---: | ---: | ---: |\n");
+  auto ofPeak = [peak](double gflops) {
+    return peak > 0 ? fmt::format("{:.0f}%", 100.0 * gflops / peak)
+                    : std::string("-");
+  };
   double convTotal = 0, callTotal = 0, blasTotal = 0, gemmTotal = 0,
          im2colTotal = 0, flopTotal = 0, minRatio = 1e30;
   auto orDash = [micro](double pctValue) {
@@ -201,23 +284,25 @@ int main(int argc, char **argv) {
     im2colTotal += tIm2col[i];
     flopTotal += flops[i];
     minRatio = std::min(minRatio, tGemm[i] / tConv[i]);
-    std::printf("| %s | (1, %lld, %lld, %lld) | (%lld, %lld, %lld, %lld) | "
-                "%lld | %lld x %lld x %lld | %.3f | %.1f | %.1f | %.0f%% | "
-                "%s | %s | %.0f%% |\n",
-                s.where, (long long)s.c, (long long)s.h, (long long)s.w,
-                (long long)s.o, (long long)s.c, (long long)s.k, (long long)s.k,
-                (long long)s.stride, (long long)ms[i], (long long)ns[i],
-                (long long)ks[i], tConv[i] * 1e3, flops[i] / tConv[i] / 1e9,
-                flops[i] / tGemm[i] / 1e9, pct(tGemm[i], tConv[i]),
-                orDash(pct(tGemm[i], tCall[i])).c_str(),
-                orDash(pct(tGemm[i], tIm2col[i])).c_str(), pct(tGemm[i], tBlas[i]));
+    std::printf(
+        "| %s | (1, %lld, %lld, %lld) | (%lld, %lld, %lld, %lld) | "
+        "%lld | %lld x %lld x %lld | %.3f | %.1f | %s | %.1f | %.0f%% | "
+        "%s | %s | %.0f%% |\n",
+        s.where, (long long)s.c, (long long)s.h, (long long)s.w, (long long)s.o,
+        (long long)s.c, (long long)s.k, (long long)s.k, (long long)s.stride,
+        (long long)ms[i], (long long)ns[i], (long long)ks[i], tConv[i] * 1e3,
+        flops[i] / tConv[i] / 1e9, ofPeak(flops[i] / tConv[i] / 1e9).c_str(),
+        flops[i] / tGemm[i] / 1e9, pct(tGemm[i], tConv[i]),
+        orDash(pct(tGemm[i], tCall[i])).c_str(),
+        orDash(pct(tGemm[i], tIm2col[i])).c_str(), pct(tGemm[i], tBlas[i]));
   }
-  std::printf("| all (one each) | | | | | %.3f | %.1f | %.1f | %.0f%% | %s | "
-              "%s | %.0f%% |\n",
-              convTotal * 1e3, flopTotal / convTotal / 1e9,
-              flopTotal / gemmTotal / 1e9, pct(gemmTotal, convTotal),
-              orDash(pct(gemmTotal, callTotal)).c_str(),
-              orDash(pct(gemmTotal, im2colTotal)).c_str(), pct(gemmTotal, blasTotal));
+  std::printf(
+      "| all (one each) | | | | | %.3f | %.1f | %s | %.1f | %.0f%% | %s | "
+      "%s | %.0f%% |\n",
+      convTotal * 1e3, flopTotal / convTotal / 1e9,
+      ofPeak(flopTotal / convTotal / 1e9).c_str(), flopTotal / gemmTotal / 1e9,
+      pct(gemmTotal, convTotal), orDash(pct(gemmTotal, callTotal)).c_str(),
+      orDash(pct(gemmTotal, im2colTotal)).c_str(), pct(gemmTotal, blasTotal));
   std::printf("\nlowest per-shape ratio (default path): %.0f%%; micro-kernel "
               "%s; times: %s\n",
               100.0 * minRatio, micro ? "on (AVX-512)" : "unavailable",
