@@ -176,13 +176,18 @@ std::string Profile::report(size_t topExprs) const {
                    [](const ExprStats &a, const ExprStats &b) { return a.seconds > b.seconds; });
   if (es.size() > topExprs)
     es.resize(topExprs);
-  out += fmt::format("slowest exprs (ms per run):\n");
+  out += fmt::format("slowest exprs (ms per run, GFLOP/s):\n");
   for (const ExprStats &s : es) {
     std::string text = s.expr->str();
     text = text.substr(text.find('\t') + 1);
     if (text.size() > 100)
       text = text.substr(0, 97) + "...";
-    out += fmt::format("  {:>9.3f}  %{:<6} {}\n", 1e3 * s.seconds / runs, s.expr->id(), text);
+    std::string gflops =
+        s.flops > 0 && s.seconds > 0
+            ? fmt::format("{:.1f}", s.flops * double(s.calls) / s.seconds / 1e9)
+            : "";
+    out += fmt::format("  {:>9.3f} {:>7}  %{:<6} {}\n", 1e3 * s.seconds / runs,
+                       gflops, s.expr->id(), text);
   }
   return out;
 }
@@ -201,6 +206,12 @@ static std::string jsonString(llvm::StringRef s) {
   return out + "\"";
 }
 
+/// `, "flops": N` for an expr with a FLOP count, else nothing.
+static std::string flopsArg(const Expr *e) {
+  double f = Profile::flopsOf(e);
+  return f > 0 ? fmt::format(", \"flops\": {:.0f}", f) : std::string();
+}
+
 std::string Profile::chromeTrace() const {
   std::string out = "{\"traceEvents\": [\n";
   for (size_t i = 0; i < lastRun_.size(); ++i) {
@@ -208,11 +219,14 @@ std::string Profile::chromeTrace() const {
     std::string text = ev.expr->str();
     text = text.substr(text.find('\t') + 1);
     out += fmt::format(
-        "  {{\"name\": {}, \"cat\": {}, \"ph\": \"X\", \"ts\": {:.3f}, \"dur\": {:.3f}, "
-        "\"pid\": 0, \"tid\": 0, \"args\": {{\"expr\": {}, \"depth\": {}}}}}{}\n",
+        "  {{\"name\": {}, \"cat\": {}, \"ph\": \"X\", \"ts\": {:.3f}, "
+        "\"dur\": {:.3f}, "
+        "\"pid\": 0, \"tid\": 0, \"args\": {{\"expr\": {}, \"id\": {}, "
+        "\"depth\": {}{}}}}}{}\n",
         jsonString(kindOf(ev.expr)), jsonString(ev.depth ? "nested" : "top"),
-        double(ev.startNs) / 1e3, double(ev.endNs - ev.startNs) / 1e3, jsonString(text),
-        ev.depth, i + 1 < lastRun_.size() ? "," : "");
+        double(ev.startNs) / 1e3, double(ev.endNs - ev.startNs) / 1e3,
+        jsonString(text), ev.expr->id(), ev.depth, flopsArg(ev.expr),
+        i + 1 < lastRun_.size() ? "," : "");
   }
   return out + "], \"displayTimeUnit\": \"ms\"}\n";
 }
