@@ -305,6 +305,28 @@ static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
             : g.kh == 2                              ? &maxPoolPlaneSmall<2>
                                                      : &maxPoolPlane512;
 #endif
+  // Large planes: part t computes output rows [t oh / T, (t + 1) oh / T)
+  // of every plane instead of whole planes. A conv writes such an input
+  // split the same way (by spatial tiles), so each thread reads the rows
+  // it wrote, from its own cache: 35% less time for SqueezeNet's first
+  // pool (64 x 111 x 111). A band is a sub-geometry (fewer rows, the
+  // padding shifted), so every plane kernel runs unchanged. Small planes
+  // keep whole planes per thread: bands would share cache lines of the
+  // output between threads.
+  constexpr int64_t BandMinFloats = 1024;
+  if (parts > 1 && ohw / parts >= BandMinFloats) {
+    parallelForParts(parts, 1, [&](int64_t b0, int64_t b1, int part) {
+      for (int64_t b = b0; b < b1; ++b) {
+        int64_t oy0 = g.oh * b / parts, oy1 = g.oh * (b + 1) / parts;
+        PoolGeom band = g;
+        band.oh = oy1 - oy0;
+        band.ph = g.ph - oy0 * g.sh;
+        for (int64_t pl = 0; pl < g.in.planes; ++pl)
+          plane(band, px + pl * hw, po + pl * ohw + oy0 * g.ow, pb + part * bufLen);
+      }
+    });
+    return out;
+  }
   parallelForParts(g.in.planes, grain, [&](int64_t p0, int64_t p1, int part) {
     for (int64_t pl = p0; pl < p1; ++pl)
       plane(g, px + pl * hw, po + pl * ohw, pb + part * bufLen);

@@ -1,13 +1,14 @@
 //===- bench_conv.cpp - conv2d against sgemm on ResNet-18 shapes ----------===//
 //
-// Times rt::conv2d on the distinct convolution shapes of ResNet-18 (batch 1,
-// 224x224 input) and, for each, cblas_sgemm on the GEMM with the same
+// Times rt::conv2d on the distinct convolution shapes of ResNet-18 or
+// ResNet-50 (batch 1, 224x224 input) and, for each, cblas_sgemm on the GEMM with the same
 // arithmetic (M = out channels, N = Ho * Wo, K = in channels * kh * kw),
 // using OpenBLAS's own threading with the same thread count. Prints GFLOP/s
 // of both, their ratio, and conv2d's share of the machine's AVX-512 FMA
 // peak measured in the same run (one FMA loop per thread).
 //
-//   tm-bench-conv [--threads N] [--min-time SECONDS] [--rounds R] [--cpu]
+//   tm-bench-conv [--net resnet18|resnet50] [--threads N]
+//                 [--min-time SECONDS] [--rounds R] [--cpu]
 //
 // Each figure is the best, over R rounds (default 3), of the minimum time
 // of a run of at least SECONDS (default 0.3); --cpu times process CPU time
@@ -33,6 +34,7 @@
 #include <cblas.h>
 
 #include <fmt/format.h>
+#include <llvm/ADT/ArrayRef.h>
 
 #include "tm/runtime/Kernels.h"
 
@@ -47,7 +49,7 @@ struct ConvShape {
 
 // Every distinct conv of torchvision's resnet18 (the 3x3 s1 shapes repeat
 // within a stage; downsample shortcuts are the 1x1 s2 ones).
-const ConvShape Shapes[] = {
+const ConvShape ResNet18[] = {
     {"conv1", 3, 224, 224, 64, 7, 2, 3},
     {"layer1.*.conv*", 64, 56, 56, 64, 3, 1, 1},
     {"layer2.0.conv1", 64, 56, 56, 128, 3, 2, 1},
@@ -59,6 +61,33 @@ const ConvShape Shapes[] = {
     {"layer4.0.conv1", 256, 14, 14, 512, 3, 2, 1},
     {"layer4.0.downsample", 256, 14, 14, 512, 1, 2, 0},
     {"layer4.*.conv*", 512, 7, 7, 512, 3, 1, 1},
+};
+
+// Every distinct conv of torchvision's resnet50 (stride in the 3x3 conv).
+const ConvShape ResNet50[] = {
+    {"conv1", 3, 224, 224, 64, 7, 2, 3},
+    {"layer1.0.conv1", 64, 56, 56, 64, 1, 1, 0},
+    {"layer1.*.conv2", 64, 56, 56, 64, 3, 1, 1},
+    {"layer1.*.conv3, downsample", 64, 56, 56, 256, 1, 1, 0},
+    {"layer1.[12].conv1", 256, 56, 56, 64, 1, 1, 0},
+    {"layer2.0.conv1", 256, 56, 56, 128, 1, 1, 0},
+    {"layer2.0.conv2", 128, 56, 56, 128, 3, 2, 1},
+    {"layer2.0.downsample", 256, 56, 56, 512, 1, 2, 0},
+    {"layer2.*.conv3", 128, 28, 28, 512, 1, 1, 0},
+    {"layer2.[123].conv1", 512, 28, 28, 128, 1, 1, 0},
+    {"layer2.[123].conv2", 128, 28, 28, 128, 3, 1, 1},
+    {"layer3.0.conv1", 512, 28, 28, 256, 1, 1, 0},
+    {"layer3.0.conv2", 256, 28, 28, 256, 3, 2, 1},
+    {"layer3.0.downsample", 512, 28, 28, 1024, 1, 2, 0},
+    {"layer3.*.conv3", 256, 14, 14, 1024, 1, 1, 0},
+    {"layer3.[1-5].conv1", 1024, 14, 14, 256, 1, 1, 0},
+    {"layer3.[1-5].conv2", 256, 14, 14, 256, 3, 1, 1},
+    {"layer4.0.conv1", 1024, 14, 14, 512, 1, 1, 0},
+    {"layer4.0.conv2", 512, 14, 14, 512, 3, 2, 1},
+    {"layer4.0.downsample", 1024, 14, 14, 2048, 1, 2, 0},
+    {"layer4.*.conv3", 512, 7, 7, 2048, 1, 1, 0},
+    {"layer4.[12].conv1", 2048, 7, 7, 512, 1, 1, 0},
+    {"layer4.[12].conv2", 512, 7, 7, 512, 3, 1, 1},
 };
 
 using Clock = std::chrono::steady_clock;
@@ -165,8 +194,20 @@ int main(int argc, char **argv) {
   int threads = rt::numThreads();
   double minTime = 0.3;
   int rounds = 3;
+  llvm::ArrayRef<ConvShape> Shapes = ResNet18;
+  const char *net = "ResNet-18";
   for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
+    if (!std::strcmp(argv[i], "--net") && i + 1 < argc) {
+      ++i;
+      if (!std::strcmp(argv[i], "resnet18")) {
+        Shapes = ResNet18, net = "ResNet-18";
+      } else if (!std::strcmp(argv[i], "resnet50")) {
+        Shapes = ResNet50, net = "ResNet-50";
+      } else {
+        std::fprintf(stderr, "tm-bench-conv: unknown --net '%s' (resnet18, resnet50)\n", argv[i]);
+        return 2;
+      }
+    } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
       threads = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
       minTime = std::atof(argv[++i]);
@@ -175,15 +216,15 @@ int main(int argc, char **argv) {
     } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
       rounds = std::max(1, std::atoi(argv[++i]));
     } else {
-      std::fprintf(stderr, "usage: tm-bench-conv [--threads N] [--min-time S] "
-                           "[--rounds R] [--cpu]\n");
+      std::fprintf(stderr, "usage: tm-bench-conv [--net resnet18|resnet50] [--threads N] "
+                           "[--min-time S] [--rounds R] [--cpu]\n");
       return 2;
     }
   }
   rt::setNumThreads(threads);
-  std::printf("conv2d vs cblas_sgemm, ResNet-18 shapes, batch 1, %d "
+  std::printf("conv2d vs cblas_sgemm, %s shapes, batch 1, %d "
               "thread(s), OpenBLAS %s, best of %d rounds\n\n",
-              threads, openblas_get_corename(), rounds);
+              net, threads, openblas_get_corename(), rounds);
   bool micro = rt::convMicroKernelAvailable();
 
   // conv2d: the default path, as the interpreter runs it (weights packed
@@ -194,7 +235,7 @@ int main(int argc, char **argv) {
   // after a threaded call and would steal cycles from the OpenMP threads of
   // a conv measured right after. On a shared machine the load varies, so
   // each figure keeps its best over the rounds.
-  size_t count = std::size(Shapes);
+  size_t count = Shapes.size();
   std::vector<double> tConv(count, 1e30), tCall(count, 1e30),
       tBlas(count, 1e30), tGemm(count, 1e30), tIm2col(count, 1e30),
       flops(count);

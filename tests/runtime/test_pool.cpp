@@ -171,6 +171,39 @@ TEST_CASE("max_pool2d: wide rows, every vector tail, NaN anywhere", "[pool]") {
   }
 }
 
+TEST_CASE("max_pool2d: large planes split into row bands over threads",
+          "[pool]") {
+  // Planes of 2048 outputs and more run as row bands, one per thread
+  // (each a sub-geometry with the padding shifted): every kernel path,
+  // ceil mode, padding, and 2 and 3 threads (bands of unequal height)
+  // against the direct loop.
+  Rng rng(307);
+  for (int i = 0; i < 24; ++i) {
+    PoolCase k;
+    k.n = rng.uniformInt(1, 2);
+    k.c = rng.uniformInt(1, 3);
+    k.h = rng.uniformInt(70, 130);
+    k.w = rng.uniformInt(70, 130);
+    int64_t sq = rng.uniformInt(2, 4);
+    k.p.kernel = Int2(sq);
+    k.p.stride = Int2(rng.uniformInt(1, 2));
+    k.p.padding = Int2(rng.uniformInt(0, sq / 2));
+    k.p.dilation = Int2(i % 4 == 3 ? 2 : 1);
+    k.p.ceilMode = rng.coin();
+    Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -3, 3);
+    float *px = x.data<float>();
+    for (int64_t j = 0; j < x.numel(); ++j)
+      if (rng.coin(0.001))
+        px[j] = std::numeric_limits<float>::quiet_NaN();
+    int threads = 2 + i % 2;
+    INFO("x " << shapeOf(x.shape()) << " kernel " << k.p.kernel.str() << " stride "
+              << k.p.stride->str() << " pad " << k.p.padding.str() << " dilation "
+              << k.p.dilation.str() << " ceil " << k.p.ceilMode << " threads " << threads);
+    Tensor y = withThreads(threads, [&] { return rt::maxPool2d(x, k.p); });
+    requireClose(y, refMaxPool(Ref(x), k), Exact);
+  }
+}
+
 TEST_CASE("pooling: ceil mode drops a window that starts in the padding",
           "[pool]") {
   // (5 + 2 - 2) / 2 rounds up to 3 windows, but the fourth would start at
