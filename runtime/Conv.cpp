@@ -844,8 +844,39 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   int64_t chunks = std::max<int64_t>(1, (tiles + maxTiles - 1) / maxTiles);
   while ((g.n * chunks) % threads != 0 && tiles / (chunks + 1) >= MinTiles)
     ++chunks;
-  auto chunkStart = [&](int64_t i) { return tiles * i / chunks; };
-  int64_t chunkTiles = (tiles + chunks - 1) / chunks;
+  // Chunk boundaries: tiles * i / chunks, or that rounded to a multiple
+  // of 16, one vector of the micro-kernel's B strip: a GEMM over 33 tiles
+  // costs as much as one over 48 (196 tiles in 6 chunks of 32-33 ran the
+  // GEMMs at 65% of the rate of 32). Rounded when that lowers the
+  // vectors of the busiest thread (the static schedule gives thread t a
+  // contiguous run of items), which it does not when a thread's share is
+  // one chunk (49 tiles over 2 threads: 24 + 25 cost 2 + 2 vectors, 32 +
+  // 17 as many, with the transforms unbalanced).
+  auto exactStart = [&](int64_t i) { return tiles * i / chunks; };
+  auto roundedStart = [&](int64_t i) {
+    return i >= chunks ? tiles
+                       : std::min(tiles, (tiles * i / chunks + 8) / 16 * 16);
+  };
+  auto busiestVectors = [&](auto start) {
+    int64_t items = g.n * chunks, q = items / threads, r = items % threads;
+    int64_t worst = 0, item = 0;
+    for (int t = 0; t < threads; ++t) {
+      int64_t vectors = 0;
+      for (int64_t j = 0; j < q + (t < r); ++j, ++item) {
+        int64_t ch = item % chunks;
+        vectors += (start(ch + 1) - start(ch) + 15) / 16;
+      }
+      worst = std::max(worst, vectors);
+    }
+    return worst;
+  };
+  bool rounded = busiestVectors(roundedStart) < busiestVectors(exactStart);
+  auto chunkStart = [&](int64_t i) {
+    return rounded ? roundedStart(i) : exactStart(i);
+  };
+  int64_t chunkTiles = 0; // the largest chunk
+  for (int64_t i = 0; i < chunks; ++i)
+    chunkTiles = std::max(chunkTiles, chunkStart(i + 1) - chunkStart(i));
   int64_t strips = (chunkTiles + GemmNR - 1) / GemmNR;
   int64_t vStride = strips * GemmNR * g.c, mStride = g.o * chunkTiles;
   // (+ 16: winogradOutput's loads may read 15 floats past M.)

@@ -158,6 +158,25 @@ TEST_CASE("conv GEMM: Winograd F(2x2, 3x3) tiles, strips and depth",
   big.pad = 1;
   big.act = Activation::Relu;
   check(rng, big);
+  // Chunks of tiles cut at whole vectors of 16 (196 tiles over 2 or 3
+  // threads, 784 over 2) or evenly (49 tiles over 2 threads), at batch 1
+  // and 2.
+  for (int threads : {2, 3})
+    for (int64_t hw : {28, 14}) {
+      ConvCase k{1 + (hw == 14 && threads == 3), 128, hw, hw, 40, 3, 3};
+      k.pad = 1;
+      INFO("threads " << threads);
+      withThreads(threads, [&] {
+        check(rng, k);
+        return 0;
+      });
+    }
+  ConvCase wide{1, 64, 56, 56, 16, 3, 3};
+  wide.pad = 1;
+  withThreads(2, [&] {
+    check(rng, wide);
+    return 0;
+  });
 }
 
 TEST_CASE("conv GEMM: Winograd with ONNX's asymmetric padding",
