@@ -22,6 +22,7 @@
 #include <cstring>
 #include <ctime>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -188,39 +189,55 @@ double fmaPeakGflops(int threads, double minTime) {
 #endif
 }
 
-} // namespace
-
-int main(int argc, char **argv) {
+struct Options {
   int threads = rt::numThreads();
   double minTime = 0.3;
   int rounds = 3;
-  llvm::ArrayRef<ConvShape> Shapes = ResNet18;
+  llvm::ArrayRef<ConvShape> shapes = ResNet18;
   const char *net = "ResNet-18";
+};
+
+/// The command line, or nullopt after printing what is wrong.
+std::optional<Options> parseArgs(int argc, char **argv) {
+  Options o;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--net") && i + 1 < argc) {
       ++i;
       if (!std::strcmp(argv[i], "resnet18")) {
-        Shapes = ResNet18, net = "ResNet-18";
+        o.shapes = ResNet18, o.net = "ResNet-18";
       } else if (!std::strcmp(argv[i], "resnet50")) {
-        Shapes = ResNet50, net = "ResNet-50";
+        o.shapes = ResNet50, o.net = "ResNet-50";
       } else {
         std::fprintf(stderr, "tm-bench-conv: unknown --net '%s' (resnet18, resnet50)\n", argv[i]);
-        return 2;
+        return std::nullopt;
       }
     } else if (!std::strcmp(argv[i], "--threads") && i + 1 < argc) {
-      threads = std::atoi(argv[++i]);
+      o.threads = std::atoi(argv[++i]);
     } else if (!std::strcmp(argv[i], "--min-time") && i + 1 < argc) {
-      minTime = std::atof(argv[++i]);
+      o.minTime = std::atof(argv[++i]);
     } else if (!std::strcmp(argv[i], "--cpu")) {
       useCpuTime = true;
     } else if (!std::strcmp(argv[i], "--rounds") && i + 1 < argc) {
-      rounds = std::max(1, std::atoi(argv[++i]));
+      o.rounds = std::max(1, std::atoi(argv[++i]));
     } else {
       std::fprintf(stderr, "usage: tm-bench-conv [--net resnet18|resnet50] [--threads N] "
                            "[--min-time S] [--rounds R] [--cpu]\n");
-      return 2;
+      return std::nullopt;
     }
   }
+  return o;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::optional<Options> opts = parseArgs(argc, argv);
+  if (!opts)
+    return 2;
+  int threads = opts->threads, rounds = opts->rounds;
+  double minTime = opts->minTime;
+  llvm::ArrayRef<ConvShape> Shapes = opts->shapes;
+  const char *net = opts->net;
   rt::setNumThreads(threads);
   std::printf("conv2d vs cblas_sgemm, %s shapes, batch 1, %d "
               "thread(s), OpenBLAS %s, best of %d rounds\n\n",
