@@ -206,18 +206,16 @@ static std::string jsonString(llvm::StringRef s) {
   return out + "\"";
 }
 
-/// `, "flops": N` for an expr with a FLOP count, else nothing.
-static std::string flopsArg(const Expr *e) {
-  double f = Profile::flopsOf(e);
-  return f > 0 ? fmt::format(", \"flops\": {:.0f}", f) : std::string();
-}
-
 std::string Profile::chromeTrace() const {
   std::string out = "{\"traceEvents\": [\n";
   for (size_t i = 0; i < lastRun_.size(); ++i) {
     const Event &ev = lastRun_[i];
     std::string text = ev.expr->str();
     text = text.substr(text.find('\t') + 1);
+    // The FLOP count record() worked out for the expr, where it has one.
+    double flops = stats_[index_.lookup(ev.expr)].flops;
+    std::string flopsArg =
+        flops > 0 ? fmt::format(", \"flops\": {:.0f}", flops) : std::string();
     out += fmt::format(
         "  {{\"name\": {}, \"cat\": {}, \"ph\": \"X\", \"ts\": {:.3f}, "
         "\"dur\": {:.3f}, "
@@ -225,7 +223,7 @@ std::string Profile::chromeTrace() const {
         "\"depth\": {}{}}}}}{}\n",
         jsonString(kindOf(ev.expr)), jsonString(ev.depth ? "nested" : "top"),
         double(ev.startNs) / 1e3, double(ev.endNs - ev.startNs) / 1e3,
-        jsonString(text), ev.expr->id(), ev.depth, flopsArg(ev.expr),
+        jsonString(text), ev.expr->id(), ev.depth, flopsArg,
         i + 1 < lastRun_.size() ? "," : "");
   }
   return out + "], \"displayTimeUnit\": \"ms\"}\n";
