@@ -226,6 +226,18 @@ Tensor concatPartView(const ConcatPart &p, Value *slots, const Tensor &x,
   return buf.sliced(1, p.offset, p.offset + p.channels);
 }
 
+Tensor ConcatTarget::view(Value *slots, const RunState &st, const Tensor &x,
+                          const Tensor &w, const Conv2dParams &cp) const {
+  return part && !st.observable ? concatPartView(*part, slots, x, w, cp)
+                                : Tensor();
+}
+
+ConcatTarget concatTargetOf(const LowerContext &ctx, const Expr &e) {
+  auto it = ctx.concatParts.find(&e);
+  return {it == ctx.concatParts.end() ? std::nullopt
+                                      : std::optional(it->second)};
+}
+
 bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
                    uint32_t out, const Value *slots) {
   const Tensor &buf = slots[out].tensor;
@@ -544,14 +556,9 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
     return pk ? pk->get(w) : nullptr;
   };
   // One part of a channel concat: written straight into its output.
-  std::optional<ConcatPart> part;
-  if (auto pt = ctx.concatParts.find(&e); pt != ctx.concatParts.end())
-    part = pt->second;
-  auto intoOf = [part, cp = c.p2](Value *s, const RunState &st, const Tensor &x,
-                                  const Tensor &w) {
-    return part && !st.observable ? concatPartView(*part, s, x, w, cp)
-                                  : Tensor();
-  };
+  auto intoOf = [target = concatTargetOf(ctx, e), cp = c.p2](
+                    Value *s, const RunState &st, const Tensor &x,
+                    const Tensor &w) { return target.view(s, st, x, w, cp); };
   auto it = ctx.heads.find(&e);
   if (it == ctx.heads.end())
     return [c, o, pack, packOf, intoOf](Value *s, RunState &st) {

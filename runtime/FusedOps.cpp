@@ -199,15 +199,11 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
                                       llvm::isa<Constant>(a->node()->expr())))
     pack = std::make_shared<WeightPack>(p.groups);
   // One part of a channel concat: written straight into its output.
-  std::optional<ConcatPart> part;
-  if (auto it = ctx.concatParts.find(&e); it != ctx.concatParts.end())
-    part = it->second;
   return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack,
-          part](Value *s, RunState &st) {
+          target = concatTargetOf(ctx, e)](Value *s, RunState &st) {
     Conv2dParams q = p;
     Tensor xt = x.get(s), wt = w.get(s);
-    if (part && !st.observable)
-      q.into = concatPartView(*part, s, xt, wt, p);
+    q.into = target.view(s, st, xt, wt, p);
     std::shared_ptr<const PackedConvWeight> pw;
     if (pack) {
       pw = pack->get(wt);

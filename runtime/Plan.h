@@ -4,6 +4,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -221,6 +222,15 @@ private:
 /// another shape.
 Tensor concatPartView(const ConcatPart &p, Value *slots, const Tensor &x,
                       const Tensor &w, const Conv2dParams &cp);
+/// What a conv step writes into when its expr is one part of a placed
+/// concat: view() is that part's concatPartView, undefined when the expr
+/// is no part or values must stay observable (every value its own).
+struct ConcatTarget {
+  std::optional<ConcatPart> part;
+  Tensor view(Value *slots, const RunState &st, const Tensor &x,
+              const Tensor &w, const Conv2dParams &cp) const;
+};
+ConcatTarget concatTargetOf(const LowerContext &ctx, const Expr &e);
 /// Whether slot `out` holds concat `c`'s output with every part (`parts`)
 /// already written in place.
 bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
