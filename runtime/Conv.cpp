@@ -531,7 +531,22 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
                            std::max<int64_t>(gemmDepthBlock(k), 1) / GemmNR *
                            GemmNR);
   int64_t tiles = std::max<int64_t>(1, (sp + maxTile - 1) / maxTile);
-  if (images * tiles < 4 * threads)
+  int64_t panels = (g.og + GemmMR - 1) / GemmMR;
+  // Output channels first: a pointwise conv with fewer columns than output
+  // channels reads less input than weights. When an image's columns would
+  // be cut over the threads, every thread would stream all the weights
+  // (1 MB for each of ResNet-50's 14x14 layers, from memory in a model);
+  // one block of output channels per thread streams only its share. With
+  // whole images per thread, that pays only where the share stays in L2
+  // next to an image's input, to be reused by the next image.
+  constexpr int64_t ReuseBudgetBytes = 768 << 10;
+  int64_t weightBytes = g.og * k * int64_t(sizeof(float));
+  int64_t inputBytes = k * sp * int64_t(sizeof(float));
+  bool rowsFirst = pointwise && threads > 1 && inputBytes < weightBytes &&
+                   panels / 4 >= threads &&
+                   (images < threads ||
+                    weightBytes / threads + inputBytes <= ReuseBudgetBytes);
+  if (images * tiles < 4 * threads && !rowsFirst)
     while ((images * tiles) % threads != 0 && sp / (tiles + 1) >= MinTile)
       ++tiles;
   // Tile t starts at column tileStart(t): t * sp / tiles rounded to the
@@ -547,9 +562,10 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     tile = std::max(tile, tileStart(t + 1) - tileStart(t));
   // Too few items for the threads (small outputs such as 7x7): split the
   // output channels too, in whole panels of 8.
-  int64_t panels = (g.og + GemmMR - 1) / GemmMR;
   int64_t mBlocks = 1;
-  if (images * tiles < threads)
+  if (rowsFirst)
+    mBlocks = threads;
+  else if (images * tiles < threads)
     mBlocks = std::max<int64_t>(
         1, std::min<int64_t>((threads + images * tiles - 1) / (images * tiles),
                              panels / 4));
@@ -564,9 +580,12 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
 #pragma omp parallel for schedule(static)                                      \
     num_threads(threads) if (items > 1 && threads > 1)
   for (int64_t item = 0; item < items; ++item) {
-    int64_t mb = item % mBlocks;
-    int64_t tl = (item / mBlocks) % tiles;
-    int64_t img = item / (mBlocks * tiles);
+    // Static scheduling gives each thread a contiguous run of items: with
+    // rowsFirst, the channel block varies slowest, so a thread keeps one.
+    int64_t cols = images * tiles;
+    int64_t mb = rowsFirst ? item / cols : item % mBlocks;
+    int64_t rest = rowsFirst ? item % cols : item / mBlocks;
+    int64_t tl = rest % tiles, img = rest / tiles;
     int64_t n = img / g.groups, grp = img % g.groups;
     int64_t j0 = tileStart(tl), j1 = tileStart(tl + 1);
     if (j0 >= j1)

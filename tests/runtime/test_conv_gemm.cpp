@@ -179,6 +179,30 @@ TEST_CASE("conv GEMM: Winograd F(2x2, 3x3) tiles, strips and depth",
   });
 }
 
+TEST_CASE("conv GEMM: pointwise convs with more output channels than "
+          "columns cut the channels over threads",
+          "[conv][gemm][omp]") {
+  Rng rng(407);
+  // Batch 1 (an image's columns would otherwise be cut), batch 3 with a
+  // small weight (each thread keeps its channel block over the images),
+  // batch 3 with a large one (whole images per thread instead), groups,
+  // channel counts that leave a partial panel, and 2 or 3 threads.
+  ConvCase cases[] = {
+      {1, 40, 9, 9, 100, 1, 1},  {1, 256, 7, 14, 1000, 1, 1},
+      {3, 24, 5, 5, 72, 1, 1},   {3, 24, 5, 5, 145, 1, 1, 1},
+      {3, 600, 6, 6, 800, 1, 1}, {1, 24, 4, 5, 144, 1, 1, 2},
+  };
+  for (int threads : {2, 3})
+    for (ConvCase k : cases) {
+      k.act = Activation(rng.uniformInt(0, 2));
+      INFO("threads " << threads);
+      withThreads(threads, [&] {
+        check(rng, k);
+        return 0;
+      });
+    }
+}
+
 TEST_CASE("conv GEMM: Winograd with ONNX's asymmetric padding",
           "[conv][gemm][winograd]") {
   Rng rng(407);
