@@ -72,10 +72,23 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
   // Work items are (row block, column tile) pairs; a tile's depth block of
   // B stays in L2 while the block's panels sweep it. Column tiles first:
   // each thread streams its own share of B once, the (shared) packed A
-  // being the smaller operand to read again.
+  // being the smaller operand to read again, unless rowsFirst (below).
   constexpr int64_t TileCols = 4 * GemmNR, GroupPanels = 12;
   int64_t tiles = (n + TileCols - 1) / TileCols;
-  int64_t mBlocks = std::clamp<int64_t>((int64_t(threads) * 2 + tiles - 1) / tiles, 1, panels);
+  // Rows first where A is the larger operand and all of B stays in L2
+  // (the token-wise linears of a conv net's early stages: 3136 x 96 by
+  // 96 x 384): each thread takes whole groups of panels, the rows it packed
+  // itself, across every column tile, and writes whole rows of C, which
+  // the next row-wise op reads on the same thread.
+  constexpr int64_t RowsFirstMaxB = 640 << 10;
+  bool rowsFirst = m > n && n * k * int64_t(sizeof(float)) <= RowsFirstMaxB;
+  // (At least four row blocks per thread, for balance.)
+  int64_t mBlocks =
+      rowsFirst
+          ? std::min(panels, std::max((panels + GroupPanels - 1) / GroupPanels,
+                                      int64_t(threads) * 4))
+          : std::clamp<int64_t>((int64_t(threads) * 2 + tiles - 1) / tiles, 1,
+                                panels);
   int64_t items = mBlocks * tiles;
   bool epilogue = ep.colBias || ep.act != Activation::None || ep.tail;
 #pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
@@ -86,7 +99,8 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
       packPanelRange(a, m, k, p, p + 1, ap);
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < items; ++item) {
-      int64_t mb = item % mBlocks, tl = item / mBlocks;
+      int64_t mb = rowsFirst ? item / tiles : item % mBlocks;
+      int64_t tl = rowsFirst ? item % tiles : item / mBlocks;
       int64_t j0 = tl * TileCols, j1 = std::min(n, j0 + TileCols);
       int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
       GemmB bj = b;

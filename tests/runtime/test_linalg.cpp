@@ -218,6 +218,40 @@ TEST_CASE("matmul and linear at the micro-kernel's tile edges", "[linalg][thread
   }
 }
 
+TEST_CASE("matmul and linear: tall products cut by rows over threads",
+          "[linalg][threads]") {
+  // More rows than columns with a B that stays in L2 (a conv net's
+  // token-wise linears): each thread takes whole row blocks across every
+  // column tile. Rows not a multiple of the panels, columns over one and
+  // several tiles, 2 and 3 threads, a bias and relu epilogue.
+  Rng rng(106);
+  for (int threads : {2, 3})
+    for (auto [m, k, n] : {std::array<int64_t, 3>{1000, 96, 96},
+                           {1001, 40, 385},
+                           {203, 300, 200},
+                           {50, 33, 49}}) {
+      Tensor a = rng.tensor({m, k}), b = rng.tensor({k, n});
+      INFO("threads=" << threads << " m=" << m << " k=" << k << " n=" << n);
+      requireClose(withThreads(threads, [&] { return rt::matmul(a, b); }),
+                   refMatmul(Ref(a), Ref(b), false, false), gemmTol(k));
+      Tensor w = rng.tensor({n, k}), bias = rng.tensor({n});
+      Ref want(Shape{m, n}), rx(a), rw(w);
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t o = 0; o < n; ++o) {
+          double v = bias.data<float>()[o];
+          for (int64_t i = 0; i < k; ++i)
+            v += rx.v[r * k + i] * rw.v[o * k + i];
+          want.v[r * n + o] = std::max(v, 0.0);
+        }
+      requireClose(withThreads(threads,
+                               [&] {
+                                 return rt::linear(a, w, bias,
+                                                   rt::Activation::Relu);
+                               }),
+                   want, gemmTol(k));
+    }
+}
+
 TEST_CASE("gemm: alpha, beta and a broadcast C", "[linalg]") {
   Rng rng(105);
   int64_t m = 9, k = 13, n = 6;
