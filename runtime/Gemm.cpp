@@ -128,14 +128,23 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
   }
 }
 
-void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0, int64_t p1,
-                    float *dst) {
+void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0,
+                    int64_t p1, float *dst, int64_t ld, int64_t inc) {
+  if (ld < 0)
+    ld = k;
   int64_t panels = (m + GemmMR - 1) / GemmMR;
   int64_t kb = gemmDepthBlock(k);
   for (int64_t k0 = 0; k0 < k; k0 += kb) {
     int64_t kc = std::min(kb, k - k0);
     for (int64_t p = p0; p < p1; ++p) {
       float *d = dst + k0 * panels * GemmMR + p * kc * GemmMR;
+      if (ld == 1 && (p + 1) * GemmMR <= m) {
+        // A transposed source: a panel's 8 rows are contiguous at each kk.
+        for (int64_t kk = 0; kk < kc; ++kk)
+          std::memcpy(d + kk * GemmMR, w + p * GemmMR + (k0 + kk) * inc,
+                      GemmMR * sizeof(float));
+        continue;
+      }
       for (int64_t r = 0; r < GemmMR; ++r) {
         int64_t row = p * GemmMR + r;
         if (row >= m) {
@@ -143,9 +152,13 @@ void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0, int64_t p1
             d[kk * GemmMR + r] = 0.0f;
           continue;
         }
-        const float *s = w + row * k + k0;
-        for (int64_t kk = 0; kk < kc; ++kk)
-          d[kk * GemmMR + r] = s[kk];
+        const float *s = w + row * ld + k0 * inc;
+        if (inc == 1)
+          for (int64_t kk = 0; kk < kc; ++kk)
+            d[kk * GemmMR + r] = s[kk];
+        else
+          for (int64_t kk = 0; kk < kc; ++kk)
+            d[kk * GemmMR + r] = s[kk * inc];
       }
     }
   }

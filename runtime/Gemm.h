@@ -60,9 +60,11 @@ int64_t packedPanelFloats(int64_t groups, int64_t m, int64_t k);
 void packPanels(const float *w, int64_t groups, int64_t m, int64_t k,
                 float *dst);
 /// Panels [p0, p1) of packPanels' layout for one group (`w` m x k), so
-/// threads can pack disjoint ranges of one matrix.
-void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0, int64_t p1,
-                    float *dst);
+/// threads can pack disjoint ranges of one matrix. Element (row, kk) is
+/// read at w[row * ld + kk * inc]; ld defaults to k (row-major), any
+/// layout (a transposed view: ld 1, inc the row stride) may be packed.
+void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0,
+                    int64_t p1, float *dst, int64_t ld = -1, int64_t inc = 1);
 
 /// The B operand: strip s (columns 48s .. 48s + 47) starts at
 /// `data + s * stripStride`; its row k is at `+ k * ldb`, or, when

@@ -2,6 +2,8 @@
 #include "Reference.h"
 
 #include <array>
+#include <cmath>
+#include <optional>
 
 #include "tm/ir/IR.h"
 #include "tm/runtime/Interpreter.h"
@@ -250,6 +252,140 @@ TEST_CASE("matmul and linear: tall products cut by rows over threads",
                                }),
                    want, gemmTol(k));
     }
+}
+
+namespace {
+
+/// softmax((q * scale) @ k^T) @ v in double, the batch axes broadcast.
+Ref refAttention(const Tensor &q, const Tensor &k, const Tensor &v,
+                 double scale) {
+  Ref rq(q), rk(k), rv(v);
+  size_t nb = 0;
+  for (const Ref *r : {&rq, &rk, &rv})
+    nb = std::max(nb, r->rank() - 2);
+  Shape batch(nb, 1);
+  for (const Ref *r : {&rq, &rk, &rv})
+    for (size_t i = 0; i + 2 < r->rank(); ++i)
+      batch[nb - (r->rank() - 2) + i] =
+          std::max(batch[nb - (r->rank() - 2) + i], r->shape[i]);
+  int64_t L = rq.shape[rq.rank() - 2], E = rq.shape.back(),
+          S = rk.shape[rk.rank() - 2], Ev = rv.shape.back();
+  Shape outShape = batch;
+  outShape.push_back(L);
+  outShape.push_back(Ev);
+  Ref out(outShape);
+  // The matrix of operand r at output batch index idx.
+  auto base = [&](const Ref &r, const std::vector<int64_t> &idx) {
+    int64_t o = 0;
+    size_t rb = r.rank() - 2;
+    for (size_t i = 0; i < rb; ++i)
+      o = o * r.shape[i] + (r.shape[i] == 1 ? 0 : idx[nb - rb + i]);
+    return o * r.shape[rb] * r.shape[rb + 1];
+  };
+  int64_t batches = tmg::shapeNumel(batch);
+  for (int64_t b = 0; b < batches; ++b) {
+    auto idx = unravel(b, batch);
+    int64_t qb = base(rq, idx), kb = base(rk, idx), vb = base(rv, idx);
+    for (int64_t i = 0; i < L; ++i) {
+      std::vector<double> p(static_cast<size_t>(S));
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < S; ++j) {
+        double d = 0;
+        for (int64_t e = 0; e < E; ++e)
+          d += rq.v[qb + i * E + e] * scale * rk.v[kb + j * E + e];
+        p[j] = d;
+        mx = std::max(mx, d);
+      }
+      for (double &x : p)
+        sum += (x = std::exp(x - mx));
+      for (int64_t c = 0; c < Ev; ++c) {
+        double o = 0;
+        for (int64_t j = 0; j < S; ++j)
+          o += p[j] / sum * rv.v[vb + j * Ev + c];
+        out.v[(b * L + i) * Ev + c] = o;
+      }
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+TEST_CASE("scaled_dot_product_attention: the fused kernel and the op-by-op "
+          "path against a double reference",
+          "[linalg][attention][threads]") {
+  Rng rng(107);
+  auto check = [&](const Tensor &q, const Tensor &k, const Tensor &v,
+                   std::optional<double> scale) {
+    double sc = scale.value_or(1.0 / std::sqrt(double(q.dim(q.rank() - 1))));
+    Ref want = refAttention(q, k, v, sc);
+    Tol tol = gemmTol(q.dim(q.rank() - 1) + k.dim(k.rank() - 2));
+    for (int threads : {1, 2, 3}) {
+      INFO("threads " << threads);
+      requireClose(withThreads(threads,
+                               [&] {
+                                 return rt::scaledDotProductAttention(q, k, v,
+                                                                      scale);
+                               }),
+                   want, tol);
+    }
+  };
+  // ViT-B/16's heads, contiguous; rows and keys around the 8-row panels,
+  // 48-row blocks and 48-key strips; features not a multiple of 16.
+  check(rng.tensor({12, 197, 64}), rng.tensor({12, 197, 64}),
+        rng.tensor({12, 197, 64}), 0.125);
+  for (auto [L, S, E, Ev] : {std::array<int64_t, 4>{1, 1, 1, 1},
+                             {7, 48, 17, 33},
+                             {49, 50, 16, 48},
+                             {96, 97, 40, 5},
+                             {13, 200, 8, 100}})
+    check(rng.tensor({2, 3, L, E}, -2, 2), rng.tensor({2, 3, S, E}, -2, 2),
+          rng.tensor({2, 3, S, Ev}), std::nullopt);
+  // 2-D operands (one head) and a large scale (peaked softmax).
+  check(rng.tensor({30, 24}), rng.tensor({60, 24}), rng.tensor({60, 10}), 4.0);
+  // The heads of a fused QKV projection: strided views of (L, 3, H, E),
+  // permuted to (H, L, E); value also transposed in its last two axes
+  // (a copy is taken for the kernel's unit stride).
+  Tensor qkv = rng.tensor({53, 3, 4, 20});
+  Tensor q = qkv.selected(1, 0).permuted({1, 0, 2}),
+         k = qkv.selected(1, 1).permuted({1, 0, 2});
+  Tensor vt = rng.tensor({4, 20, 53}).permuted({0, 2, 1});
+  REQUIRE(!q.isContiguous());
+  check(q, k, qkv.selected(1, 2).permuted({1, 0, 2}), 0.25);
+  check(q, k, vt, 0.25);
+  // Broadcast batch axes, no keys and no features run op by op.
+  check(rng.tensor({1, 9, 8}), rng.tensor({3, 11, 8}), rng.tensor({11, 6}),
+        std::nullopt);
+  check(rng.tensor({8, 9}).permuted({1, 0}),
+        rng.tensor({2, 8, 11}).permuted({0, 2, 1}),
+        rng.tensor({6, 11}).permuted({1, 0}), 0.5);
+  check(rng.tensor({2, 5, 4}), rng.tensor({2, 0, 4}), rng.tensor({2, 0, 3}),
+        std::nullopt);
+  check(rng.tensor({2, 5, 0}), rng.tensor({2, 7, 0}), rng.tensor({2, 7, 3}),
+        1.0);
+}
+
+TEST_CASE("scaled_dot_product_attention: errors name the op and the operands",
+          "[linalg][attention][errors]") {
+  Tensor a = Tensor::zeros({2, 4, 8});
+  REQUIRE_THROWS_WITH(
+      rt::scaledDotProductAttention(a, Tensor::zeros({2, 4, 6}), a),
+      Catch::Contains("scaled_dot_product_attention: query (2, 4, 8) and key "
+                      "(2, 4, 6) have different feature sizes 8 and 6"));
+  REQUIRE_THROWS_WITH(
+      rt::scaledDotProductAttention(a, a, Tensor::zeros({2, 5, 8})),
+      Catch::Contains("key (2, 4, 8) and value (2, 5, 8) have different "
+                      "numbers of keys 4 and 5"));
+  REQUIRE_THROWS_WITH(
+      rt::scaledDotProductAttention(Tensor::zeros({8}), a, a),
+      Catch::Contains("query (8,) must have at least 2 dimensions"));
+  REQUIRE_THROWS_WITH(
+      rt::scaledDotProductAttention(a, Tensor::zeros({3, 4, 8}), a),
+      Catch::Contains("the batch dimensions of query (2, 4, 8), key "
+                      "(3, 4, 8) and value (2, 4, 8) do not broadcast"));
+  REQUIRE_THROWS_WITH(rt::scaledDotProductAttention(
+                          a, a, Tensor::zeros({2, 4, 8}, DType::Float64)),
+                      Catch::Contains("scaled_dot_product_attention: value"));
 }
 
 TEST_CASE("gemm: alpha, beta and a broadcast C", "[linalg]") {

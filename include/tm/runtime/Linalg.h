@@ -13,6 +13,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <optional>
+
 #include "tm/runtime/Common.h"
 
 namespace tmg::rt {
@@ -34,6 +36,15 @@ Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA = false,
 /// or undefined; result (..., out).
 Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias = {},
               Activation act = Activation::None);
+
+/// Scaled dot-product attention, softmax((query * scale) @ key^T) @ value,
+/// the softmax over the last axis: query (..., L, E), key (..., S, E),
+/// value (..., S, Ev) -> (..., L, Ev); the batch dimensions broadcast.
+/// `scale` defaults to 1 / sqrt(E). Float32. With equal batch shapes it
+/// runs as one kernel that never writes out the (..., L, S) scores.
+Tensor scaledDotProductAttention(const Tensor &query, const Tensor &key,
+                                 const Tensor &value,
+                                 std::optional<double> scale = std::nullopt);
 
 /// ONNX Gemm: y = alpha * op(a) @ op(b) + beta * c, with op = transpose when
 /// the flag is set; a and b are 2-D, c (optional) broadcasts
