@@ -93,6 +93,14 @@ double Profile::flopsOf(const Expr *e) {
     const Shape *w = weightShape(e, storage);
     return w && w->size() == 2 ? 2.0 * outN * double((*w)[1]) : 0;
   }
+  if (k == "scaled_dot_product_attention") {
+    // Scores (L x S, depth E) and their product with value (L x Ev, depth S).
+    const Shape *key = e->numInputs() > 1 ? shapeOf(e->input(1)) : nullptr;
+    if (!key || key->size() < 2 || out->empty() || out->back() == 0)
+      return 0;
+    double s = double((*key)[key->size() - 2]), dE = double(key->back());
+    return 2.0 * outN * s + 2.0 * (outN / double(out->back())) * s * dE;
+  }
   if (k == "matmul" || k == "__matmul__" || k == "bmm") {
     const Shape *b = e->numInputs() > 1 ? shapeOf(e->input(1)) : nullptr;
     if (!b || b->empty())
@@ -161,15 +169,19 @@ std::string Profile::report(size_t topExprs) const {
   double runs = double(std::max<int64_t>(runs_, 1)), total = totalSeconds();
   std::string out = fmt::format("=== profile: {} run(s), {:.3f} ms per run in exprs ===\n",
                                 runs_, 1e3 * total / runs);
-  out += fmt::format("{:<24} {:>6} {:>11} {:>7} {:>9}\n", "op kind", "exprs", "ms per run",
-                     "share", "GFLOP/s");
-  for (const KindStats &k : kinds()) {
+  std::vector<KindStats> ks = kinds();
+  size_t width = 24; // the op kind column fits the longest name
+  for (const KindStats &k : ks)
+    width = std::max(width, k.kind.size());
+  out += fmt::format("{:<{}} {:>6} {:>11} {:>7} {:>9}\n", "op kind", width,
+                     "exprs", "ms per run", "share", "GFLOP/s");
+  for (const KindStats &k : ks) {
     std::string gflops = k.flops > 0 && k.seconds > 0
                              ? fmt::format("{:.1f}", k.flops / k.seconds / 1e9)
                              : "";
-    out += fmt::format("{:<24} {:>6} {:>11.3f} {:>6.1f}% {:>9}\n", k.kind, k.exprs,
-                       1e3 * k.seconds / runs, total > 0 ? 100 * k.seconds / total : 0.0,
-                       gflops);
+    out += fmt::format("{:<{}} {:>6} {:>11.3f} {:>6.1f}% {:>9}\n", k.kind,
+                       width, k.exprs, 1e3 * k.seconds / runs,
+                       total > 0 ? 100 * k.seconds / total : 0.0, gflops);
   }
   std::vector<ExprStats> es = exprs();
   std::stable_sort(es.begin(), es.end(),

@@ -93,6 +93,15 @@ struct FuseConvActivationPass : PatternPass<FuseConvActivationPass> {
   void populate(PatternSet &set) const override;
 };
 
+struct FuseAttentionPass : PatternPass<FuseAttentionPass> {
+  static constexpr const char *Name = "fuse-attention";
+  static constexpr const char *Description =
+      "matmul(softmax(matmul(q * c, k^T)), v) => one "
+      "nn.scaled_dot_product_attention call "
+      "the runtime runs without writing out the scores";
+  void populate(PatternSet &set) const override;
+};
+
 struct NormElemwisePass : GraphPass<NormElemwisePass> {
   static constexpr const char *Name = "norm-elemwise";
   static constexpr const char *Description =

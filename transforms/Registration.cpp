@@ -8,10 +8,13 @@ const char *optimizePipelineText() {
   // then cleanup, then the folds that need constants, arithmetic
   // normalisation and scale folding (the reference's FuseConvBn ->
   // FuseAddMul -> BackwardFoldScale -> FuseAddMul), CSE, and last the
-  // activation fusion (it hides relus from the passes before it).
-  return "canonicalize-onnx,canonicalize,attr-to-constant,fuse-conv-bn,fuse-linear-bn,fold-constant,"
-         "norm-elemwise,fuse-add-mul,backward-fold-scale,fuse-add-mul,cse,canonicalize,"
-         "fuse-conv-activation,compile";
+  // fusions into ops of their own: attention, then the activations (they
+  // hide relus from the passes before them).
+  return "canonicalize-onnx,canonicalize,attr-to-constant,fuse-conv-bn,fuse-"
+         "linear-bn,fold-constant,"
+         "norm-elemwise,fuse-add-mul,backward-fold-scale,fuse-add-mul,cse,"
+         "canonicalize,"
+         "fuse-attention,fuse-conv-activation,compile";
 }
 
 void registerTransformPasses(PassRegistry &r) {
@@ -28,6 +31,7 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<CanonicalizePass>();
   add.operator()<CanonicalizeOnnxPass>();
   add.operator()<FuseConvActivationPass>();
+  add.operator()<FuseAttentionPass>();
   add.operator()<NormElemwisePass>();
   add.operator()<BackwardFoldScalePass>();
   add.operator()<FuseAddMulPass>();

@@ -2,8 +2,8 @@
 //
 // The ONNX importers and exporters of the linalg family: Gemm (as linear
 // when it is one, else matmul with scaling), MatMul, Einsum and Det, and
-// the export of linear, matmul, linear with a fused activation, einsum and
-// det.
+// the export of linear, matmul, linear with a fused activation, einsum,
+// det and scaled dot-product attention (as the ops it fuses).
 //
 //===----------------------------------------------------------------------===//
 #include "Import.h"
@@ -94,9 +94,40 @@ void exportMatmul(ExportCall &c) {
   c.simple("MatMul", {a, b});
 }
 
+/// scaled_dot_product_attention as the ops it fuses: Mul by the scale,
+/// MatMul with key's last two axes transposed, Softmax over the last axis,
+/// MatMul with value.
+void exportAttention(ExportCall &c) {
+  std::string q = c.operand("query"), k = c.operand("key"),
+              v = c.operand("value");
+  const Shape &qs = c.shapeOf(c.e.namedArg("query")->node());
+  const Shape &ks = c.shapeOf(c.e.namedArg("key")->node());
+  double scale = c.isNone("scale") ? 1.0 / std::sqrt(double(qs.back()))
+                                   : c.number("scale");
+  if (qs.back() < 0 && c.isNone("scale"))
+    c.fail("the default scale needs a static feature size");
+  std::vector<int64_t> perm;
+  for (size_t i = 0; i < ks.size(); ++i)
+    perm.push_back(int64_t(i));
+  std::swap(perm[ks.size() - 1], perm[ks.size() - 2]);
+  onnx::NodeProto *t;
+  std::string kt = c.emit("Transpose", {k}, c.out + "_kt", &t);
+  Exporter::attrIs(t, "perm", perm);
+  std::string qsc = c.emit(
+      "Mul",
+      {q, c.init(Tensor::full({}, scale, DType::Float32), c.out + "_scale")},
+      c.out + "_q");
+  std::string scores = c.emit("MatMul", {qsc, kt}, c.out + "_scores");
+  onnx::NodeProto *sm;
+  std::string p = c.emit("Softmax", {scores}, c.out + "_p", &sm);
+  Exporter::attrI(sm, "axis", -1);
+  c.simple("MatMul", {p, v});
+}
+
 } // namespace
 
 void registerLinalgOnnxExport(OnnxExportTable &t) {
+  t.add("linalg", {OpKind::ScaledDotProductAttention}, exportAttention);
   t.add("linalg", {OpKind::Linear}, exportLinear);
   t.add("linalg", {OpKind::Matmul, OpKind::MMatmul}, exportMatmul);
   t.add("linalg", {OpKind::LinearAct},

@@ -2,7 +2,8 @@
 //
 // Output types of the linalg family: linear (plain and fused with an
 // activation) and matmul with NumPy batch broadcasting, vector operands and
-// transposed operands; einsum from its equation; det drops the matrix axes.
+// transposed operands; einsum from its equation; det drops the matrix axes;
+// scaled dot-product attention.
 //
 //===----------------------------------------------------------------------===//
 #include "ShapeRules.h"
@@ -157,6 +158,38 @@ Types einsum(const ShapeContext &c, OpKind) {
   return c.one(shape, dt);
 }
 
+/// scaled_dot_product_attention: query (..., L, E), key (..., S, E),
+/// value (..., S, Ev) -> (..., L, Ev), the batch dimensions broadcast.
+Types attention(const ShapeContext &c, OpKind) {
+  auto q = c.operand(c.arg("query")), k = c.operand(c.arg("key")),
+       v = c.operand(c.arg("value"));
+  if (!q || !k || !v || !q->shape || !k->shape || !v->shape)
+    return std::nullopt;
+  const Shape &qs = *q->shape, &ks = *k->shape, &vs = *v->shape;
+  if (qs.size() < 2 || ks.size() < 2 || vs.size() < 2)
+    c.fail(fmt::format(
+        "query {}, key {} and value {} must have at least 2 dimensions",
+        dim::dimsStr(qs), dim::dimsStr(ks), dim::dimsStr(vs)));
+  c.checkDim(qs.back(), ks.back(),
+             fmt::format("query {} and key {} have different feature sizes",
+                         dim::dimsStr(qs), dim::dimsStr(ks)));
+  c.checkDim(ks[ks.size() - 2], vs[vs.size() - 2],
+             fmt::format("key {} and value {} have different numbers of keys",
+                         dim::dimsStr(ks), dim::dimsStr(vs)));
+  auto qk = broadcastShapes(llvm::ArrayRef<int64_t>(qs).drop_back(2),
+                            llvm::ArrayRef<int64_t>(ks).drop_back(2));
+  auto batch =
+      qk ? broadcastShapes(*qk, llvm::ArrayRef<int64_t>(vs).drop_back(2))
+         : std::nullopt;
+  if (!batch)
+    c.fail(fmt::format("batch dimensions of {}, {} and {} do not broadcast",
+                       dim::dimsStr(qs), dim::dimsStr(ks), dim::dimsStr(vs)));
+  Shape out = *batch;
+  out.push_back(qs[qs.size() - 2]);
+  out.push_back(vs.back());
+  return c.one(out, q->dtype);
+}
+
 Types det(const ShapeContext &c, OpKind) {
   auto x = c.first();
   if (!x || !x->shape)
@@ -175,6 +208,7 @@ void registerLinalgShapeRules(ShapeRuleTable &t) {
   t.add("linalg", {OpKind::MMatmul}, symbolic(matmulMethod));
   t.add("linalg", {OpKind::Einsum}, einsum);
   t.add("linalg", {OpKind::Det}, det);
+  t.add("linalg", {OpKind::ScaledDotProductAttention}, symbolic(attention));
 }
 
 } // namespace tmg::shapes

@@ -2,7 +2,8 @@
 //
 // linear (x @ w^T + b), matmul as a function (with its transpose flags) and
 // as the `@` method, einsum (as batched matmuls) and det, whose kernels
-// live here; linear_act is lowered in FusedOps.cpp.
+// live here; linear_act is lowered in FusedOps.cpp, and the kernel of
+// scaled_dot_product_attention is in Attention.cpp.
 //
 //===----------------------------------------------------------------------===//
 #include "../FusedOps.h"
@@ -374,6 +375,19 @@ StepFn lowerEinsum(const Expr &e, OpKind, LowerContext &ctx) {
   };
 }
 
+StepFn lowerAttention(const Expr &e, OpKind, LowerContext &ctx) {
+  Args a(e, ctx);
+  Src q = a.tensor("query"), k = a.tensor("key"), v = a.tensor("value");
+  std::optional<double> scale;
+  if (!a.isNone("scale"))
+    scale = a.number("scale");
+  uint32_t o = outSlot(e, ctx);
+  return [q, k, v, scale, o](Value *s, RunState &) {
+    s[o].tensor =
+        scaledDotProductAttention(q.get(s), k.get(s), v.get(s), scale);
+  };
+}
+
 StepFn lowerDet(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   return unaryStep(a.tensor("inp"), outSlot(e, ctx), [](const Tensor &x) { return det(x); });
@@ -384,6 +398,7 @@ StepFn lowerDet(const Expr &e, OpKind, LowerContext &ctx) {
 void registerLinalgLowering(LowerTable &t) {
   t.add("linalg", {OpKind::Einsum}, lowerEinsum);
   t.add("linalg", {OpKind::Det}, lowerDet);
+  t.add("linalg", {OpKind::ScaledDotProductAttention}, lowerAttention);
   t.add("linalg", {OpKind::Linear}, lowerLinear);
   t.add("linalg", {OpKind::LinearAct}, lowerLinearAct);
   t.add("linalg", {OpKind::Matmul, OpKind::MMatmul}, lowerMatmul);

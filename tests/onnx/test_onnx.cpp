@@ -940,6 +940,44 @@ TEST_CASE("export: fused conv2d_act and linear_act go out as two ONNX ops", "[on
   }
 }
 
+TEST_CASE("export: scaled_dot_product_attention goes out as the ops it fuses",
+          "[onnx]") {
+  // What `-p optimize` (fuse-attention) leaves: an explicit scale and the
+  // default 1 / sqrt(E); 4-D and 2-D operands.
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"q", Shape{1, 2, 5, 8}},
+                                           {"k", Shape{1, 2, 7, 8}},
+                                           {"v", Shape{1, 2, 7, 3}}});
+  Node *y1 = b.callFunction("nn.scaled_dot_product_attention",
+                            {b.arg(0), b.arg(1), b.arg(2), 0.3});
+  Node *q2 = b.callFunction("reshape", {b.arg(0), Arg::ints({10, 8})});
+  Node *k2 = b.callFunction("reshape", {b.arg(1), Arg::ints({14, 8})});
+  Node *v2 = b.callFunction("reshape", {b.arg(2), Arg::ints({14, 3})});
+  Node *y2 = b.callFunction("nn.scaled_dot_product_attention", {q2, k2, v2});
+  b.finish(Arg::tuple({y1, y2}));
+  auto bytes = io::exportOnnxBytes(*tm);
+  REQUIRE(bytes.succeeded());
+  onnx::ModelProto mp;
+  REQUIRE(mp.ParseFromString(*bytes));
+  CHECK_NOTHROW(onnx::checker::check_model(mp));
+  size_t softmaxes = 0;
+  for (const auto &n : mp.graph().node())
+    softmaxes += n.op_type() == "Softmax";
+  CHECK(softmaxes == 2);
+  auto back = io::importOnnxBytes(*bytes, "attention.onnx");
+  REQUIRE(back.succeeded());
+  std::vector<Tensor> xs = {Tensor::randn({1, 2, 5, 8}, 1),
+                            Tensor::randn({1, 2, 7, 8}, 2),
+                            Tensor::randn({1, 2, 7, 3}, 3)};
+  auto want = run(*tm, xs), got = run(*back->module, xs);
+  REQUIRE(got.size() == 2);
+  for (size_t k = 0; k < 2; ++k) {
+    REQUIRE(got[k].shape() == want[k].shape());
+    for (int64_t i = 0; i < want[k].numel(); ++i)
+      CHECK(got[k].at(i) == Approx(want[k].at(i)).margin(1e-5));
+  }
+}
+
 TEST_CASE("export: ops without an ONNX form are errors naming the expr", "[onnx]") {
   auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
   GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{4}}});

@@ -287,6 +287,75 @@ TEST_CASE("fuse-conv-activation leaves shared conv outputs and padded modes",
   CHECK(countFn(*opt, OpKind::Relu) == 2);
 }
 
+TEST_CASE(
+    "fuse-attention: the scale on the query or the scores, every form of key^T",
+    "[transforms][fuse-attention]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  // q, v (2, 10, 8); kr (10, 2, 8), the heads' layout of a fused
+  // projection before its transpose.
+  GraphBuilder b = GraphBuilder::top(*tm, {{"q", Shape{2, 10, 8}},
+                                           {"kr", Shape{10, 2, 8}},
+                                           {"v", Shape{2, 10, 8}}});
+  Node *q = b.arg(0), *kr = b.arg(1), *v = b.arg(2);
+  Node *k = b.callFunction("transpose", {kr, Arg::ints({1, 0, 2})});
+  auto attend = [&](Node *scores, int64_t axis) {
+    return b.callFunction("matmul",
+                          {b.callFunction("softmax", {scores, axis}), v});
+  };
+  // PyTorch's export (ViT): the query scaled, key^T a transpose of kr.
+  Node *y1 = attend(
+      b.callFunction("matmul",
+                     {b.callMethod(q, "__mul__", {0.125}),
+                      b.callFunction("transpose", {kr, Arg::ints({1, 2, 0})})}),
+      -1);
+  // transpose_b, the scores divided, softmax's axis as rank - 1.
+  Node *s2 = b.callFunction("matmul", {q, k, false, true});
+  Node *y2 = attend(b.callMethod(s2, "__truediv__", {4.0}), 2);
+  // `@` with key^T a plain transpose of k (k is used as it is), scores scaled.
+  Node *s3 =
+      b.callMethod(q, "__matmul__",
+                   {b.callFunction("transpose", {k, Arg::ints({0, 2, 1})})});
+  Node *y3 = attend(b.callMethod(s3, "__mul__", {0.5}), -1);
+  // key^T not a transpose: the pass transposes it.
+  Node *kt = b.callMethod(
+      b.callFunction("transpose", {k, Arg::ints({0, 2, 1})}), "__add__", {1.0});
+  Node *y4 = attend(b.callFunction("matmul", {q, kt}), -1);
+  b.finish(Arg::tuple({y1, y2, y3, y4}));
+  auto opt = checkDifferential(*tm, "fuse-attention",
+                               {{2, 10, 8}, {10, 2, 8}, {2, 10, 8}});
+  CHECK(countFn(*opt, OpKind::ScaledDotProductAttention) == 4);
+  CHECK(countFn(*opt, OpKind::Softmax) == 0);
+  CHECK(countFn(*opt, OpKind::Matmul) == 0);
+  std::string text = opt->graph().str();
+  INFO(text);
+  CHECK(text.find("nn.scaled_dot_product_attention(q, ") != std::string::npos);
+  CHECK(text.find(", 0.125, )") != std::string::npos);
+  CHECK(text.find(", 0.25, )") != std::string::npos);
+  CHECK(text.find(", 0.5, )") != std::string::npos);
+}
+
+TEST_CASE("fuse-attention leaves shared scores, other softmax axes and "
+          "transposed queries",
+          "[transforms][fuse-attention]") {
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Net"));
+  GraphBuilder b =
+      GraphBuilder::top(*tm, {{"q", Shape{2, 6, 4}}, {"k", Shape{2, 6, 4}}});
+  Node *q = b.arg(0), *k = b.arg(1);
+  Node *s1 = b.callFunction("matmul", {q, k, false, true});
+  Node *y1 = b.callFunction("matmul", {b.callFunction("softmax", {s1, -1}), k});
+  Node *s2 = b.callFunction("matmul", {q, k, false, true});
+  Node *y2 = b.callFunction("matmul", {b.callFunction("softmax", {s2, 1}), k});
+  Node *s3 = b.callFunction("matmul", {q, k, true, false});
+  Node *y3 = b.callFunction(
+      "matmul", {b.callFunction("softmax", {s3, -1}),
+                 b.callFunction("transpose", {k, Arg::ints({0, 2, 1})})});
+  b.finish(Arg::tuple({y1, s1, y2, y3}));
+  auto opt = tm->cloneTraced();
+  run(*opt, "fuse-attention");
+  CHECK(countFn(*opt, OpKind::ScaledDotProductAttention) == 0);
+  CHECK(countFn(*opt, OpKind::Softmax) == 3);
+}
+
 TEST_CASE("fuse-add-mul folds constant chains", "[transforms][fuse-add-mul]") {
   auto m = std::make_unique<Module>("Net");
   m->registerBuffer("c", Tensor::fromFloats({1}, {1.5f}));
