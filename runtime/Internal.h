@@ -309,11 +309,6 @@ void sgemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                  float alpha, const float *a, int64_t lda, const float *b,
                  int64_t ldb, float beta, float *c, int64_t ldc);
 
-/// dst = softmax(src) over one contiguous row of `len` floats (dst may be
-/// src): exp(x - max) summed in double, then scaled by 1 / sum; NaN wins
-/// the max. What softmax computes for each row along the last axis.
-void softmaxRow(const float *src, float *dst, int64_t len);
-
 /// Makes OpenBLAS run every call on the calling thread (see Linalg.h). Call
 /// outside parallel regions.
 void ensureSerialBlas();

@@ -211,21 +211,6 @@ static float rowMax(const float *x, int64_t n) {
   return m;
 }
 
-void detail::softmaxRow(const float *src, float *dst, int64_t len) {
-  float m = rowMax(src, len);
-  // exp(x - max) into dst, summed in double.
-  for (int64_t l = 0; l < len; ++l)
-    dst[l] = src[l] - m;
-  detail::vecMath(detail::VecFn::Exp, dst, dst, len);
-  double s = 0.0;
-#pragma omp simd reduction(+ : s)
-  for (int64_t l = 0; l < len; ++l)
-    s += dst[l];
-  float r = float(1.0 / s);
-  for (int64_t l = 0; l < len; ++l)
-    dst[l] *= r;
-}
-
 /// Softmax or log-softmax along the middle axis of (outer, len, inner).
 template <bool Log>
 static Tensor softmaxImpl(llvm::StringRef op, const Tensor &x, int64_t axis) {
@@ -256,16 +241,11 @@ static Tensor softmaxImpl(llvm::StringRef op, const Tensor &x, int64_t axis) {
       int64_t nj = std::min(Chunk, inner - j0);
       const float *src = px + o * len * inner + j0;
       float *dst = po + o * len * inner + j0;
-      if (inner == 1 && !Log) {
-        // The common case (last axis): one contiguous row.
-        softmaxRow(src, dst, len);
-        continue;
-      }
       if (inner == 1) {
+        // The common case (last axis): one contiguous row.
         float m = rowMax(src, len);
-        // exp(x - max) summed in double, then (x - max) - log(sum): that
-        // keeps the precision of small results when max is large;
-        // x - (max + log(sum)) would not.
+        // exp(x - max) into dst (log-softmax overwrites it below), summed
+        // in double.
         for (int64_t l = 0; l < len; ++l)
           dst[l] = src[l] - m;
         detail::vecMath(detail::VecFn::Exp, dst, dst, len);
@@ -273,9 +253,17 @@ static Tensor softmaxImpl(llvm::StringRef op, const Tensor &x, int64_t axis) {
 #pragma omp simd reduction(+ : s)
         for (int64_t l = 0; l < len; ++l)
           s += dst[l];
-        float ls = float(std::log(s));
-        for (int64_t l = 0; l < len; ++l)
-          dst[l] = (src[l] - m) - ls;
+        if constexpr (Log) {
+          // (x - max) - log(sum) keeps the precision of small results when
+          // max is large; x - (max + log(sum)) would not.
+          float ls = float(std::log(s));
+          for (int64_t l = 0; l < len; ++l)
+            dst[l] = (src[l] - m) - ls;
+        } else {
+          float r = float(1.0 / s);
+          for (int64_t l = 0; l < len; ++l)
+            dst[l] *= r;
+        }
         continue;
       }
       for (int64_t j = 0; j < nj; ++j) {
