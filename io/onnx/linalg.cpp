@@ -102,10 +102,10 @@ void exportAttention(ExportCall &c) {
               v = c.operand("value");
   const Shape &qs = c.shapeOf(c.e.namedArg("query")->node());
   const Shape &ks = c.shapeOf(c.e.namedArg("key")->node());
-  double scale = c.isNone("scale") ? 1.0 / std::sqrt(double(qs.back()))
-                                   : c.number("scale");
   if (qs.back() < 0 && c.isNone("scale"))
     c.fail("the default scale needs a static feature size");
+  double scale = c.isNone("scale") ? 1.0 / std::sqrt(double(qs.back()))
+                                   : c.number("scale");
   std::vector<int64_t> perm;
   for (size_t i = 0; i < ks.size(); ++i)
     perm.push_back(int64_t(i));
