@@ -40,21 +40,16 @@ std::optional<double> scalarOf(const Match &m, llvm::StringRef name) {
   return t->contiguous().at(0);
 }
 
-/// A plain matmul: math.matmul without the transpose_a flag, or `@`.
-bool plainMatmul(const Expr *e, bool allowTransposeB) {
-  if (llvm::isa<CallMethod>(e))
-    return true;
-  auto flag = [e](const char *name) {
-    auto a = e->namedArg(name);
-    return a && a->isConst() && a->scalar().isBool() && a->scalar().getBool();
-  };
-  return !flag("transpose_a") && (allowTransposeB || !flag("transpose_b"));
+/// Whether matmul `e` sets its boolean flag `name` (`@` has none).
+bool flagSet(const Expr *e, const char *name) {
+  auto a = e->namedArg(name);
+  return a && a->isConst() && a->scalar().isBool() && a->scalar().getBool();
 }
 
-bool transposedB(const Expr *e) {
-  auto a =
-      llvm::isa<CallFunction>(e) ? e->namedArg("transpose_b") : std::nullopt;
-  return a && a->isConst() && a->scalar().isBool() && a->scalar().getBool();
+/// A plain matmul: math.matmul without the transpose_a flag, or `@`.
+bool plainMatmul(const Expr *e, bool allowTransposeB) {
+  return !flagSet(e, "transpose_a") &&
+         (allowTransposeB || !flagSet(e, "transpose_b"));
 }
 
 bool soleUse(const Node *n, const llvm::DenseSet<const Node *> &outputs) {
@@ -117,7 +112,7 @@ void FuseAttentionPass::populate(PatternSet &set) const {
         }
         // The key: b is k^T unless transpose_b is set.
         Node *k = b;
-        if (!transposedB(qk)) {
+        if (!flagSet(qk, "transpose_b")) {
           size_t rb = size_t(float32Rank(b));
           std::vector<int64_t> perm;
           Node *src = b;
