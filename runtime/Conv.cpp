@@ -1103,86 +1103,92 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
 }
 
 #if TM_HAVE_SIMD512
-namespace {
-using detail::simd512::shiftIn;
-/// Input columns [x0, x0 + 16) of `row`, zero outside [0, w) or for a
-/// row outside the plane (null).
-TM_AVX512F inline __m512 rowVector(const float *row, int64_t x0, int64_t w) {
-  if (!row)
-    return _mm512_setzero_ps();
-  if (x0 >= 0 && x0 + 16 <= w)
-    return _mm512_loadu_ps(row + x0);
-  return _mm512_maskz_loadu_ps(detail::simd512::insideMask(x0, w), row + x0);
-}
-/// acc + the taps J of one row at horizontal stride 1: lanes shifted by J.
-template <int... J>
-TM_AVX512F inline __m512 rowTaps1(__m512 acc, const __m512 *w, __m512 v0,
-                                  __m512 v1, std::integer_sequence<int, J...>) {
-  ((acc = _mm512_fmadd_ps(w[J], shiftIn<J>(v1, v0), acc)), ...);
-  return acc;
-}
-/// The same at stride 2: tap J is the even (J even) or odd lanes of the
-/// vectors shifted by J rounded down to even.
-template <int J>
-TM_AVX512F inline __m512 strideTwoTap(__m512 v0, __m512 v1, __m512 v2) {
-  using namespace detail::simd512;
-  constexpr int S = J - J % 2;
-  __m512 a = shiftIn<S>(v1, v0), b = shiftIn<S>(v2, v1);
-  return J % 2 ? odds(a, b) : evens(a, b);
-}
-template <int... J>
-TM_AVX512F inline __m512 rowTaps2(__m512 acc, const __m512 *w, __m512 v0,
-                                  __m512 v1, __m512 v2,
-                                  std::integer_sequence<int, J...>) {
-  ((acc = _mm512_fmadd_ps(w[J], strideTwoTap<J>(v0, v1, v2), acc)), ...);
-  return acc;
-}
-} // namespace
-
-/// One plane of an undilated K x K depthwise convolution with horizontal
-/// stride 1 or 2, in registers. R output rows at a time, 16 columns at a
-/// time: each input row those outputs read is loaded once and its taps
-/// added to every output row that reads it, so the R sums are independent
-/// chains (one chain would wait on each FMA's latency). Tap kj of 16
-/// outputs is a vector of the padded input row (column j of the input at
-/// lane j + pw, zero outside, as depthwisePlane pads) shifted by kj lanes
-/// (valignd), at stride 2 the even or odd lanes of two such vectors. Each
-/// output sums its taps from the bias in (ki, kj) order; rows outside the
-/// plane count as zeros, as in depthwisePlane. The input is read once
-/// per R rows, the output written once.
-template <int K>
+/// One plane of an undilated K x K depthwise convolution with strides SH
+/// (vertical) and SW (horizontal) of 1 or 2, in registers. R output rows
+/// at a time, 16 columns at a time: each input row those outputs read is
+/// loaded once and its taps added to every output row that reads it, so
+/// the R sums are independent chains (one chain would wait on each FMA's
+/// latency). Tap kj of 16 outputs is an unaligned load of the row at
+/// column x0 + kj (SW = 1), or the even or odd lanes of two loads at x0 +
+/// kj rounded down to even (SW = 2); loads are masked to the row, so
+/// columns outside it read as zeros, as depthwisePlane pads (loads issue
+/// on more ports than lane shifts). Each output
+/// sums its taps from the bias in (ki, kj) order; rows outside the plane
+/// count as zeros, as in depthwisePlane. The loops over rows and taps have
+/// constant trips and unroll fully, so every tap's row and weight is a
+/// constant of the code.
+template <int K, int SH, int SW>
 TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
                                           const float *wk, float b,
                                           float *dst) {
   using namespace detail::simd512;
-  constexpr int R = 4;
+  constexpr int R = SH == 1 ? 7 : 4;
+  constexpr int InRows = (R - 1) * SH + K; // input rows of R output rows
+  // Vectors loaded per input row: one per tap, or two per pair of taps.
+  constexpr int Loads = SW == 1 ? K : 2 * ((K + 1) / 2);
   constexpr float Inf = std::numeric_limits<float>::infinity();
   const __m512 lo = _mm512_set1_ps(g.act == Activation::None ? -Inf : 0.0f);
   const __m512 hi = _mm512_set1_ps(g.act == Activation::Relu6 ? 6.0f : Inf);
   __m512 wv[K * K];
   for (int t = 0; t < K * K; ++t)
     wv[t] = _mm512_set1_ps(wk[t]);
-  const int64_t inRows = (R - 1) * g.sh + K; // input rows of R output rows
   for (int64_t oy0 = 0; oy0 < g.oh; oy0 += R) {
+    const float *rows[InRows];
+    for (int j = 0; j < InRows; ++j) {
+      int64_t iy = oy0 * SH - g.ph + j;
+      rows[j] = iy >= 0 && iy < g.h ? plane + iy * g.w : nullptr;
+    }
     for (int64_t ox = 0; ox < g.ow; ox += 16) {
+      int64_t x0 = ox * SW - g.pw;
+      // Load l starts at column x0 + l (SW = 1), or x0 + 2 (l / 2) plus
+      // 16 for odd l (SW = 2).
+      __mmask16 m[Loads];
+      for (int l = 0; l < Loads; ++l)
+        m[l] = insideMask(x0 + (SW == 1 ? l : 2 * (l / 2) + 16 * (l % 2)), g.w);
       __m512 acc[R];
       for (int r = 0; r < R; ++r)
         acc[r] = _mm512_set1_ps(b);
-      int64_t x0 = ox * g.sw - g.pw;
-      for (int64_t j = 0; j < inRows; ++j) {
-        int64_t iy = oy0 * g.sh - g.ph + j;
-        const float *row = iy >= 0 && iy < g.h ? plane + iy * g.w : nullptr;
-        __m512 v0 = rowVector(row, x0, g.w), v1 = rowVector(row, x0 + 16, g.w);
-        __m512 v2 = g.sw == 1 ? v1 : rowVector(row, x0 + 32, g.w);
+      // Prefetch the rows the next R output rows add, at these columns;
+      // past the plane's last row they are the next plane's first rows
+      // when planes are contiguous (a prefetch never faults).
+      for (int j = InRows; j < InRows + R * SH; ++j) {
+        uintptr_t at =
+            reinterpret_cast<uintptr_t>(plane) +
+            uintptr_t((oy0 * SH - g.ph + j) * g.w + std::max<int64_t>(x0, 0)) *
+                sizeof(float);
+        for (int q = 0; q < SW; ++q)
+          _mm_prefetch(reinterpret_cast<const char *>(at + 64 * q),
+                       _MM_HINT_T0);
+      }
+#pragma GCC unroll 32
+      for (int j = 0; j < InRows; ++j) {
+        const float *row = rows[j];
+        if (!row)
+          continue;
+        __m512 tap[K];
+        if constexpr (SW == 1) {
+#pragma GCC unroll 8
+          for (int kj = 0; kj < K; ++kj)
+            tap[kj] = _mm512_maskz_loadu_ps(m[kj], row + x0 + kj);
+        } else {
+#pragma GCC unroll 8
+          for (int kj = 0; kj < K; kj += 2) {
+            const float *p = row + x0 + kj;
+            __m512 v0 = _mm512_maskz_loadu_ps(m[kj], p),
+                   v1 = _mm512_maskz_loadu_ps(m[kj + 1], p + 16);
+            tap[kj] = evens(v0, v1);
+            if (kj + 1 < K)
+              tap[kj + 1] = odds(v0, v1);
+          }
+        }
+#pragma GCC unroll 8
         for (int r = 0; r < R; ++r) {
-          int64_t ki = j - r * g.sh;
+          int ki = j - r * SH;
           if (ki < 0 || ki >= K)
             continue;
-          const __m512 *w = wv + ki * K;
-          acc[r] = g.sw == 1 ? rowTaps1(acc[r], w, v0, v1,
-                                        std::make_integer_sequence<int, K>())
-                             : rowTaps2(acc[r], w, v0, v1, v2,
-                                        std::make_integer_sequence<int, K>());
+#pragma GCC unroll 8
+          for (int kj = 0; kj < K; ++kj)
+            acc[r] = _mm512_fmadd_ps(wv[ki * K + kj], tap[kj], acc[r]);
         }
       }
       for (int r = 0; r < R && oy0 + r < g.oh; ++r) {
@@ -1199,18 +1205,26 @@ TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
 /// The register kernel for `g`'s depthwise planes, or null.
 using DwRowsFn = void (*)(const ConvGeom &, const float *, const float *, float,
                           float *);
+#if TM_HAVE_SIMD512
+template <int K> static DwRowsFn depthwiseRowsKernelK(int64_t sh, int64_t sw) {
+  if (sh == 1)
+    return sw == 1 ? &depthwisePlaneRows<K, 1, 1>
+                   : &depthwisePlaneRows<K, 1, 2>;
+  return sw == 1 ? &depthwisePlaneRows<K, 2, 1> : &depthwisePlaneRows<K, 2, 2>;
+}
+#endif
 static DwRowsFn depthwiseRowsKernel(const ConvGeom &g) {
 #if TM_HAVE_SIMD512
   if (!detail::simd512::available() || g.kh != g.kw || g.dh != 1 || g.dw != 1 ||
-      (g.sw != 1 && g.sw != 2))
+      (g.sh != 1 && g.sh != 2) || (g.sw != 1 && g.sw != 2))
     return nullptr;
   switch (g.kh) {
   case 3:
-    return &depthwisePlaneRows<3>;
+    return depthwiseRowsKernelK<3>(g.sh, g.sw);
   case 5:
-    return &depthwisePlaneRows<5>;
+    return depthwiseRowsKernelK<5>(g.sh, g.sw);
   case 7:
-    return &depthwisePlaneRows<7>;
+    return depthwiseRowsKernelK<7>(g.sh, g.sw);
   default:
     return nullptr;
   }

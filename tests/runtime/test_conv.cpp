@@ -128,11 +128,11 @@ TEST_CASE("conv2d: depthwise strides, dilations and plane edges", "[conv]") {
 
 TEST_CASE("conv2d: depthwise square kernels on wide planes", "[conv]") {
   // The AVX-512 kernel for undilated 3x3, 5x5 and 7x7 kernels at
-  // horizontal stride 1 or 2 computes 4 output rows by 16 columns at a
-  // time: cover rows wider than a vector and ending at every lane,
-  // output heights that leave 1-3 rows in the last block, vertical
-  // strides 1-3, paddings from none to K / 2 and asymmetric ones, and a
-  // channel multiplier.
+  // strides 1 or 2 computes 7 output rows (4 at vertical stride 2) by 16
+  // columns at a time: cover rows wider than a vector and ending at every
+  // lane, output heights that leave partial row blocks, vertical strides
+  // 1-2 (and 3, which the polyphase kernel runs), paddings from none to
+  // K / 2 and asymmetric ones, and a channel multiplier.
   Rng rng(209);
   int checked = 0;
   for (int64_t kk : {3, 5, 7})
