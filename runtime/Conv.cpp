@@ -1152,9 +1152,11 @@ TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
       // past the plane's last row they are the next plane's first rows
       // when planes are contiguous (a prefetch never faults).
       for (int j = InRows; j < InRows + R * SH; ++j) {
+        // Unsigned arithmetic: the address may be any, never overflows.
         uintptr_t at =
             reinterpret_cast<uintptr_t>(plane) +
-            uintptr_t((oy0 * SH - g.ph + j) * g.w + std::max<int64_t>(x0, 0)) *
+            ((uintptr_t(oy0) * SH - uintptr_t(g.ph) + j) * uintptr_t(g.w) +
+             uintptr_t(std::max<int64_t>(x0, 0))) *
                 sizeof(float);
         for (int q = 0; q < SW; ++q)
           _mm_prefetch(reinterpret_cast<const char *>(at + 64 * q),

@@ -259,9 +259,26 @@ TM_AVX512F static void maxPoolPlaneSmall(const PoolGeom &g, const float *src, fl
     }
     for (int i = present; i < K; ++i)
       r[i] = r[present - 1];
+    // The rows the next output row adds (past the plane's end, the next
+    // plane's first rows), prefetched column by column as this row is
+    // read (a prefetch never faults).
+    int64_t adds = std::min<int64_t>(g.sh, K);
+    // Unsigned arithmetic: the address may be any, never overflows.
+    uintptr_t next = reinterpret_cast<uintptr_t>(src) +
+                     (uintptr_t(oy + 1) * uintptr_t(g.sh) - uintptr_t(g.ph) +
+                      uintptr_t(K - adds)) *
+                         uintptr_t(w) * sizeof(float);
     // Padded columns [j, j + 16) are input columns [j - pw, ...).
     __m512 v0 = rowsMax<K>(r, -g.pw, w);
     for (int64_t ox = 0; ox < g.ow; ox += 16) {
+      uintptr_t col = next + uintptr_t(std::max<int64_t>(ox * g.sw - g.pw, 0)) *
+                                 sizeof(float);
+      for (int64_t t = 0; t < adds; ++t)
+        for (int64_t q = 0; q < g.sw; ++q)
+          _mm_prefetch(
+              reinterpret_cast<const char *>(
+                  col + uintptr_t(t) * uintptr_t(w) * sizeof(float) + 64 * q),
+              _MM_HINT_T0);
       __m512 y;
       if (g.sw == 1) {
         __m512 v1 = rowsMax<K>(r, ox + 16 - g.pw, w);
