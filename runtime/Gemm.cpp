@@ -190,12 +190,15 @@ namespace {
 
 /// One 8 x (NV * 16) tile over depth kc: C = (accumulate ? C : 0) + A * B,
 /// then, when `last`, + bias and the activation. `rows` <= 8 rows and
-/// `cols` in (16 (NV - 1), 16 NV] columns are stored.
+/// `cols` in (16 (NV - 1), 16 NV] columns are stored. A non-null
+/// `prefetch` is the next A panel (8 x kc floats), fetched into L1 over
+/// the depth loop.
 template <int NV>
 TM_AVX512 inline void microKernel(int64_t kc, const float *a, const float *b,
                                   int64_t ldb, float *c, int64_t ldc, int rows,
                                   int cols, bool accumulate, bool last,
-                                  const float *bias, Activation act) {
+                                  const float *bias, Activation act,
+                                  const float *prefetch = nullptr) {
   __m512 acc[GemmMR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < GemmMR; ++r)
@@ -207,6 +210,9 @@ TM_AVX512 inline void microKernel(int64_t kc, const float *a, const float *b,
   for (int64_t k = 0; k < kc; ++k) {
     const float *bk = b + k * ldb;
     const float *ak = a + k * GemmMR;
+    if (prefetch && k % 2 == 0)
+      _mm_prefetch(reinterpret_cast<const char *>(prefetch + k * GemmMR),
+                   _MM_HINT_T0);
     __m512 bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV - 1; ++v)
@@ -345,15 +351,19 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         default:
           break;
         }
+        // The first strip prefetches the next panel, which the strips
+        // then find in L1 (the weights are read from memory once a run).
+        const float *pf =
+            s == 0 && (p + 1) * GemmMR < m ? ap + kc * GemmMR : nullptr;
         if (cols > 32)
-          microKernel<3>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
-                         last, bp, act);
+          microKernel<3>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
+                         bp, act, pf);
         else if (cols > 16)
-          microKernel<2>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
-                         last, bp, act);
+          microKernel<2>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
+                         bp, act, pf);
         else
-          microKernel<1>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate,
-                         last, bp, act);
+          microKernel<1>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
+                         bp, act, pf);
       }
     }
   }
