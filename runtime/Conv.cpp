@@ -643,6 +643,14 @@ static bool winogradPays(const ConvGeom &g) {
          (g.c >= 8 && g.o >= 8 && g.oh >= 6 && g.ow >= 6);
 }
 
+/// Prefetches the n floats at p into L1 (for writing when `write`), one
+/// cache line at a time.
+static inline void prefetchRange(const float *p, int64_t n, bool write) {
+  auto *c = reinterpret_cast<const char *>(p);
+  for (int64_t b = 0; b < n * int64_t(sizeof(float)); b += 64)
+    __builtin_prefetch(c + b, write ? 1 : 0, 3);
+}
+
 namespace {
 /// Geometry of the tiles of one F(2x2, 3x3) convolution: tile (ty, tx)
 /// gives output rows 2ty, 2ty + 1 and columns 2tx, 2tx + 1, and reads the
@@ -923,18 +931,36 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
     float *v = scratch + perThread * omp_get_thread_num();
     float *m = v + WinoXi * vStride, *rows = m + WinoXi * mStride + 16;
     const float *xi = x + img * g.c * g.h * g.w;
-    for (int64_t ci = 0; ci < g.c; ++ci)
+    // The input rows of the chunk's tile rows, and its output rows: each
+    // channel prefetches the next channel's (a transform waits on memory
+    // otherwise: the input comes from another op, the output is new).
+    int64_t ty0 = t0 / wt.tw, ty1 = (t1 - 1) / wt.tw + 1;
+    int64_t inLo = std::clamp<int64_t>(2 * ty0 - g.ph, 0, g.h) * g.w,
+            inHi = std::clamp<int64_t>(2 * ty1 - g.ph + 2, 0, g.h) * g.w;
+    int64_t outLo = std::min(g.oh, 2 * ty0) * g.ow,
+            outHi = std::min(g.oh, 2 * ty1) * g.ow;
+    for (int64_t ci = 0; ci < g.c; ++ci) {
+      if (ci + 1 < g.c)
+        prefetchRange(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo, false);
       winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride, rows);
+    }
     // M_xi rows m0 .. m1 (out channels) at m + xi * o * nt + oc * nt.
     for (int64_t p = 0; p < WinoXi; ++p)
       gemmPackedA(u + p * uStride, panels, p0, m1 - m0, nt, g.c,
                   {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt + m0 * nt, nt,
                   nullptr, Activation::None);
     int64_t at = (img * g.o + m0) * g.spatial();
-    for (int64_t oc = m0; oc < m1; ++oc, at += g.spatial())
+    for (int64_t oc = m0; oc < m1; ++oc, at += g.spatial()) {
+      if (oc + 1 < m1) {
+        prefetchRange(out + at + g.spatial() + outLo, outHi - outLo, true);
+        if (g.residual)
+          prefetchRange(g.residual + at + g.spatial() + outLo, outHi - outLo,
+                        false);
+      }
       winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
                      bias ? bias[oc] : 0.0f, out + at,
                      g.residual ? g.residual + at : nullptr);
+    }
   }
 }
 
