@@ -695,35 +695,25 @@ private:
 /// The input transform of one channel's tiles [t0, t1): V_xi = B^T d B for
 /// each tile, written as the micro-kernel's B operand: position xi at
 /// v + xi * vStride, in strips of 48 tiles (strip s at + s * c * 48), the
-/// channel's row at + ci * 48. `rows` holds winogradRowFloats(tw) floats.
-/// Per 16 tiles: the four input rows at columns 2q .. 2q + 3 as even and
-/// odd lanes (permutes), B^T down the rows, B across, 16 stores.
+/// channel's row at + ci * 48. Per 16 tiles: the four input rows at
+/// columns 2q .. 2q + 3 as even and odd lanes (permutes) of loads straight
+/// from the plane, masked to the row (zeros outside the input, as the
+/// padding), B^T down the rows, B across, 16 stores. (A padded copy of
+/// the rows, read back at once at other offsets, stalled every load on
+/// store forwarding.)
 TM_IM2COL_AVX512
 static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
                           const float *plane, int64_t ci, int64_t t0,
-                          int64_t t1, float *v, int64_t vStride,
-                          float *rows) {
+                          int64_t t1, float *v, int64_t vStride) {
   for (WinoRow row(wt, t0, t1); row.valid(); row.next()) {
     int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1, local = row.local();
-    // The four input rows of the tile row, over padded columns
-    // 2 tx0 .. 2 tx1 + 1 (zeros outside the input; the loads below read up
-    // to 32 floats past a row, into the buffer's slack).
-    int64_t len = 2 * (tx1 - tx0) + 2, x0 = 2 * tx0 - g.pw;
-    int64_t pitch = (len + 32 + 15) / 16 * 16;
+    // The tile row's four input rows (null outside the input); padded
+    // column 2 tx0 + j is input column x0 + j.
+    int64_t x0 = 2 * tx0 - g.pw;
     const float *r[4];
     for (int i = 0; i < 4; ++i) {
-      float *ri = rows + i * pitch;
-      r[i] = ri;
       int64_t iy = 2 * ty - g.ph + i;
-      if (iy < 0 || iy >= g.h) {
-        zeroSeg(ri, len);
-        continue;
-      }
-      int64_t a = std::clamp<int64_t>(-x0, 0, len);
-      int64_t b = std::clamp<int64_t>(g.w - x0, a, len);
-      zeroSeg(ri, a);
-      copySeg(ri + a, plane + iy * g.w + x0 + a, b - a);
-      zeroSeg(ri + b, len - b);
+      r[i] = iy >= 0 && iy < g.h ? plane + iy * g.w : nullptr;
     }
     for (int64_t q0 = 0, n = tx1 - tx0; q0 < n;) {
       // One strip segment: contiguous tiles in V.
@@ -732,12 +722,23 @@ static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
       float *base = v + strip * g.c * GemmNR + ci * GemmNR + col - q0;
       for (int64_t q = q0; q < q1; q += 16) {
         __mmask16 m = headMask(q1 - q);
+        // Loads at columns c, c + 16, c + 2, c + 18 of each row.
+        int64_t c = x0 + 2 * q;
+        __mmask16 mk[4] = {
+            simd512::insideMask(c, g.w), simd512::insideMask(c + 16, g.w),
+            simd512::insideMask(c + 2, g.w), simd512::insideMask(c + 18, g.w)};
         // e[i][k]: row i at columns 2q + k, k = 0..3, for 16 tiles.
         __m512 e[4][4];
         for (int i = 0; i < 4; ++i) {
-          const float *s = r[i] + 2 * q;
-          __m512 lo = _mm512_loadu_ps(s), hi = _mm512_loadu_ps(s + 16);
-          __m512 lo2 = _mm512_loadu_ps(s + 2), hi2 = _mm512_loadu_ps(s + 18);
+          if (!r[i]) {
+            e[i][0] = e[i][1] = e[i][2] = e[i][3] = _mm512_setzero_ps();
+            continue;
+          }
+          const float *s = r[i] + c;
+          __m512 lo = _mm512_maskz_loadu_ps(mk[0], s),
+                 hi = _mm512_maskz_loadu_ps(mk[1], s + 16);
+          __m512 lo2 = _mm512_maskz_loadu_ps(mk[2], s + 2),
+                 hi2 = _mm512_maskz_loadu_ps(mk[3], s + 18);
           e[i][0] = evens(lo, hi);
           e[i][1] = odds(lo, hi);
           e[i][2] = evens(lo2, hi2);
@@ -836,7 +837,7 @@ static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
 }
 #else
 static void winogradInput(const ConvGeom &, const WinoTiles &, const float *,
-                          int64_t, int64_t, int64_t, float *, int64_t, float *) {
+                          int64_t, int64_t, int64_t, float *, int64_t) {
   __builtin_trap(); // only where the micro-kernel (AVX-512) runs
 }
 static void winogradOutput(const ConvGeom &, const WinoTiles &, const float *,
@@ -845,12 +846,6 @@ static void winogradOutput(const ConvGeom &, const WinoTiles &, const float *,
   __builtin_trap();
 }
 #endif
-
-/// Floats of winogradInput's row buffer: four padded rows of a tile row,
-/// each with 32 floats of slack.
-static int64_t winogradRowFloats(int64_t tw) {
-  return 4 * ((2 * tw + 2 + 32 + 15) / 16 * 16);
-}
 
 /// conv2d as F(2x2, 3x3): work items are (image, range of tiles); each
 /// transforms its tiles' input for every channel, runs the 16 GEMMs
@@ -907,7 +902,7 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   int64_t strips = (chunkTiles + GemmNR - 1) / GemmNR;
   int64_t vStride = strips * GemmNR * g.c, mStride = g.o * chunkTiles;
   // (+ 16: winogradOutput's loads may read 15 floats past M.)
-  int64_t perThread = WinoXi * (vStride + mStride) + 16 + winogradRowFloats(wt.tw);
+  int64_t perThread = WinoXi * (vStride + mStride) + 16;
   Tensor scratchT = Tensor::empty({perThread * threads});
   float *scratch = scratchT.data<float>();
   int64_t panels = (g.o + GemmMR - 1) / GemmMR;
@@ -929,7 +924,7 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
     if (nt <= 0 || m0 >= m1)
       continue;
     float *v = scratch + perThread * omp_get_thread_num();
-    float *m = v + WinoXi * vStride, *rows = m + WinoXi * mStride + 16;
+    float *m = v + WinoXi * vStride;
     const float *xi = x + img * g.c * g.h * g.w;
     // The input rows of the chunk's tile rows, and its output rows: each
     // channel prefetches the next channel's (a transform waits on memory
@@ -942,7 +937,7 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
     for (int64_t ci = 0; ci < g.c; ++ci) {
       if (ci + 1 < g.c)
         prefetchRange(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo, false);
-      winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride, rows);
+      winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride);
     }
     // M_xi rows m0 .. m1 (out channels) at m + xi * o * nt + oc * nt.
     for (int64_t p = 0; p < WinoXi; ++p)
