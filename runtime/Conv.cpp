@@ -55,9 +55,20 @@ struct ConvGeom {
   /// the epilogue, then tailAct (act is None then).
   const float *residual = nullptr;
   Activation tailAct = Activation::None;
+  /// Floats between the output's images: o * oh * ow, or more when the
+  /// output is a channel slice of a larger tensor (a concat's output).
+  /// Each image is contiguous; the residual is contiguous throughout.
+  int64_t outImage = 0;
 
   int64_t k() const { return cg * kh * kw; }
   int64_t spatial() const { return oh * ow; }
+  /// Offsets of channel `ch` of image `img` in the output and the residual.
+  int64_t outAt(int64_t img, int64_t ch) const {
+    return img * outImage + ch * spatial();
+  }
+  int64_t resAt(int64_t img, int64_t ch) const {
+    return (img * o + ch) * spatial();
+  }
   bool isPointwise() const {
     return kh == 1 && kw == 1 && sh == 1 && sw == 1 && ph == 0 && pw == 0 &&
            oh == h && ow == w;
@@ -142,6 +153,7 @@ static ConvGeom checkConv(const ConvNames &nm, const Tensor &x, const Tensor &w,
   g.act = act;
   requireBlasSize(op, g.k(), "patch size");
   requireBlasSize(op, g.spatial(), "output size");
+  g.outImage = g.o * g.spatial();
   return g;
 }
 
@@ -201,11 +213,12 @@ static void epilogue(const ConvGeom &g, float *out, int64_t ld, int64_t m0,
     biasActivate(out + m * ld + j0, j1 - j0, bias ? bias[m] : 0.0f, g.act);
 }
 
-/// out[i] = tailAct(out[i] + residual[i]) over n floats at `off` into the
-/// output: the residual add and the activation after it, as the add and
+/// out[outOff + i] = tailAct(out[outOff + i] + residual[resOff + i]) over
+/// n floats: the residual add and the activation after it, as the add and
 /// activation ops compute them.
-static void residualRun(const ConvGeom &g, float *out, int64_t off, int64_t n) {
-  addActivate(out + off, g.residual + off, n, g.tailAct);
+static void residualRun(const ConvGeom &g, float *out, int64_t outOff,
+                        int64_t resOff, int64_t n) {
+  addActivate(out + outOff, g.residual + resOff, n, g.tailAct);
 }
 
 /// residualRun over the whole output, for the paths that do not apply it
@@ -217,7 +230,7 @@ static void residualAll(const ConvGeom &g, float *out) {
   parallelFor(planes, std::max<int64_t>(1, (1 << 14) / std::max<int64_t>(sp, 1)),
               [&](int64_t p0, int64_t p1) {
                 for (int64_t p = p0; p < p1; ++p)
-                  residualRun(g, out, p * sp, sp);
+                  residualRun(g, out, g.outAt(p / g.o, p % g.o), p * sp, sp);
               });
 }
 
@@ -281,7 +294,7 @@ static void convBlas(const ConvGeom &g, const float *x, const float *w,
     int64_t j0 = tl * t.tile, j1 = std::min(sp, j0 + t.tile);
     int64_t m0 = g.og * mb / t.mBlocks, m1 = g.og * (mb + 1) / t.mBlocks;
     const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
-    float *og = out + (n * g.o + grp * g.og) * sp;
+    float *og = out + g.outAt(n, grp * g.og);
     const float *wg = w + (grp * g.og + m0) * k;
     const float *bg = bias ? bias + grp * g.og : nullptr;
     const float *b;
@@ -595,7 +608,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     if (m0 >= m1)
       continue;
     const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
-    float *og = out + (n * g.o + grp * g.og) * sp;
+    float *og = out + g.outAt(n, grp * g.og);
     const float *wg = wPacked + grp * groupFloats;
     float *cg = og + m0 * sp + j0;
     const float *bg = bias ? bias + grp * g.og + m0 : nullptr;
@@ -617,7 +630,8 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     }
     if (g.residual) // while the tile is in cache
       for (int64_t m = m0; m < m1; ++m)
-        residualRun(g, out, (og - out) + m * sp + j0, j1 - j0);
+        residualRun(g, out, g.outAt(n, grp * g.og + m) + j0,
+                    g.resAt(n, grp * g.og + m) + j0, j1 - j0);
   }
 }
 
@@ -944,17 +958,17 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
       gemmPackedA(u + p * uStride, panels, p0, m1 - m0, nt, g.c,
                   {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt + m0 * nt, nt,
                   nullptr, Activation::None);
-    int64_t at = (img * g.o + m0) * g.spatial();
-    for (int64_t oc = m0; oc < m1; ++oc, at += g.spatial()) {
+    for (int64_t oc = m0; oc < m1; ++oc) {
+      int64_t at = g.outAt(img, oc), rat = g.resAt(img, oc);
       if (oc + 1 < m1) {
         prefetchRange(out + at + g.spatial() + outLo, outHi - outLo, true);
         if (g.residual)
-          prefetchRange(g.residual + at + g.spatial() + outLo, outHi - outLo,
+          prefetchRange(g.residual + rat + g.spatial() + outLo, outHi - outLo,
                         false);
       }
       winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
                      bias ? bias[oc] : 0.0f, out + at,
-                     g.residual ? g.residual + at : nullptr);
+                     g.residual ? g.residual + rat : nullptr);
     }
   }
 }
@@ -1277,7 +1291,7 @@ static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
       for (int64_t p = p0; p < p1; ++p) {
         int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
         rows(g, x + (n * g.c + ic) * g.h * g.w, w + oc * khw,
-             bias ? bias[oc] : 0.0f, out + p * g.spatial());
+             bias ? bias[oc] : 0.0f, out + g.outAt(n, oc));
       }
     });
     return;
@@ -1299,7 +1313,7 @@ static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
     for (int64_t p = p0; p < p1; ++p) {
       int64_t n = p / g.o, oc = p % g.o, ic = oc / g.og;
       depthwisePlane(g, layout, x + (n * g.c + ic) * g.h * g.w, w + oc * khw,
-                     bias ? bias[oc] : 0.0f, out + p * g.spatial(), mine);
+                     bias ? bias[oc] : 0.0f, out + g.outAt(n, oc), mine);
     }
   });
 }
@@ -1313,14 +1327,16 @@ static void checkPacked(const ConvGeom &g, const PackedConvWeight &pk,
           pk.outChannels, pk.groups, pk.depth, shapeStr(w.shape()), g.groups);
 }
 
+/// The convolution into `outT`: contiguous, or images g.outImage apart.
 static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
-                    const Tensor &bias, Tensor &out) {
-  if (out.numel() == 0)
+                    const Tensor &bias, Tensor &outT) {
+  if (outT.numel() == 0)
     return;
+  float *out = static_cast<float *>(outT.viewData());
   const float *pb = bias.defined() ? bias.data<float>() : nullptr;
   if (g.isDepthwise()) {
-    convDepthwise(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
-    residualAll(g, out.data<float>());
+    convDepthwise(g, x.data<float>(), w.data<float>(), pb, out);
+    residualAll(g, out);
     return;
   }
   // The one GEMM dispatch: the micro-kernel wherever the CPU has it,
@@ -1328,17 +1344,17 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   if (winogradApplies(g) && winogradPays(g)) {
     if (const PackedConvWeight *pk = g.packed) {
       checkPacked(g, *pk, w);
-      convWinograd(g, x.data<float>(), pk->winograd().data(), pb, out.data<float>());
+      convWinograd(g, x.data<float>(), pk->winograd().data(), pb, out);
       return;
     }
     PackedConvWeight perCall(w, 1);
-    convWinograd(g, x.data<float>(), perCall.winograd().data(), pb, out.data<float>());
+    convWinograd(g, x.data<float>(), perCall.winograd().data(), pb, out);
     return;
   }
   if (g.gemm != ConvGemm::Blas && gemmMicroKernelAvailable()) {
     if (const PackedConvWeight *pk = g.packed) {
       checkPacked(g, *pk, w);
-      convMicro(g, x.data<float>(), pk->panels().data(), pb, out.data<float>());
+      convMicro(g, x.data<float>(), pk->panels().data(), pb, out);
       return;
     }
     // No packed weight: pack it for this call (on the calling thread, from
@@ -1346,11 +1362,11 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
     int64_t panelsFloats = packedPanelFloats(g.groups, g.og, g.k());
     Tensor packedT = Tensor::empty({panelsFloats});
     packPanels(w.data<float>(), g.groups, g.og, g.k(), packedT.data<float>());
-    convMicro(g, x.data<float>(), packedT.data<float>(), pb, out.data<float>());
+    convMicro(g, x.data<float>(), packedT.data<float>(), pb, out);
     return;
   }
-  convBlas(g, x.data<float>(), w.data<float>(), pb, out.data<float>());
-  residualAll(g, out.data<float>());
+  convBlas(g, x.data<float>(), w.data<float>(), pb, out);
+  residualAll(g, out);
 }
 
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
@@ -1374,11 +1390,23 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
     g.tailAct = g.act;
     g.act = Activation::None;
   }
+  // `into` may also be a channel slice of a larger tensor (a concat's
+  // output at batch > 1): each image contiguous, the images further apart.
   const Tensor &into = p.into;
-  bool fits = into.defined() && into.dtype() == DType::Float32 &&
-              into.isContiguous() &&
-              into.shape() == llvm::ArrayRef<int64_t>(outShape);
-  Tensor out = fits ? into : Tensor::empty(outShape, DType::Float32);
+  bool fits =
+      into.defined() && into.dtype() == DType::Float32 &&
+      into.shape() == llvm::ArrayRef<int64_t>(outShape) &&
+      (into.isContiguous() ||
+       (into.strides()[3] == 1 && into.strides()[2] == g.ow &&
+        into.strides()[1] == g.spatial() && into.strides()[0] >= g.outImage));
+  if (!fits) {
+    Tensor out = Tensor::empty(outShape, DType::Float32);
+    runConv(g, input, weight, bias, out);
+    return out;
+  }
+  if (!into.isContiguous())
+    g.outImage = into.strides()[0];
+  Tensor out = into;
   runConv(g, input, weight, bias, out);
   return out;
 }

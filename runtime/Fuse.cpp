@@ -139,10 +139,11 @@ bool isChannelConcat(const Expr &e) {
   return axis && axis->isConst() && axis->scalar().isInt() && axis->scalar().getInt() == 1;
 }
 
-/// Channel concats of a static (1, C, H, W) shape whose every input is
+/// Channel concats of a static (N, C, H, W) shape whose every input is
 /// computed by a conv2d (a conv2d_act, a plain conv2d, or the head of a
 /// fused chain ending in the input) with a static shape and used by the
-/// concat alone: the convs write into the concat's output (ConcatPart).
+/// concat alone: the convs write into the concat's output (ConcatPart), a
+/// channel slice of it (at N > 1 its images are strided).
 void planConcatPlacement(
     const InternalGraph &g, const llvm::DenseSet<const Node *> &outputs,
     const llvm::DenseMap<const Expr *, const Expr *> &chainHeads,
@@ -172,7 +173,7 @@ void planConcatPlacement(
     if (!isChannelConcat(*e) || claimed(e) || e->numInputs() < 2)
       continue;
     const Shape *cs = staticShape(e->output(0));
-    if (!cs || cs->size() != 4 || (*cs)[0] != 1)
+    if (!cs || cs->size() != 4)
       continue;
     PlacedConcat placed{*cs, {}};
     llvm::SmallVector<const Expr *, 8> producers;
@@ -186,7 +187,7 @@ void planConcatPlacement(
       ok = x && n->numUsers() == 1 && !outputs.count(n) &&
            seen.insert(n).second &&
            (x->output(0) == n || seen.insert(x).second) && ps &&
-           ps->size() == 4 && (*ps)[0] == 1 && (*ps)[2] == (*cs)[2] &&
+           ps->size() == 4 && (*ps)[0] == (*cs)[0] && (*ps)[2] == (*cs)[2] &&
            (*ps)[3] == (*cs)[3];
       if (!ok)
         break;
@@ -209,7 +210,8 @@ void planConcatPlacement(
 Tensor concatPartView(const ConcatPart &p, Value *slots, const Tensor &x,
                       const Tensor &w, const Conv2dParams &cp) {
   // Only a conv whose output has the planned shape allocates the buffer.
-  if (x.rank() != 4 || w.rank() != 4 || x.dim(0) != 1 || w.dim(0) != p.channels)
+  if (x.rank() != 4 || w.rank() != 4 || x.dim(0) != p.concatShape[0] ||
+      w.dim(0) != p.channels)
     return Tensor();
   Int2 end = cp.paddingEnd.value_or(cp.padding);
   if (convOutputSize(x.dim(2), w.dim(2), cp.stride.h, cp.padding.h, end.h,
@@ -248,10 +250,13 @@ bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
   for (size_t i = 0; i < parts.size(); ++i) {
     const Tensor &t = parts[i].raw(slots);
     int64_t next = i + 1 < parts.size() ? c.offsets[i + 1] : c.shape[1];
-    Shape want{1, next - c.offsets[i], c.shape[2], c.shape[3]};
-    if (!t.defined() || t.dtype() != DType::Float32 || !t.isContiguous() ||
+    Shape want{c.shape[0], next - c.offsets[i], c.shape[2], c.shape[3]};
+    // The channel slice of buf: the same strides (its images 1 apart).
+    if (!t.defined() || t.dtype() != DType::Float32 ||
         t.shape() != llvm::ArrayRef<int64_t>(want) ||
-        t.rawData() !=
+        (c.shape[0] > 1 && t.strides() != buf.strides()) ||
+        (c.shape[0] == 1 && !t.isContiguous()) ||
+        t.viewData() !=
             static_cast<const float *>(buf.rawData()) + c.offsets[i] * plane)
       return false;
   }

@@ -111,6 +111,13 @@ void tailRow(Act a, float *p, int64_t n) {
 void applyTail(Tensor &t, Act a) {
   if (!hasTail(a))
     return;
+  if (!t.isContiguous()) { // a conv's output in a concat: image by image
+    for (int64_t i = 0; i < t.dim(0); ++i) {
+      Tensor image = t.sliced(0, i, i + 1);
+      applyTail(image, a);
+    }
+    return;
+  }
   float *p = t.data<float>();
   int64_t n = t.numel();
   constexpr int64_t Chunk = 4096;

@@ -152,7 +152,7 @@ struct ConcatPart {
   int64_t offset = 0, channels = 0;
 };
 struct PlacedConcat {
-  Shape shape;                  ///< static (1, C, H, W)
+  Shape shape;                  ///< static (N, C, H, W)
   std::vector<int64_t> offsets; ///< channel offset of each part
 };
 

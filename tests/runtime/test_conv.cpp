@@ -377,35 +377,58 @@ TEST_CASE("conv errors name the op and the shapes", "[conv][errors]") {
 }
 
 TEST_CASE("conv2d: writing into a given tensor", "[conv]") {
-  // `into`, a contiguous view of channels [2, 2 + O) of a larger buffer,
-  // receives the output on every path (Winograd, im2col, 1x1, depthwise);
-  // one of another shape is ignored.
+  // `into`, channels [2, 2 + O) of a larger buffer, receives the output on
+  // every path (Winograd, im2col, 1x1, depthwise, OpenBLAS), with and
+  // without a residual add: contiguous for one image, its images strided
+  // for three (a concat's output at batch > 1). The buffer's other
+  // channels are untouched; an `into` of another shape or layout is
+  // ignored.
   Rng rng(210);
   struct Case {
     int64_t c, o, k, groups, stride;
   };
-  for (Case k : {Case{8, 8, 3, 1, 1}, Case{3, 5, 3, 1, 2}, Case{6, 7, 1, 1, 1},
-                 Case{6, 6, 3, 6, 1}}) {
-    CAPTURE(k.c, k.o, k.k, k.groups, k.stride);
-    Tensor x = rng.tensor({1, k.c, 10, 11});
-    Tensor w = rng.tensor({k.o, k.c / k.groups, k.k, k.k}),
-           b = rng.tensor({k.o});
-    rt::Conv2dParams p{.stride = k.stride,
-                       .padding = k.k / 2,
-                       .groups = k.groups,
-                       .activation = Activation::Relu};
-    Tensor want = rt::conv2d(x, w, b, p);
-    Tensor buf = Tensor::zeros({1, k.o + 4, want.dim(2), want.dim(3)});
-    p.into = buf.sliced(1, 2, 2 + k.o);
-    Tensor got = rt::conv2d(x, w, b, p);
-    CHECK(got.rawData() == p.into.rawData());
-    requireIdentical(got, want);
-    requireIdentical(buf.sliced(1, 2, 2 + k.o).contiguous(), want);
-    CHECK(buf.sliced(1, 0, 2).contiguous().bitwiseEqual(
-        Tensor::zeros({1, 2, want.dim(2), want.dim(3)})));
-    p.into = Tensor::zeros({1, k.o, want.dim(2) + 1, want.dim(3)});
-    got = rt::conv2d(x, w, b, p);
-    CHECK(got.rawData() != p.into.rawData());
-    requireIdentical(got, want);
-  }
+  for (int64_t n : {1, 3})
+    for (bool residual : {false, true})
+      for (rt::ConvGemm gemm : {rt::ConvGemm::Auto, rt::ConvGemm::Blas})
+        for (Case k :
+             {Case{8, 8, 3, 1, 1}, Case{3, 5, 3, 1, 2}, Case{6, 7, 1, 1, 1},
+              Case{6, 6, 3, 6, 1}, Case{4, 9, 5, 1, 2}}) {
+          CAPTURE(n, residual, int(gemm), k.c, k.o, k.k, k.groups, k.stride);
+          Tensor x = rng.tensor({n, k.c, 10, 11});
+          Tensor w = rng.tensor({k.o, k.c / k.groups, k.k, k.k}),
+                 b = rng.tensor({k.o});
+          rt::Conv2dParams p{.stride = k.stride,
+                             .padding = k.k / 2,
+                             .groups = k.groups,
+                             .activation = Activation::Relu,
+                             .gemm = gemm};
+          Tensor plain = rt::conv2d(x, w, b, p);
+          if (residual)
+            p.residual = rng.tensor(plain.shape());
+          Tensor want = rt::conv2d(x, w, b, p);
+          Tensor buf =
+              Tensor::full({n, k.o + 5, want.dim(2), want.dim(3)}, 7.0);
+          p.into = buf.sliced(1, 2, 2 + k.o);
+          CHECK(p.into.isContiguous() == (n == 1));
+          Tensor got = rt::conv2d(x, w, b, p);
+          CHECK(got.viewData() == p.into.viewData());
+          requireIdentical(got.contiguous(), want);
+          requireIdentical(buf.sliced(1, 2, 2 + k.o).contiguous(), want);
+          CHECK(buf.sliced(1, 0, 2).contiguous().bitwiseEqual(
+              Tensor::full({n, 2, want.dim(2), want.dim(3)}, 7.0)));
+          CHECK(buf.sliced(1, 2 + k.o, k.o + 5)
+                    .contiguous()
+                    .bitwiseEqual(
+                        Tensor::full({n, 3, want.dim(2), want.dim(3)}, 7.0)));
+          // Another shape, or rows not contiguous within an image: ignored.
+          for (Tensor other :
+               {Tensor::zeros({n, k.o, want.dim(2) + 1, want.dim(3)}),
+                Tensor::zeros({n, k.o, want.dim(2), want.dim(3) + 2})
+                    .sliced(3, 0, want.dim(3))}) {
+            p.into = other;
+            got = rt::conv2d(x, w, b, p);
+            CHECK(got.viewData() != p.into.viewData());
+            requireIdentical(got, want);
+          }
+        }
 }

@@ -58,9 +58,10 @@ struct Conv2dParams {
   /// residual connection's add (and relu) done where each output tile is
   /// written. Bit for bit conv2d followed by the add and the activation.
   Tensor residual;
-  /// When it is a contiguous float32 tensor of the output's shape (a view
-  /// into a larger buffer, say), the output is written into it and conv2d
-  /// returns it; otherwise it is ignored and a new tensor is returned.
+  /// When it is a float32 tensor of the output's shape, contiguous or with
+  /// only its images strided (a channel slice of a larger (N, C, H, W)
+  /// tensor, say), the output is written into it and conv2d returns it;
+  /// otherwise it is ignored and a new tensor is returned.
   Tensor into;
 };
 
