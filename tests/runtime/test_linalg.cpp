@@ -420,25 +420,30 @@ TEST_CASE("gemm: alpha, beta and a broadcast C", "[linalg]") {
 
 TEST_CASE("gemm and linear: one row or one column (matrix-vector products)",
           "[linalg]") {
-  // A single row or column of C goes to the BLAS's gemv, which reads the
-  // matrix in place: every transpose, alpha and beta (0: C's old contents
-  // must not leak through), and a batch-1 linear layer large enough to be
-  // split over threads.
+  // A single row or column of C is a matrix-vector product, reading the
+  // matrix in place (rows dotted with the vector in registers where the
+  // CPU has AVX-512 and the vector is contiguous, the BLAS's gemv
+  // otherwise): every transpose, alpha and beta (0: C's old contents must
+  // not leak through), depths below, between and at whole vectors, row
+  // counts that leave a partial block of four, and a batch-1 linear layer
+  // large enough to be split over threads.
   Rng rng(106);
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 7}, {7, 1}, {1, 1}})
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 7}, {9, 1}, {1, 1}})
     for (bool ta : {false, true})
       for (bool tb : {false, true})
-        for (float beta : {0.0f, 2.0f}) {
-          int64_t k = 37;
-          Tensor a = rng.tensor(ta ? Shape{k, m} : Shape{m, k});
-          Tensor b = rng.tensor(tb ? Shape{n, k} : Shape{k, n});
-          Tensor c = rng.tensor({m, n});
-          Ref ab = refMatmul(Ref(a), Ref(b), ta, tb), rc(c), want(Shape{m, n});
-          for (int64_t i = 0; i < m * n; ++i)
-            want.v[i] = 0.5 * ab.v[i] + beta * rc.v[i];
-          INFO("m " << m << " n " << n << " ta=" << ta << " tb=" << tb << " beta " << beta);
-          requireClose(rt::gemm(a, b, c, 0.5f, beta, ta, tb), want, GemmTol);
-        }
+        for (float beta : {0.0f, 2.0f})
+          for (int64_t k : {5, 37, 64}) {
+            Tensor a = rng.tensor(ta ? Shape{k, m} : Shape{m, k});
+            Tensor b = rng.tensor(tb ? Shape{n, k} : Shape{k, n});
+            Tensor c = rng.tensor({m, n});
+            Ref ab = refMatmul(Ref(a), Ref(b), ta, tb), rc(c),
+                want(Shape{m, n});
+            for (int64_t i = 0; i < m * n; ++i)
+              want.v[i] = 0.5 * ab.v[i] + beta * rc.v[i];
+            INFO("m " << m << " n " << n << " k " << k << " ta=" << ta
+                      << " tb=" << tb << " beta " << beta);
+            requireClose(rt::gemm(a, b, c, 0.5f, beta, ta, tb), want, GemmTol);
+          }
   Tensor x = rng.tensor({1, 1280}), w = rng.tensor({1000, 1280}), bias = rng.tensor({1000});
   Ref want = refMatmul(Ref(x), Ref(w), false, true);
   Ref rb(bias);
