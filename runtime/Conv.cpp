@@ -712,9 +712,9 @@ private:
 /// channel's row at + ci * 48. Per 16 tiles: the four input rows at
 /// columns 2q .. 2q + 3 as even and odd lanes (permutes) of loads straight
 /// from the plane, masked to the row (zeros outside the input, as the
-/// padding), B^T down the rows, B across, 16 stores. (A padded copy of
-/// the rows, read back at once at other offsets, stalled every load on
-/// store forwarding.)
+/// padding), B^T down the rows, B across, 16 stores. No padded copy of
+/// the rows: reading one back at once at other offsets than it was
+/// written stalls every load on store forwarding.
 TM_IM2COL_AVX512
 static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
                           const float *plane, int64_t ci, int64_t t0,
@@ -1145,13 +1145,14 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
 /// the R sums are independent chains (one chain would wait on each FMA's
 /// latency). Tap kj of 16 outputs is an unaligned load of the row at
 /// column x0 + kj (SW = 1), or the even or odd lanes of two loads at x0 +
-/// kj rounded down to even (SW = 2); loads are masked to the row, so
-/// columns outside it read as zeros, as depthwisePlane pads (loads issue
-/// on more ports than lane shifts). Each output
-/// sums its taps from the bias in (ki, kj) order; rows outside the plane
-/// count as zeros, as in depthwisePlane. The loops over rows and taps have
-/// constant trips and unroll fully, so every tap's row and weight is a
-/// constant of the code.
+/// kj rounded down to even (SW = 2): loads issue on more ports than lane
+/// shifts. Loads are masked to the row, so columns outside it read as
+/// zeros, as depthwisePlane pads. Each output sums its taps from the bias
+/// in (ki, kj) order; rows outside the plane count as zeros, as in
+/// depthwisePlane. The loops over rows and taps have constant trips and
+/// unroll fully, so every tap's row and weight is a constant of the code.
+/// Each block prefetches the input rows the next block adds: without it
+/// the kernel waits on memory at half the bandwidth of a plain stream.
 template <int K, int SH, int SW>
 TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
                                           const float *wk, float b,

@@ -21,8 +21,8 @@ using namespace detail;
 /// batch-1 linear layer's weight, which is read once and is megabytes.
 /// Four rows at a time, two accumulators each, so eight FMA chains are in
 /// flight; each row is prefetched 1 KB ahead (the weight comes from
-/// memory, in four streams). OpenBLAS's sgemv reaches a third of the
-/// memory bandwidth here.
+/// memory, in four streams). OpenBLAS's Haswell sgemv reads such a weight
+/// at about 60% of this kernel's rate.
 TM_AVX512F static void rowDots(const float *w, int64_t ldw, const float *x,
                                int64_t n, int64_t k, float alpha, float beta,
                                float *y, int64_t incy) {
@@ -42,10 +42,10 @@ TM_AVX512F static void rowDots(const float *w, int64_t ldw, const float *x,
     for (; i + 32 <= k; i += 32) {
       __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
       for (int q = 0; q < 4; ++q) {
-        _mm_prefetch(reinterpret_cast<const char *>(r[q] + i + 256),
-                     _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(r[q] + i + 272),
-                     _MM_HINT_T0);
+        // (As an integer: the address may lie past the matrix.)
+        uintptr_t ahead = reinterpret_cast<uintptr_t>(r[q] + i) + 1024;
+        _mm_prefetch(reinterpret_cast<const char *>(ahead), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(ahead + 64), _MM_HINT_T0);
         acc[q][0] = _mm512_fmadd_ps(_mm512_loadu_ps(r[q] + i), x0, acc[q][0]);
         acc[q][1] =
             _mm512_fmadd_ps(_mm512_loadu_ps(r[q] + i + 16), x1, acc[q][1]);
