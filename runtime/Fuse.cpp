@@ -251,11 +251,10 @@ bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
     const Tensor &t = parts[i].raw(slots);
     int64_t next = i + 1 < parts.size() ? c.offsets[i + 1] : c.shape[1];
     Shape want{c.shape[0], next - c.offsets[i], c.shape[2], c.shape[3]};
-    // The channel slice of buf: the same strides (its images 1 apart).
+    // The channel slice of buf: its strides (images buf's image apart).
     if (!t.defined() || t.dtype() != DType::Float32 ||
         t.shape() != llvm::ArrayRef<int64_t>(want) ||
-        (c.shape[0] > 1 && t.strides() != buf.strides()) ||
-        (c.shape[0] == 1 && !t.isContiguous()) ||
+        t.strides() != buf.strides() ||
         t.viewData() !=
             static_cast<const float *>(buf.rawData()) + c.offsets[i] * plane)
       return false;
