@@ -191,14 +191,15 @@ namespace {
 /// One 8 x (NV * 16) tile over depth kc: C = (accumulate ? C : 0) + A * B,
 /// then, when `last`, + bias and the activation. `rows` <= 8 rows and
 /// `cols` in (16 (NV - 1), 16 NV] columns are stored. A non-null
-/// `prefetch` is the next A panel (8 x kc floats), fetched into L1 over
-/// the depth loop.
+/// `prefetch` is the next A panel (8 x kc floats), and a non-null
+/// `prefetchB` the next strip of B (its rows ldb apart), fetched into L1
+/// over the depth loop.
 template <int NV>
-TM_AVX512 inline void microKernel(int64_t kc, const float *a, const float *b,
-                                  int64_t ldb, float *c, int64_t ldc, int rows,
-                                  int cols, bool accumulate, bool last,
-                                  const float *bias, Activation act,
-                                  const float *prefetch = nullptr) {
+TM_AVX512 inline void
+microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
+            int64_t ldc, int rows, int cols, bool accumulate, bool last,
+            const float *bias, Activation act, const float *prefetch = nullptr,
+            const float *prefetchB = nullptr) {
   __m512 acc[GemmMR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < GemmMR; ++r)
@@ -213,6 +214,13 @@ TM_AVX512 inline void microKernel(int64_t kc, const float *a, const float *b,
     if (prefetch && k % 2 == 0)
       _mm_prefetch(reinterpret_cast<const char *>(prefetch + k * GemmMR),
                    _MM_HINT_T0);
+    if (prefetchB) {
+#pragma GCC unroll 3
+      for (int v = 0; v < NV; ++v)
+        _mm_prefetch(
+            reinterpret_cast<const char *>(prefetchB + k * ldb + 16 * v),
+            _MM_HINT_T0);
+    }
     __m512 bv[NV];
 #pragma GCC unroll 3
     for (int v = 0; v < NV - 1; ++v)
@@ -355,15 +363,19 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         // then find in L1 (the weights are read from memory once a run).
         const float *pf =
             s == 0 && (p + 1) * GemmMR < m ? ap + kc * GemmMR : nullptr;
+        // Likewise the first panel prefetches B's next (full) strip: a
+        // linear layer's packed weight, read from memory once a run.
+        const float *pfb =
+            p == 0 && (s + 2) * GemmNR <= n ? bs + b.stripStride : nullptr;
         if (cols > 32)
           microKernel<3>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
-                         bp, act, pf);
+                         bp, act, pf, pfb);
         else if (cols > 16)
           microKernel<2>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
-                         bp, act, pf);
+                         bp, act, pf, pfb);
         else
           microKernel<1>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
-                         bp, act, pf);
+                         bp, act, pf, pfb);
       }
     }
   }
