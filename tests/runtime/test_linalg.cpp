@@ -64,6 +64,32 @@ Ref refMatmul(const Ref &a, const Ref &b, bool ta, bool tb) {
   return c;
 }
 
+/// Naive linear layer: act(x @ w^T + bias) over x's last axis (bias may
+/// be undefined), accumulated in long double.
+Ref refLinear(const Tensor &x, const Tensor &w, const Tensor &bias,
+              rt::Activation act = rt::Activation::None) {
+  int64_t in = w.dim(1), out = w.dim(0), rows = x.numel() / in;
+  Shape ys(x.shape().begin(), x.shape().end());
+  ys.back() = out;
+  Ref want(ys), rx(x), rw(w);
+  std::optional<Ref> rb;
+  if (bias.defined())
+    rb.emplace(bias);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t o = 0; o < out; ++o) {
+      long double s = rb ? rb->v[o] : 0.0;
+      for (int64_t i = 0; i < in; ++i)
+        s += (long double)rx.v[r * in + i] * rw.v[o * in + i];
+      double v = double(s);
+      if (act != rt::Activation::None)
+        v = std::max(v, 0.0);
+      if (act == rt::Activation::Relu6)
+        v = std::min(v, 6.0);
+      want.v[r * out + o] = v;
+    }
+  return want;
+}
+
 } // namespace
 
 TEST_CASE("matmul: 2-D with transposes and edge sizes", "[linalg]") {
@@ -146,24 +172,10 @@ TEST_CASE("linear: x @ W^T + b with a fused activation", "[linalg]") {
         for (bool withBias : {false, true}) {
           Tensor x = rng.tensor(xs, -3, 3), w = rng.tensor({out, 7});
           Tensor b = withBias ? rng.tensor({out}) : Tensor();
-          Shape ys = xs;
-          ys.back() = out;
-          Ref want(ys), rx(x), rw(w);
-          int64_t rows = want.numel() / out;
-          for (int64_t r = 0; r < rows; ++r)
-            for (int64_t o = 0; o < out; ++o) {
-              double s = withBias ? b.data<float>()[o] : 0.0;
-              for (int64_t i = 0; i < 7; ++i)
-                s += rx.v[r * 7 + i] * rw.v[o * 7 + i];
-              if (act != rt::Activation::None)
-                s = std::max(s, 0.0);
-              if (act == rt::Activation::Relu6)
-                s = std::min(s, 6.0);
-              want.v[r * out + o] = s;
-            }
           INFO(shapeOf(xs) << " out=" << out
                            << " act=" << rt::activationName(act).str());
-          requireClose(rt::linear(x, w, b, act), want, GemmTol);
+          requireClose(rt::linear(x, w, b, act), refLinear(x, w, b, act),
+                       GemmTol);
         }
 }
 
@@ -196,15 +208,7 @@ TEST_CASE("matmul and linear at the micro-kernel's tile edges", "[linalg][thread
     tmg::GraphBuilder gb = tmg::GraphBuilder::top(*tm, {{"x", Shape{rows, in}}});
     gb.finish(gb.callModule(gb.getAttr(gb.self(), "fc"), {gb.arg(0)}));
     auto expect = [&](const Tensor &x, const Tensor &wt) {
-      Ref want(Shape{rows, out}), rx(x), rw(wt);
-      for (int64_t r = 0; r < rows; ++r)
-        for (int64_t o = 0; o < out; ++o) {
-          double v = bias.data<float>()[o];
-          for (int64_t i = 0; i < in; ++i)
-            v += rx.v[r * in + i] * rw.v[o * in + i];
-          want.v[r * out + o] = v;
-        }
-      return want;
+      return refLinear(x, wt, bias);
     };
     rt::Interpreter interp(*tm);
     INFO("out=" << out);
@@ -237,20 +241,12 @@ TEST_CASE("matmul and linear: tall products cut by rows over threads",
       requireClose(withThreads(threads, [&] { return rt::matmul(a, b); }),
                    refMatmul(Ref(a), Ref(b), false, false), gemmTol(k));
       Tensor w = rng.tensor({n, k}), bias = rng.tensor({n});
-      Ref want(Shape{m, n}), rx(a), rw(w);
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t o = 0; o < n; ++o) {
-          double v = bias.data<float>()[o];
-          for (int64_t i = 0; i < k; ++i)
-            v += rx.v[r * k + i] * rw.v[o * k + i];
-          want.v[r * n + o] = std::max(v, 0.0);
-        }
       requireClose(withThreads(threads,
                                [&] {
                                  return rt::linear(a, w, bias,
                                                    rt::Activation::Relu);
                                }),
-                   want, gemmTol(k));
+                   refLinear(a, w, bias, rt::Activation::Relu), gemmTol(k));
     }
 }
 
@@ -445,11 +441,8 @@ TEST_CASE("gemm and linear: one row or one column (matrix-vector products)",
             requireClose(rt::gemm(a, b, c, 0.5f, beta, ta, tb), want, GemmTol);
           }
   Tensor x = rng.tensor({1, 1280}), w = rng.tensor({1000, 1280}), bias = rng.tensor({1000});
-  Ref want = refMatmul(Ref(x), Ref(w), false, true);
-  Ref rb(bias);
-  for (int64_t j = 0; j < 1000; ++j)
-    want.v[j] += rb.v[j];
-  requireClose(withThreads(2, [&] { return rt::linear(x, w, bias); }), want, GemmTol);
+  requireClose(withThreads(2, [&] { return rt::linear(x, w, bias); }),
+               refLinear(x, w, bias), GemmTol);
 }
 
 TEST_CASE("linalg errors name the op and the shapes", "[linalg][errors]") {
@@ -581,16 +574,7 @@ TEST_CASE("linear and gemm: float64 computes in float64", "[linalg][float64]") {
   for (int64_t o = 0; o < 5; ++o)
     bias.data<double>()[o] = double(o - 2) * std::ldexp(1.0, -40);
   for (rt::Activation act : {rt::Activation::None, rt::Activation::Relu6}) {
-    Ref want(Shape{2, 3, 5}), rx(x), rw(w);
-    for (int64_t r = 0; r < 6; ++r)
-      for (int64_t o = 0; o < 5; ++o) {
-        long double s = bias.data<double>()[o];
-        for (int64_t i = 0; i < 9; ++i)
-          s += (long double)rx.v[r * 9 + i] * rw.v[o * 9 + i];
-        if (act == rt::Activation::Relu6)
-          s = std::min<long double>(std::max<long double>(s, 0), 6);
-        want.v[r * 5 + o] = double(s);
-      }
+    Ref want = refLinear(x, w, bias, act);
     Tensor got = rt::linear(x, w, bias, act);
     REQUIRE(got.dtype() == DType::Float64);
     requireClose(got, want, Exact);
