@@ -657,14 +657,6 @@ static bool winogradPays(const ConvGeom &g) {
          (g.c >= 8 && g.o >= 8 && g.oh >= 6 && g.ow >= 6);
 }
 
-/// Prefetches the n floats at p into L1 (for writing when `write`), one
-/// cache line at a time.
-static inline void prefetchRange(const float *p, int64_t n, bool write) {
-  auto *c = reinterpret_cast<const char *>(p);
-  for (int64_t b = 0; b < n * int64_t(sizeof(float)); b += 64)
-    __builtin_prefetch(c + b, write ? 1 : 0, 3);
-}
-
 namespace {
 /// Geometry of the tiles of one F(2x2, 3x3) convolution: tile (ty, tx)
 /// gives output rows 2ty, 2ty + 1 and columns 2tx, 2tx + 1, and reads the
@@ -950,7 +942,7 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
             outHi = std::min(g.oh, 2 * ty1) * g.ow;
     for (int64_t ci = 0; ci < g.c; ++ci) {
       if (ci + 1 < g.c)
-        prefetchRange(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo, false);
+        prefetchFloats(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo);
       winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride);
     }
     // M_xi rows m0 .. m1 (out channels) at m + xi * o * nt + oc * nt.
@@ -961,10 +953,9 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
     for (int64_t oc = m0; oc < m1; ++oc) {
       int64_t at = g.outAt(img, oc), rat = g.resAt(img, oc);
       if (oc + 1 < m1) {
-        prefetchRange(out + at + g.spatial() + outLo, outHi - outLo, true);
+        prefetchFloats<true>(out + at + g.spatial() + outLo, outHi - outLo);
         if (g.residual)
-          prefetchRange(g.residual + rat + g.spatial() + outLo, outHi - outLo,
-                        false);
+          prefetchFloats(g.residual + rat + g.spatial() + outLo, outHi - outLo);
       }
       winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
                      bias ? bias[oc] : 0.0f, out + at,
@@ -1194,9 +1185,7 @@ TM_AVX512F static void depthwisePlaneRows(const ConvGeom &g, const float *plane,
             ((uintptr_t(oy0) * SH - uintptr_t(g.ph) + j) * uintptr_t(g.w) +
              uintptr_t(std::max<int64_t>(x0, 0))) *
                 sizeof(float);
-        for (int q = 0; q < SW; ++q)
-          _mm_prefetch(reinterpret_cast<const char *>(at + 64 * q),
-                       _MM_HINT_T0);
+        prefetchBytes(at, 64 * SW);
       }
 #pragma GCC unroll 32
       for (int j = 0; j < InRows; ++j) {

@@ -46,6 +46,24 @@
 
 namespace tmg::rt::detail {
 
+//===-- Prefetch ----------------------------------------------------------===//
+
+/// Prefetches the `bytes` from address `at` into L1, a cache line at a
+/// time (for writing when Write). An integer address: it may lie outside
+/// any tensor (past a plane or a matrix), where a prefetch does nothing
+/// (it never faults).
+template <bool Write = false>
+inline void prefetchBytes(uintptr_t at, int64_t bytes) {
+  for (int64_t b = 0; b < bytes; b += 64)
+    __builtin_prefetch(reinterpret_cast<const char *>(at + uintptr_t(b)),
+                       Write ? 1 : 0, 3);
+}
+template <bool Write = false>
+inline void prefetchFloats(const float *p, int64_t n) {
+  prefetchBytes<Write>(reinterpret_cast<uintptr_t>(p),
+                       n * int64_t(sizeof(float)));
+}
+
 //===-- Argument checks ---------------------------------------------------===//
 
 /// "input (1, 3, 8, 8)": a role and a shape, as error messages quote them.

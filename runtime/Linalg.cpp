@@ -42,10 +42,7 @@ TM_AVX512F static void rowDots(const float *w, int64_t ldw, const float *x,
     for (; i + 32 <= k; i += 32) {
       __m512 x0 = _mm512_loadu_ps(x + i), x1 = _mm512_loadu_ps(x + i + 16);
       for (int q = 0; q < 4; ++q) {
-        // (As an integer: the address may lie past the matrix.)
-        uintptr_t ahead = reinterpret_cast<uintptr_t>(r[q] + i) + 1024;
-        _mm_prefetch(reinterpret_cast<const char *>(ahead), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char *>(ahead + 64), _MM_HINT_T0);
+        prefetchBytes(reinterpret_cast<uintptr_t>(r[q] + i) + 1024, 128);
         acc[q][0] = _mm512_fmadd_ps(_mm512_loadu_ps(r[q] + i), x0, acc[q][0]);
         acc[q][1] =
             _mm512_fmadd_ps(_mm512_loadu_ps(r[q] + i + 16), x1, acc[q][1]);

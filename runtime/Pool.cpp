@@ -274,11 +274,8 @@ TM_AVX512F static void maxPoolPlaneSmall(const PoolGeom &g, const float *src, fl
       uintptr_t col = next + uintptr_t(std::max<int64_t>(ox * g.sw - g.pw, 0)) *
                                  sizeof(float);
       for (int64_t t = 0; t < adds; ++t)
-        for (int64_t q = 0; q < g.sw; ++q)
-          _mm_prefetch(
-              reinterpret_cast<const char *>(
-                  col + uintptr_t(t) * uintptr_t(w) * sizeof(float) + 64 * q),
-              _MM_HINT_T0);
+        prefetchBytes(col + uintptr_t(t) * uintptr_t(w) * sizeof(float),
+                      64 * g.sw);
       __m512 y;
       if (g.sw == 1) {
         __m512 v1 = rowsMax<K>(r, ox + 16 - g.pw, w);
