@@ -661,8 +661,8 @@ namespace {
 /// Geometry of the tiles of one F(2x2, 3x3) convolution: tile (ty, tx)
 /// gives output rows 2ty, 2ty + 1 and columns 2tx, 2tx + 1, and reads the
 /// 4x4 input block at (2ty - ph, 2tx - pw) (zeros outside the input). An
-/// image's tiles are numbered t = ty * tw + tx; a work item takes the
-/// tiles [t0, t1) of one image.
+/// image's tiles are numbered t = ty * tw + tx, and the batch's tiles
+/// image by image (tile t of image i is tile i * th * tw + t).
 struct WinoTiles {
   int64_t th, tw;
 };
@@ -698,21 +698,22 @@ private:
 } // namespace
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/// The input transform of one channel's tiles [t0, t1): V_xi = B^T d B for
-/// each tile, written as the micro-kernel's B operand: position xi at
-/// v + xi * vStride, in strips of 48 tiles (strip s at + s * c * 48), the
-/// channel's row at + ci * 48. Per 16 tiles: the four input rows at
-/// columns 2q .. 2q + 3 as even and odd lanes (permutes) of loads straight
-/// from the plane, masked to the row (zeros outside the input, as the
-/// padding), B^T down the rows, B across, 16 stores. No padded copy of
-/// the rows: reading one back at once at other offsets than it was
-/// written stalls every load on store forwarding.
+/// The input transform of one channel's tiles [t0, t1) of one image: V_xi =
+/// B^T d B for each tile, written as the micro-kernel's B operand, tile t
+/// in column col0 + t - t0: position xi at v + xi * vStride, in strips of
+/// 48 tiles (strip s at + s * c * 48), the channel's row at + ci * 48. Per 16
+/// tiles: the four input rows at columns 2q .. 2q + 3 as even and odd lanes
+/// (permutes) of loads straight from the plane, masked to the row (zeros
+/// outside the input, as the padding), B^T down the rows, B across, 16 stores.
+/// No padded copy of the rows: reading one back at once at other offsets than
+/// it was written stalls every load on store forwarding.
 TM_IM2COL_AVX512
 static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
                           const float *plane, int64_t ci, int64_t t0,
-                          int64_t t1, float *v, int64_t vStride) {
+                          int64_t t1, int64_t col0, float *v, int64_t vStride) {
   for (WinoRow row(wt, t0, t1); row.valid(); row.next()) {
-    int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1, local = row.local();
+    int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1,
+            local = col0 + row.local();
     // The tile row's four input rows (null outside the input); padded
     // column 2 tx0 + j is input column x0 + j.
     int64_t x0 = 2 * tx0 - g.pw;
@@ -843,7 +844,8 @@ static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
 }
 #else
 static void winogradInput(const ConvGeom &, const WinoTiles &, const float *,
-                          int64_t, int64_t, int64_t, float *, int64_t) {
+                          int64_t, int64_t, int64_t, int64_t, float *,
+                          int64_t) {
   __builtin_trap(); // only where the micro-kernel (AVX-512) runs
 }
 static void winogradOutput(const ConvGeom &, const WinoTiles &, const float *,
@@ -853,15 +855,18 @@ static void winogradOutput(const ConvGeom &, const WinoTiles &, const float *,
 }
 #endif
 
-/// conv2d as F(2x2, 3x3): work items are (image, range of tiles); each
-/// transforms its tiles' input for every channel, runs the 16 GEMMs
-/// M_xi (out channels x tiles) = U_xi (out x in channels) * V_xi (in
-/// channels x tiles) on the micro-kernel, and transforms M back into the
-/// output, all in per-thread buffers sized for L2.
+/// conv2d as F(2x2, 3x3): work items are ranges of the batch's tiles
+/// (a range may span images, so small planes still fill the kernel's
+/// 48-column strips and the transformed weights are streamed once per
+/// range, not once per image); each transforms its tiles' input for
+/// every channel, runs the 16 GEMMs M_xi (out channels x tiles) = U_xi
+/// (out x in channels) * V_xi (in channels x tiles) on the micro-kernel,
+/// and transforms M back into the output, all in per-thread buffers sized
+/// for L2.
 static void convWinograd(const ConvGeom &g, const float *x, const float *u,
                          const float *bias, float *out) {
   WinoTiles wt{(g.oh + 1) / 2, (g.ow + 1) / 2};
-  int64_t tiles = wt.th * wt.tw;
+  int64_t tiles = wt.th * wt.tw, total = g.n * tiles;
   int threads = omp_get_max_threads();
   // Tiles per item: V (16 x C x tiles) and M (16 x O x tiles) within the
   // budget, at least one 48-tile strip; then more items until they
@@ -869,10 +874,10 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   constexpr int64_t BudgetBytes = 512 << 10, MinTiles = 16;
   int64_t perTile = WinoXi * (g.c + g.o) * int64_t(sizeof(float));
   int64_t maxTiles = std::max(GemmNR, BudgetBytes / perTile / GemmNR * GemmNR);
-  int64_t chunks = std::max<int64_t>(1, (tiles + maxTiles - 1) / maxTiles);
-  while ((g.n * chunks) % threads != 0 && tiles / (chunks + 1) >= MinTiles)
+  int64_t chunks = std::max<int64_t>(1, (total + maxTiles - 1) / maxTiles);
+  while (chunks % threads != 0 && total / (chunks + 1) >= MinTiles)
     ++chunks;
-  // Chunk boundaries: tiles * i / chunks, or that rounded to a multiple
+  // Chunk boundaries: total * i / chunks, or that rounded to a multiple
   // of 16, one vector of the micro-kernel's B strip: a GEMM over 33 tiles
   // costs as much as one over 48 (196 tiles in 6 chunks of 32-33 ran the
   // GEMMs at 65% of the rate of 32). Rounded when that lowers the
@@ -880,20 +885,18 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   // contiguous run of items), which it does not when a thread's share is
   // one chunk (49 tiles over 2 threads: 24 + 25 cost 2 + 2 vectors, 32 +
   // 17 as many, with the transforms unbalanced).
-  auto exactStart = [&](int64_t i) { return tiles * i / chunks; };
+  auto exactStart = [&](int64_t i) { return total * i / chunks; };
   auto roundedStart = [&](int64_t i) {
-    return i >= chunks ? tiles
-                       : std::min(tiles, (tiles * i / chunks + 8) / 16 * 16);
+    return i >= chunks ? total
+                       : std::min(total, (total * i / chunks + 8) / 16 * 16);
   };
   auto busiestVectors = [&](auto start) {
-    int64_t items = g.n * chunks, q = items / threads, r = items % threads;
+    int64_t q = chunks / threads, r = chunks % threads;
     int64_t worst = 0, item = 0;
     for (int t = 0; t < threads; ++t) {
       int64_t vectors = 0;
-      for (int64_t j = 0; j < q + (t < r); ++j, ++item) {
-        int64_t ch = item % chunks;
-        vectors += (start(ch + 1) - start(ch) + 15) / 16;
-      }
+      for (int64_t j = 0; j < q + (t < r); ++j, ++item)
+        vectors += (start(item + 1) - start(item) + 15) / 16;
       worst = std::max(worst, vectors);
     }
     return worst;
@@ -917,49 +920,69 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
   // of tiles): split the output channels too, in whole panels of 8; each
   // such item transforms the chunk's input again, a 1/O share of its work.
   int64_t mBlocks = 1;
-  if (g.n * chunks < threads)
-    mBlocks = std::clamp<int64_t>(threads / (g.n * chunks), 1, std::max<int64_t>(1, panels / 2));
-  int64_t items = g.n * chunks * mBlocks;
+  if (chunks < threads)
+    mBlocks = std::clamp<int64_t>(threads / chunks, 1,
+                                  std::max<int64_t>(1, panels / 2));
+  int64_t items = chunks * mBlocks;
 
 #pragma omp parallel for schedule(static) num_threads(threads) if (items > 1 && threads > 1)
   for (int64_t item = 0; item < items; ++item) {
-    int64_t mb = item % mBlocks, ch = item / mBlocks % chunks, img = item / (mBlocks * chunks);
-    int64_t t0 = chunkStart(ch), t1 = chunkStart(ch + 1), nt = t1 - t0;
+    int64_t mb = item % mBlocks, ch = item / mBlocks;
+    int64_t c0 = chunkStart(ch), c1 = chunkStart(ch + 1), nt = c1 - c0;
     int64_t p0 = panels * mb / mBlocks, p1 = panels * (mb + 1) / mBlocks;
     int64_t m0 = p0 * GemmMR, m1 = std::min(g.o, p1 * GemmMR);
     if (nt <= 0 || m0 >= m1)
       continue;
     float *v = scratch + perThread * omp_get_thread_num();
     float *m = v + WinoXi * vStride;
-    const float *xi = x + img * g.c * g.h * g.w;
-    // The input rows of the chunk's tile rows, and its output rows: each
-    // channel prefetches the next channel's (a transform waits on memory
-    // otherwise: the input comes from another op, the output is new).
-    int64_t ty0 = t0 / wt.tw, ty1 = (t1 - 1) / wt.tw + 1;
-    int64_t inLo = std::clamp<int64_t>(2 * ty0 - g.ph, 0, g.h) * g.w,
-            inHi = std::clamp<int64_t>(2 * ty1 - g.ph + 2, 0, g.h) * g.w;
-    int64_t outLo = std::min(g.oh, 2 * ty0) * g.ow,
-            outHi = std::min(g.oh, 2 * ty1) * g.ow;
-    for (int64_t ci = 0; ci < g.c; ++ci) {
-      if (ci + 1 < g.c)
-        prefetchFloats(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo);
-      winogradInput(g, wt, xi + ci * g.h * g.w, ci, t0, t1, v, vStride);
+    // The chunk's part of one image: its tiles [t0, t1), which are
+    // columns [c - c0, ...) of V and M.
+    struct Part {
+      int64_t img, t0, t1, col;
+    };
+    llvm::SmallVector<Part, 4> parts;
+    for (int64_t c = c0; c < c1;) {
+      int64_t img = c / tiles, t0 = c - img * tiles;
+      int64_t t1 = std::min(tiles, t0 + (c1 - c));
+      parts.push_back({img, t0, t1, c - c0});
+      c += t1 - t0;
+    }
+    for (const Part &pt : parts) {
+      // The input rows of the part's tile rows, and its output rows: each
+      // channel prefetches the next channel's (a transform waits on memory
+      // otherwise: the input comes from another op, the output is new).
+      const float *xi = x + pt.img * g.c * g.h * g.w;
+      int64_t ty0 = pt.t0 / wt.tw, ty1 = (pt.t1 - 1) / wt.tw + 1;
+      int64_t inLo = std::clamp<int64_t>(2 * ty0 - g.ph, 0, g.h) * g.w,
+              inHi = std::clamp<int64_t>(2 * ty1 - g.ph + 2, 0, g.h) * g.w;
+      for (int64_t ci = 0; ci < g.c; ++ci) {
+        if (ci + 1 < g.c)
+          prefetchFloats(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo);
+        winogradInput(g, wt, xi + ci * g.h * g.w, ci, pt.t0, pt.t1, pt.col, v,
+                      vStride);
+      }
     }
     // M_xi rows m0 .. m1 (out channels) at m + xi * o * nt + oc * nt.
     for (int64_t p = 0; p < WinoXi; ++p)
       gemmPackedA(u + p * uStride, panels, p0, m1 - m0, nt, g.c,
                   {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt + m0 * nt, nt,
                   nullptr, Activation::None);
-    for (int64_t oc = m0; oc < m1; ++oc) {
-      int64_t at = g.outAt(img, oc), rat = g.resAt(img, oc);
-      if (oc + 1 < m1) {
-        prefetchFloats<true>(out + at + g.spatial() + outLo, outHi - outLo);
-        if (g.residual)
-          prefetchFloats(g.residual + rat + g.spatial() + outLo, outHi - outLo);
+    for (const Part &pt : parts) {
+      int64_t ty0 = pt.t0 / wt.tw, ty1 = (pt.t1 - 1) / wt.tw + 1;
+      int64_t outLo = std::min(g.oh, 2 * ty0) * g.ow,
+              outHi = std::min(g.oh, 2 * ty1) * g.ow;
+      for (int64_t oc = m0; oc < m1; ++oc) {
+        int64_t at = g.outAt(pt.img, oc), rat = g.resAt(pt.img, oc);
+        if (oc + 1 < m1) {
+          prefetchFloats<true>(out + at + g.spatial() + outLo, outHi - outLo);
+          if (g.residual)
+            prefetchFloats(g.residual + rat + g.spatial() + outLo,
+                           outHi - outLo);
+        }
+        winogradOutput(g, wt, m + oc * nt + pt.col, g.o * nt, pt.t0, pt.t1,
+                       bias ? bias[oc] : 0.0f, out + at,
+                       g.residual ? g.residual + rat : nullptr);
       }
-      winogradOutput(g, wt, m + oc * nt, g.o * nt, t0, t1,
-                     bias ? bias[oc] : 0.0f, out + at,
-                     g.residual ? g.residual + rat : nullptr);
     }
   }
 }

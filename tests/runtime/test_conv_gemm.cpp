@@ -177,6 +177,21 @@ TEST_CASE("conv GEMM: Winograd F(2x2, 3x3) tiles, strips and depth",
     check(rng, wide);
     return 0;
   });
+  // Ranges of tiles that span images: small planes at batch > 1 (16
+  // tiles per image of a 7x7 output, 49 of 13x13, 4 of 3x4) share 48-tile
+  // strips, the range boundaries falling inside an image or on one, with
+  // 1 to 3 threads and the output channels split when ranges are few.
+  for (int threads : {1, 2, 3})
+    for (auto [n, hw] : {std::pair<int64_t, int64_t>{5, 7}, {3, 13}, {7, 3}}) {
+      ConvCase k{n, 24, hw, hw + (hw == 3), 40, 3, 3};
+      k.pad = 1;
+      k.act = Activation(threads % 3);
+      INFO("threads " << threads);
+      withThreads(threads, [&] {
+        check(rng, k);
+        return 0;
+      });
+    }
 }
 
 TEST_CASE("conv GEMM: pointwise convs with more output channels than "
@@ -359,6 +374,10 @@ TEST_CASE("conv GEMM: a fused residual add and activation are the unfused "
       k.n = 1;
       k.c = 64;
       k.o = 96;
+      k.h = k.w = 7;
+    }
+    if (i == 4) { // 7x7 at batch 5: Winograd's tile ranges span images
+      k.n = 5;
       k.h = k.w = 7;
     }
     INFO(describeCase(k));
