@@ -218,6 +218,43 @@ TEST_CASE("conv GEMM: pointwise convs with more output channels than "
     }
 }
 
+TEST_CASE("conv GEMM: strided 1x1 convs (a pointwise conv of the "
+          "subsampled input)",
+          "[conv][gemm]") {
+  Rng rng(409);
+  // Strides 2, 3 and mixed, sizes that leave the last rows / columns
+  // unread, batch and groups, on every path.
+  ConvCase cases[] = {
+      {3, 24, 14, 14, 40, 1, 1}, {2, 16, 13, 15, 24, 1, 1},
+      {1, 32, 9, 10, 17, 1, 1},  {4, 12, 8, 7, 16, 1, 1, 2},
+      {2, 64, 28, 28, 96, 1, 1},
+  };
+  Int2 strides[] = {Int2(2), Int2(3), Int2(2, 1), Int2(1, 3), Int2(2)};
+  for (size_t i = 0; i < std::size(cases); ++i) {
+    ConvCase k = cases[i];
+    k.stride = strides[i];
+    k.act = Activation(i % 3);
+    check(rng, k);
+  }
+  // ONNX's end padding: where the last output reads the padding (zeros)
+  // the conv is no subsampling; where it reads no padding it is.
+  for (Int2 end : {Int2(1, 0), Int2(0, 1), Int2(1, 1), Int2(2, 2)}) {
+    ConvCase k{2, 8, 10, 9, 12, 1, 1};
+    k.stride = 2;
+    k.padEnd = end;
+    Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
+    Tensor w = rng.tensor({k.o, k.c, 1, 1});
+    Tensor b = rng.tensor({k.o});
+    Ref rb(b);
+    Ref want = refConv2d(Ref(x), Ref(w), &rb, k);
+    INFO("end padding " << end.str());
+    for (rt::ConvGemm path : {rt::ConvGemm::Auto, rt::ConvGemm::Blas}) {
+      rt::Conv2dParams p{.stride = k.stride, .paddingEnd = end, .gemm = path};
+      requireClose(rt::conv2d(x, w, b, p), want, gemmTol(k.c));
+    }
+  }
+}
+
 TEST_CASE("conv GEMM: Winograd with ONNX's asymmetric padding",
           "[conv][gemm][winograd]") {
   Rng rng(407);
