@@ -24,8 +24,9 @@
 #include <utility>
 
 #include "Gemm.h"
-#include "Simd512.h"
 #include "Internal.h"
+#include "PoolWindow.h"
+#include "Simd512.h"
 #include "tm/runtime/Linalg.h"
 
 namespace tmg::rt {
@@ -676,6 +677,107 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
       for (int64_t m = m0; m < m1; ++m)
         residualRun(g, out, g.outAt(n, grp * g.og + m) + j0,
                     g.resAt(n, grp * g.og + m) + j0, j1 - j0);
+  }
+}
+
+/// convMicro followed by max pool `pr` over its output, in bands of pool
+/// rows (see conv2dMaxPool): work items are (image, band), a contiguous
+/// run of them per thread. A band's conv rows are computed into a
+/// per-thread buffer and pooled from there. The conv computes whole
+/// 48-column strips of the plane, on the same grid as convMicro (strip s
+/// is plane columns 48s ..), so every column goes through the same kernel
+/// as unfused: a band computes the strips up to its last needed column,
+/// the next band on the thread takes the columns it shares with it from
+/// the previous buffer (pool windows overlap) and computes from there.
+static void convMicroPooled(const ConvGeom &g, const float *x,
+                            const float *wPacked, const float *bias,
+                            const detail::MaxPoolRows &pr, float *out) {
+  int64_t k = g.k(), sp = g.spatial();
+  int threads = omp_get_max_threads();
+  // Bands: about BandBytes of conv rows (all channels) each, at least
+  // two items per thread where the images allow.
+  constexpr int64_t BandBytes = 256 << 10;
+  int64_t rowBytes = g.o * g.ow * int64_t(sizeof(float));
+  auto convRows = [&](int64_t y0, int64_t y1) {
+    auto [lo, hi] = pr.inputRows(y0, y1);
+    return hi - lo;
+  };
+  int64_t bandRows = 1;
+  while (bandRows < pr.oh && convRows(0, bandRows + 1) * rowBytes <= BandBytes)
+    ++bandRows;
+  int64_t bands = (pr.oh + bandRows - 1) / bandRows;
+  while (g.n * bands < 2 * threads && bandRows > 1) {
+    bandRows = (bandRows + 1) / 2;
+    bands = (pr.oh + bandRows - 1) / bandRows;
+  }
+  int64_t items = g.n * bands;
+  // A band buffer: its conv rows' columns and up to a strip more on each
+  // side (strip-aligned starts and ends).
+  int64_t maxCols = 0;
+  for (int64_t b = 0; b < bands; ++b)
+    maxCols = std::max(
+        maxCols,
+        convRows(b * bandRows, std::min(pr.oh, (b + 1) * bandRows)) * g.ow);
+  int64_t bufCols = std::min(sp, maxCols + 2 * GemmNR);
+  // Patch tiles as convMicro's (one depth block within ColumnBudgetBytes).
+  constexpr int64_t ColumnBudgetBytes = 384 << 10;
+  int64_t kb = gemmDepthBlock(k);
+  int64_t maxTile =
+      std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) / kb /
+                           GemmNR * GemmNR);
+  int64_t tileFloats = kb * maxTile;
+  int64_t perThread = 2 * g.o * bufCols + tileFloats + pr.scratchFloats();
+  Tensor scratchT = Tensor::empty({perThread * threads});
+  int64_t panels = (g.o + GemmMR - 1) / GemmMR;
+  int64_t outPlane = pr.oh * pr.ow;
+  int64_t parts = std::min<int64_t>(threads, items);
+
+#pragma omp parallel num_threads(int(parts)) if (parts > 1)
+  {
+    int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
+    float *base = scratchT.data<float>() + perThread * t;
+    float *bufs[2] = {base, base + g.o * bufCols};
+    float *col = base + 2 * g.o * bufCols, *poolScratch = col + tileFloats;
+    // The previous item's buffer: its image, first column and the end of
+    // its computed strips.
+    int64_t prevImg = -1, prevStart = 0, prevEnd = 0, prevLd = 0;
+    int cur = 0;
+    for (int64_t item = items * t / nt; item < items * (t + 1) / nt; ++item) {
+      int64_t img = item / bands, band = item % bands;
+      int64_t y0 = band * bandRows, y1 = std::min(pr.oh, y0 + bandRows);
+      auto [lo, hi] = pr.inputRows(y0, y1);
+      int64_t need0 = lo * g.ow, need1 = hi * g.ow;
+      int64_t end = std::min(sp, (need1 + GemmNR - 1) / GemmNR * GemmNR);
+      bool continued = img == prevImg && prevStart <= need0 && need0 <= prevEnd;
+      int64_t start = continued ? need0 : need0 / GemmNR * GemmNR;
+      int64_t from = continued ? std::max(prevEnd, need0) : start;
+      int64_t ld = end - start;
+      float *c = bufs[cur];
+      if (continued && prevEnd > need0)
+        for (int64_t m = 0; m < g.o; ++m)
+          std::memcpy(c + m * ld,
+                      bufs[1 - cur] + m * prevLd + (need0 - prevStart),
+                      (prevEnd - need0) * sizeof(float));
+      const float *xi = x + img * g.c * g.h * g.w;
+      for (int64_t j0 = from; j0 < end; j0 += maxTile) {
+        int64_t j1 = std::min(end, j0 + maxTile);
+        for (int64_t k0 = 0; k0 < k; k0 += kb) {
+          int64_t kc = std::min(kb, k - k0);
+          im2colStrips(g, xi, j0, j1, k0, k0 + kc, col);
+          gemmPackedABlock(wPacked, panels, 0, g.o, j1 - j0, k, k0, kc,
+                           {col, kc * GemmNR, GemmNR, /*compact=*/true},
+                           c + (j0 - start), ld, bias, g.act);
+        }
+      }
+      for (int64_t m = 0; m < g.o; ++m)
+        pr.pool(c + m * ld + (need0 - start), y0, y1,
+                out + (img * g.o + m) * outPlane, poolScratch);
+      prevImg = img;
+      prevStart = start;
+      prevEnd = end;
+      prevLd = ld;
+      cur = 1 - cur;
+    }
   }
 }
 
@@ -1442,6 +1544,69 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
   }
   convBlas(g, x.data<float>(), w.data<float>(), pb, out);
   residualAll(g, out);
+}
+
+/// conv2dMaxPool's fused path; undefined (nothing computed) where it does
+/// not apply.
+static Tensor conv2dMaxPoolFused(const Tensor &input, const Tensor &weight,
+                                 const Tensor &bias, const Conv2dParams &p,
+                                 const WindowNd &pool) {
+  if (p.residual.defined() || p.into.defined() || p.gemm == ConvGemm::Blas ||
+      !gemmMicroKernelAvailable() || pool.kernel.size() != 2 ||
+      pool.stride.size() != 2 || pool.padBegin.size() != 2 ||
+      pool.padEnd.size() != 2 || pool.dilation.size() != 2)
+    return Tensor();
+  for (int i = 0; i < 2; ++i)
+    if (pool.kernel[i] < 1 || pool.stride[i] < 1 || pool.dilation[i] < 1 ||
+        pool.padBegin[i] < 0 || pool.padEnd[i] < 0)
+      return Tensor();
+  if (input.dtype() != DType::Float32 || weight.dtype() != DType::Float32 ||
+      input.rank() != 4 || weight.rank() != 4)
+    return Tensor();
+  ConvGeom g = checkConv({"conv2d", "(N, C, H, W)",
+                          "(out_channels, in_channels / groups, kh, kw)", 4},
+                         input, weight, bias, p.stride, p.padding,
+                         p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
+                         p.activation);
+  g.packed = p.packed;
+  g.gemm = p.gemm;
+  g.outImage = g.o * g.spatial();
+  if (g.isDepthwise() || g.groups != 1 || g.k() == 0 ||
+      (winogradApplies(g) && winogradPays(g)))
+    return Tensor();
+  int64_t oh =
+      poolOutputSize(g.oh, pool.kernel[0], pool.stride[0], pool.padBegin[0],
+                     pool.padEnd[0], pool.dilation[0], pool.ceilMode);
+  int64_t ow =
+      poolOutputSize(g.ow, pool.kernel[1], pool.stride[1], pool.padBegin[1],
+                     pool.padEnd[1], pool.dilation[1], pool.ceilMode);
+  if (oh <= 0 || ow <= 0 || g.n == 0 || g.o == 0)
+    return Tensor();
+  detail::MaxPoolRows pr(pool, g.oh, g.ow, oh, ow);
+  Tensor out = Tensor::empty({g.n, g.o, oh, ow});
+  Tensor x = input.contiguous(), w = weight.contiguous();
+  Tensor b = bias.defined() ? bias.contiguous() : Tensor();
+  const float *pb = b.defined() ? b.data<float>() : nullptr;
+  if (const PackedConvWeight *pk = g.packed) {
+    checkPacked(g, *pk, w);
+    convMicroPooled(g, x.data<float>(), pk->panels().data(), pb, pr,
+                    out.data<float>());
+    return out;
+  }
+  Tensor packedT = Tensor::empty({packedPanelFloats(1, g.og, g.k())});
+  packPanels(w.data<float>(), 1, g.og, g.k(), packedT.data<float>());
+  convMicroPooled(g, x.data<float>(), packedT.data<float>(), pb, pr,
+                  out.data<float>());
+  return out;
+}
+
+Tensor conv2dMaxPool(const Tensor &input, const Tensor &weight,
+                     const Tensor &bias, const Conv2dParams &p,
+                     const WindowNd &pool, bool *fused) {
+  Tensor y = conv2dMaxPoolFused(input, weight, bias, p, pool);
+  if (fused)
+    *fused = y.defined();
+  return y.defined() ? y : maxPoolNd(conv2d(input, weight, bias, p), pool);
 }
 
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,

@@ -286,7 +286,24 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     auto it = position.find(z->expr());
     return it == position.end() || it->second < position.lookup(head);
   };
+  // A max pool reading the value of conv `head`'s chain ending at `last`
+  // (and nothing else reading it): the conv pools its own output.
+  auto poolAfter = [&](const Expr *head, const Expr *last) {
+    const Expr *u = soleUser(last->output(0));
+    if (!u || ctx.absorbed.count(u))
+      return;
+    if (auto w = maxPoolWindow(*u, ctx)) {
+      ctx.convPools[head] = *w;
+      ctx.absorbed[u] = ctx.slot(last->output(0));
+    }
+  };
   for (const Expr *e : g) {
+    if (auto *cf = llvm::dyn_cast<CallFunction>(e);
+        cf && cf->func().kind() == OpKind::Conv2dAct && e->numOutputs() == 1 &&
+        !ctx.absorbed.count(e)) {
+      poolAfter(e, e);
+      continue;
+    }
     if (!isConv2d(*e) || e->numOutputs() != 1 || ctx.absorbed.count(e))
       continue;
     FusedChain chain;
@@ -317,6 +334,8 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
       ctx.heads[e] = chain;
       chainHeads[last] = e;
     }
+    if (chain.residualSlot < 0)
+      poolAfter(e, last);
   }
   // [concat] -> batch norm -> [relu]: the conv chains above come first.
   for (const Expr *e : g) {
@@ -482,10 +501,23 @@ private:
   std::pair<Tensor, Tensor> folded_;
 };
 
+/// The conv call, then (when `pool` is given) the max pool of its output
+/// the conv absorbed (ctx.convPools).
 Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w,
                const Tensor &b, Activation act,
                const PackedConvWeight *packed = nullptr,
-               const Tensor &residual = {}, const Tensor &into = {}) {
+               const Tensor &residual = {}, const Tensor &into = {},
+               const std::optional<WindowNd> &pool = std::nullopt) {
+  if (pool) {
+    if (c.kind == ConvCall::Kind::Conv2d && !residual.defined() &&
+        !into.defined()) {
+      Conv2dParams p = c.p2;
+      p.activation = act;
+      p.packed = packed;
+      return conv2dMaxPool(x, w, b, p, *pool);
+    }
+    return maxPoolNd(runConv(c, x, w, b, act, packed, residual, into), *pool);
+  }
   switch (c.kind) {
   case ConvCall::Kind::Conv1d: {
     Conv1dParams p = c.p1;
@@ -563,11 +595,21 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   auto intoOf = [target = concatTargetOf(ctx, e), cp = c.p2](
                     Value *s, const RunState &st, const Tensor &x,
                     const Tensor &w) { return target.view(s, st, x, w, cp); };
+  // A max pool the conv absorbed (with values observable, it runs as its
+  // own step).
+  std::optional<WindowNd> pool;
+  if (auto p = ctx.convPools.find(&e); p != ctx.convPools.end())
+    pool = p->second;
   auto it = ctx.heads.find(&e);
   if (it == ctx.heads.end())
-    return [c, o, pack, packOf, intoOf](Value *s, RunState &st) {
+    return [c, o, pack, packOf, intoOf, pool](Value *s, RunState &st) {
       Tensor x = c.x.get(s), w = c.w.get(s);
       auto pw = packOf(pack, w);
+      if (pool && !st.observable) {
+        s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get(),
+                              {}, {}, pool);
+        return;
+      }
       s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get(),
                             {}, intoOf(s, st, x, w));
     };
@@ -580,8 +622,8 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
     if (pack)
       foldPack = std::make_shared<WeightPack>(groups);
   }
-  return [c, o, chain, fold, pack, foldPack, packOf, intoOf](Value *s,
-                                                             RunState &st) {
+  return [c, o, chain, fold, pack, foldPack, packOf, intoOf,
+          pool](Value *s, RunState &st) {
     const Tensor &x = c.x.get(s);
     Tensor w = c.w.get(s);
     if (st.observable) {
@@ -594,8 +636,10 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
       std::tie(w, b) = fold->get(w, b);
     auto pw = packOf(fold ? foldPack : pack, w);
     if (chain.residualSlot < 0) {
-      s[o].tensor = runConv(c, x, w, b, chain.activation, pw.get(), {},
-                            intoOf(s, st, x, w));
+      s[o].tensor =
+          pool ? runConv(c, x, w, b, chain.activation, pw.get(), {}, {}, pool)
+               : runConv(c, x, w, b, chain.activation, pw.get(), {},
+                         intoOf(s, st, x, w));
       return;
     }
     const Tensor &z = s[chain.residualSlot].tensor;

@@ -205,8 +205,13 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
                                      (llvm::isa<GetAttr>(a->node()->expr()) ||
                                       llvm::isa<Constant>(a->node()->expr())))
     pack = std::make_shared<WeightPack>(p.groups);
+  // A max pool the conv absorbed (a tail activation runs before it, so
+  // then the pool runs after the conv, as its own op).
+  std::optional<WindowNd> pool;
+  if (auto it = ctx.convPools.find(&e); it != ctx.convPools.end())
+    pool = it->second;
   // One part of a channel concat: written straight into its output.
-  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack,
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack, pool,
           target = concatTargetOf(ctx, e)](Value *s, RunState &st) {
     Conv2dParams q = p;
     Tensor xt = x.get(s), wt = w.get(s);
@@ -215,6 +220,18 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
     if (pack) {
       pw = pack->get(wt);
       q.packed = pw.get();
+    }
+    if (pool && !st.observable) {
+      Tensor y;
+      if (hasTail(act)) {
+        y = conv2d(xt, wt, b.getOr(s), q);
+        applyTail(y, act);
+        y = maxPoolNd(y, *pool);
+      } else {
+        y = conv2dMaxPool(xt, wt, b.getOr(s), q, *pool);
+      }
+      s[o].tensor = std::move(y);
+      return;
     }
     Tensor y = conv2d(xt, wt, b.getOr(s), q);
     applyTail(y, act);

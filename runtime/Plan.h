@@ -13,6 +13,7 @@
 
 #include "tm/ir/Diagnostic.h"
 #include "tm/runtime/Conv.h"
+#include "tm/runtime/Extra.h"
 #include "tm/runtime/Interpreter.h"
 #include "tm/runtime/Profile.h"
 #include "tm/runtime/Shape.h"
@@ -170,6 +171,10 @@ struct LowerContext {
   /// freed after that step, and the expr itself runs only when values
   /// must stay observable.
   llvm::DenseMap<const Expr *, const Expr *> deferred;
+  /// Convs (conv2d, a conv chain's head, conv2d_act) whose value, through
+  /// their chain, goes only to a max pool over two axes, absorbed: the
+  /// conv pools its output itself (rt::conv2dMaxPool), in this window.
+  llvm::DenseMap<const Expr *, WindowNd> convPools;
   /// Convs writing into a concat's output, and those concats.
   llvm::DenseMap<const Expr *, ConcatPart> concatParts;
   llvm::DenseMap<const Expr *, PlacedConcat> placedConcats;

@@ -300,6 +300,19 @@ TM_AVX512F static void maxPoolPlaneSmall(const PoolGeom &g, const float *src, fl
 }
 #endif
 
+/// The plane kernel of max pool `g` (all compute the same bits).
+static auto maxPoolPlaneFor(const PoolGeom &g) {
+  auto plane = &maxPoolPlane;
+#if TM_HAVE_SIMD512
+  if ((g.sw == 1 || g.sw == 2) && simd512::available())
+    plane = g.dh != 1 || g.dw != 1 || g.kh != g.kw ? &maxPoolPlane512
+            : g.kh == 3                            ? &maxPoolPlaneSmall<3>
+            : g.kh == 2                            ? &maxPoolPlaneSmall<2>
+                                                   : &maxPoolPlane512;
+#endif
+  return plane;
+}
+
 static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   Tensor out = Tensor::empty(pooledShape(x, g.oh, g.ow), DType::Float32);
   const float *px = x.data<float>();
@@ -311,14 +324,7 @@ static Tensor maxPool2dGeom(const Tensor &x, const PoolGeom &g) {
   int parts = parallelParts(g.in.planes, grain);
   Tensor bufs = Tensor::empty({int64_t(parts), bufLen});
   float *pb = bufs.data<float>();
-  auto plane = &maxPoolPlane;
-#if TM_HAVE_SIMD512
-  if ((g.sw == 1 || g.sw == 2) && simd512::available())
-    plane = g.dh != 1 || g.dw != 1 || g.kh != g.kw ? &maxPoolPlane512
-            : g.kh == 3                              ? &maxPoolPlaneSmall<3>
-            : g.kh == 2                              ? &maxPoolPlaneSmall<2>
-                                                     : &maxPoolPlane512;
-#endif
+  auto plane = maxPoolPlaneFor(g);
   // Large planes of fewer images than threads: part t computes output
   // rows [t oh / T, (t + 1) oh / T) of every plane instead of whole
   // planes. A conv writes such an input split the same way (by spatial
@@ -451,6 +457,44 @@ Tensor pool2dWindow(const Tensor &x, const WindowNd &p, llvm::ArrayRef<int64_t> 
              .phEnd = p.padEnd[0],
              .pwEnd = p.padEnd[1]};
   return isMax ? maxPool2dGeom(x, g) : avgPool2dGeom(x, g, p.countIncludePad);
+}
+
+MaxPoolRows::MaxPoolRows(const WindowNd &p, int64_t h, int64_t w, int64_t oh,
+                         int64_t ow)
+    : oh(oh), ow(ow), h_(h), w_(w), kh_(p.kernel[0]), kw_(p.kernel[1]),
+      sh_(p.stride[0]), sw_(p.stride[1]), ph_(p.padBegin[0]),
+      pw_(p.padBegin[1]), dh_(p.dilation[0]), dw_(p.dilation[1]) {}
+
+std::pair<int64_t, int64_t> MaxPoolRows::inputRows(int64_t y0,
+                                                   int64_t y1) const {
+  int64_t lo = y0 * sh_ - ph_, hi = (y1 - 1) * sh_ - ph_ + (kh_ - 1) * dh_ + 1;
+  return {std::clamp<int64_t>(lo, 0, h_), std::clamp<int64_t>(hi, 0, h_)};
+}
+
+int64_t MaxPoolRows::scratchFloats() const {
+  return w_ + 2 * pw_ + sw_ * ow + kw_ * dw_ + 32; // maxPoolBufLen
+}
+
+void MaxPoolRows::pool(const float *rows, int64_t y0, int64_t y1, float *out,
+                       float *scratch) const {
+  // A band is a sub-geometry: the rows held, the padding shifted so that
+  // output row y0 + i reads them where the whole plane has them. Rows
+  // outside the band are outside the plane (padding) or read by no window.
+  auto [lo, hi] = inputRows(y0, y1);
+  PoolGeom g{.in = {1, hi - lo, w_},
+             .oh = y1 - y0,
+             .ow = ow,
+             .kh = kh_,
+             .kw = kw_,
+             .sh = sh_,
+             .sw = sw_,
+             .ph = ph_ + lo - y0 * sh_,
+             .pw = pw_,
+             .dh = dh_,
+             .dw = dw_,
+             .phEnd = 0,
+             .pwEnd = pw_};
+  maxPoolPlaneFor(g)(g, rows, out + y0 * ow, scratch);
 }
 
 } // namespace detail

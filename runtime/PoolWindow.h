@@ -7,6 +7,8 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <utility>
+
 #include <llvm/ADT/ArrayRef.h>
 
 #include "tm/ir/Tensor.h"
@@ -19,5 +21,28 @@ namespace tmg::rt::detail {
 /// result: the same values, NaN rules and summation order as the N-d loop.
 Tensor pool2dWindow(const Tensor &x, const WindowNd &p, llvm::ArrayRef<int64_t> outSize,
                     bool isMax);
+
+/// A 2-D max pool (`p`, two axes, checked) of H x W planes into oh x ow
+/// ones, run on bands of input rows as a producer (a convolution whose
+/// output only the pool reads) computes them: the input is never whole.
+/// The same plane kernels, hence the same bits, as pool2dWindow.
+class MaxPoolRows {
+public:
+  MaxPoolRows(const WindowNd &p, int64_t h, int64_t w, int64_t oh, int64_t ow);
+  /// The input rows [first, second) that output rows [y0, y1) read,
+  /// clamped to the plane (y0 < y1).
+  std::pair<int64_t, int64_t> inputRows(int64_t y0, int64_t y1) const;
+  /// Floats of scratch that pool() needs.
+  int64_t scratchFloats() const;
+  /// Output rows [y0, y1) of one plane, into `out` (the oh x ow output
+  /// plane), from `rows`: input rows inputRows(y0, y1) of the plane, w
+  /// floats apart.
+  void pool(const float *rows, int64_t y0, int64_t y1, float *out,
+            float *scratch) const;
+  int64_t oh, ow;
+
+private:
+  int64_t h_, w_, kh_, kw_, sh_, sw_, ph_, pw_, dh_, dw_;
+};
 
 } // namespace tmg::rt::detail

@@ -180,4 +180,9 @@ std::vector<int64_t> ndPadding(const Args &a, llvm::StringRef name, size_t nd);
 /// `nd` integers from an int or nd ints.
 std::vector<int64_t> ndInts(const Args &a, llvm::StringRef name, size_t nd);
 
+/// The window of `e` when it is a max pool over two spatial axes
+/// (max_pool2d, max_pool_nd) whose attributes its kernel takes, for a conv
+/// that pools its own output (rt::conv2dMaxPool); nullopt otherwise.
+std::optional<WindowNd> maxPoolWindow(const Expr &e, LowerContext &ctx);
+
 } // namespace tmg::rt

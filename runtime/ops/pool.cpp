@@ -234,6 +234,47 @@ StepFn lowerMaxUnpool(const Expr &e, OpKind, LowerContext &ctx) {
 
 } // namespace
 
+std::optional<WindowNd> maxPoolWindow(const Expr &e, LowerContext &ctx) {
+  auto *cf = llvm::dyn_cast<CallFunction>(&e);
+  if (!cf)
+    return std::nullopt;
+  OpKind k = cf->func().kind();
+  if (k != OpKind::MaxPool2d && k != OpKind::MaxPoolNd)
+    return std::nullopt;
+  try {
+    Args a(e, ctx);
+    WindowNd w;
+    if (k == OpKind::MaxPool2d) {
+      // max_pool2d's own rules (Pool2dParams): a padding of at most half
+      // the kernel, no dilation.
+      Int2 kernel = a.pair("kernel_size");
+      Int2 stride = a.isNone("stride") ? kernel : a.pair("stride");
+      Int2 pad = a.pair("padding");
+      if (kernel.h <= 0 || kernel.w <= 0 || stride.h <= 0 || stride.w <= 0 ||
+          pad.h < 0 || pad.w < 0 || pad.h > kernel.h / 2 ||
+          pad.w > kernel.w / 2)
+        return std::nullopt;
+      w.kernel = {kernel.h, kernel.w};
+      w.stride = {stride.h, stride.w};
+      w.padBegin = w.padEnd = {pad.h, pad.w};
+      w.dilation = {1, 1};
+      return w;
+    }
+    w.kernel = a.ints("kernel_size");
+    if (w.kernel.size() != 2)
+      return std::nullopt;
+    w.stride = a.isNone("stride") ? w.kernel : ndInts(a, "stride", 2);
+    std::vector<int64_t> pads = ndPadding(a, "padding", 2);
+    w.padBegin = {pads[0], pads[1]};
+    w.padEnd = {pads[2], pads[3]};
+    w.ceilMode = a.boolean("ceil_mode");
+    w.dilation = ndInts(a, "dilation", 2);
+    return w;
+  } catch (const Error &) {
+    return std::nullopt; // the pool's own step reports it
+  }
+}
+
 void registerPoolLowering(LowerTable &t) {
   t.add("pool", {OpKind::MaxUnpoolNd}, lowerMaxUnpool);
   t.add("pool", {OpKind::MaxPool2d}, lowerPool2d<false>);

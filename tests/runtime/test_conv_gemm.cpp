@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "tm/runtime/Elementwise.h"
+#include "tm/runtime/Extra.h"
 
 using namespace tmtest;
 namespace rt = tmg::rt;
@@ -451,4 +452,84 @@ TEST_CASE("conv GEMM: a fused residual add and activation are the unfused "
                                       "output's shape (1, 6, 5, 5)"));
   p.residual = Tensor::zeros({1, 6, 5, 5}, tmg::DType::Float64);
   REQUIRE_THROWS_WITH(rt::conv2d(x, w, {}, p), Catch::Contains("residual"));
+}
+
+TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
+          "the max pool, bit for bit",
+          "[conv][gemm][pool]") {
+  // rt::conv2dMaxPool against conv2d then maxPoolNd: stems (7x7 stride 2
+  // then 3x3 stride 2 pad 1, 3x3 stride 2 then ceil mode), a pointwise
+  // conv, planes whose last strip is a narrow tail (7x7, 13x13), a
+  // partial panel of output channels, bands per thread that continue
+  // from the previous one or not (1 to 3 threads, batch 1 to 3), pool
+  // paddings, asymmetric ends, dilation and kernels wider than strides.
+  Rng rng(410);
+  struct Case {
+    ConvCase conv;
+    std::vector<int64_t> kernel, stride, padBegin, padEnd, dilation;
+    bool ceil;
+  };
+  auto stem = [](int64_t n, int64_t hw, int64_t k, int64_t s, int64_t pad) {
+    ConvCase c{n, 3, hw, hw + 3, 20, k, k};
+    c.stride = s;
+    c.pad = pad;
+    return c;
+  };
+  ConvCase pw{2, 24, 15, 14, 70, 1, 1};
+  ConvCase small{3, 4, 7, 7, 16, 3, 3};
+  small.pad = 1; // 7x7 output: a strip and a 1-column tail
+  ConvCase plane13{2, 5, 13, 13, 9, 3, 3};
+  plane13.pad = 1;
+  ConvCase wide{1, 6, 90, 61, 64, 3, 3};
+  wide.pad = 1;
+  Case cases[] = {
+      {stem(2, 61, 7, 2, 3), {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},
+      {stem(3, 45, 3, 2, 0), {3, 3}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
+      {pw, {2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
+      {small, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},
+      {plane13, {3, 2}, {1, 2}, {1, 0}, {0, 1}, {1, 1}, true},
+      {plane13, {2, 3}, {2, 1}, {0, 1}, {1, 1}, {2, 1}, false},
+      {wide, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},
+      {wide, {5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, false},
+  };
+  for (int threads : {1, 2, 3})
+    for (const Case &c : cases) {
+      const ConvCase &k = c.conv;
+      INFO(describeCase(k) << " threads " << threads);
+      Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
+      Tensor w = rng.tensor({k.o, k.c, k.kh, k.kw});
+      Tensor b = k.bias ? rng.tensor({k.o}) : Tensor();
+      rt::WindowNd pool{c.kernel, c.stride, c.padBegin, c.padEnd, c.dilation};
+      pool.ceilMode = c.ceil;
+      for (Activation act :
+           {Activation::None, Activation::Relu, Activation::Relu6}) {
+        rt::Conv2dParams p{
+            .stride = k.stride, .padding = k.pad, .activation = act};
+        auto packed = rt::packConvWeight(w, 1);
+        p.packed = packed.get();
+        withThreads(threads, [&] {
+          Tensor want = rt::maxPoolNd(rt::conv2d(x, w, b, p), pool);
+          bool fused = false;
+          Tensor got = rt::conv2dMaxPool(x, w, b, p, pool, &fused);
+          CHECK(fused == rt::convMicroKernelAvailable());
+          REQUIRE(got.bitwiseEqual(want));
+          p.packed = nullptr; // packed per call: the same bits
+          REQUIRE(rt::conv2dMaxPool(x, w, b, p, pool).bitwiseEqual(want));
+          return 0;
+        });
+      }
+    }
+  // Where it does not fuse (Winograd, grouped, a residual), the two ops.
+  Tensor x = rng.tensor({1, 16, 12, 12}), w = rng.tensor({16, 16, 3, 3});
+  rt::WindowNd pool{{2, 2}, {2, 2}, {0, 0}, {0, 0}, {1, 1}};
+  rt::Conv2dParams p{.padding = 1};
+  bool fused = true;
+  Tensor got = rt::conv2dMaxPool(x, w, {}, p, pool, &fused);
+  CHECK(!fused);
+  REQUIRE(got.bitwiseEqual(rt::maxPoolNd(rt::conv2d(x, w, {}, p), pool)));
+  p.groups = 2;
+  Tensor wg = rng.tensor({16, 8, 3, 3});
+  got = rt::conv2dMaxPool(x, wg, {}, p, pool, &fused);
+  CHECK(!fused);
+  REQUIRE(got.bitwiseEqual(rt::maxPoolNd(rt::conv2d(x, wg, {}, p), pool)));
 }

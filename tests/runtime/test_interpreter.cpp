@@ -639,3 +639,79 @@ TEST_CASE("plan-time placement: convs write into their concat's output",
     CHECK(interp.run({x}).outputs[0].bitwiseEqual(want));
   }
 }
+
+namespace {
+/// The stem of a CNN: [relu](conv2d(x, w, b)) or conv2d_act(x, w, b), then
+/// max_pool2d (3x3 stride 2 pad 1) or max_pool_nd (3x3 stride 2, ceil
+/// mode); `extraUse`: the pooled value's input is also a graph output.
+std::unique_ptr<TracedModule> convPool(int form, bool nd, bool extraUse) {
+  auto m = std::make_unique<Module>("Stem");
+  m->registerParameter("w", ramp({12, 3, 5, 5}, 0.01f));
+  m->registerParameter("b", ramp({12}, 0.1f));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 3, 33, 30}}});
+  std::vector<Arg> args{b.arg(0), b.getAttr(b.self(), "w"),
+                        b.getAttr(b.self(), "b")};
+  std::vector<KwArg> kw{{"stride", 2}, {"padding", 2}};
+  Node *c = nullptr;
+  if (form == 0) // conv alone
+    c = b.callFunction("conv2d", args, kw);
+  else if (form == 1) // a chain: conv + relu
+    c = b.callFunction("relu", {b.callFunction("conv2d", args, kw)});
+  else { // conv2d_act, as -p optimize writes it
+    kw.push_back({"activation", std::string("relu")});
+    c = b.callFunction("nn.conv2d_act", args, kw);
+  }
+  Node *p =
+      nd ? b.callFunction("max_pool_nd", {c, Arg::list({3, 3})},
+                          {{"stride", Arg::list({2, 2})}, {"ceil_mode", true}})
+         : b.callFunction("max_pool2d", {c, 3},
+                          {{"stride", 2}, {"padding", 1}});
+  if (extraUse)
+    b.finish(Arg::tuple({p, c}));
+  else
+    b.finish(p);
+  return tm;
+}
+} // namespace
+
+TEST_CASE("plan-time fusion: a conv pools its own output",
+          "[runtime][interp][fusion]") {
+  // Whatever the conv's form and the pool's op, the result is the kernels'
+  // conv (and relu), then the pool, bit for bit; watching the conv's value
+  // or reading it elsewhere runs the two steps.
+  for (int form : {0, 1, 2})
+    for (bool nd : {false, true})
+      for (bool extraUse : {false, true}) {
+        CAPTURE(form, nd, extraUse);
+        auto tm = convPool(form, nd, extraUse);
+        Tensor x = ramp({2, 3, 33, 30}, 0.07f);
+        Tensor c = conv2d(x, *tm->tensor("w"), *tm->tensor("b"),
+                          Conv2dParams{.stride = 2, .padding = 2});
+        if (form != 0)
+          c = unary(UnaryOp::Relu, c);
+        Tensor want =
+            nd ? maxPoolNd(
+                     c, WindowNd{{3, 3}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true})
+               : maxPool2d(c, Pool2dParams{.kernel = 3,
+                                           .stride = Int2(2),
+                                           .padding = 1});
+        Interpreter interp(*tm);
+        RunResult r = interp.run({x});
+        REQUIRE(r.outputs[0].bitwiseEqual(want));
+        if (extraUse)
+          CHECK(r.outputs[1].bitwiseEqual(c));
+        // The conv's value observed: unfused, the same bits.
+        const Node *convOut = nullptr;
+        for (const Expr *e : tm->graph())
+          if (auto *cf = llvm::dyn_cast<CallFunction>(e);
+              cf && (cf->func().name() == "relu" ||
+                     cf->func().name() == "conv2d_act" ||
+                     (form == 0 && cf->func().name() == "conv2d")))
+            convOut = e->output(0);
+        REQUIRE(convOut);
+        RunResult w = interp.run({x}, RunOptions{{convOut}, {}});
+        CHECK(w.outputs[0].bitwiseEqual(want));
+        CHECK(w.watched.at(convOut)[0].bitwiseEqual(c));
+      }
+}

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "tm/runtime/Common.h"
+#include "tm/runtime/Conv.h"
 
 namespace tmg::rt {
 
@@ -101,6 +102,16 @@ Tensor convTransposeNd(const Tensor &x, const Tensor &w, const Tensor &bias,
                        int64_t groups = 1);
 /// Max or average pooling of x (N, C, *spatial); the kernel comes from p.
 Tensor maxPoolNd(const Tensor &x, const WindowNd &p);
+/// maxPoolNd(conv2d(input, weight, bias, params), pool) (two spatial axes),
+/// the convolution's output pooled in bands of rows as they are computed
+/// and never whole (ResNet's stem at batch 8 neither writes nor reads back
+/// its 25 MB): the same bits as the two ops. That runs where the conv takes
+/// the micro-kernel's im2col path (AVX-512; not Winograd, depthwise or
+/// grouped; no residual or `into`) and the window fits; elsewhere the two
+/// ops run. `fused`, when given, tells which.
+Tensor conv2dMaxPool(const Tensor &input, const Tensor &weight,
+                     const Tensor &bias, const Conv2dParams &params,
+                     const WindowNd &pool, bool *fused = nullptr);
 Tensor avgPoolNd(const Tensor &x, const WindowNd &p);
 /// Output size of one pooled axis (ceil mode as PyTorch and ONNX).
 int64_t poolOutputSize(int64_t in, int64_t k, int64_t s, int64_t pb, int64_t pe, int64_t d,
