@@ -8,7 +8,10 @@
 // z, z computed before the conv runs, as in ResNet's blocks) is absorbed
 // too: the conv adds z to each output tile while it is in cache
 // (Conv2dParams::residual), again bit for bit; a z whose shape or dtype
-// needs broadcasting or promotion runs the add as the op would.
+// needs broadcasting or promotion runs the add as the op would. A max
+// pool that alone reads such a conv's value (without a residual), or a
+// conv2d_act's, is absorbed as well: the conv pools its output in bands
+// of rows as it computes them (conv2dMaxPool), bit for bit the two ops.
 //
 // With InterpreterOptions::fastMath, an inference BatchNorm2d between the
 // two is absorbed too: the conv's weights and bias get the batch norm
