@@ -1486,6 +1486,20 @@ static void checkPacked(const ConvGeom &g, const PackedConvWeight &pk,
           pk.outChannels, pk.groups, pk.depth, shapeStr(w.shape()), g.groups);
 }
 
+/// The im2col panels of conv `g`'s weight `w`: the packed weight's, or
+/// packed for this call into `owned` (on the calling thread, from the
+/// run's arena).
+static const float *panelsOf(const ConvGeom &g, const Tensor &w,
+                             Tensor &owned) {
+  if (const PackedConvWeight *pk = g.packed) {
+    checkPacked(g, *pk, w);
+    return pk->panels().data();
+  }
+  owned = Tensor::empty({packedPanelFloats(g.groups, g.og, g.k())});
+  packPanels(w.data<float>(), g.groups, g.og, g.k(), owned.data<float>());
+  return owned.data<float>();
+}
+
 /// The convolution into `outT`: contiguous, or images g.outImage apart.
 static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
                     const Tensor &bias, Tensor &outT) {
@@ -1511,39 +1525,33 @@ static void runConv(const ConvGeom &g, const Tensor &x, const Tensor &w,
     return;
   }
   if (g.gemm != ConvGemm::Blas && gemmMicroKernelAvailable()) {
+    Tensor owned;
+    const float *panels = panelsOf(g, w, owned);
     if (subsampledPointwise(g)) {
       ConvGeom pg = g;
       Tensor xs = subsample(pg, x.data<float>());
       assert(pg.isPointwise());
-      const float *panels = nullptr;
-      Tensor packedT;
-      if (const PackedConvWeight *pk = g.packed) {
-        checkPacked(g, *pk, w);
-        panels = pk->panels().data();
-      } else {
-        packedT = Tensor::empty({packedPanelFloats(g.groups, g.og, g.k())});
-        packPanels(w.data<float>(), g.groups, g.og, g.k(),
-                   packedT.data<float>());
-        panels = packedT.data<float>();
-      }
       convMicro(pg, xs.data<float>(), panels, pb, out);
       return;
     }
-    if (const PackedConvWeight *pk = g.packed) {
-      checkPacked(g, *pk, w);
-      convMicro(g, x.data<float>(), pk->panels().data(), pb, out);
-      return;
-    }
-    // No packed weight: pack it for this call (on the calling thread, from
-    // the run's arena).
-    int64_t panelsFloats = packedPanelFloats(g.groups, g.og, g.k());
-    Tensor packedT = Tensor::empty({panelsFloats});
-    packPanels(w.data<float>(), g.groups, g.og, g.k(), packedT.data<float>());
-    convMicro(g, x.data<float>(), packedT.data<float>(), pb, out);
+    convMicro(g, x.data<float>(), panels, pb, out);
     return;
   }
   convBlas(g, x.data<float>(), w.data<float>(), pb, out);
   residualAll(g, out);
+}
+
+/// The checked geometry of conv2d(input, weight, bias, p).
+static ConvGeom conv2dGeom(const Tensor &input, const Tensor &weight,
+                           const Tensor &bias, const Conv2dParams &p) {
+  ConvGeom g = checkConv({"conv2d", "(N, C, H, W)",
+                          "(out_channels, in_channels / groups, kh, kw)", 4},
+                         input, weight, bias, p.stride, p.padding,
+                         p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
+                         p.activation);
+  g.packed = p.packed;
+  g.gemm = p.gemm;
+  return g;
 }
 
 /// conv2dMaxPool's fused path; undefined (nothing computed) where it does
@@ -1563,13 +1571,7 @@ static Tensor conv2dMaxPoolFused(const Tensor &input, const Tensor &weight,
   if (input.dtype() != DType::Float32 || weight.dtype() != DType::Float32 ||
       input.rank() != 4 || weight.rank() != 4)
     return Tensor();
-  ConvGeom g = checkConv({"conv2d", "(N, C, H, W)",
-                          "(out_channels, in_channels / groups, kh, kw)", 4},
-                         input, weight, bias, p.stride, p.padding,
-                         p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
-                         p.activation);
-  g.packed = p.packed;
-  g.gemm = p.gemm;
+  ConvGeom g = conv2dGeom(input, weight, bias, p);
   g.outImage = g.o * g.spatial();
   if (g.isDepthwise() || g.groups != 1 || g.k() == 0 ||
       (winogradApplies(g) && winogradPays(g)))
@@ -1587,15 +1589,8 @@ static Tensor conv2dMaxPoolFused(const Tensor &input, const Tensor &weight,
   Tensor x = input.contiguous(), w = weight.contiguous();
   Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   const float *pb = b.defined() ? b.data<float>() : nullptr;
-  if (const PackedConvWeight *pk = g.packed) {
-    checkPacked(g, *pk, w);
-    convMicroPooled(g, x.data<float>(), pk->panels().data(), pb, pr,
-                    out.data<float>());
-    return out;
-  }
-  Tensor packedT = Tensor::empty({packedPanelFloats(1, g.og, g.k())});
-  packPanels(w.data<float>(), 1, g.og, g.k(), packedT.data<float>());
-  convMicroPooled(g, x.data<float>(), packedT.data<float>(), pb, pr,
+  Tensor owned;
+  convMicroPooled(g, x.data<float>(), panelsOf(g, w, owned), pb, pr,
                   out.data<float>());
   return out;
 }
@@ -1611,13 +1606,7 @@ Tensor conv2dMaxPool(const Tensor &input, const Tensor &weight,
 
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
               const Conv2dParams &p) {
-  ConvGeom g = checkConv({"conv2d", "(N, C, H, W)",
-                          "(out_channels, in_channels / groups, kh, kw)", 4},
-                         input, weight, bias, p.stride, p.padding,
-                         p.paddingEnd.value_or(p.padding), p.dilation, p.groups,
-                         p.activation);
-  g.packed = p.packed;
-  g.gemm = p.gemm;
+  ConvGeom g = conv2dGeom(input, weight, bias, p);
   Shape outShape{g.n, g.o, g.oh, g.ow};
   Tensor residual;
   if (p.residual.defined()) {
