@@ -462,7 +462,8 @@ TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
   // conv, planes whose last strip is a narrow tail (7x7, 13x13), a
   // partial panel of output channels, bands per thread that continue
   // from the previous one or not (1 to 3 threads, batch 1 to 3), pool
-  // paddings, asymmetric ends, dilation and kernels wider than strides.
+  // paddings (up to whole windows of padding), asymmetric ends, dilation,
+  // kernels wider and narrower than strides.
   Rng rng(410);
   struct Case {
     ConvCase conv;
@@ -491,6 +492,9 @@ TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
       {plane13, {2, 3}, {2, 1}, {0, 1}, {1, 1}, {2, 1}, false},
       {wide, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},
       {wide, {5, 5}, {1, 1}, {2, 2}, {2, 2}, {1, 1}, false},
+      // Windows wholly in the padding (-inf), a 1x1 window skipping rows.
+      {small, {2, 2}, {1, 1}, {3, 3}, {3, 3}, {1, 1}, false},
+      {plane13, {1, 1}, {3, 3}, {0, 0}, {0, 0}, {1, 1}, true},
   };
   for (int threads : {1, 2, 3})
     for (const Case &c : cases) {
