@@ -1081,16 +1081,16 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
       continue;
     float *v = scratch + perThread * omp_get_thread_num();
     float *m = v + WinoXi * vStride;
-    // The chunk's part of one image: its tiles [t0, t1), which are
-    // columns [c - c0, ...) of V and M.
+    // The chunk's part of one image: its tiles [t0, t1) (tile rows [ty0,
+    // ty1)), which are columns [col, ...) of V and M.
     struct Part {
-      int64_t img, t0, t1, col;
+      int64_t img, t0, t1, col, ty0, ty1;
     };
     llvm::SmallVector<Part, 4> parts;
     for (int64_t c = c0; c < c1;) {
       int64_t img = c / tiles, t0 = c - img * tiles;
       int64_t t1 = std::min(tiles, t0 + (c1 - c));
-      parts.push_back({img, t0, t1, c - c0});
+      parts.push_back({img, t0, t1, c - c0, t0 / wt.tw, (t1 - 1) / wt.tw + 1});
       c += t1 - t0;
     }
     for (const Part &pt : parts) {
@@ -1098,9 +1098,8 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
       // channel prefetches the next channel's (a transform waits on memory
       // otherwise: the input comes from another op, the output is new).
       const float *xi = x + pt.img * g.c * g.h * g.w;
-      int64_t ty0 = pt.t0 / wt.tw, ty1 = (pt.t1 - 1) / wt.tw + 1;
-      int64_t inLo = std::clamp<int64_t>(2 * ty0 - g.ph, 0, g.h) * g.w,
-              inHi = std::clamp<int64_t>(2 * ty1 - g.ph + 2, 0, g.h) * g.w;
+      int64_t inLo = std::clamp<int64_t>(2 * pt.ty0 - g.ph, 0, g.h) * g.w,
+              inHi = std::clamp<int64_t>(2 * pt.ty1 - g.ph + 2, 0, g.h) * g.w;
       for (int64_t ci = 0; ci < g.c; ++ci) {
         if (ci + 1 < g.c)
           prefetchFloats(xi + (ci + 1) * g.h * g.w + inLo, inHi - inLo);
@@ -1114,9 +1113,8 @@ static void convWinograd(const ConvGeom &g, const float *x, const float *u,
                   {v + p * vStride, g.c * GemmNR, GemmNR}, m + p * g.o * nt + m0 * nt, nt,
                   nullptr, Activation::None);
     for (const Part &pt : parts) {
-      int64_t ty0 = pt.t0 / wt.tw, ty1 = (pt.t1 - 1) / wt.tw + 1;
-      int64_t outLo = std::min(g.oh, 2 * ty0) * g.ow,
-              outHi = std::min(g.oh, 2 * ty1) * g.ow;
+      int64_t outLo = std::min(g.oh, 2 * pt.ty0) * g.ow,
+              outHi = std::min(g.oh, 2 * pt.ty1) * g.ow;
       for (int64_t oc = m0; oc < m1; ++oc) {
         int64_t at = g.outAt(pt.img, oc), rat = g.resAt(pt.img, oc);
         if (oc + 1 < m1) {
@@ -1572,7 +1570,6 @@ static Tensor conv2dMaxPoolFused(const Tensor &input, const Tensor &weight,
       input.rank() != 4 || weight.rank() != 4)
     return Tensor();
   ConvGeom g = conv2dGeom(input, weight, bias, p);
-  g.outImage = g.o * g.spatial();
   if (g.isDepthwise() || g.groups != 1 || g.k() == 0 ||
       (winogradApplies(g) && winogradPays(g)))
     return Tensor();

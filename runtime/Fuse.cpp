@@ -23,6 +23,7 @@
 //===----------------------------------------------------------------------===//
 #include "Plan.h"
 
+#include <cassert>
 #include <cmath>
 #include <mutex>
 
@@ -504,22 +505,20 @@ private:
   std::pair<Tensor, Tensor> folded_;
 };
 
-/// The conv call, then (when `pool` is given) the max pool of its output
-/// the conv absorbed (ctx.convPools).
+/// The conv call, then (when `pool` is given: a conv2d that absorbed a max
+/// pool, ctx.convPools, with no residual or `into`) the pool.
 Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w,
                const Tensor &b, Activation act,
                const PackedConvWeight *packed = nullptr,
                const Tensor &residual = {}, const Tensor &into = {},
                const std::optional<WindowNd> &pool = std::nullopt) {
   if (pool) {
-    if (c.kind == ConvCall::Kind::Conv2d && !residual.defined() &&
-        !into.defined()) {
-      Conv2dParams p = c.p2;
-      p.activation = act;
-      p.packed = packed;
-      return conv2dMaxPool(x, w, b, p, *pool);
-    }
-    return maxPoolNd(runConv(c, x, w, b, act, packed, residual, into), *pool);
+    assert(c.kind == ConvCall::Kind::Conv2d && !residual.defined() &&
+           !into.defined());
+    Conv2dParams p = c.p2;
+    p.activation = act;
+    p.packed = packed;
+    return conv2dMaxPool(x, w, b, p, *pool);
   }
   switch (c.kind) {
   case ConvCall::Kind::Conv1d: {
