@@ -21,7 +21,9 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "Gemm.h"
 #include "Internal.h"
@@ -567,13 +569,183 @@ static Tensor subsample(ConvGeom &g, const float *x) {
   return t;
 }
 
+//===----------------------------------------------------------------------===//
+// Implicit GEMM: patch rows read in place from phase planes
+//===----------------------------------------------------------------------===//
+
+namespace {
+/// An implicit GEMM computes conv `g` on a padded grid of wq columns per
+/// output row: grid column j = oy * wq + ox is output (oy, ox) for
+/// ox < ow, and computed then dropped for ox >= ow. The input rows a
+/// work item needs are first copied, padding included, into sh x sw
+/// phase planes (phase (py, px) holds padded input rows py + sh r and
+/// columns px + sw c, for c < wq), one depth block's channels at a time.
+/// Tap (ki, kj) of grid column j then reads phase (ki dh % sh, kj dw % sw)
+/// at row oy + ki dh / sh, column ox + kj dw / sw: j plus a constant, so
+/// each patch row is a window of the phase buffer, which the micro-kernel
+/// reads at its own offset (GemmB::rowOffsets), and no patch matrix is
+/// built. The input is copied once per item as contiguous runs, where
+/// im2col writes every element kh kw / (sh sw) times in segments of an
+/// output row (2.25 times for a stride-2 3x3 conv, 12 for a 7x7 stem).
+struct Implicit {
+  int64_t wq = 0;               ///< grid columns per output row
+  int64_t halo = 0;             ///< phase rows read past a range's rows
+  int64_t planeRows = 0;        ///< rows of a phase plane
+  int64_t bufferFloats = 0;     ///< the phase buffer of one work item
+  std::vector<int64_t> offsets; ///< of each patch row in the phase buffer
+  int64_t planeFloats() const { return planeRows * wq; }
+};
+} // namespace
+
+/// Grid columns per output row of conv `g`'s implicit GEMM.
+static int64_t implicitPitch(const ConvGeom &g) {
+  return g.ow + (g.kw - 1) * g.dw / g.sw;
+}
+
+/// What the micro-kernel's strips cost for n columns of C, in columns of
+/// full strips: whole strips, then a tail of at most 8 columns on the
+/// narrow kernel (half the width: 2 per column), or whole vectors of 16.
+static int64_t stripCost(int64_t n) {
+  int64_t tail = n % GemmNR;
+  return n - tail + (tail <= 8 ? 2 * tail : (tail + 15) / 16 * 16);
+}
+
+/// Whether conv `g` runs as an implicit GEMM rather than on an im2col
+/// patch matrix (unless ConvGemm::Im2col asks for the patch matrix; never
+/// for pointwise convs, read in place, or subsampled ones). Measured on
+/// the convs of torchvision's models, 2 threads: the patch matrix costs
+/// most where few output channels reuse it (og <= 16: a grouped 3x3 of
+/// RegNet's 8-channel groups runs 1.9-2.5x faster implicit, a 3 -> 16
+/// stem 1.1-1.2x) and where it repeats each input element many times
+/// (kh kw >= 4 sh sw: a 7x7 stride-2 stem 1.05-1.16x). Elsewhere the
+/// implicit GEMM's kernel, reading rows at any alignment (about 7%
+/// slower), and its copy of C from the grid into the plane (og floats a
+/// column, against im2col's K) cost as much as they save: 3x3 stride-2
+/// convs of 32-128 channels run 0.76-1.03x. Nor where the grid's dropped
+/// columns cost the kernel a tenth more than the plane's (a 14x14 output
+/// of a stride-2 3x3 conv: 210 columns, 18 in a tail, for 196 with a
+/// 4-column tail).
+static bool implicitApplies(const ConvGeom &g) {
+  if (g.gemm == ConvGemm::Im2col || g.isPointwise() || subsampledPointwise(g) ||
+      g.k() == 0)
+    return false;
+  bool pays =
+      g.og <= 16 || (g.kh * g.kw >= 4 * g.sh * g.sw && g.k() >= 2 * g.og);
+  return pays &&
+         stripCost(g.oh * implicitPitch(g)) * 10 <= stripCost(g.spatial()) * 11;
+}
+
+/// ceil(a / b) for b > 0 and any a.
+static int64_t ceilDiv(int64_t a, int64_t b) {
+  return a >= 0 ? (a + b - 1) / b : -(-a / b);
+}
+
+/// The implicit GEMM of `g` for ranges of at most `maxCols` grid columns.
+static Implicit makeImplicit(const ConvGeom &g, int64_t maxCols) {
+  Implicit im;
+  im.wq = implicitPitch(g);
+  im.halo = (g.kh - 1) * g.dh / g.sh;
+  // A depth block (the packed weight's) reads the channels of its rows.
+  int64_t k = g.k(), taps = g.kh * g.kw, kb = gemmDepthBlock(k), chans = 0;
+  for (int64_t k0 = 0; k0 < k; k0 += kb)
+    chans = std::max(chans, (std::min(k, k0 + kb) - 1) / taps + 1 - k0 / taps);
+  im.planeRows =
+      std::min(g.oh, (std::max<int64_t>(maxCols, 1) + im.wq - 2) / im.wq + 1) +
+      im.halo;
+  int64_t phases = g.sh * g.sw;
+  // Slack: a dropped column of the last row reads up to wq - ow floats
+  // past its plane.
+  im.bufferFloats = chans * phases * im.planeFloats() + im.wq;
+  im.offsets.resize(size_t(k));
+  for (int64_t kr = 0; kr < k; ++kr) {
+    int64_t c0 = kr / kb * kb / taps; // the block's first channel
+    int64_t ci = kr / taps, ki = kr % taps / g.kw, kj = kr % g.kw;
+    int64_t a = ki * g.dh, b = kj * g.dw;
+    im.offsets[size_t(kr)] =
+        (((ci - c0) * g.sh + a % g.sh) * g.sw + b % g.sw) * im.planeFloats() +
+        a / g.sh * im.wq + b / g.sw;
+  }
+  return im;
+}
+
+/// Phase planes of input channels [c0, c1) of one group's input `x` (see
+/// Implicit), rows [0, rows) of each starting at output row oy0, into
+/// `buf`: channel ci's phase (py, px) at plane ((ci - c0) sh + py) sw + px.
+TM_IM2COL_AVX512
+static void implicitPhases(const ConvGeom &g, const Implicit &im,
+                           const float *x, int64_t oy0, int64_t rows,
+                           int64_t c0, int64_t c1, float *buf) {
+  int64_t wq = im.wq;
+  for (int64_t ci = c0; ci < c1; ++ci)
+    for (int64_t py = 0; py < g.sh; ++py)
+      for (int64_t px = 0; px < g.sw; ++px) {
+        float *plane =
+            buf + (((ci - c0) * g.sh + py) * g.sw + px) * im.planeFloats();
+        // Column c reads input column px + sw c - pw: inside for [lo, hi).
+        int64_t lo = std::clamp<int64_t>(ceilDiv(g.pw - px, g.sw), 0, wq);
+        int64_t hi =
+            std::clamp<int64_t>(ceilDiv(g.w + g.pw - px, g.sw), lo, wq);
+        for (int64_t r = 0; r < rows; ++r) {
+          float *d = plane + r * wq;
+          int64_t iy = py + g.sh * (oy0 + r) - g.ph;
+          if (iy < 0 || iy >= g.h) {
+            zeroSeg(d, wq);
+            continue;
+          }
+          const float *src = x + (ci * g.h + iy) * g.w + px + g.sw * lo - g.pw;
+          zeroSeg(d, lo);
+          if (g.sw == 1)
+            copySeg(d + lo, src, hi - lo);
+          else if (g.sw == 2)
+            copySeg2(d + lo, src, hi - lo);
+          else
+            for (int64_t q = lo; q < hi; ++q)
+              d[q] = src[(q - lo) * g.sw];
+          zeroSeg(d + hi, wq - hi);
+        }
+      }
+}
+
+/// Columns [j0, j1) of one (image, group) GEMM of conv `g`, rows from
+/// panel p0 (m of them), into `c` (row stride ldc), every depth block: on
+/// the implicit GEMM's grid with `im` (its phase buffer in `scratch`),
+/// else on the output's plane with the im2col tile in `scratch`.
+static void convColumns(const ConvGeom &g, const Implicit *im, const float *xg,
+                        const float *wg, int64_t panels, int64_t p0, int64_t m,
+                        int64_t j0, int64_t j1, float *c, int64_t ldc,
+                        const float *bias, float *scratch) {
+  int64_t k = g.k(), kb = gemmDepthBlock(k), taps = g.kh * g.kw;
+  // One depth block at a time: its patch rows (or phase planes) are built
+  // right before the kernel sweeps them, so they are read back from L2.
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    int64_t kc = std::min(kb, k - k0);
+    if (!im) {
+      im2colStrips(g, xg, j0, j1, k0, k0 + kc, scratch);
+      gemmPackedABlock(wg, panels, p0, m, j1 - j0, k, k0, kc,
+                       {scratch, kc * GemmNR, GemmNR, /*compact=*/true}, c, ldc,
+                       bias, g.act);
+      continue;
+    }
+    int64_t oy0 = j0 / im->wq, oy1 = (j1 + im->wq - 1) / im->wq;
+    implicitPhases(g, *im, xg, oy0, oy1 - oy0 + im->halo, k0 / taps,
+                   std::min(g.cg, (k0 + kc - 1) / taps + 1), scratch);
+    GemmB b{scratch + (j0 - oy0 * im->wq), GemmNR, 0};
+    b.rowOffsets = im->offsets.data() + k0;
+    gemmPackedABlock(wg, panels, p0, m, j1 - j0, k, k0, kc, b, c, ldc, bias,
+                     g.act);
+  }
+}
+
 /// convBlas on the micro-kernel: the same work items (image, group, column
 /// tile, row block), with the patch tile written straight into the
 /// kernel's strip layout and bias + activation applied in its store.
 static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
                       const float *bias, float *out) {
   int64_t k = g.k(), sp = g.spatial();
-  bool pointwise = g.isPointwise();
+  bool pointwise = g.isPointwise(), implicit = implicitApplies(g);
+  // Columns of one (image, group) GEMM: the output plane's, or the
+  // implicit GEMM's grid.
+  int64_t wq = implicit ? implicitPitch(g) : g.ow, gsp = g.oh * wq;
   int threads = omp_get_max_threads();
   // Column tiles: boundaries on whole 48-column strips (only the last
   // tile of a plane has a partial strip). Every tile streams all of the
@@ -588,7 +760,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
       std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
                            std::max<int64_t>(gemmDepthBlock(k), 1) / GemmNR *
                            GemmNR);
-  int64_t tiles = std::max<int64_t>(1, (sp + maxTile - 1) / maxTile);
+  int64_t tiles = std::max<int64_t>(1, (gsp + maxTile - 1) / maxTile);
   int64_t panels = (g.og + GemmMR - 1) / GemmMR;
   // Output channels first: a pointwise conv with fewer columns than output
   // channels reads less input than weights. When an image's columns would
@@ -605,15 +777,15 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
                    (images < threads ||
                     weightBytes / threads + inputBytes <= ReuseBudgetBytes);
   if (images * tiles < 4 * threads && !rowsFirst)
-    while ((images * tiles) % threads != 0 && sp / (tiles + 1) >= MinTile)
+    while ((images * tiles) % threads != 0 && gsp / (tiles + 1) >= MinTile)
       ++tiles;
   // Tile t starts at column tileStart(t): t * sp / tiles rounded to the
   // nearest strip boundary.
-  auto tileStart = [sp, tiles](int64_t t) {
+  auto tileStart = [gsp, tiles](int64_t t) {
     if (t >= tiles)
-      return sp;
-    int64_t c = (t * sp / tiles + GemmNR / 2) / GemmNR * GemmNR;
-    return std::min(c, sp);
+      return gsp;
+    int64_t c = (t * gsp / tiles + GemmNR / 2) / GemmNR * GemmNR;
+    return std::min(c, gsp);
   };
   int64_t tile = 0; // the widest tile
   for (int64_t t = 0; t < tiles; ++t)
@@ -629,8 +801,22 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
                              panels / 4));
   int64_t items = images * tiles * mBlocks;
   int64_t strips = (tile + GemmNR - 1) / GemmNR;
+  // Per thread: the im2col tile, or the implicit GEMM's phase planes and,
+  // where the grid is wider than the plane, the tile's C on the grid,
+  // computed in chunks of columns that keep it in L2 (CBudgetBytes) before
+  // it is copied into the plane.
+  constexpr int64_t CBudgetBytes = 256 << 10;
+  bool onGrid = implicit && wq != g.ow;
+  int64_t chunk =
+      std::max(GemmNR, CBudgetBytes / int64_t(sizeof(float)) /
+                           std::max<int64_t>(g.og, 1) / GemmNR * GemmNR);
+  std::optional<Implicit> im;
+  if (implicit)
+    im = makeImplicit(g, onGrid ? std::min(chunk, tile) : tile);
   size_t tileFloats =
-      pointwise ? 0 : size_t(gemmDepthBlock(k)) * size_t(strips * GemmNR);
+      pointwise  ? 0
+      : implicit ? size_t(im->bufferFloats + (onGrid ? g.og * chunk : 0))
+                 : size_t(gemmDepthBlock(k)) * size_t(strips * GemmNR);
   Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
   float *scratch = scratchT.data<float>();
   int64_t groupFloats = panels * k * GemmMR;
@@ -660,18 +846,35 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     if (pointwise || k == 0) { // (k == 0: C is the activated bias)
       gemmPackedA(wg, panels, p0, m1 - m0, j1 - j0, k, {xg + j0, GemmNR, sp},
                   cg, sp, bg, g.act);
-    } else {
-      // One depth block at a time: its patch rows are built right before
-      // the kernel sweeps them, so they are read back from L2.
-      float *col = scratch + tileFloats * size_t(omp_get_thread_num());
-      int64_t kb = gemmDepthBlock(k);
-      for (int64_t k0 = 0; k0 < k; k0 += kb) {
-        int64_t kc = std::min(kb, k - k0);
-        im2colStrips(g, xg, j0, j1, k0, k0 + kc, col);
-        gemmPackedABlock(wg, panels, p0, m1 - m0, j1 - j0, k, k0, kc,
-                         {col, kc * GemmNR, GemmNR, /*compact=*/true}, cg, sp,
-                         bg, g.act);
+    } else if (onGrid) {
+      // C on the grid, then its output columns into the plane.
+      float *buf = scratch + tileFloats * size_t(omp_get_thread_num());
+      float *cb = buf + im->bufferFloats;
+      for (int64_t c0 = j0; c0 < j1; c0 += chunk) {
+        int64_t c1 = std::min(j1, c0 + chunk);
+        convColumns(g, &*im, xg, wg, panels, p0, m1 - m0, c0, c1, cb, chunk, bg,
+                    buf);
+        for (int64_t m = m0; m < m1; ++m) {
+          const float *src = cb + (m - m0) * chunk;
+          int64_t at = g.outAt(n, grp * g.og + m),
+                  res = g.resAt(n, grp * g.og + m);
+          for (int64_t oy = c0 / wq; oy * wq < c1; ++oy) {
+            int64_t a = std::max(c0, oy * wq), b = std::min(c1, oy * wq + g.ow);
+            if (a >= b)
+              continue;
+            int64_t o = oy * g.ow + (a - oy * wq);
+            std::memcpy(out + at + o, src + (a - c0),
+                        size_t(b - a) * sizeof(float));
+            if (g.residual)
+              residualRun(g, out, at + o, res + o, b - a);
+          }
+        }
       }
+      continue;
+    } else {
+      float *buf = scratch + tileFloats * size_t(omp_get_thread_num());
+      convColumns(g, im ? &*im : nullptr, xg, wg, panels, p0, m1 - m0, j0, j1,
+                  cg, sp, bg, buf);
     }
     if (g.residual) // while the tile is in cache
       for (int64_t m = m0; m < m1; ++m)
@@ -692,12 +895,16 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
 static void convMicroPooled(const ConvGeom &g, const float *x,
                             const float *wPacked, const float *bias,
                             const detail::MaxPoolRows &pr, float *out) {
-  int64_t k = g.k(), sp = g.spatial();
+  int64_t k = g.k();
   int threads = omp_get_max_threads();
+  // The conv's columns, as convMicro has them: the output plane's, or
+  // the implicit GEMM's grid (rows wq apart).
+  bool implicit = implicitApplies(g);
+  int64_t wq = implicit ? implicitPitch(g) : g.ow, gsp = g.oh * wq;
   // Bands: about BandBytes of conv rows (all channels) each, at least
   // two items per thread where the images allow.
   constexpr int64_t BandBytes = 256 << 10;
-  int64_t rowBytes = g.o * g.ow * int64_t(sizeof(float));
+  int64_t rowBytes = g.o * wq * int64_t(sizeof(float));
   auto convRows = [&](int64_t y0, int64_t y1) {
     auto [lo, hi] = pr.inputRows(y0, y1);
     return hi - lo;
@@ -717,15 +924,18 @@ static void convMicroPooled(const ConvGeom &g, const float *x,
   for (int64_t b = 0; b < bands; ++b)
     maxCols = std::max(
         maxCols,
-        convRows(b * bandRows, std::min(pr.oh, (b + 1) * bandRows)) * g.ow);
-  int64_t bufCols = std::min(sp, maxCols + 2 * GemmNR);
+        convRows(b * bandRows, std::min(pr.oh, (b + 1) * bandRows)) * wq);
+  int64_t bufCols = std::min(gsp, maxCols + 2 * GemmNR);
   // Patch tiles as convMicro's (one depth block within ColumnBudgetBytes).
   constexpr int64_t ColumnBudgetBytes = 384 << 10;
   int64_t kb = gemmDepthBlock(k);
   int64_t maxTile =
       std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) / kb /
                            GemmNR * GemmNR);
-  int64_t tileFloats = kb * maxTile;
+  std::optional<Implicit> im;
+  if (implicit)
+    im = makeImplicit(g, maxTile);
+  int64_t tileFloats = implicit ? im->bufferFloats : kb * maxTile;
   int64_t perThread = 2 * g.o * bufCols + tileFloats + pr.scratchFloats();
   Tensor scratchT = Tensor::empty({perThread * threads});
   int64_t panels = (g.o + GemmMR - 1) / GemmMR;
@@ -746,8 +956,8 @@ static void convMicroPooled(const ConvGeom &g, const float *x,
       int64_t img = item / bands, band = item % bands;
       int64_t y0 = band * bandRows, y1 = std::min(pr.oh, y0 + bandRows);
       auto [lo, hi] = pr.inputRows(y0, y1);
-      int64_t need0 = lo * g.ow, need1 = hi * g.ow;
-      int64_t end = std::min(sp, (need1 + GemmNR - 1) / GemmNR * GemmNR);
+      int64_t need0 = lo * wq, need1 = (hi - 1) * wq + g.ow;
+      int64_t end = std::min(gsp, (need1 + GemmNR - 1) / GemmNR * GemmNR);
       bool continued = img == prevImg && prevStart <= need0 && need0 <= prevEnd;
       int64_t start = continued ? need0 : need0 / GemmNR * GemmNR;
       int64_t from = continued ? std::max(prevEnd, need0) : start;
@@ -761,17 +971,12 @@ static void convMicroPooled(const ConvGeom &g, const float *x,
       const float *xi = x + img * g.c * g.h * g.w;
       for (int64_t j0 = from; j0 < end; j0 += maxTile) {
         int64_t j1 = std::min(end, j0 + maxTile);
-        for (int64_t k0 = 0; k0 < k; k0 += kb) {
-          int64_t kc = std::min(kb, k - k0);
-          im2colStrips(g, xi, j0, j1, k0, k0 + kc, col);
-          gemmPackedABlock(wPacked, panels, 0, g.o, j1 - j0, k, k0, kc,
-                           {col, kc * GemmNR, GemmNR, /*compact=*/true},
-                           c + (j0 - start), ld, bias, g.act);
-        }
+        convColumns(g, im ? &*im : nullptr, xi, wPacked, panels, 0, g.o, j0, j1,
+                    c + (j0 - start), ld, bias, col);
       }
       for (int64_t m = 0; m < g.o; ++m)
         pr.pool(c + m * ld + (need0 - start), y0, y1,
-                out + (img * g.o + m) * outPlane, poolScratch);
+                out + (img * g.o + m) * outPlane, poolScratch, wq);
       prevImg = img;
       prevStart = start;
       prevEnd = end;

@@ -193,13 +193,14 @@ namespace {
 /// `cols` in (16 (NV - 1), 16 NV] columns are stored. A non-null
 /// `prefetch` is the next A panel (8 x kc floats), and a non-null
 /// `prefetchB` the next strip of B (its rows ldb apart), fetched into L1
-/// over the depth loop.
-template <int NV>
+/// over the depth loop. With Offsets, row k of B (and of the prefetched
+/// strip) is at `b + off[k]` instead of `b + k * ldb`.
+template <int NV, bool Offsets = false>
 TM_AVX512 inline void
 microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
             int64_t ldc, int rows, int cols, bool accumulate, bool last,
             const float *bias, Activation act, const float *prefetch = nullptr,
-            const float *prefetchB = nullptr) {
+            const float *prefetchB = nullptr, const int64_t *off = nullptr) {
   __m512 acc[GemmMR][NV];
 #pragma GCC unroll 8
   for (int r = 0; r < GemmMR; ++r)
@@ -209,7 +210,8 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
   int tail = cols - (NV - 1) * 16;
   __mmask16 lastMask = tail >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << tail) - 1);
   for (int64_t k = 0; k < kc; ++k) {
-    const float *bk = b + k * ldb;
+    int64_t bo = Offsets ? off[k] : k * ldb;
+    const float *bk = b + bo;
     const float *ak = a + k * GemmMR;
     if (prefetch && k % 2 == 0)
       _mm_prefetch(reinterpret_cast<const char *>(prefetch + k * GemmMR),
@@ -217,9 +219,8 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
     if (prefetchB) {
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v)
-        _mm_prefetch(
-            reinterpret_cast<const char *>(prefetchB + k * ldb + 16 * v),
-            _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char *>(prefetchB + bo + 16 * v),
+                     _MM_HINT_T0);
     }
     __m512 bv[NV];
 #pragma GCC unroll 3
@@ -266,12 +267,13 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
 /// The same over a narrow tail of C <= 8 columns (a 7x7 output's last
 /// column, say): vectors run along the 8 rows instead, one broadcast of B
 /// per column, so a 1-column tail costs 1/16 of a full-width kernel.
-template <int C>
-TM_AVX512 inline void microKernelNarrow(int64_t kc, const float *a,
-                                        const float *b, int64_t ldb, float *c,
-                                        int64_t ldc, int rows, bool accumulate,
-                                        bool last, const float *bias,
-                                        Activation act) {
+/// Offsets as microKernel's.
+template <int C, bool Offsets = false>
+TM_AVX512 inline void
+microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
+                  float *c, int64_t ldc, int rows, bool accumulate, bool last,
+                  const float *bias, Activation act,
+                  const int64_t *off = nullptr) {
   // U interleaved sets of accumulators (depth k goes to set k % U), so at
   // least 8 FMA chains are in flight even for one column.
   constexpr int U = C == 1 ? 8 : C == 2 ? 4 : C <= 4 ? 2 : 1;
@@ -286,7 +288,7 @@ TM_AVX512 inline void microKernelNarrow(int64_t kc, const float *a,
 #pragma GCC unroll 8
     for (int u = 0; u < U; ++u) {
       __m256 av = _mm256_loadu_ps(a + (k + u) * GemmMR);
-      const float *bk = b + (k + u) * ldb;
+      const float *bk = b + (Offsets ? off[k + u] : (k + u) * ldb);
 #pragma GCC unroll 8
       for (int j = 0; j < C; ++j)
         acc[u][j] = _mm256_fmadd_ps(av, _mm256_set1_ps(bk[j]), acc[u][j]);
@@ -294,7 +296,7 @@ TM_AVX512 inline void microKernelNarrow(int64_t kc, const float *a,
   }
   for (; k < kc; ++k) {
     __m256 av = _mm256_loadu_ps(a + k * GemmMR);
-    const float *bk = b + k * ldb;
+    const float *bk = b + (Offsets ? off[k] : k * ldb);
 #pragma GCC unroll 8
     for (int j = 0; j < C; ++j)
       acc[0][j] = _mm256_fmadd_ps(av, _mm256_set1_ps(bk[j]), acc[0][j]);
@@ -328,7 +330,8 @@ TM_AVX512 inline void microKernelNarrow(int64_t kc, const float *a,
 }
 
 /// One depth block [k0, k0 + kc) of gemmPackedA: B's rows are those of
-/// the block (b.data points at its row k0).
+/// the block (b.data points at its row k0, or b.rowOffsets at its offset).
+template <bool Offsets>
 TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
                                int64_t m, int64_t n, int64_t k, int64_t k0,
                                int64_t kc, GemmB b, float *c, int64_t ldc,
@@ -350,8 +353,8 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         switch (cols) {
 #define TM_NARROW(C)                                                           \
   case C:                                                                      \
-    microKernelNarrow<C>(kc, ap, bs, ldb, cs, ldc, rows, accumulate, last,     \
-                         bp, act);                                             \
+    microKernelNarrow<C, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, accumulate,  \
+                                  last, bp, act, b.rowOffsets);                \
     continue;
           TM_NARROW(1) TM_NARROW(2) TM_NARROW(3) TM_NARROW(4)
           TM_NARROW(5) TM_NARROW(6) TM_NARROW(7) TM_NARROW(8)
@@ -368,14 +371,17 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         const float *pfb =
             p == 0 && (s + 2) * GemmNR <= n ? bs + b.stripStride : nullptr;
         if (cols > 32)
-          microKernel<3>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
-                         bp, act, pf, pfb);
+          microKernel<3, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, cols,
+                                  accumulate, last, bp, act, pf, pfb,
+                                  b.rowOffsets);
         else if (cols > 16)
-          microKernel<2>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
-                         bp, act, pf, pfb);
+          microKernel<2, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, cols,
+                                  accumulate, last, bp, act, pf, pfb,
+                                  b.rowOffsets);
         else
-          microKernel<1>(kc, ap, bs, ldb, cs, ldc, rows, cols, accumulate, last,
-                         bp, act, pf, pfb);
+          microKernel<1, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, cols,
+                                  accumulate, last, bp, act, pf, pfb,
+                                  b.rowOffsets);
       }
     }
   }
@@ -408,9 +414,12 @@ void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
   int64_t kb = gemmDepthBlock(k);
   for (int64_t k0 = 0; k0 < k; k0 += kb) {
     GemmB bk = b;
-    bk.data += k0 * b.ldb; // plain layout: rows are ldb apart
-    gemmAvx512Block(a, panels, p0, m, n, k, k0, std::min(kb, k - k0), bk,
-                    c, ldc, bias, act);
+    if (b.rowOffsets)
+      bk.rowOffsets += k0;
+    else
+      bk.data += k0 * b.ldb; // plain layout: rows are ldb apart
+    gemmPackedABlock(a, panels, p0, m, n, k, k0, std::min(kb, k - k0), bk, c,
+                     ldc, bias, act);
   }
 #else
   (void)a, (void)panels, (void)p0, (void)b, (void)c, (void)ldc, (void)bias,
@@ -430,7 +439,11 @@ void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
   if (m <= 0 || n <= 0 || kc <= 0)
     return;
 #ifdef TM_HAVE_AVX512_KERNEL
-  gemmAvx512Block(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act);
+  if (b.rowOffsets)
+    gemmAvx512Block<true>(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act);
+  else
+    gemmAvx512Block<false>(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias,
+                           act);
 #else
   (void)a, (void)panels, (void)p0, (void)k, (void)k0, (void)b, (void)c,
       (void)ldc, (void)bias, (void)act;

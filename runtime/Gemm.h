@@ -70,11 +70,13 @@ void packPanelRange(const float *w, int64_t m, int64_t k, int64_t p0,
 /// `data + s * stripStride`; its row k is at `+ k * ldb`, or, when
 /// `compact` (the im2col layout), at `+ k * width` with width the strip's
 /// column count (48 but for a last, partial strip: a narrow tail's rows
-/// then share cache lines).
+/// then share cache lines), or, with `rowOffsets` (an implicit GEMM whose
+/// rows are windows of one buffer, see Conv.cpp), at `+ rowOffsets[k]`.
 struct GemmB {
   const float *data;
   int64_t stripStride, ldb;
   bool compact = false;
+  const int64_t *rowOffsets = nullptr;
 };
 
 /// C rows [0, m) x columns [0, n) (row stride ldc) = A * B over depth k,
@@ -87,7 +89,8 @@ void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
 
 /// One depth block [k0, k0 + kc) of gemmPackedA (the first block writes
 /// C, later ones add to it, the last applies bias and activation); `b`
-/// holds just the block's kc rows. Calling it for consecutive blocks
+/// holds just the block's kc rows (its rowOffsets, if any, start at the
+/// block's first row). Calling it for consecutive blocks
 /// covering [0, k) equals one gemmPackedA. Requires k > 0.
 void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
                       int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,

@@ -58,7 +58,12 @@ struct PoolGeom {
   Planes in;
   int64_t oh, ow, kh, kw, sh, sw, ph, pw, dh, dw;
   int64_t phEnd, pwEnd;
+  int64_t pitch = 0; ///< floats between input rows; 0: in.w
 };
+/// Floats between the input rows of pool `g`.
+inline int64_t rowPitch(const PoolGeom &g) {
+  return g.pitch ? g.pitch : g.in.w;
+}
 } // namespace
 
 static PoolGeom checkPool(llvm::StringRef op, const Tensor &x,
@@ -119,7 +124,7 @@ static void maxPoolPlane(const PoolGeom &g, const float *src, float *dst,
       int64_t iy = y0 + ki * g.dh;
       if (iy < 0 || iy >= g.in.h)
         continue;
-      const float *in = src + iy * w;
+      const float *in = src + iy * rowPitch(g);
       if (first) {
         for (int64_t i = 0; i < w; ++i)
           row[i] = in[i];
@@ -181,7 +186,7 @@ static void maxPoolPlane512(const PoolGeom &g, const float *src, float *dst,
     for (int64_t ki = 0; ki < g.kh; ++ki) {
       int64_t iy = oy * g.sh - g.ph + ki * g.dh;
       if (iy >= 0 && iy < g.in.h)
-        rows.push_back(src + iy * w);
+        rows.push_back(src + iy * rowPitch(g));
     }
     for (int64_t i = 0; i < w; i += 16) {
       __mmask16 m = headMask(w - i);
@@ -249,7 +254,7 @@ TM_AVX512F static void maxPoolPlaneSmall(const PoolGeom &g, const float *src, fl
     for (int64_t ki = 0; ki < K; ++ki) {
       int64_t iy = oy * g.sh - g.ph + ki;
       if (iy >= 0 && iy < g.in.h)
-        r[present++] = src + iy * w;
+        r[present++] = src + iy * rowPitch(g);
     }
     float *out = dst + oy * g.ow;
     if (present == 0) { // a window in the padding only
@@ -267,14 +272,15 @@ TM_AVX512F static void maxPoolPlaneSmall(const PoolGeom &g, const float *src, fl
     uintptr_t next = reinterpret_cast<uintptr_t>(src) +
                      (uintptr_t(oy + 1) * uintptr_t(g.sh) - uintptr_t(g.ph) +
                       uintptr_t(K - adds)) *
-                         uintptr_t(w) * sizeof(float);
+                         uintptr_t(rowPitch(g)) * sizeof(float);
     // Padded columns [j, j + 16) are input columns [j - pw, ...).
     __m512 v0 = rowsMax<K>(r, -g.pw, w);
     for (int64_t ox = 0; ox < g.ow; ox += 16) {
       uintptr_t col = next + uintptr_t(std::max<int64_t>(ox * g.sw - g.pw, 0)) *
                                  sizeof(float);
       for (int64_t t = 0; t < adds; ++t)
-        prefetchBytes(col + uintptr_t(t) * uintptr_t(w) * sizeof(float),
+        prefetchBytes(col +
+                          uintptr_t(t) * uintptr_t(rowPitch(g)) * sizeof(float),
                       64 * g.sw);
       __m512 y;
       if (g.sw == 1) {
@@ -476,7 +482,7 @@ int64_t MaxPoolRows::scratchFloats() const {
 }
 
 void MaxPoolRows::pool(const float *rows, int64_t y0, int64_t y1, float *out,
-                       float *scratch) const {
+                       float *scratch, int64_t pitch) const {
   // A band is a sub-geometry: the rows held, the padding shifted so that
   // output row y0 + i reads them where the whole plane has them. Rows
   // outside the band are outside the plane (padding) or read by no window.
@@ -493,7 +499,8 @@ void MaxPoolRows::pool(const float *rows, int64_t y0, int64_t y1, float *out,
              .dh = dh_,
              .dw = dw_,
              .phEnd = 0,
-             .pwEnd = pw_};
+             .pwEnd = pw_,
+             .pitch = pitch};
   maxPoolPlaneFor(g)(g, rows, out + y0 * ow, scratch);
 }
 

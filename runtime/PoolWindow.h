@@ -35,10 +35,10 @@ public:
   /// Floats of scratch that pool() needs.
   int64_t scratchFloats() const;
   /// Output rows [y0, y1) of one plane, into `out` (the oh x ow output
-  /// plane), from `rows`: input rows inputRows(y0, y1) of the plane, w
-  /// floats apart.
+  /// plane), from `rows`: input rows inputRows(y0, y1) of the plane,
+  /// `pitch` floats apart (0: w).
   void pool(const float *rows, int64_t y0, int64_t y1, float *out,
-            float *scratch) const;
+            float *scratch, int64_t pitch = 0) const;
   int64_t oh, ow;
 
 private:

@@ -458,7 +458,8 @@ TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
           "the max pool, bit for bit",
           "[conv][gemm][pool]") {
   // rt::conv2dMaxPool against conv2d then maxPoolNd: stems (7x7 stride 2
-  // then 3x3 stride 2 pad 1, 3x3 stride 2 then ceil mode), a pointwise
+  // then 3x3 stride 2 pad 1, 3x3 stride 2 then ceil mode; on the implicit
+  // GEMM's grid and on im2col's plane), a pointwise
   // conv, planes whose last strip is a narrow tail (7x7, 13x13), a
   // partial panel of output channels, bands per thread that continue
   // from the previous one or not (1 to 3 threads, batch 1 to 3), pool
@@ -483,6 +484,12 @@ TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
   plane13.pad = 1;
   ConvCase wide{1, 6, 90, 61, 64, 3, 3};
   wide.pad = 1;
+  // The implicit GEMM (a grid wider than the plane): few output channels.
+  ConvCase stem16{2, 3, 45, 48, 16, 3, 3};
+  stem16.stride = 2;
+  stem16.pad = 1;
+  ConvCase few{1, 6, 40, 37, 12, 3, 3};
+  few.pad = 1;
   Case cases[] = {
       {stem(2, 61, 7, 2, 3), {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},
       {stem(3, 45, 3, 2, 0), {3, 3}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
@@ -495,6 +502,9 @@ TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
       // Windows wholly in the padding (-inf), a 1x1 window skipping rows.
       {small, {2, 2}, {1, 1}, {3, 3}, {3, 3}, {1, 1}, false},
       {plane13, {1, 1}, {3, 3}, {0, 0}, {0, 0}, {1, 1}, true},
+      {stem16, {3, 3}, {2, 2}, {1, 1}, {1, 1}, {1, 1}, false},
+      {stem16, {3, 3}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
+      {few, {3, 3}, {2, 2}, {0, 0}, {0, 0}, {1, 1}, true},
   };
   for (int threads : {1, 2, 3})
     for (const Case &c : cases) {

@@ -32,11 +32,13 @@ class PackedConvWeight;
 /// How the non-depthwise convolutions run. Auto (the default): where the
 /// CPU has AVX-512, the micro-kernel with packed weights, through Winograd's
 /// F(2x2, 3x3) for 3x3 stride-1 undilated ungrouped convolutions of at
-/// least 8 input and output channels and a 6x6 output, through im2col
-/// otherwise; OpenBLAS sgemm elsewhere. Im2col never uses Winograd;
-/// Winograd uses it for every 3x3 stride-1 undilated ungrouped
-/// convolution (and im2col for the rest); Blas forces OpenBLAS. The paths
-/// differ in rounding only.
+/// least 8 input and output channels and a 6x6 output, otherwise reading
+/// the input in place (1x1) or as an implicit GEMM over phase planes of
+/// the input (most others; im2col's patch matrix for the rest); OpenBLAS
+/// sgemm elsewhere. Im2col never uses Winograd nor the implicit GEMM (a
+/// patch matrix for every conv that is not 1x1); Winograd uses it for
+/// every 3x3 stride-1 undilated ungrouped convolution (and Auto's choice
+/// for the rest); Blas forces OpenBLAS. The paths differ in rounding only.
 enum class ConvGemm : uint8_t { Auto, Blas, Im2col, Winograd };
 
 /// Attributes of conv2d.
