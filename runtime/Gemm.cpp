@@ -64,22 +64,27 @@ std::shared_ptr<const PackedGemmB> LinearWeightPack::get(const Tensor &w) {
   return packed_;
 }
 
+namespace {
+/// C (m x n) = A * B over depth k on the micro-kernel, A read in place
+/// (row-major, rows lda apart): no packing. Single-threaded.
+void gemmRowsA(const float *a, int64_t lda, int64_t m, int64_t n, int64_t k,
+               GemmB b, float *c, int64_t ldc);
+} // namespace
+
 void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float *c,
                 int64_t ldc, int threads, const GemmEpilogue &ep) {
   int64_t panels = (m + GemmMR - 1) / GemmMR;
-  Tensor packed = Tensor::empty({packedPanelFloats(1, m, k)}, DType::Float32);
-  float *ap = packed.data<float>();
   // Work items are (row block, column tile) pairs; a tile's depth block of
   // B stays in L2 while the block's panels sweep it. Column tiles first:
-  // each thread streams its own share of B once, the (shared) packed A
-  // being the smaller operand to read again, unless rowsFirst (below).
+  // each thread streams its own share of B once, A being the smaller
+  // operand to read again, unless rowsFirst (below).
   constexpr int64_t TileCols = 4 * GemmNR, GroupPanels = 12;
   int64_t tiles = (n + TileCols - 1) / TileCols;
   // Rows first where A is the larger operand and all of B stays in L2
   // (the token-wise linears of a conv net's early stages: 3136 x 96 by
-  // 96 x 384): each thread takes whole groups of panels, the rows it packed
-  // itself, across every column tile, and writes whole rows of C, which
-  // the next row-wise op reads on the same thread.
+  // 96 x 384): each thread takes whole groups of 8-row panels across every
+  // column tile, and writes whole rows of C, which the next row-wise op
+  // reads on the same thread.
   constexpr int64_t RowsFirstMaxB = 640 << 10;
   bool rowsFirst = m > n && n * k * int64_t(sizeof(float)) <= RowsFirstMaxB;
   // (At least four row blocks per thread, for balance.)
@@ -93,10 +98,6 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
   bool epilogue = ep.colBias || ep.act != Activation::None || ep.tail;
 #pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
   {
-    // A is packed by all the threads, a share of the panels each.
-#pragma omp for schedule(static)
-    for (int64_t p = 0; p < panels; ++p)
-      packPanelRange(a, m, k, p, p + 1, ap);
 #pragma omp for schedule(static)
     for (int64_t item = 0; item < items; ++item) {
       int64_t mb = rowsFirst ? item / tiles : item % mBlocks;
@@ -113,8 +114,7 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
         if (m0 >= m1)
           continue;
         float *cb = c + m0 * ldc + j0;
-        gemmPackedA(ap, panels, g0, m1 - m0, j1 - j0, k, bj, cb, ldc, nullptr,
-                    Activation::None);
+        gemmRowsA(a + m0 * k, k, m1 - m0, j1 - j0, k, bj, cb, ldc);
         if (!epilogue)
           continue;
         for (int64_t r = 0; r < m1 - m0; ++r) {
@@ -243,14 +243,21 @@ TM_AVX512 void packPanelRows(const float *w, int64_t ld, int64_t kc, float *d) {
 /// `prefetch` is the next A panel (8 x kc floats), and a non-null
 /// `prefetchB` the next strip of B (its rows ldb apart), fetched into L1
 /// over the depth loop. With Offsets, row k of B (and of the prefetched
-/// strip) is at `b + off[k]` instead of `b + k * ldb`.
-template <int NV, bool Offsets = false>
+/// strip) is at `b + off[k]` instead of `b + k * ldb`. With DirectA, A is
+/// not packed: row r of the tile is at `a + r * lda` (rows past `rows`
+/// repeat the last one, computed and not stored).
+template <int NV, bool Offsets = false, bool DirectA = false>
 TM_AVX512 inline void
 microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
             int64_t ldc, int rows, int cols, bool accumulate, bool last,
             const float *bias, Activation act, const float *prefetch = nullptr,
-            const float *prefetchB = nullptr, const int64_t *off = nullptr) {
+            const float *prefetchB = nullptr, const int64_t *off = nullptr,
+            int64_t lda = 0) {
   __m512 acc[GemmMR][NV];
+  const float *arow[GemmMR];
+  if constexpr (DirectA)
+    for (int r = 0; r < GemmMR; ++r)
+      arow[r] = a + std::min(r, rows - 1) * lda;
 #pragma GCC unroll 8
   for (int r = 0; r < GemmMR; ++r)
 #pragma GCC unroll 3
@@ -278,7 +285,7 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
     bv[NV - 1] = _mm512_maskz_loadu_ps(lastMask, bk + 16 * (NV - 1));
 #pragma GCC unroll 8
     for (int r = 0; r < GemmMR; ++r) {
-      __m512 ar = _mm512_set1_ps(ak[r]);
+      __m512 ar = _mm512_set1_ps(DirectA ? arow[r][k] : ak[r]);
 #pragma GCC unroll 3
       for (int v = 0; v < NV; ++v)
         acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
@@ -316,13 +323,23 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
 /// The same over a narrow tail of C <= 8 columns (a 7x7 output's last
 /// column, say): vectors run along the 8 rows instead, one broadcast of B
 /// per column, so a 1-column tail costs 1/16 of a full-width kernel.
-/// Offsets as microKernel's.
-template <int C, bool Offsets = false>
+/// Offsets and DirectA as microKernel's.
+template <int C, bool Offsets = false, bool DirectA = false>
 TM_AVX512 inline void
 microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
                   float *c, int64_t ldc, int rows, bool accumulate, bool last,
                   const float *bias, Activation act,
-                  const int64_t *off = nullptr) {
+                  const int64_t *off = nullptr, int64_t lda = 0) {
+  const float *arow[GemmMR];
+  if constexpr (DirectA)
+    for (int r = 0; r < GemmMR; ++r)
+      arow[r] = a + std::min(r, rows - 1) * lda;
+      // The 8 rows' weights at depth kk, one vector.
+#define aAt(kk)                                                                \
+  (DirectA                                                                     \
+       ? _mm256_setr_ps(arow[0][kk], arow[1][kk], arow[2][kk], arow[3][kk],    \
+                        arow[4][kk], arow[5][kk], arow[6][kk], arow[7][kk])    \
+       : _mm256_loadu_ps(a + (kk)*GemmMR))
   // U interleaved sets of accumulators (depth k goes to set k % U), so at
   // least 8 FMA chains are in flight even for one column.
   constexpr int U = C == 1 ? 8 : C == 2 ? 4 : C <= 4 ? 2 : 1;
@@ -336,7 +353,7 @@ microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
   for (; k + U <= kc; k += U) {
 #pragma GCC unroll 8
     for (int u = 0; u < U; ++u) {
-      __m256 av = _mm256_loadu_ps(a + (k + u) * GemmMR);
+      __m256 av = aAt(k + u);
       const float *bk = b + (Offsets ? off[k + u] : (k + u) * ldb);
 #pragma GCC unroll 8
       for (int j = 0; j < C; ++j)
@@ -344,7 +361,7 @@ microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
     }
   }
   for (; k < kc; ++k) {
-    __m256 av = _mm256_loadu_ps(a + k * GemmMR);
+    __m256 av = aAt(k);
     const float *bk = b + (Offsets ? off[k] : k * ldb);
 #pragma GCC unroll 8
     for (int j = 0; j < C; ++j)
@@ -378,19 +395,26 @@ microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
   }
 }
 
+#undef aAt
+
 /// One depth block [k0, k0 + kc) of gemmPackedA: B's rows are those of
 /// the block (b.data points at its row k0, or b.rowOffsets at its offset).
-template <bool Offsets>
+/// With DirectA, `a` is A itself (rows lda apart; panel p's rows from
+/// 8 (p0 + p)) instead of its packed panels.
+template <bool Offsets, bool DirectA = false>
 TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
                                int64_t m, int64_t n, int64_t k, int64_t k0,
                                int64_t kc, GemmB b, float *c, int64_t ldc,
-                               const float *bias, Activation act) {
+                               const float *bias, Activation act,
+                               int64_t lda = 0) {
   // The packed A micro-panel of the block (8 x KC floats, 8 KB) stays in
   // L1 while it meets every strip of B, which streams from L2.
   {
     bool accumulate = k0 > 0, last = k0 + kc == k;
     for (int64_t p = 0; p * GemmMR < m; ++p) {
-      const float *ap = a + k0 * panels * GemmMR + (p0 + p) * kc * GemmMR;
+      const float *ap = DirectA
+                            ? a + (p0 + p) * GemmMR * lda + k0
+                            : a + k0 * panels * GemmMR + (p0 + p) * kc * GemmMR;
       int rows = int(std::min(GemmMR, m - p * GemmMR));
       float *cp = c + p * GemmMR * ldc;
       const float *bp = bias ? bias + p * GemmMR : nullptr;
@@ -402,8 +426,9 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         switch (cols) {
 #define TM_NARROW(C)                                                           \
   case C:                                                                      \
-    microKernelNarrow<C, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, accumulate,  \
-                                  last, bp, act, b.rowOffsets);                \
+    microKernelNarrow<C, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows,     \
+                                           accumulate, last, bp, act,          \
+                                           b.rowOffsets, lda);                 \
     continue;
           TM_NARROW(1) TM_NARROW(2) TM_NARROW(3) TM_NARROW(4)
           TM_NARROW(5) TM_NARROW(6) TM_NARROW(7) TM_NARROW(8)
@@ -413,26 +438,39 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         }
         // The first strip prefetches the next panel, which the strips
         // then find in L1 (the weights are read from memory once a run).
-        const float *pf =
-            s == 0 && (p + 1) * GemmMR < m ? ap + kc * GemmMR : nullptr;
+        const float *pf = !DirectA && s == 0 && (p + 1) * GemmMR < m
+                              ? ap + kc * GemmMR
+                              : nullptr;
         // Likewise the first panel prefetches B's next (full) strip: a
         // linear layer's packed weight, read from memory once a run.
         const float *pfb =
             p == 0 && (s + 2) * GemmNR <= n ? bs + b.stripStride : nullptr;
         if (cols > 32)
-          microKernel<3, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, cols,
-                                  accumulate, last, bp, act, pf, pfb,
-                                  b.rowOffsets);
+          microKernel<3, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows, cols,
+                                           accumulate, last, bp, act, pf, pfb,
+                                           b.rowOffsets, lda);
         else if (cols > 16)
-          microKernel<2, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, cols,
-                                  accumulate, last, bp, act, pf, pfb,
-                                  b.rowOffsets);
+          microKernel<2, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows, cols,
+                                           accumulate, last, bp, act, pf, pfb,
+                                           b.rowOffsets, lda);
         else
-          microKernel<1, Offsets>(kc, ap, bs, ldb, cs, ldc, rows, cols,
-                                  accumulate, last, bp, act, pf, pfb,
-                                  b.rowOffsets);
+          microKernel<1, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows, cols,
+                                           accumulate, last, bp, act, pf, pfb,
+                                           b.rowOffsets, lda);
       }
     }
+  }
+}
+
+void gemmRowsA(const float *a, int64_t lda, int64_t m, int64_t n, int64_t k,
+               GemmB b, float *c, int64_t ldc) {
+  int64_t panels = (m + GemmMR - 1) / GemmMR, kb = gemmDepthBlock(k);
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    GemmB bk = b;
+    bk.data += k0 * b.ldb;
+    gemmAvx512Block<false, true>(a, panels, 0, m, n, k, k0,
+                                 std::min(kb, k - k0), bk, c, ldc, nullptr,
+                                 Activation::None, lda);
   }
 }
 
@@ -441,6 +479,13 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
 #else
 
 bool gemmMicroKernelAvailable() { return false; }
+
+namespace {
+void gemmRowsA(const float *, int64_t, int64_t, int64_t, int64_t, GemmB,
+               float *, int64_t) {
+  __builtin_trap(); // callers check gemmMicroKernelAvailable()
+}
+} // namespace
 
 #endif
 

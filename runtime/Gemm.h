@@ -120,9 +120,9 @@ struct GemmEpilogue {
 };
 
 /// C (m x n) = A (m x k, row-major, rows contiguous) * B on the
-/// micro-kernel with `threads` threads, then the epilogue: A packed into
-/// 8-row panels by all the threads, shared; `b` is B in
-/// place (strips 48 floats apart) or a PackedGemmB. Requires
+/// micro-kernel with `threads` threads, then the epilogue: A read in place
+/// (the kernel broadcasts its 8 rows from the matrix, no packing); `b` is
+/// B in place (strips 48 floats apart) or a PackedGemmB. Requires
 /// gemmMicroKernelAvailable(), m, n, k > 0.
 void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float *c,
                 int64_t ldc, int threads, const GemmEpilogue &epilogue = {});
