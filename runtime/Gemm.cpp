@@ -10,6 +10,7 @@
 #include "Gemm.h"
 
 #include "Internal.h"
+#include "Simd512.h"
 
 #include <algorithm>
 #include <cstring>
@@ -206,32 +207,8 @@ namespace {
 /// transformer's run went to packing its activations).
 TM_AVX512 void packPanelRows(const float *w, int64_t ld, int64_t kc, float *d) {
   int64_t kk = 0;
-  for (; kk + 8 <= kc; kk += 8) {
-    __m256 r[8], t[8], u[8];
-#pragma GCC unroll 8
-    for (int i = 0; i < 8; ++i)
-      r[i] = _mm256_loadu_ps(w + i * ld + kk);
-#pragma GCC unroll 4
-    for (int i = 0; i < 8; i += 2) {
-      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
-      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
-    }
-    // u[4h + c]: columns c and c + 4 of rows 4h .. 4h + 3.
-#pragma GCC unroll 2
-    for (int h = 0; h < 2; ++h) {
-      u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
-      u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
-      u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
-      u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
-    }
-#pragma GCC unroll 4
-    for (int c = 0; c < 4; ++c) {
-      _mm256_storeu_ps(d + (kk + c) * GemmMR,
-                       _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
-      _mm256_storeu_ps(d + (kk + c + 4) * GemmMR,
-                       _mm256_permute2f128_ps(u[c], u[4 + c], 0x31));
-    }
-  }
+  for (; kk + 8 <= kc; kk += 8)
+    simd512::transpose8x8(w + kk, ld, d + kk * GemmMR, GemmMR);
   for (; kk < kc; ++kk)
     for (int i = 0; i < 8; ++i)
       d[kk * GemmMR + i] = w[i * ld + kk];

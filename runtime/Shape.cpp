@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "Internal.h"
+#include "Simd512.h"
 #include "tm/runtime/Elementwise.h"
 
 namespace tmg::rt {
@@ -20,6 +21,21 @@ detail::contiguousStrides(llvm::ArrayRef<int64_t> shape) {
   for (size_t d = shape.size(); d-- > 1;)
     s[d - 1] = s[d] * shape[d];
   return s;
+}
+
+/// dst[i * ldd + j] = src[i + j * lds] for i, j < 32 (4-byte elements).
+TM_AVX512F static void transposeTile(const void *src, int64_t lds, void *dst,
+                                     int64_t ldd) {
+#if TM_HAVE_SIMD512
+  const float *s = static_cast<const float *>(src);
+  float *d = static_cast<float *>(dst);
+  for (int64_t j = 0; j < 32; j += 8)
+    for (int64_t i = 0; i < 32; i += 8)
+      simd512::transpose8x8(s + i + j * lds, lds, d + i * ldd + j, ldd);
+#else
+  (void)src, (void)lds, (void)dst, (void)ldd;
+  __builtin_trap(); // callers check simd512::available()
+#endif
 }
 
 template <typename T>
@@ -57,8 +73,10 @@ static void stridedCopyTyped(const T *in, int64_t base,
     return;
   }
   // Gathering rows (a transpose when sa == 1): copy Tile x Tile blocks so
-  // both the reads and the writes stay within a few cache lines per row.
+  // both the reads and the writes stay within a few cache lines per row;
+  // a transpose of 4-byte elements moves whole 8 x 8 blocks in registers.
   constexpr int64_t Tile = 32;
+  bool blocks8 = sizeof(T) == 4 && sa == 1 && simd512::available();
   int64_t aTiles = (a + Tile - 1) / Tile;
   parallelFor(outer * aTiles,
               std::max<int64_t>(1, ElementwiseGrain / (Tile * b)),
@@ -71,6 +89,11 @@ static void stridedCopyTyped(const T *in, int64_t base,
                   T *dst = out + o * a * b;
                   for (int64_t b0 = 0; b0 < b; b0 += Tile) {
                     int64_t b1 = std::min(b, b0 + Tile);
+                    if (blocks8 && a1 - a0 == Tile && b1 - b0 == Tile) {
+                      transposeTile(src + a0 + b0 * sb, sb, dst + a0 * b + b0,
+                                    b);
+                      continue;
+                    }
                     for (int64_t i = a0; i < a1; ++i)
                       for (int64_t j = b0; j < b1; ++j)
                         dst[i * b + j] = src[i * sa + j * sb];

@@ -115,6 +115,16 @@ TEST_CASE("transpose matches an index reference for every element size",
     Tensor dense = rt::contiguous(y); // the tiled, parallel copy
     CHECK(dense.isContiguous());
     CHECK(dense.data<float>()[1] == float(s.back()));
+    // Every element (the 4-byte tiles move as 8 x 8 register blocks):
+    // dense[n][j][i] = x[n][i][j].
+    int64_t rows = s[s.size() - 2], cols = s.back(), mismatches = 0;
+    const float *d = dense.data<float>();
+    for (int64_t n = 0; n < x.numel() / (rows * cols); ++n)
+      for (int64_t j = 0; j < cols; ++j)
+        for (int64_t i = 0; i < rows; ++i)
+          mismatches +=
+              d[(n * cols + j) * rows + i] != float((n * rows + i) * cols + j);
+    CHECK(mismatches == 0);
     requireIdentical(dense, y.contiguous());
     requireIdentical(rt::contiguous(rt::transpose(dense, perm)), x);
     requireIdentical(rt::transpose(y, perm).contiguous(), x);
