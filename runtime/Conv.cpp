@@ -9,8 +9,10 @@
 // GEMM is the micro-kernel of Gemm.h on packed weights where the CPU has
 // AVX-512 (convMicro, im2colStrips), OpenBLAS elsewhere (convBlas). 1x1
 // stride-1 unpadded convolutions skip the im2col: the input already is the
-// patch matrix. 3x3 stride-1 convolutions run as Winograd's F(2x2, 3x3)
-// on the same kernel (convWinograd). Depthwise convolutions have
+// patch matrix. Grouped, few-channel and 7x7-stem convolutions read their
+// patch rows in place from phase planes of the input instead (an implicit
+// GEMM, see Implicit). 3x3 stride-1 convolutions run as Winograd's
+// F(2x2, 3x3) on the same kernel (convWinograd). Depthwise convolutions have
 // K = kh * kw, far too little work for a GEMM, and use a direct kernel
 // over each plane cut by stride phase (depthwisePlane).
 //

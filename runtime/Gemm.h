@@ -10,7 +10,10 @@
 //    `strip + k * ldb`: either the im2col buffer written directly in this
 //    strip layout (ldb = the strip's width, strips K x 48 apart) or, for
 //    1x1 stride-1 convolutions, the input itself (ldb = N, strips 48
-//    floats apart).
+//    floats apart); an implicit GEMM's rows are at per-row offsets into
+//    phase planes of the input (GemmB::rowOffsets).
+// Matrix products (microSgemm) read A in place instead of packed panels:
+// the kernel broadcasts its 8 rows' values from the row-major matrix.
 // The bias and the activation are applied in the micro-kernel's final
 // store. The depth is split into blocks of <= GemmKC so one A micro-panel
 // (8 x KC) stays in L1 while it meets every strip of the tile; columns
