@@ -80,22 +80,28 @@ TM_AVX512F inline __m512 nanMax(__m512 m, __m512 v) {
 
 /// dst[c * ldd + r] = src[r * lds + c] for r, c < 8: an 8 x 8 block of
 /// 4-byte elements transposed in registers (unpack, shuffle, lane swap).
-TM_AVX512F inline void transpose8x8(const float *src, int64_t lds, float *dst,
-                                    int64_t ldd) {
+/// Always inlined: a call per block (through the PLT, as GCC left it)
+/// costs as much as the block.
+TM_AVX512F __attribute__((always_inline)) inline void
+transpose8x8(const float *src, int64_t lds, float *dst, int64_t ldd) {
   __m256 r[8], t[8], u[8];
+#pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)
     r[i] = _mm256_loadu_ps(src + i * lds);
+#pragma GCC unroll 4
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
     t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
   }
   // u[4h + c]: columns c and c + 4 of rows 4h .. 4h + 3.
+#pragma GCC unroll 2
   for (int h = 0; h < 2; ++h) {
     u[4 * h] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0x44);
     u[4 * h + 1] = _mm256_shuffle_ps(t[4 * h], t[4 * h + 2], 0xEE);
     u[4 * h + 2] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0x44);
     u[4 * h + 3] = _mm256_shuffle_ps(t[4 * h + 1], t[4 * h + 3], 0xEE);
   }
+#pragma GCC unroll 4
   for (int c = 0; c < 4; ++c) {
     _mm256_storeu_ps(dst + c * ldd,
                      _mm256_permute2f128_ps(u[c], u[4 + c], 0x20));
