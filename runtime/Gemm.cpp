@@ -203,8 +203,8 @@ namespace {
 
 /// Columns [0, kc) of 8 rows of w (`ld` floats apart) as one depth block
 /// of a packed panel: d[kk * 8 + r] = w[r * ld + kk], by 8 x 8 transposes
-/// in registers (the scalar loop stores a float at a time: 6% of a
-/// transformer's run went to packing its activations).
+/// in registers rather than a float at a time (attention packs every
+/// head's keys per call).
 TM_AVX512 void packPanelRows(const float *w, int64_t ld, int64_t kc, float *d) {
   int64_t kk = 0;
   for (; kk + 8 <= kc; kk += 8)
@@ -308,10 +308,11 @@ microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
                   const float *bias, Activation act,
                   const int64_t *off = nullptr, int64_t lda = 0) {
   const float *arow[GemmMR];
-  if constexpr (DirectA)
+  if constexpr (DirectA) {
     for (int r = 0; r < GemmMR; ++r)
       arow[r] = a + std::min(r, rows - 1) * lda;
-      // The 8 rows' weights at depth kk, one vector.
+  }
+  // The 8 rows' weights at depth kk, one vector.
 #define aAt(kk)                                                                \
   (DirectA                                                                     \
        ? _mm256_setr_ps(arow[0][kk], arow[1][kk], arow[2][kk], arow[3][kk],    \
@@ -384,8 +385,9 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
                                int64_t kc, GemmB b, float *c, int64_t ldc,
                                const float *bias, Activation act,
                                int64_t lda = 0) {
-  // The packed A micro-panel of the block (8 x KC floats, 8 KB) stays in
-  // L1 while it meets every strip of B, which streams from L2.
+  // A's micro-panel of the block (8 x KC floats, 8 KB: packed, or with
+  // DirectA 8 row segments) stays in L1 while it meets every strip of B,
+  // which streams from L2.
   {
     bool accumulate = k0 > 0, last = k0 + kc == k;
     for (int64_t p = 0; p * GemmMR < m; ++p) {
