@@ -738,6 +738,17 @@ static void convColumns(const ConvGeom &g, const Implicit *im, const float *xg,
   }
 }
 
+/// The widest column tile of a conv of depth k on the micro-kernel, in
+/// whole 48-column strips. Every tile streams all of the packed weights
+/// once, so tiles are as wide as L2 allows: one depth block of the tile's
+/// patch columns (min(K, KC) x tile floats, what the kernel sweeps once
+/// per weight panel) within ColumnBudgetBytes.
+static int64_t widestColumnTile(int64_t k) {
+  constexpr int64_t ColumnBudgetBytes = 384 << 10;
+  return std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
+                              gemmDepthBlock(k) / GemmNR * GemmNR);
+}
+
 /// convBlas on the micro-kernel: the same work items (image, group, column
 /// tile, row block), with the patch tile written straight into the
 /// kernel's strip layout and bias + activation applied in its store.
@@ -750,18 +761,12 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   int64_t wq = implicit ? implicitPitch(g) : g.ow, gsp = g.oh * wq;
   int threads = omp_get_max_threads();
   // Column tiles: boundaries on whole 48-column strips (only the last
-  // tile of a plane has a partial strip). Every tile streams all of the
-  // packed weights once, so tiles are as wide as L2 allows: one depth
-  // block of the tile's patch columns (min(K, KC) x tile floats, what the
-  // kernel sweeps once per weight panel) within ColumnBudgetBytes. With
-  // few tiles, their count is raised until the work items divide evenly
-  // over the threads, keeping tiles of at least MinTile columns.
-  constexpr int64_t ColumnBudgetBytes = 384 << 10, MinTile = 96;
+  // tile of a plane has a partial strip), at most widestColumnTile wide.
+  // With few tiles, their count is raised until the work items divide
+  // evenly over the threads, keeping tiles of at least MinTile columns.
+  constexpr int64_t MinTile = 96;
   int64_t images = g.n * g.groups;
-  int64_t maxTile =
-      std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) /
-                           std::max<int64_t>(gemmDepthBlock(k), 1) / GemmNR *
-                           GemmNR);
+  int64_t maxTile = widestColumnTile(k);
   int64_t tiles = std::max<int64_t>(1, (gsp + maxTile - 1) / maxTile);
   int64_t panels = (g.og + GemmMR - 1) / GemmMR;
   // Output channels first: a pointwise conv with fewer columns than output
@@ -928,12 +933,8 @@ static void convMicroPooled(const ConvGeom &g, const float *x,
         maxCols,
         convRows(b * bandRows, std::min(pr.oh, (b + 1) * bandRows)) * wq);
   int64_t bufCols = std::min(gsp, maxCols + 2 * GemmNR);
-  // Patch tiles as convMicro's (one depth block within ColumnBudgetBytes).
-  constexpr int64_t ColumnBudgetBytes = 384 << 10;
-  int64_t kb = gemmDepthBlock(k);
-  int64_t maxTile =
-      std::max(GemmNR, ColumnBudgetBytes / int64_t(sizeof(float)) / kb /
-                           GemmNR * GemmNR);
+  // Patch tiles as convMicro's.
+  int64_t kb = gemmDepthBlock(k), maxTile = widestColumnTile(k);
   std::optional<Implicit> im;
   if (implicit)
     im = makeImplicit(g, maxTile);

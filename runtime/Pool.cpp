@@ -478,7 +478,9 @@ std::pair<int64_t, int64_t> MaxPoolRows::inputRows(int64_t y0,
 }
 
 int64_t MaxPoolRows::scratchFloats() const {
-  return w_ + 2 * pw_ + sw_ * ow + kw_ * dw_ + 32; // maxPoolBufLen
+  // What maxPoolBufLen reads of pool()'s geometry (the same for every band).
+  return maxPoolBufLen(PoolGeom{
+      .in = {1, 0, w_}, .ow = ow, .kw = kw_, .sw = sw_, .pw = pw_, .dw = dw_});
 }
 
 void MaxPoolRows::pool(const float *rows, int64_t y0, int64_t y1, float *out,
