@@ -711,11 +711,13 @@ static void implicitPhases(const ConvGeom &g, const Implicit &im,
 /// Columns [j0, j1) of one (image, group) GEMM of conv `g`, rows from
 /// panel p0 (m of them), into `c` (row stride ldc), every depth block: on
 /// the implicit GEMM's grid with `im` (its phase buffer in `scratch`),
-/// else on the output's plane with the im2col tile in `scratch`.
+/// else on the output's plane with the im2col tile in `scratch`. The last
+/// block stores act(C + bias + addend).
 static void convColumns(const ConvGeom &g, const Implicit *im, const float *xg,
                         const float *wg, int64_t panels, int64_t p0, int64_t m,
                         int64_t j0, int64_t j1, float *c, int64_t ldc,
-                        const float *bias, float *scratch) {
+                        const float *bias, float *scratch, Activation act,
+                        GemmAddend addend = {}) {
   int64_t k = g.k(), kb = gemmDepthBlock(k), taps = g.kh * g.kw;
   // One depth block at a time: its patch rows (or phase planes) are built
   // right before the kernel sweeps them, so they are read back from L2.
@@ -725,7 +727,7 @@ static void convColumns(const ConvGeom &g, const Implicit *im, const float *xg,
       im2colStrips(g, xg, j0, j1, k0, k0 + kc, scratch);
       gemmPackedABlock(wg, panels, p0, m, j1 - j0, k, k0, kc,
                        {scratch, kc * GemmNR, GemmNR, /*compact=*/true}, c, ldc,
-                       bias, g.act);
+                       bias, act, addend);
       continue;
     }
     int64_t oy0 = j0 / im->wq, oy1 = (j1 + im->wq - 1) / im->wq;
@@ -734,7 +736,7 @@ static void convColumns(const ConvGeom &g, const Implicit *im, const float *xg,
     GemmB b{scratch + (j0 - oy0 * im->wq), GemmNR, 0};
     b.rowOffsets = im->offsets.data() + k0;
     gemmPackedABlock(wg, panels, p0, m, j1 - j0, k, k0, kc, b, c, ldc, bias,
-                     g.act);
+                     act, addend);
   }
 }
 
@@ -853,9 +855,14 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     const float *wg = wPacked + grp * groupFloats;
     float *cg = og + m0 * sp + j0;
     const float *bg = bias ? bias + grp * g.og + m0 : nullptr;
+    // The residual, added where the kernel stores C (on the plane).
+    GemmAddend res;
+    if (g.residual)
+      res = {g.residual + g.resAt(n, grp * g.og + m0) + j0, sp};
+    Activation act = g.residual ? g.tailAct : g.act;
     if (pointwise || k == 0) { // (k == 0: C is the activated bias)
       gemmPackedA(wg, panels, p0, m1 - m0, j1 - j0, k, {xg + j0, GemmNR, sp},
-                  cg, sp, bg, g.act);
+                  cg, sp, bg, act, res);
     } else if (onGrid) {
       // C on the grid, then its output columns into the plane.
       float *buf = scratch + tileFloats * size_t(omp_get_thread_num());
@@ -863,7 +870,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
       for (int64_t c0 = j0; c0 < j1; c0 += chunk) {
         int64_t c1 = std::min(j1, c0 + chunk);
         convColumns(g, &*im, xg, wg, panels, p0, m1 - m0, c0, c1, cb, chunk, bg,
-                    buf);
+                    buf, g.act);
         for (int64_t m = m0; m < m1; ++m) {
           const float *src = cb + (m - m0) * chunk;
           int64_t at = g.outAt(n, grp * g.og + m),
@@ -884,12 +891,8 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     } else {
       float *buf = scratch + tileFloats * size_t(omp_get_thread_num());
       convColumns(g, im ? &*im : nullptr, xg, wg, panels, p0, m1 - m0, j0, j1,
-                  cg, sp, bg, buf);
+                  cg, sp, bg, buf, act, res);
     }
-    if (g.residual) // while the tile is in cache
-      for (int64_t m = m0; m < m1; ++m)
-        residualRun(g, out, g.outAt(n, grp * g.og + m) + j0,
-                    g.resAt(n, grp * g.og + m) + j0, j1 - j0);
   }
 }
 
@@ -978,7 +981,7 @@ static void convMicroPooled(const ConvGeom &g, const float *x,
       for (int64_t j0 = from; j0 < end; j0 += maxTile) {
         int64_t j1 = std::min(end, j0 + maxTile);
         convColumns(g, im ? &*im : nullptr, xi, wPacked, panels, 0, g.o, j0, j1,
-                    c + (j0 - start), ld, bias, col);
+                    c + (j0 - start), ld, bias, col, g.act);
       }
       for (int64_t m = 0; m < g.o; ++m)
         pr.pool(c + m * ld + (need0 - start), y0, y1,

@@ -215,7 +215,8 @@ TM_AVX512 void packPanelRows(const float *w, int64_t ld, int64_t kc, float *d) {
 }
 
 /// One 8 x (NV * 16) tile over depth kc: C = (accumulate ? C : 0) + A * B,
-/// then, when `last`, + bias and the activation. `rows` <= 8 rows and
+/// then, when `last`, + bias, + the addend (row r at `addend + r * ldAdd`,
+/// when non-null) and the activation. `rows` <= 8 rows and
 /// `cols` in (16 (NV - 1), 16 NV] columns are stored. A non-null
 /// `prefetch` is the next A panel (8 x kc floats), and a non-null
 /// `prefetchB` the next strip of B (its rows ldb apart), fetched into L1
@@ -227,7 +228,8 @@ template <int NV, bool Offsets = false, bool DirectA = false>
 TM_AVX512 inline void
 microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
             int64_t ldc, int rows, int cols, bool accumulate, bool last,
-            const float *bias, Activation act, const float *prefetch = nullptr,
+            const float *bias, const float *addend, int64_t ldAdd,
+            Activation act, const float *prefetch = nullptr,
             const float *prefetchB = nullptr, const int64_t *off = nullptr,
             int64_t lda = 0) {
   __m512 acc[GemmMR][NV];
@@ -283,6 +285,9 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
         x = _mm512_add_ps(x, _mm512_maskz_loadu_ps(m, cr + 16 * v));
       if (last) {
         x = _mm512_add_ps(x, add);
+        if (addend)
+          x = _mm512_add_ps(
+              x, _mm512_maskz_loadu_ps(m, addend + r * ldAdd + 16 * v));
         // max_ps(a, b) is `a > b ? a : b` and min_ps(a, b) `a < b ? a : b`:
         // with the constant first these are the relu / relu6 kernels'
         // `x < 0 ? 0 : x` and `x > 6 ? 6 : x` exactly, NaN and -0 included,
@@ -305,8 +310,9 @@ template <int C, bool Offsets = false, bool DirectA = false>
 TM_AVX512 inline void
 microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
                   float *c, int64_t ldc, int rows, bool accumulate, bool last,
-                  const float *bias, Activation act,
-                  const int64_t *off = nullptr, int64_t lda = 0) {
+                  const float *bias, const float *addend, int64_t ldAdd,
+                  Activation act, const int64_t *off = nullptr,
+                  int64_t lda = 0) {
   const float *arow[GemmMR];
   if constexpr (DirectA) {
     for (int r = 0; r < GemmMR; ++r)
@@ -363,6 +369,8 @@ microKernelNarrow(int64_t kc, const float *a, const float *b, int64_t ldb,
         v += cr[j];
       if (last) {
         v += add;
+        if (addend)
+          v += addend[r * ldAdd + j];
         if (act != Activation::None)
           v = v < 0.0f ? 0.0f : v;
         if (act == Activation::Relu6)
@@ -384,7 +392,7 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
                                int64_t m, int64_t n, int64_t k, int64_t k0,
                                int64_t kc, GemmB b, float *c, int64_t ldc,
                                const float *bias, Activation act,
-                               int64_t lda = 0) {
+                               GemmAddend addend = {}, int64_t lda = 0) {
   // A's micro-panel of the block (8 x KC floats, 8 KB: packed, or with
   // DirectA 8 row segments) stays in L1 while it meets every strip of B,
   // which streams from L2.
@@ -402,12 +410,16 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
         int64_t ldb = b.compact ? cols : b.ldb;
         const float *bs = b.data + s * b.stripStride;
         float *cs = cp + s * GemmNR;
+        const float *as =
+            addend.data && last
+                ? addend.data + p * GemmMR * addend.ld + s * GemmNR
+                : nullptr;
         switch (cols) {
 #define TM_NARROW(C)                                                           \
   case C:                                                                      \
     microKernelNarrow<C, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows,     \
-                                           accumulate, last, bp, act,          \
-                                           b.rowOffsets, lda);                 \
+                                           accumulate, last, bp, as,           \
+                                           addend.ld, act, b.rowOffsets, lda); \
     continue;
           TM_NARROW(1) TM_NARROW(2) TM_NARROW(3) TM_NARROW(4)
           TM_NARROW(5) TM_NARROW(6) TM_NARROW(7) TM_NARROW(8)
@@ -426,16 +438,16 @@ TM_AVX512 void gemmAvx512Block(const float *a, int64_t panels, int64_t p0,
             p == 0 && (s + 2) * GemmNR <= n ? bs + b.stripStride : nullptr;
         if (cols > 32)
           microKernel<3, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows, cols,
-                                           accumulate, last, bp, act, pf, pfb,
-                                           b.rowOffsets, lda);
+                                           accumulate, last, bp, as, addend.ld,
+                                           act, pf, pfb, b.rowOffsets, lda);
         else if (cols > 16)
           microKernel<2, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows, cols,
-                                           accumulate, last, bp, act, pf, pfb,
-                                           b.rowOffsets, lda);
+                                           accumulate, last, bp, as, addend.ld,
+                                           act, pf, pfb, b.rowOffsets, lda);
         else
           microKernel<1, Offsets, DirectA>(kc, ap, bs, ldb, cs, ldc, rows, cols,
-                                           accumulate, last, bp, act, pf, pfb,
-                                           b.rowOffsets, lda);
+                                           accumulate, last, bp, as, addend.ld,
+                                           act, pf, pfb, b.rowOffsets, lda);
       }
     }
   }
@@ -449,7 +461,7 @@ void gemmRowsA(const float *a, int64_t lda, int64_t m, int64_t n, int64_t k,
     bk.data += k0 * b.ldb;
     gemmAvx512Block<false, true>(a, panels, 0, m, n, k, k0,
                                  std::min(kb, k - k0), bk, c, ldc, nullptr,
-                                 Activation::None, lda);
+                                 Activation::None, {}, lda);
   }
 }
 
@@ -470,16 +482,23 @@ void gemmRowsA(const float *, int64_t, int64_t, int64_t, int64_t, GemmB,
 
 void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
                  int64_t n, int64_t k, GemmB b, float *c, int64_t ldc,
-                 const float *bias, Activation act) {
+                 const float *bias, Activation act, GemmAddend addend) {
   if (m <= 0 || n <= 0)
     return;
   if (k == 0) {
-    // An empty sum: C is the bias, activated.
+    // An empty sum: C is the bias (+ the addend), activated.
     for (int64_t r = 0; r < m; ++r) {
       float *cr = c + r * ldc;
       for (int64_t j = 0; j < n; ++j)
         cr[j] = 0.0f;
-      biasActivate(cr, n, bias ? bias[r] : 0.0f, act);
+      float add = bias ? bias[r] : 0.0f;
+      if (addend.data) {
+        biasActivate(cr, n, add, Activation::None);
+        for (int64_t j = 0; j < n; ++j)
+          cr[j] += addend.data[r * addend.ld + j];
+        add = 0.0f;
+      }
+      biasActivate(cr, n, add, act);
     }
     return;
   }
@@ -492,11 +511,11 @@ void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
     else
       bk.data += k0 * b.ldb; // plain layout: rows are ldb apart
     gemmPackedABlock(a, panels, p0, m, n, k, k0, std::min(kb, k - k0), bk, c,
-                     ldc, bias, act);
+                     ldc, bias, act, addend);
   }
 #else
   (void)a, (void)panels, (void)p0, (void)b, (void)c, (void)ldc, (void)bias,
-      (void)act;
+      (void)act, (void)addend;
   __builtin_trap(); // callers check gemmMicroKernelAvailable()
 #endif
 }
@@ -507,19 +526,20 @@ namespace tmg::rt::detail {
 
 void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
                       int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
-                      float *c, int64_t ldc, const float *bias,
-                      Activation act) {
+                      float *c, int64_t ldc, const float *bias, Activation act,
+                      GemmAddend addend) {
   if (m <= 0 || n <= 0 || kc <= 0)
     return;
 #ifdef TM_HAVE_AVX512_KERNEL
   if (b.rowOffsets)
-    gemmAvx512Block<true>(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act);
+    gemmAvx512Block<true>(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act,
+                          addend);
   else
-    gemmAvx512Block<false>(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias,
-                           act);
+    gemmAvx512Block<false>(a, panels, p0, m, n, k, k0, kc, b, c, ldc, bias, act,
+                           addend);
 #else
   (void)a, (void)panels, (void)p0, (void)k, (void)k0, (void)b, (void)c,
-      (void)ldc, (void)bias, (void)act;
+      (void)ldc, (void)bias, (void)act, (void)addend;
   __builtin_trap(); // callers check gemmMicroKernelAvailable()
 #endif
 }

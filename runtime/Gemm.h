@@ -82,23 +82,30 @@ struct GemmB {
   const int64_t *rowOffsets = nullptr;
 };
 
+/// A matrix added to C where it is stored, after the bias and before the
+/// activation (a residual connection): row r of C's rows at
+/// `data + r * ld`; none when data is null.
+struct GemmAddend {
+  const float *data = nullptr;
+  int64_t ld = 0;
+};
 /// C rows [0, m) x columns [0, n) (row stride ldc) = A * B over depth k,
-/// then + bias[row] (when non-null) and the activation. `a` is one group
-/// of packPanels' output (`panels` panels); the rows are those of panels
+/// then + bias[row] (when non-null), + `addend` and the activation. `a` is one
+/// group of packPanels' output (`panels` panels); the rows are those of panels
 /// p0, p0 + 1, ... Single-threaded; requires gemmMicroKernelAvailable().
 void gemmPackedA(const float *a, int64_t panels, int64_t p0, int64_t m,
                  int64_t n, int64_t k, GemmB b, float *c, int64_t ldc,
-                 const float *bias, Activation act);
+                 const float *bias, Activation act, GemmAddend addend = {});
 
 /// One depth block [k0, k0 + kc) of gemmPackedA (the first block writes
-/// C, later ones add to it, the last applies bias and activation); `b`
+/// C, later ones add to it, the last applies bias, addend and activation); `b`
 /// holds just the block's kc rows (its rowOffsets, if any, start at the
 /// block's first row). Calling it for consecutive blocks
 /// covering [0, k) equals one gemmPackedA. Requires k > 0.
 void gemmPackedABlock(const float *a, int64_t panels, int64_t p0, int64_t m,
                       int64_t n, int64_t k, int64_t k0, int64_t kc, GemmB b,
-                      float *c, int64_t ldc, const float *bias,
-                      Activation act);
+                      float *c, int64_t ldc, const float *bias, Activation act,
+                      GemmAddend addend = {});
 
 /// B = W^T of a row-major weight W (n x k), as linear layers multiply by,
 /// packed once for the micro-kernel: strips of 48 columns (48 rows of W),

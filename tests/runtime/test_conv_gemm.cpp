@@ -390,9 +390,9 @@ TEST_CASE("conv GEMM: a fused residual add and activation are the unfused "
           "ops' bits on every path",
           "[conv][gemm][residual]") {
   // act(conv(x) + residual) as one conv2d (Conv2dParams::residual) must
-  // be exactly conv2d, then add, then the activation op: the im2col and
-  // pointwise paths add per tile, Winograd in its output transform,
-  // depthwise and OpenBLAS after the whole output.
+  // be exactly conv2d, then add, then the activation op: the micro-kernel
+  // adds in its store (im2col, implicit, 1x1), Winograd in its output
+  // transform, depthwise and OpenBLAS after the whole output.
   Rng rng(405);
   for (int i = 0; i < 48; ++i) {
     ConvCase k;
