@@ -612,7 +612,8 @@ static int64_t stripCost(int64_t n) {
   return n - tail + (tail <= 8 ? 2 * tail : (tail + 15) / 16 * 16);
 }
 
-/// Whether conv `g` runs as an implicit GEMM rather than on an im2col
+/// Whether conv `g` may run as an implicit GEMM (implicitFits) and, on
+/// the output's plane, does (implicitApplies), rather than on an im2col
 /// patch matrix (unless ConvGemm::Im2col asks for the patch matrix; never
 /// for pointwise convs, read in place, or subsampled ones). Measured on
 /// the convs of torchvision's models, 2 threads: the patch matrix costs
@@ -627,14 +628,17 @@ static int64_t stripCost(int64_t n) {
 /// columns cost the kernel a tenth more than the plane's (a 14x14 output
 /// of a stride-2 3x3 conv: 210 columns, 18 in a tail, for 196 with a
 /// 4-column tail).
-static bool implicitApplies(const ConvGeom &g) {
+static bool implicitFits(const ConvGeom &g) {
   if (g.gemm == ConvGemm::Im2col || g.isPointwise() || subsampledPointwise(g) ||
       g.k() == 0)
     return false;
+  return stripCost(g.oh * implicitPitch(g)) * 10 <= stripCost(g.spatial()) * 11;
+}
+
+static bool implicitApplies(const ConvGeom &g) {
   bool pays =
       g.og <= 16 || (g.kh * g.kw >= 4 * g.sh * g.sw && g.k() >= 2 * g.og);
-  return pays &&
-         stripCost(g.oh * implicitPitch(g)) * 10 <= stripCost(g.spatial()) * 11;
+  return pays && implicitFits(g);
 }
 
 /// ceil(a / b) for b > 0 and any a.
@@ -910,9 +914,14 @@ static void convMicroPooled(const ConvGeom &g, const float *x,
                             const detail::MaxPoolRows &pr, float *out) {
   int64_t k = g.k();
   int threads = omp_get_max_threads();
-  // The conv's columns, as convMicro has them: the output plane's, or
-  // the implicit GEMM's grid (rows wq apart).
-  bool implicit = implicitApplies(g);
+  // The conv's columns: the output plane's, or the implicit GEMM's grid
+  // (rows wq apart). The band buffer holds them either way, so the grid
+  // costs no copy of C here, and the implicit GEMM wherever it fits: 1.03-
+  // 1.26x faster than the patch matrix on every conv + pool measured
+  // (SqueezeNet's 3 -> 64 3x3 stride-2 stem 1.15x at batch 1, 1.2x at
+  // batch 8; 3x3 stride-2 convs of 16-64 channels in, 3x3 stride 1, 5x5,
+  // 4x4 stride 4).
+  bool implicit = implicitFits(g);
   int64_t wq = implicit ? implicitPitch(g) : g.ow, gsp = g.oh * wq;
   // Bands: about BandBytes of conv rows (all channels) each, at least
   // two items per thread where the images allow.

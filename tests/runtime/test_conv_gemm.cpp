@@ -457,10 +457,13 @@ TEST_CASE("conv GEMM: a fused residual add and activation are the unfused "
 TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
           "the max pool, bit for bit",
           "[conv][gemm][pool]") {
-  // rt::conv2dMaxPool against conv2d then maxPoolNd: stems (7x7 stride 2
-  // then 3x3 stride 2 pad 1, 3x3 stride 2 then ceil mode; on the implicit
-  // GEMM's grid and on im2col's plane), a pointwise
-  // conv, planes whose last strip is a narrow tail (7x7, 13x13), a
+  // rt::conv2dMaxPool against conv2d then maxPoolNd (the fused conv on
+  // the implicit GEMM's grid wherever that fits, the unfused one on
+  // im2col's plane unless its output channels are few): stems (7x7
+  // stride 2 then 3x3 stride 2 pad 1, 3x3 stride 2 then ceil mode), a
+  // pointwise conv, planes whose last strip is a narrow tail (7x7, 13x13:
+  // the fused conv on im2col's plane too, the grid's extra columns
+  // costing more than a tenth), a
   // partial panel of output channels, bands per thread that continue
   // from the previous one or not (1 to 3 threads, batch 1 to 3), pool
   // paddings (up to whole windows of padding), asymmetric ends, dilation,
@@ -484,7 +487,7 @@ TEST_CASE("conv GEMM: a conv pooled in bands of rows is the conv, then "
   plane13.pad = 1;
   ConvCase wide{1, 6, 90, 61, 64, 3, 3};
   wide.pad = 1;
-  // The implicit GEMM (a grid wider than the plane): few output channels.
+  // Few output channels: the implicit GEMM fused and unfused.
   ConvCase stem16{2, 3, 45, 48, 16, 3, 3};
   stem16.stride = 2;
   stem16.pad = 1;
