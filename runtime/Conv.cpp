@@ -1076,16 +1076,104 @@ private:
 /// outside the input, as the padding), B^T down the rows, B across, 16 stores.
 /// No padded copy of the rows: reading one back at once at other offsets than
 /// it was written stalls every load on store forwarding.
+/// B^T d B of 16 tiles, e[i][k] holding row i, column k of their 4x4
+/// input blocks, stored (masked to `m`) at `d`, position xi = 4i + j at
+/// d + xi * vStride.
+TM_IM2COL_AVX512
+static inline void winogradInputStore(__m512 (&e)[4][4], __mmask16 m, float *d,
+                                      int64_t vStride) {
+  for (int k = 0; k < 4; ++k) { // B^T d, column k
+    __m512 a0 = e[0][k], a1 = e[1][k], a2 = e[2][k], a3 = e[3][k];
+    e[0][k] = _mm512_sub_ps(a0, a2);
+    e[1][k] = _mm512_add_ps(a1, a2);
+    e[2][k] = _mm512_sub_ps(a2, a1);
+    e[3][k] = _mm512_sub_ps(a1, a3);
+  }
+  for (int i = 0; i < 4; ++i) { // (B^T d) B, row i
+    float *di = d + (4 * i) * vStride;
+    _mm512_mask_storeu_ps(di, m, _mm512_sub_ps(e[i][0], e[i][2]));
+    _mm512_mask_storeu_ps(di + vStride, m, _mm512_add_ps(e[i][1], e[i][2]));
+    _mm512_mask_storeu_ps(di + 2 * vStride, m, _mm512_sub_ps(e[i][2], e[i][1]));
+    _mm512_mask_storeu_ps(di + 3 * vStride, m, _mm512_sub_ps(e[i][1], e[i][3]));
+  }
+}
+
+/// The input transform of one channel's tiles [t0, t1) of one image: V_xi =
+/// B^T d B for each tile, written as the micro-kernel's B operand, tile t
+/// in column col0 + t - t0: position xi at v + xi * vStride, in strips of
+/// 48 tiles (strip s at + s * c * 48), the channel's row at + ci * 48. Per 16
+/// tiles of a tile row: the four input rows at columns 2q .. 2q + 3 as even
+/// and odd lanes (permutes) of loads straight from the plane, masked to the
+/// row (zeros outside the input, as the padding), B^T down the rows, B
+/// across, 16 stores. Rows of at most 8 tiles (outputs up to 16 wide) fill
+/// the lanes with R = 2 or 4 whole tile rows at once: the permutes take
+/// each row's tiles into its run of lanes, so a 14x14 output's 7-tile
+/// rows cost half the loads, permutes and stores, a 7x7 output's a
+/// quarter. No padded copy of the rows: reading one back at once at other
+/// offsets than it was written stalls every load on store forwarding.
 TM_IM2COL_AVX512
 static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
                           const float *plane, int64_t ci, int64_t t0,
                           int64_t t1, int64_t col0, float *v, int64_t vStride) {
-  for (WinoRow row(wt, t0, t1); row.valid(); row.next()) {
-    int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1,
-            local = col0 + row.local();
-    // The tile row's four input rows (null outside the input); padded
-    // column 2 tx0 + j is input column x0 + j.
-    int64_t x0 = 2 * tx0 - g.pw;
+  // Where tile column tl (of this call's range, from col0) is in V.
+  auto at = [&](int64_t tl) {
+    return v + tl / GemmNR * g.c * GemmNR + ci * GemmNR + tl % GemmNR;
+  };
+  int64_t tw = wt.tw;
+  int64_t rowsPerVector = tw <= 4 ? 4 : tw <= 8 ? 2 : 1;
+  // Lane j of a group of whole tile rows takes tile j % tw of its row
+  // j / tw: within a pair of rows, lanes [0, tw) from the first (its
+  // evens or odds: columns 2j + k), [tw, 2 tw) from the second; four rows
+  // are two pairs, lanes [0, 2 tw) of each.
+  alignas(64) int32_t pairIdx[2][16], quadIdx[16];
+  for (int j = 0; j < 16; ++j) {
+    int jj = j < tw ? 2 * j : 16 + 2 * (j - int(tw));
+    pairIdx[0][j] = std::min(jj, 31);
+    pairIdx[1][j] = std::min(jj + 1, 31);
+    quadIdx[j] = j < 2 * tw ? j : std::min(16 + j - 2 * int(tw), 31);
+  }
+  const __m512i pe = _mm512_load_si512(pairIdx[0]),
+                po = _mm512_load_si512(pairIdx[1]),
+                pq = _mm512_load_si512(quadIdx);
+  const int64_t c0 = -g.pw;
+  const __mmask16 mk0 = simd512::insideMask(c0, g.w),
+                  mk2 = simd512::insideMask(c0 + 2, g.w);
+  for (int64_t t = t0; t < t1;) {
+    int64_t ty = t / tw, tx0 = t % tw, tl = col0 + (t - t0);
+    int64_t rows = tx0 == 0 ? std::min(rowsPerVector, (t1 - t) / tw) : 0;
+    if (rowsPerVector > 1 && rows > 0 && tl % GemmNR + rows * tw <= GemmNR) {
+      // Whole tile rows in one strip: columns c0 .. c0 + 17 of each input
+      // row hold their tiles' blocks (tw <= 8).
+      __m512 e[4][4];
+      for (int i = 0; i < 4; ++i) {
+        __m512 src[4][2]; // group row s at columns c0 .. and c0 + 2 ..
+        for (int64_t s2 = 0; s2 < rowsPerVector; ++s2) {
+          int64_t iy = 2 * (ty + s2) - g.ph + i;
+          if (s2 >= rows || iy < 0 || iy >= g.h) {
+            src[s2][0] = src[s2][1] = _mm512_setzero_ps();
+            continue;
+          }
+          const float *r = plane + iy * g.w + c0;
+          src[s2][0] = _mm512_maskz_loadu_ps(mk0, r);
+          src[s2][1] = _mm512_maskz_loadu_ps(mk2, r + 2);
+        }
+        for (int k = 0; k < 4; ++k) {
+          const __m512i idx = k % 2 ? po : pe;
+          __m512 lo = _mm512_permutex2var_ps(src[0][k / 2], idx, src[1][k / 2]);
+          if (rowsPerVector == 4)
+            lo = _mm512_permutex2var_ps(
+                lo, pq,
+                _mm512_permutex2var_ps(src[2][k / 2], idx, src[3][k / 2]));
+          e[i][k] = lo;
+        }
+      }
+      winogradInputStore(e, headMask(rows * tw), at(tl), vStride);
+      t += rows * tw;
+      continue;
+    }
+    // The rest of tile row ty from tile tx0, 16 at a time within strips:
+    // padded column 2 tx0 + j is input column x0 + j.
+    int64_t tx1 = std::min(tw, tx0 + (t1 - t)), x0 = 2 * tx0 - g.pw;
     const float *r[4];
     for (int i = 0; i < 4; ++i) {
       int64_t iy = 2 * ty - g.ph + i;
@@ -1093,11 +1181,9 @@ static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
     }
     for (int64_t q0 = 0, n = tx1 - tx0; q0 < n;) {
       // One strip segment: contiguous tiles in V.
-      int64_t tl = local + q0, strip = tl / GemmNR, col = tl % GemmNR;
-      int64_t q1 = std::min(n, q0 + (GemmNR - col));
-      float *base = v + strip * g.c * GemmNR + ci * GemmNR + col - q0;
+      int64_t q1 = std::min(n, q0 + (GemmNR - (tl + q0) % GemmNR));
+      float *base = at(tl + q0) - q0;
       for (int64_t q = q0; q < q1; q += 16) {
-        __mmask16 m = headMask(q1 - q);
         // Loads at columns c, c + 16, c + 2, c + 18 of each row.
         int64_t c = x0 + 2 * q;
         __mmask16 mk[4] = {
@@ -1120,23 +1206,11 @@ static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
           e[i][2] = evens(lo2, hi2);
           e[i][3] = odds(lo2, hi2);
         }
-        for (int k = 0; k < 4; ++k) { // B^T d, column k
-          __m512 a0 = e[0][k], a1 = e[1][k], a2 = e[2][k], a3 = e[3][k];
-          e[0][k] = _mm512_sub_ps(a0, a2);
-          e[1][k] = _mm512_add_ps(a1, a2);
-          e[2][k] = _mm512_sub_ps(a2, a1);
-          e[3][k] = _mm512_sub_ps(a1, a3);
-        }
-        for (int i = 0; i < 4; ++i) { // (B^T d) B, row i
-          float *d = base + (4 * i) * vStride + q;
-          _mm512_mask_storeu_ps(d, m, _mm512_sub_ps(e[i][0], e[i][2]));
-          _mm512_mask_storeu_ps(d + vStride, m, _mm512_add_ps(e[i][1], e[i][2]));
-          _mm512_mask_storeu_ps(d + 2 * vStride, m, _mm512_sub_ps(e[i][2], e[i][1]));
-          _mm512_mask_storeu_ps(d + 3 * vStride, m, _mm512_sub_ps(e[i][1], e[i][3]));
-        }
+        winogradInputStore(e, headMask(q1 - q), base + q, vStride);
       }
       q0 = q1;
     }
+    t += tx1 - tx0;
   }
 }
 
