@@ -1219,6 +1219,10 @@ static void winogradInput(const ConvGeom &g, const WinoTiles &wt,
 /// read up to 15 floats past the last tile), then bias and activation as
 /// biasActivate applies them (with a residual plane `zplane`: bias, then
 /// + the residual, then tailAct), stored straight into the output plane.
+/// M holds the range's tiles contiguously, so 16 of them are transformed
+/// at a time whatever rows they lie on (a 7x7 output's rows hold 4): each
+/// output row then takes its run of the interleaved results by a masked
+/// store at a shifted address.
 TM_IM2COL_AVX512
 static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
                            const float *m, int64_t mStride, int64_t t0,
@@ -1230,58 +1234,68 @@ static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
                                        13, 29, 14, 30, 15, 31);
   const __m512 b = _mm512_set1_ps(bias), zero = _mm512_setzero_ps(),
                six = _mm512_set1_ps(6.0f);
-  for (WinoRow row(wt, t0, t1); row.valid(); row.next()) {
-    int64_t ty = row.ty, tx0 = row.tx0, tx1 = row.tx1;
-    const float *mm = m + row.local();
-    int64_t oxEnd = std::min(g.ow, 2 * tx1);
-    bool second = 2 * ty + 1 < g.oh;
-    for (int64_t q = 0, n = tx1 - tx0; q < n; q += 16) {
-      __m512 s0[4], s1[4];
-      for (int j = 0; j < 4; ++j) {
-        __m512 m0 = _mm512_loadu_ps(mm + j * mStride + q),
-               m1 = _mm512_loadu_ps(mm + (4 + j) * mStride + q),
-               m2 = _mm512_loadu_ps(mm + (8 + j) * mStride + q),
-               m3 = _mm512_loadu_ps(mm + (12 + j) * mStride + q);
-        s0[j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
-        s1[j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+  auto activate = [&](__m512 y, Activation act) TM_IM2COL_AVX512 {
+    // max_ps(0, y) is `0 > y ? 0 : y`: relu's `y < 0 ? 0 : y`, NaN and -0
+    // included; likewise min_ps(6, y) for relu6.
+    if (act != Activation::None)
+      y = _mm512_max_ps(zero, y);
+    if (act == Activation::Relu6)
+      y = _mm512_min_ps(six, y);
+    return y;
+  };
+  for (int64_t q = 0, n = t1 - t0; q < n; q += 16) {
+    __m512 s0[4], s1[4];
+    for (int j = 0; j < 4; ++j) {
+      __m512 m0 = _mm512_loadu_ps(m + j * mStride + q),
+             m1 = _mm512_loadu_ps(m + (4 + j) * mStride + q),
+             m2 = _mm512_loadu_ps(m + (8 + j) * mStride + q),
+             m3 = _mm512_loadu_ps(m + (12 + j) * mStride + q);
+      s0[j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+      s1[j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+    }
+    // Output rows 2 ty + r of the tiles: interleaved, v[r][0] holds tiles
+    // q .. q + 7 (columns 2tx, 2tx + 1 each), v[r][1] tiles q + 8 ..
+    __m512 v[2][2];
+    for (int r = 0; r < 2; ++r) {
+      const __m512 *sr = r ? s1 : s0;
+      __m512 y0 = _mm512_add_ps(_mm512_add_ps(sr[0], sr[1]), sr[2]),
+             y1 = _mm512_sub_ps(_mm512_sub_ps(sr[1], sr[2]), sr[3]);
+      if (bias != 0.0f) { // as biasActivate: a zero bias is not added
+        y0 = _mm512_add_ps(y0, b);
+        y1 = _mm512_add_ps(y1, b);
       }
-      int64_t ox = 2 * (tx0 + q), cols = oxEnd - ox;
-      __mmask16 mLo = headMask(cols), mHi = headMask(std::max<int64_t>(cols - 16, 0));
-      for (int r = 0; r < 2; ++r) {
-        if (r == 1 && !second)
-          break;
-        const __m512 *s = r ? s1 : s0;
-        __m512 y[2] = {_mm512_add_ps(_mm512_add_ps(s[0], s[1]), s[2]),
-                       _mm512_sub_ps(_mm512_sub_ps(s[1], s[2]), s[3])};
-        for (__m512 &yv : y) {
-          if (bias != 0.0f) // as biasActivate: a zero bias is not added
-            yv = _mm512_add_ps(yv, b);
-          // max_ps(0, y) is `0 > y ? 0 : y`: relu's `y < 0 ? 0 : y`, NaN
-          // and -0 included; likewise min_ps(6, y) for relu6.
-          if (g.act != Activation::None)
-            yv = _mm512_max_ps(zero, yv);
-          if (g.act == Activation::Relu6)
-            yv = _mm512_min_ps(six, yv);
-        }
-        __m512 y0 = y[0], y1 = y[1];
-        int64_t at = (2 * ty + r) * g.ow + ox;
-        __m512 vLo = _mm512_permutex2var_ps(y0, lo, y1),
-               vHi = _mm512_permutex2var_ps(y0, hi, y1);
+      y0 = activate(y0, g.act);
+      y1 = activate(y1, g.act);
+      v[r][0] = _mm512_permutex2var_ps(y0, lo, y1);
+      v[r][1] = _mm512_permutex2var_ps(y0, hi, y1);
+    }
+    // Each tile row the 16 tiles touch: tiles [a, e) of the range, at
+    // interleaved positions [2 (a - q), ...) of v.
+    int64_t end = std::min(n, q + 16);
+    for (int64_t a = q; a < end;) {
+      int64_t t = t0 + a, ty = t / wt.tw, tx = t % wt.tw;
+      int64_t e = std::min(end, a + (wt.tw - tx));
+      int64_t p = 2 * (a - q), ox = 2 * tx,
+              cols = std::min(2 * (e - a), g.ow - ox);
+      // Positions [p, p + cols) of the 32: lanes of v[.][0], then v[.][1].
+      uint32_t bits =
+          uint32_t((uint64_t(1) << (p + cols)) - (uint64_t(1) << p));
+      __mmask16 mLo = __mmask16(bits), mHi = __mmask16(bits >> 16);
+      for (int r = 0; r < 2 && 2 * ty + r < g.oh; ++r) {
+        int64_t at = (2 * ty + r) * g.ow + ox - p; // position 0's column
+        __m512 vLo = v[r][0], vHi = v[r][1];
         if (zplane) { // the residual add, then tailAct (act is None)
-          vLo = _mm512_add_ps(vLo, _mm512_maskz_loadu_ps(mLo, zplane + at));
-          vHi = _mm512_add_ps(vHi, _mm512_maskz_loadu_ps(mHi, zplane + at + 16));
-          if (g.tailAct != Activation::None) {
-            vLo = _mm512_max_ps(zero, vLo);
-            vHi = _mm512_max_ps(zero, vHi);
-          }
-          if (g.tailAct == Activation::Relu6) {
-            vLo = _mm512_min_ps(six, vLo);
-            vHi = _mm512_min_ps(six, vHi);
-          }
+          vLo = activate(
+              _mm512_add_ps(vLo, _mm512_maskz_loadu_ps(mLo, zplane + at)),
+              g.tailAct);
+          vHi = activate(
+              _mm512_add_ps(vHi, _mm512_maskz_loadu_ps(mHi, zplane + at + 16)),
+              g.tailAct);
         }
         _mm512_mask_storeu_ps(plane + at, mLo, vLo);
         _mm512_mask_storeu_ps(plane + at + 16, mHi, vHi);
       }
+      a = e;
     }
   }
 }
