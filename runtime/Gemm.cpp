@@ -242,6 +242,16 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
 #pragma GCC unroll 3
     for (int v = 0; v < NV; ++v)
       acc[r][v] = _mm512_setzero_ps();
+  // The addend's lines (a residual written layers ago, from memory)
+  // requested now, to arrive while the depth loop runs instead of
+  // stalling the final store (ResNet-50's 64 -> 256 residual convs at
+  // batch 8 ran 1.4x slower without).
+  if (last && addend)
+    for (int r = 0; r < rows; ++r)
+      for (int v = 0; v < NV; ++v)
+        _mm_prefetch(
+            reinterpret_cast<const char *>(addend + r * ldAdd + 16 * v),
+            _MM_HINT_T0);
   int tail = cols - (NV - 1) * 16;
   __mmask16 lastMask = tail >= 16 ? __mmask16(0xFFFF) : __mmask16((1u << tail) - 1);
   for (int64_t k = 0; k < kc; ++k) {
