@@ -494,9 +494,20 @@ static void im2colStrips(const ConvGeom &g, const float *x, int64_t j0,
     }
     j += ox1 - ox0;
   }
+  // The input rows the tile reads (of every channel): the next channel's
+  // are requested as a channel's first patch row is built, since the
+  // short runs of a row wait on memory otherwise (the input was written
+  // by another op, often beyond L2).
+  int64_t oyLo = j0 / g.ow, oyHi = (j1 - 1) / g.ow + 1;
+  int64_t iyLo = std::clamp<int64_t>(oyLo * g.sh - g.ph, 0, g.h),
+          iyHi = std::clamp<int64_t>(
+              (oyHi - 1) * g.sh - g.ph + (g.kh - 1) * g.dh + 1, iyLo, g.h);
+  int64_t taps = g.kh * g.kw;
   for (int64_t kr = r0; kr < r1; ++kr) {
-    int64_t ci = kr / (g.kh * g.kw), ki = kr / g.kw % g.kh, kj = kr % g.kw;
+    int64_t ci = kr / taps, ki = kr / g.kw % g.kh, kj = kr % g.kw;
     const float *plane = x + ci * g.h * g.w;
+    if (kr % taps == 0 && ci + 1 < g.cg)
+      prefetchFloats(plane + g.h * g.w + iyLo * g.w, (iyHi - iyLo) * g.w);
     {
       {
         int64_t row = kr - r0;
