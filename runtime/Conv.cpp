@@ -1046,47 +1046,9 @@ namespace {
 struct WinoTiles {
   int64_t th, tw;
 };
-
-/// The part of one tile row in a range of tiles [t0, t1): tiles [tx0, tx1)
-/// of row ty, the first being tile t0 + local. Iterated as
-///   for (WinoRow r(wt, t0, t1); r.valid(); r.next()) ...
-/// (a loop rather than a callback, so the AVX-512 bodies stay in their
-/// target function).
-struct WinoRow {
-  const WinoTiles &wt;
-  int64_t t, t0, t1, ty = 0, tx0 = 0, tx1 = 0;
-  WinoRow(const WinoTiles &w, int64_t begin, int64_t end)
-      : wt(w), t(begin), t0(begin), t1(end) {
-    set();
-  }
-  bool valid() const { return t < t1; }
-  int64_t local() const { return t - t0; }
-  void next() {
-    t += tx1 - tx0;
-    set();
-  }
-
-private:
-  void set() {
-    if (t >= t1)
-      return;
-    ty = t / wt.tw;
-    tx0 = t % wt.tw;
-    tx1 = std::min(wt.tw, tx0 + (t1 - t));
-  }
-};
 } // namespace
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-/// The input transform of one channel's tiles [t0, t1) of one image: V_xi =
-/// B^T d B for each tile, written as the micro-kernel's B operand, tile t
-/// in column col0 + t - t0: position xi at v + xi * vStride, in strips of
-/// 48 tiles (strip s at + s * c * 48), the channel's row at + ci * 48. Per 16
-/// tiles: the four input rows at columns 2q .. 2q + 3 as even and odd lanes
-/// (permutes) of loads straight from the plane, masked to the row (zeros
-/// outside the input, as the padding), B^T down the rows, B across, 16 stores.
-/// No padded copy of the rows: reading one back at once at other offsets than
-/// it was written stalls every load on store forwarding.
 /// B^T d B of 16 tiles, e[i][k] holding row i, column k of their 4x4
 /// input blocks, stored (masked to `m`) at `d`, position xi = 4i + j at
 /// d + xi * vStride.
