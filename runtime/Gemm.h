@@ -14,8 +14,8 @@
 //    phase planes of the input (GemmB::rowOffsets).
 // Matrix products (microSgemm) read A in place instead of packed panels:
 // the kernel broadcasts its 8 rows' values from the row-major matrix.
-// The bias and the activation are applied in the micro-kernel's final
-// store. The depth is split into blocks of <= GemmKC so one A micro-panel
+// The bias, a residual (GemmAddend) and the activation are applied in
+// the micro-kernel's final store. The depth is split into blocks of <= GemmKC so one A micro-panel
 // (8 x KC) stays in L1 while it meets every strip of the tile; columns
 // tails of at most 8 use a kernel that runs its vectors along the rows.
 //
