@@ -1205,17 +1205,8 @@ static void winogradOutput(const ConvGeom &g, const WinoTiles &wt,
                                        21, 6, 22, 7, 23);
   const __m512i hi = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28,
                                        13, 29, 14, 30, 15, 31);
-  const __m512 b = _mm512_set1_ps(bias), zero = _mm512_setzero_ps(),
-               six = _mm512_set1_ps(6.0f);
-  auto activate = [&](__m512 y, Activation act) TM_IM2COL_AVX512 {
-    // max_ps(0, y) is `0 > y ? 0 : y`: relu's `y < 0 ? 0 : y`, NaN and -0
-    // included; likewise min_ps(6, y) for relu6.
-    if (act != Activation::None)
-      y = _mm512_max_ps(zero, y);
-    if (act == Activation::Relu6)
-      y = _mm512_min_ps(six, y);
-    return y;
-  };
+  using simd512::activate;
+  const __m512 b = _mm512_set1_ps(bias);
   for (int64_t q = 0, n = t1 - t0; q < n; q += 16) {
     __m512 s0[4], s1[4];
     for (int j = 0; j < 4; ++j) {

@@ -280,7 +280,7 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
         acc[r][v] = _mm512_fmadd_ps(ar, bv[v], acc[r][v]);
     }
   }
-  const __m512 zero = _mm512_setzero_ps(), six = _mm512_set1_ps(6.0f);
+  const __m512 zero = _mm512_setzero_ps();
 #pragma GCC unroll 8
   for (int r = 0; r < GemmMR; ++r) {
     if (r >= rows)
@@ -298,14 +298,9 @@ microKernel(int64_t kc, const float *a, const float *b, int64_t ldb, float *c,
         if (addend)
           x = _mm512_add_ps(
               x, _mm512_maskz_loadu_ps(m, addend + r * ldAdd + 16 * v));
-        // max_ps(a, b) is `a > b ? a : b` and min_ps(a, b) `a < b ? a : b`:
-        // with the constant first these are the relu / relu6 kernels'
-        // `x < 0 ? 0 : x` and `x > 6 ? 6 : x` exactly, NaN and -0 included,
-        // so a fused activation gives the bits of the unfused one.
-        if (act != Activation::None)
-          x = _mm512_max_ps(zero, x);
-        if (act == Activation::Relu6)
-          x = _mm512_min_ps(six, x);
+        // The relu / relu6 kernels' bits, so a fused activation gives
+        // those of the unfused one.
+        x = simd512::activate(x, act);
       }
       _mm512_mask_storeu_ps(cr + 16 * v, m, x);
     }

@@ -19,6 +19,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "tm/runtime/Common.h"
+
 #define TM_AVX512F __attribute__((target("avx512f")))
 
 namespace tmg::rt::detail::simd512 {
@@ -67,6 +69,17 @@ TM_AVX512F inline __m512 odds(__m512 lo, __m512 hi) {
   const __m512i idx = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19,
                                         21, 23, 25, 27, 29, 31);
   return _mm512_permutex2var_ps(lo, idx, hi);
+}
+
+/// relu / relu6 of x as the scalar ops compute them: max_ps(0, x) is
+/// `0 > x ? 0 : x`, relu's `x < 0 ? 0 : x` exactly (NaN and -0 included),
+/// min_ps(6, x) relu6's `x > 6 ? 6 : x`; None leaves x.
+TM_AVX512F inline __m512 activate(__m512 x, Activation act) {
+  if (act != Activation::None)
+    x = _mm512_max_ps(_mm512_setzero_ps(), x);
+  if (act == Activation::Relu6)
+    x = _mm512_min_ps(_mm512_set1_ps(6.0f), x);
+  return x;
 }
 
 /// Lane-wise max(m, v) with PyTorch's NaN rule (a NaN in either wins) and
