@@ -5,7 +5,7 @@
 // is never materialised whole: work items are (image, group, column tile,
 // row block) and each builds the K x tile slice it needs in a per-thread
 // buffer sized to stay in L2, runs a single-threaded GEMM into the output,
-// and applies bias and activation to the tile while it is in cache. The
+// and applies bias, a residual and the activation as the tile is stored. The
 // GEMM is the micro-kernel of Gemm.h on packed weights where the CPU has
 // AVX-512 (convMicro, im2colStrips), OpenBLAS elsewhere (convBlas). 1x1
 // stride-1 unpadded convolutions skip the im2col: the input already is the

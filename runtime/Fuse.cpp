@@ -6,7 +6,7 @@
 // operations on the same values as the two ops one after the other, so the
 // result is bit for bit the same. A residual add between the two (conv +
 // z, z computed before the conv runs, as in ResNet's blocks) is absorbed
-// too: the conv adds z to each output tile while it is in cache
+// too: the conv adds z where it stores each output value
 // (Conv2dParams::residual), again bit for bit; a z whose shape or dtype
 // needs broadcasting or promotion runs the add as the op would. A max
 // pool that alone reads such a conv's value (without a residual), or a
