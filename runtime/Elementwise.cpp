@@ -349,6 +349,35 @@ static void runBinary(const BroadcastPlan<2> &p, const A *a, const B *b, Out *o,
   });
 }
 
+/// pow(x, e) with one exponent for every element: 2, 3, -1, -2, 0.5 and
+/// -0.5 compute as PyTorch and ONNX Runtime compute them, as products,
+/// reciprocals and square roots (vectorised) instead of a call to pow per
+/// element. x * x and 1 / x are pow's correctly rounded result; the others
+/// round twice (within an ulp of pow). Returns false for other exponents.
+template <typename T>
+static bool powByProducts(const BroadcastPlan<2> &p, const T *a, const T *b,
+                          T *o) {
+  for (int64_t s : p.strides[1])
+    if (s != 0)
+      return false;
+  T e = *b;
+  if (e == T(2))
+    runBinary(p, a, b, o, [](T x, T) { return x * x; });
+  else if (e == T(3))
+    runBinary(p, a, b, o, [](T x, T) { return x * x * x; });
+  else if (e == T(-1))
+    runBinary(p, a, b, o, [](T x, T) { return T(1) / x; });
+  else if (e == T(-2))
+    runBinary(p, a, b, o, [](T x, T) { return T(1) / (x * x); });
+  else if (e == T(0.5))
+    runBinary(p, a, b, o, [](T x, T) { return std::sqrt(x); });
+  else if (e == T(-0.5))
+    runBinary(p, a, b, o, [](T x, T) { return T(1) / std::sqrt(x); });
+  else
+    return false;
+  return true;
+}
+
 template <typename T>
 static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
                         const T *b, T *o) {
@@ -365,8 +394,9 @@ static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
   case BinaryOp::Pow:
     if constexpr (std::is_integral_v<T>)
       return runBinary(p, a, b, o, [](T x, T y) { return intPow(x, y); });
-    else
+    else if (!powByProducts(p, a, b, o))
       return runBinary(p, a, b, o, [](T x, T y) { return std::pow(x, y); });
+    return;
   case BinaryOp::Maximum:
     // NaN propagates from either side, as NumPy's maximum.
     return runBinary(p, a, b, o,

@@ -253,6 +253,51 @@ TEST_CASE("binary wrappers equal the generic entry point", "[elementwise]") {
   requireIdentical(rt::pow(b, a), rt::binary(BinaryOp::Pow, b, a));
 }
 
+TEST_CASE("pow by a scalar 2, 3, -1, -2, 0.5, -0.5: products and square roots",
+          "[elementwise]") {
+  Rng rng(24);
+  for (DType t : {DType::Float32, DType::Float64}) {
+    Tensor x = rt::cast(rng.tensor({5, 37}, 0.05, 4.0), t);
+    Ref rx(x);
+    for (double e : {2.0, 3.0, -1.0, -2.0, 0.5, -0.5}) {
+      // The exponent as a 0-d tensor and as a (1, 1) one broadcast over both
+      // dimensions: both are one exponent for every element.
+      for (Tensor b : {rt::cast(Tensor::fromFloats({}, {float(e)}), t),
+                       rt::cast(Tensor::fromFloats({1, 1}, {float(e)}), t)}) {
+        Tensor got = rt::pow(x, b);
+        CHECK(got.dtype() == t);
+        // Two roundings at most (x * x * x, 1 / (x * x), 1 / sqrt(x)).
+        requireClose(
+            got,
+            refBinary(rx, Ref(b),
+                      [](double a, double y) { return std::pow(a, y); }),
+            t == DType::Float32 ? Tol{3e-7, 0} : Tol{5e-16, 0},
+            fmt::format("pow {} {}", e, dtypeName(t).str()));
+      }
+    }
+    // x * x and 1 / x are correctly rounded: exactly the product and the
+    // quotient, element by element.
+    Tensor sq = rt::pow(x, rt::cast(Tensor::fromFloats({}, {2.0f}), t));
+    Tensor inv = rt::pow(x, rt::cast(Tensor::fromFloats({}, {-1.0f}), t));
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      double v = rx.v[size_t(i)];
+      if (t == DType::Float32) {
+        CHECK(sq.data<float>()[i] == float(v) * float(v));
+        CHECK(inv.data<float>()[i] == 1.0f / float(v));
+      } else {
+        CHECK(sq.data<double>()[i] == v * v);
+        CHECK(inv.data<double>()[i] == 1.0 / v);
+      }
+    }
+  }
+  // Any other exponent, and an exponent per element, is pow's.
+  Tensor x = rng.tensor({64}, 0.1, 3.0);
+  Tensor e = Tensor::fromFloats({}, {1.7f});
+  Tensor got = rt::pow(x, e);
+  for (int64_t i = 0; i < 64; ++i)
+    CHECK(got.data<float>()[i] == std::pow(x.data<float>()[i], 1.7f));
+}
+
 TEST_CASE("maximum and minimum propagate NaN", "[elementwise]") {
   float nan = std::numeric_limits<float>::quiet_NaN();
   Tensor a = Tensor::fromFloats({3}, {nan, 1.0f, 2.0f});
