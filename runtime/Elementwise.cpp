@@ -18,6 +18,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ElementwiseProgram.h"
 #include "Internal.h"
 #include "VecMath.h"
 
@@ -317,6 +318,34 @@ template <typename T> static inline T intPow(T base, T exp) {
   return T(result);
 }
 
+/// po[i] = f(pa[i * sa], pb[i * sb]) for i in [0, n), with the stride
+/// patterns broadcasting produces (dense, one side a scalar) as loops the
+/// compiler vectorises.
+template <typename A, typename B, typename Out, typename F>
+static inline void binaryRow(const A *__restrict pa, int64_t sa,
+                             const B *__restrict pb, int64_t sb,
+                             Out *__restrict po, int64_t n, F f) {
+  if (sa == 1 && sb == 1) {
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = f(pa[i], pb[i]);
+  } else if (sa == 0 && sb == 1) {
+    A va = *pa;
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = f(va, pb[i]);
+  } else if (sa == 1 && sb == 0) {
+    B vb = *pb;
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = f(pa[i], vb);
+  } else if (sa == 0 && sb == 0) {
+    Out v = f(*pa, *pb);
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = v;
+  } else { // a strided view
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = f(pa[i * sa], pb[i * sb]);
+  }
+}
+
 /// Evaluates f over a two-input broadcast plan into `o`.
 template <typename A, typename B, typename Out, typename F>
 static void runBinary(const BroadcastPlan<2> &p, const A *a, const B *b, Out *o,
@@ -324,63 +353,64 @@ static void runBinary(const BroadcastPlan<2> &p, const A *a, const B *b, Out *o,
   int64_t n = p.inner();
   int64_t sa = p.innerStride(0), sb = p.innerStride(1);
   parallelRows(p, [&](int64_t oo, const std::array<int64_t, 2> &off) {
-    const A *__restrict pa = a + off[0];
-    const B *__restrict pb = b + off[1];
-    Out *__restrict po = o + oo;
-    if (sa == 1 && sb == 1) {
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = f(pa[i], pb[i]);
-    } else if (sa == 0 && sb == 1) {
-      A va = *pa;
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = f(va, pb[i]);
-    } else if (sa == 1 && sb == 0) {
-      B vb = *pb;
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = f(pa[i], vb);
-    } else if (sa == 0 && sb == 0) {
-      Out v = f(*pa, *pb);
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = v;
-    } else { // a strided view
-      for (int64_t i = 0; i < n; ++i)
-        po[i] = f(pa[i * sa], pb[i * sb]);
-    }
+    binaryRow(a + off[0], sa, b + off[1], sb, o + oo, n, f);
   });
 }
 
-/// pow(x, e) with one exponent for every element: 2, 3, -1, -2, 0.5 and
-/// -0.5 compute as PyTorch and ONNX Runtime compute them, as products,
-/// reciprocals and square roots (vectorised) instead of a call to pow per
-/// element. x * x and 1 / x are pow's correctly rounded result; the others
-/// round twice (within an ulp of pow). Returns false for other exponents.
+/// One row of a float binary op (see binaryRow). `oneExponent`: b holds
+/// one pow exponent for every element of the op, and the exponents
+/// PyTorch and ONNX Runtime compute without pow (2, 3, -1, -2, 0.5, -0.5)
+/// take those forms, as products, reciprocals and square roots: x * x and
+/// 1 / x are pow's correctly rounded result, the others round twice
+/// (within an ulp of pow). The one definition of float binary arithmetic:
+/// binary() and fused elementwise loops (runElementwiseProgram) both run
+/// it, so they agree bit for bit.
 template <typename T>
-static bool powByProducts(const BroadcastPlan<2> &p, const T *a, const T *b,
-                          T *o) {
-  for (int64_t s : p.strides[1])
-    if (s != 0)
-      return false;
-  T e = *b;
-  if (e == T(2))
-    runBinary(p, a, b, o, [](T x, T) { return x * x; });
-  else if (e == T(3))
-    runBinary(p, a, b, o, [](T x, T) { return x * x * x; });
-  else if (e == T(-1))
-    runBinary(p, a, b, o, [](T x, T) { return T(1) / x; });
-  else if (e == T(-2))
-    runBinary(p, a, b, o, [](T x, T) { return T(1) / (x * x); });
-  else if (e == T(0.5))
-    runBinary(p, a, b, o, [](T x, T) { return std::sqrt(x); });
-  else if (e == T(-0.5))
-    runBinary(p, a, b, o, [](T x, T) { return T(1) / std::sqrt(x); });
-  else
-    return false;
-  return true;
+void binaryFloatRow(BinaryOp op, bool oneExponent, const T *a, int64_t sa,
+                    const T *b, int64_t sb, T *o, int64_t n) {
+  switch (op) {
+  case BinaryOp::Add:
+    return binaryRow(a, sa, b, sb, o, n, [](T x, T y) { return x + y; });
+  case BinaryOp::Sub:
+    return binaryRow(a, sa, b, sb, o, n, [](T x, T y) { return x - y; });
+  case BinaryOp::Mul:
+    return binaryRow(a, sa, b, sb, o, n, [](T x, T y) { return x * y; });
+  case BinaryOp::Div:
+    return binaryRow(a, sa, b, sb, o, n, [](T x, T y) { return x / y; });
+  case BinaryOp::Pow:
+    if (oneExponent) {
+      T e = *b;
+      if (e == T(2))
+        return binaryRow(a, sa, b, sb, o, n, [](T x, T) { return x * x; });
+      if (e == T(3))
+        return binaryRow(a, sa, b, sb, o, n, [](T x, T) { return x * x * x; });
+      if (e == T(-1))
+        return binaryRow(a, sa, b, sb, o, n, [](T x, T) { return T(1) / x; });
+      if (e == T(-2))
+        return binaryRow(a, sa, b, sb, o, n,
+                         [](T x, T) { return T(1) / (x * x); });
+      if (e == T(0.5))
+        return binaryRow(a, sa, b, sb, o, n,
+                         [](T x, T) { return std::sqrt(x); });
+      if (e == T(-0.5))
+        return binaryRow(a, sa, b, sb, o, n,
+                         [](T x, T) { return T(1) / std::sqrt(x); });
+    }
+    return binaryRow(a, sa, b, sb, o, n,
+                     [](T x, T y) { return std::pow(x, y); });
+  case BinaryOp::Maximum:
+    // NaN propagates from either side, as NumPy's maximum.
+    return binaryRow(a, sa, b, sb, o, n,
+                     [](T x, T y) { return (x > y || x != x) ? x : y; });
+  case BinaryOp::Minimum:
+    return binaryRow(a, sa, b, sb, o, n,
+                     [](T x, T y) { return (x < y || x != x) ? x : y; });
+  }
 }
 
 template <typename T>
-static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
-                        const T *b, T *o) {
+static void integerBinaryTyped(BinaryOp op, const BroadcastPlan<2> &p,
+                               const T *a, const T *b, T *o) {
   switch (op) {
   case BinaryOp::Add:
     return runBinary(p, a, b, o, [](T x, T y) { return wrapAdd(x, y); });
@@ -392,18 +422,28 @@ static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
     // Integer true division is computed by the caller.
     return runBinary(p, a, b, o, [](T x, T y) { return T(x / y); });
   case BinaryOp::Pow:
-    if constexpr (std::is_integral_v<T>)
-      return runBinary(p, a, b, o, [](T x, T y) { return intPow(x, y); });
-    else if (!powByProducts(p, a, b, o))
-      return runBinary(p, a, b, o, [](T x, T y) { return std::pow(x, y); });
-    return;
+    return runBinary(p, a, b, o, [](T x, T y) { return intPow(x, y); });
   case BinaryOp::Maximum:
-    // NaN propagates from either side, as NumPy's maximum.
-    return runBinary(p, a, b, o,
-                     [](T x, T y) { return (x > y || x != x) ? x : y; });
+    return runBinary(p, a, b, o, [](T x, T y) { return x > y ? x : y; });
   case BinaryOp::Minimum:
-    return runBinary(p, a, b, o,
-                     [](T x, T y) { return (x < y || x != x) ? x : y; });
+    return runBinary(p, a, b, o, [](T x, T y) { return x < y ? x : y; });
+  }
+}
+
+template <typename T>
+static void binaryTyped(BinaryOp op, const BroadcastPlan<2> &p, const T *a,
+                        const T *b, T *o) {
+  if constexpr (std::is_floating_point_v<T>) {
+    bool oneExponent = true; // b broadcast over every element
+    for (int64_t s : p.strides[1])
+      oneExponent &= s == 0;
+    int64_t n = p.inner(), sa = p.innerStride(0), sb = p.innerStride(1);
+    parallelRows(p, [&](int64_t oo, const std::array<int64_t, 2> &off) {
+      binaryFloatRow(op, oneExponent, a + off[0], sa, b + off[1], sb, o + oo,
+                     n);
+    });
+  } else {
+    integerBinaryTyped(op, p, a, b, o);
   }
 }
 
@@ -624,63 +664,98 @@ static std::optional<VecFn> vecFnOf(UnaryOp op) {
   }
 }
 
-template <typename T> static void unaryFloat(UnaryOp op, const T *x, T *o, int64_t n) {
-  // Transcendental functions cost tens of cycles: a smaller grain.
-  constexpr int64_t Cheap = ElementwiseGrain, Costly = ElementwiseGrain / 16;
+/// Float unary op `op` on x[0, n) into o, on the calling thread. The one
+/// definition of float unary math: unary() runs it on parts of the tensor,
+/// fused elementwise loops (runElementwiseProgram) on chunks of rows, and
+/// the results agree bit for bit (no element depends on its position).
+template <typename T>
+void unaryFloatSpan(UnaryOp op, const T *x, T *o, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     if (auto f = vecFnOf(op))
-      return parallelFor(n, ElementwiseGrain / 4, [&](int64_t b, int64_t e) {
-        vecMath(*f, x + b, o + b, e - b);
-      });
+      return vecMath(*f, x, o, n);
   }
+  auto each = [&](auto f) {
+    const T *__restrict px = x;
+    T *__restrict po = o;
+    for (int64_t i = 0; i < n; ++i)
+      po[i] = f(px[i]);
+  };
   const T zero = 0, one = 1, half = 0.5, three = 3, six = 6;
   switch (op) {
   case UnaryOp::Neg:
-    return runUnary(x, o, n, Cheap, [](T v) { return -v; });
+    return each([](T v) { return -v; });
   case UnaryOp::Abs:
-    return runUnary(x, o, n, Cheap, [](T v) { return std::fabs(v); });
+    return each([](T v) { return std::fabs(v); });
   case UnaryOp::Exp:
-    return runUnary(x, o, n, Costly, [](T v) { return std::exp(v); });
+    return each([](T v) { return std::exp(v); });
   case UnaryOp::Log:
-    return runUnary(x, o, n, Costly, [](T v) { return std::log(v); });
+    return each([](T v) { return std::log(v); });
   case UnaryOp::Sqrt:
-    return runUnary(x, o, n, Cheap, [](T v) { return std::sqrt(v); });
+    return each([](T v) { return std::sqrt(v); });
   case UnaryOp::Rsqrt:
-    return runUnary(x, o, n, Cheap, [one](T v) { return one / std::sqrt(v); });
+    return each([one](T v) { return one / std::sqrt(v); });
   case UnaryOp::Erf:
-    return runUnary(x, o, n, Costly, [](T v) { return std::erf(v); });
+    return each([](T v) { return std::erf(v); });
   case UnaryOp::Tanh:
-    return runUnary(x, o, n, Costly, [](T v) { return std::tanh(v); });
+    return each([](T v) { return std::tanh(v); });
   case UnaryOp::Sigmoid:
-    return runUnary(x, o, n, Costly, [one](T v) { return one / (one + std::exp(-v)); });
+    return each([one](T v) { return one / (one + std::exp(-v)); });
   case UnaryOp::Relu:
-    return runUnary(x, o, n, Cheap, [zero](T v) { return v < zero ? zero : v; });
+    return each([zero](T v) { return v < zero ? zero : v; });
   case UnaryOp::Relu6:
-    return runUnary(x, o, n, Cheap,
-                    [zero, six](T v) { return v < zero ? zero : (v > six ? six : v); });
+    return each(
+        [zero, six](T v) { return v < zero ? zero : (v > six ? six : v); });
   case UnaryOp::Gelu:
-    return runUnary(x, o, n, Costly, [half, one](T v) {
+    return each([half, one](T v) {
       return half * v * (one + std::erf(v * T(M_SQRT1_2)));
     });
   case UnaryOp::GeluTanh:
-    return runUnary(x, o, n, Costly, [half, one](T v) {
+    return each([half, one](T v) {
       const T k = T(0.7978845608028654), c = T(0.044715); // sqrt(2 / pi)
       return half * v * (one + std::tanh(k * (v + c * v * v * v)));
     });
   case UnaryOp::Silu:
-    return runUnary(x, o, n, Costly, [one](T v) { return v / (one + std::exp(-v)); });
+    return each([one](T v) { return v / (one + std::exp(-v)); });
   case UnaryOp::Hardswish:
-    return runUnary(x, o, n, Cheap, [zero, three, six](T v) {
+    return each([zero, three, six](T v) {
       T r = v + three;
       r = r < zero ? zero : (r > six ? six : r);
       return v * r * (T(1) / six);
     });
   case UnaryOp::Hardsigmoid:
-    return runUnary(x, o, n, Cheap, [zero, one, half, six](T v) {
+    return each([zero, one, half, six](T v) {
       T r = v * (one / six) + half;
       return r < zero ? zero : (r > one ? one : r);
     });
   }
+}
+
+/// Elements per thread below which a float unary op stays serial:
+/// transcendental functions cost tens of cycles.
+static int64_t unaryGrain(UnaryOp op, bool vectorised) {
+  if (vectorised)
+    return ElementwiseGrain / 4;
+  switch (op) {
+  case UnaryOp::Exp:
+  case UnaryOp::Log:
+  case UnaryOp::Erf:
+  case UnaryOp::Tanh:
+  case UnaryOp::Sigmoid:
+  case UnaryOp::Gelu:
+  case UnaryOp::GeluTanh:
+  case UnaryOp::Silu:
+    return ElementwiseGrain / 16;
+  default:
+    return ElementwiseGrain;
+  }
+}
+
+template <typename T>
+static void unaryFloat(UnaryOp op, const T *x, T *o, int64_t n) {
+  bool vectorised = std::is_same_v<T, float> && vecFnOf(op);
+  parallelFor(n, unaryGrain(op, vectorised), [&](int64_t b, int64_t e) {
+    unaryFloatSpan(op, x + b, o + b, e - b);
+  });
 }
 
 Tensor unary(UnaryOp op, const Tensor &x) {
@@ -767,6 +842,203 @@ Tensor clip(const Tensor &x, std::optional<double> lower,
     }
   });
   return out;
+}
+
+} // namespace tmg::rt
+
+//===----------------------------------------------------------------------===//
+// Fused elementwise programs
+//===----------------------------------------------------------------------===//
+
+namespace tmg::rt {
+using namespace detail;
+
+/// The shape every value of `p` has, or nullopt when a leaf is not
+/// float32 or some instruction's result has another shape.
+static std::optional<Shape> programShape(const ElementwiseProgram &p,
+                                         llvm::ArrayRef<Tensor> leaves) {
+  std::vector<Shape> shapes;
+  for (const Tensor &t : leaves) {
+    if (!t.defined() || t.dtype() != DType::Float32)
+      return std::nullopt;
+    shapes.emplace_back(t.shape().begin(), t.shape().end());
+  }
+  for (const ElementwiseProgram::Instr &in : p.instrs) {
+    if (in.unary) {
+      shapes.push_back(shapes[in.a]);
+      continue;
+    }
+    const Shape &a = shapes[in.a], &b = shapes[in.b];
+    size_t rank = std::max(a.size(), b.size());
+    Shape s(rank, 1);
+    for (size_t k = 0; k < rank; ++k) {
+      int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
+      int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
+      if (da != db && da != 1 && db != 1)
+        return std::nullopt; // the op reports it
+      s[rank - 1 - k] = da == 1 ? db : da;
+    }
+    shapes.push_back(std::move(s));
+  }
+  for (size_t k = leaves.size(); k < shapes.size(); ++k)
+    if (shapes[k] != shapes.back())
+      return std::nullopt;
+  return shapes.back();
+}
+
+/// How every leaf broadcasts to the output (a BroadcastPlan with any
+/// number of inputs): each leaf's element strides aligned to the output's
+/// dimensions, 0 where it broadcasts, runs of dimensions every leaf
+/// traverses with one stride merged.
+struct LeafPlan {
+  llvm::SmallVector<int64_t, 6> dims;
+  std::vector<llvm::SmallVector<int64_t, 6>> strides; ///< per leaf, per dim
+};
+static LeafPlan leafPlan(llvm::ArrayRef<int64_t> out,
+                         llvm::ArrayRef<Tensor> leaves) {
+  size_t rank = out.size(), numLeaves = leaves.size();
+  std::vector<llvm::SmallVector<int64_t, 6>> full(numLeaves);
+  for (size_t i = 0; i < numLeaves; ++i) {
+    full[i].assign(rank, 0);
+    llvm::ArrayRef<int64_t> sh = leaves[i].shape(), st = leaves[i].strides();
+    for (size_t k = 0; k < sh.size(); ++k)
+      if (sh[sh.size() - 1 - k] != 1)
+        full[i][rank - 1 - k] = st[st.size() - 1 - k];
+  }
+  LeafPlan lp;
+  lp.strides.resize(numLeaves);
+  for (size_t d = 0; d < rank; ++d) {
+    if (out[d] == 1)
+      continue;
+    bool merge = !lp.dims.empty();
+    for (size_t i = 0; merge && i < numLeaves; ++i)
+      merge = lp.strides[i].back() == full[i][d] * out[d];
+    if (merge) {
+      lp.dims.back() *= out[d];
+      for (size_t i = 0; i < numLeaves; ++i)
+        lp.strides[i].back() = full[i][d];
+    } else {
+      lp.dims.push_back(out[d]);
+      for (size_t i = 0; i < numLeaves; ++i)
+        lp.strides[i].push_back(full[i][d]);
+    }
+  }
+  if (lp.dims.empty()) {
+    lp.dims.push_back(1);
+    for (size_t i = 0; i < numLeaves; ++i)
+      lp.strides[i].push_back(0);
+  }
+  return lp;
+}
+
+Tensor runFusedElementwise(const ElementwiseProgram &p,
+                           llvm::ArrayRef<Tensor> leaves) {
+  using Instr = ElementwiseProgram::Instr;
+  size_t numLeaves = p.numLeaves, numInstrs = p.instrs.size();
+  if (leaves.size() != numLeaves || numInstrs == 0)
+    return Tensor();
+  std::optional<Shape> out = programShape(p, leaves);
+  if (!out)
+    return Tensor();
+  Tensor result = Tensor::empty(*out, DType::Float32);
+  int64_t n = result.numel();
+  if (n == 0)
+    return result;
+  const LeafPlan lp = leafPlan(*out, leaves);
+  const auto &dims = lp.dims;
+  const auto &strides = lp.strides;
+  size_t outer = dims.size() - 1;
+  int64_t inner = dims.back(), rows = n / inner;
+
+  // Per leaf: its data, whether it is the same element everywhere (pow's
+  // one exponent, as binary() decides it), and whether chunks of it are
+  // gathered into a dense buffer first (a unary op reads it, or its inner
+  // stride is neither 0 nor 1).
+  std::vector<const float *> base(numLeaves);
+  std::vector<int64_t> innerStride(numLeaves);
+  std::vector<bool> uniform(numLeaves), gather(numLeaves);
+  for (size_t i = 0; i < numLeaves; ++i) {
+    base[i] = viewElems<float>(leaves[i]);
+    innerStride[i] = strides[i].back();
+    uniform[i] = std::all_of(strides[i].begin(), strides[i].end(),
+                             [](int64_t s) { return s == 0; });
+    gather[i] = innerStride[i] != 0 && innerStride[i] != 1;
+  }
+  for (const Instr &in : p.instrs)
+    if (in.unary && in.a < numLeaves && innerStride[in.a] != 1)
+      gather[in.a] = true;
+
+  // Chunks of at most Chunk elements of one row; every intermediate value
+  // of a chunk lives in a per-thread buffer (Chunk floats per instruction
+  // and gathered leaf), in L1.
+  constexpr int64_t Chunk = 512;
+  int64_t perRow = (inner + Chunk - 1) / Chunk;
+  int64_t chunks = rows * perRow, width = std::min(inner, Chunk);
+  int64_t grain =
+      std::max<int64_t>(1, ElementwiseGrain / (width * int64_t(numInstrs)));
+  parallelFor(chunks, grain, [&](int64_t cb, int64_t ce) {
+    static thread_local std::vector<float> scratch;
+    size_t need = size_t(Chunk) * (numInstrs + numLeaves);
+    if (scratch.size() < need)
+      scratch.resize(need);
+    float *reg = scratch.data();                     // per instruction
+    float *gat = scratch.data() + Chunk * numInstrs; // per gathered leaf
+    // The odometer of the first chunk's row.
+    int64_t row = cb / perRow;
+    llvm::SmallVector<int64_t, 6> idx(outer, 0);
+    llvm::SmallVector<int64_t, 8> off(numLeaves, 0);
+    for (int64_t rem = row, d = int64_t(outer); d-- > 0;) {
+      idx[d] = rem % dims[d];
+      rem /= dims[d];
+      for (size_t i = 0; i < numLeaves; ++i)
+        off[i] += idx[d] * strides[i][d];
+    }
+    llvm::SmallVector<const float *, 16> ptr(numLeaves + numInstrs);
+    llvm::SmallVector<int64_t, 16> step(numLeaves + numInstrs, 1);
+    for (int64_t c = cb; c < ce; ++c) {
+      int64_t col = (c % perRow) * Chunk, len = std::min(Chunk, inner - col);
+      for (size_t i = 0; i < numLeaves; ++i) {
+        const float *src = base[i] + off[i] + col * innerStride[i];
+        if (gather[i]) {
+          float *g = gat + Chunk * i;
+          for (int64_t j = 0; j < len; ++j)
+            g[j] = src[j * innerStride[i]];
+          ptr[i] = g;
+          step[i] = 1;
+        } else {
+          ptr[i] = src;
+          step[i] = innerStride[i];
+        }
+      }
+      float *dst = result.data<float>() + row * inner + col;
+      for (size_t k = 0; k < numInstrs; ++k) {
+        const Instr &in = p.instrs[k];
+        float *o = k + 1 == numInstrs ? dst : reg + Chunk * k;
+        if (in.unary) {
+          unaryFloatSpan(*in.unary, ptr[in.a], o, len);
+        } else {
+          bool oneExponent = in.b < numLeaves ? bool(uniform[in.b]) : n == 1;
+          binaryFloatRow(in.binary, oneExponent, ptr[in.a], step[in.a],
+                         ptr[in.b], step[in.b], o, len);
+        }
+        ptr[numLeaves + k] = o;
+        step[numLeaves + k] = 1;
+      }
+      if (c % perRow == perRow - 1 && c + 1 < ce) { // next row
+        ++row;
+        for (size_t d = outer; d-- > 0;) {
+          for (size_t i = 0; i < numLeaves; ++i)
+            off[i] += strides[i][d];
+          if (++idx[d] < dims[d])
+            break;
+          for (size_t i = 0; i < numLeaves; ++i)
+            off[i] -= strides[i][d] * dims[d];
+          idx[d] = 0;
+        }
+      }
+    }
+  });
+  return result;
 }
 
 } // namespace tmg::rt

@@ -1,4 +1,4 @@
-//===- Fuse.cpp - Plan-time fusion of conv, batch norm and activation -----===//
+//===- Fuse.cpp - Plan-time fusion: conv chains, norms, elementwise chains ===//
 //
 // The graph is never changed: fusion is a decision of the execution plan.
 // A conv2d (function or builtin module) followed by a relu / relu6 runs as
@@ -12,6 +12,10 @@
 // pool that alone reads such a conv's value (without a residual), or a
 // conv2d_act's, is absorbed as well: the conv pools its output in bands
 // of rows as it computes them (conv2dMaxPool), bit for bit the two ops.
+//
+// Chains of float32 elementwise ops (each value read by the next op alone)
+// run as one loop over chunks that stay in L1 (ElementwiseProgram.h), each
+// op on the same code as its own kernel: bit for bit the ops one by one.
 //
 // With InterpreterOptions::fastMath, an inference BatchNorm2d between the
 // two is absorbed too: the conv's weights and bias get the batch norm
@@ -29,6 +33,7 @@
 
 #include <llvm/ADT/DenseSet.h>
 
+#include "ElementwiseProgram.h"
 #include "ops/Lowering.h"
 #include "tm/runtime/Kernels.h"
 
@@ -209,6 +214,97 @@ void planConcatPlacement(
   }
 }
 
+/// The op kind of a function call or (non-module) tensor method.
+std::optional<OpKind> callKind(const Expr &e) {
+  if (auto *cf = llvm::dyn_cast<CallFunction>(&e))
+    return cf->func().kind();
+  if (auto *cm = llvm::dyn_cast<CallMethod>(&e);
+      cm && !cm->isModuleCall() && cm->methodSchema())
+    return cm->methodSchema()->kind();
+  return std::nullopt;
+}
+
+/// The ElementwiseCall decoder of `e`'s op, if it is a unary or binary
+/// arithmetic op.
+ElementwiseFn elementwiseDecoder(const Expr &e) {
+  auto k = callKind(e);
+  if (!k || *k == OpKind::Custom)
+    return nullptr;
+  const LowerEntry *entry = lowerTable().lookup(*k);
+  return entry ? entry->elementwise : nullptr;
+}
+
+/// Chains of float32 elementwise ops, each value but the last read by the
+/// next op of the chain alone, of the last one's static shape where both
+/// are known (ctx.elementwiseRoots). A chain is a tree: the root, and
+/// recursively the producers of its operands that qualify. Exprs another
+/// fusion claimed stay out.
+void planElementwiseChains(const InternalGraph &g,
+                           const llvm::DenseSet<const Node *> &outputs,
+                           const llvm::DenseMap<const Expr *, size_t> &position,
+                           LowerContext &ctx) {
+  auto claimed = [&](const Expr *x) {
+    return ctx.absorbed.count(x) || ctx.heads.count(x) ||
+           ctx.normHeads.count(x) || ctx.deferred.count(x) ||
+           ctx.concatParts.count(x) || ctx.placedConcats.count(x) ||
+           ctx.convPools.count(x);
+  };
+  auto float32Out = [](const Expr *x) {
+    if (x->numOutputs() != 1)
+      return false;
+    auto *t = llvm::dyn_cast<TensorNode>(x->output(0));
+    return t && t->hasDType() && t->dtype() == DType::Float32;
+  };
+  llvm::DenseSet<const Expr *> taken;
+  auto fusable = [&](const Expr *x) {
+    return x && !taken.count(x) && !claimed(x) && float32Out(x) &&
+           elementwiseDecoder(*x);
+  };
+  std::vector<const Expr *> order(g.begin(), g.end());
+  for (auto r = order.rbegin(); r != order.rend(); ++r) {
+    const Expr *root = *r;
+    if (!fusable(root))
+      continue;
+    const Shape *rootShape =
+        llvm::cast<TensorNode>(root->output(0))->staticShape();
+    // At most MaxChain ops: the fused loop keeps a chunk of every value
+    // of the chain in a per-thread buffer.
+    constexpr size_t MaxChain = 32;
+    std::vector<const Expr *> chain{root}, work{root};
+    while (!work.empty() && chain.size() < MaxChain) {
+      const Expr *m = work.back();
+      work.pop_back();
+      for (const Node *n : m->inputs()) {
+        const Expr *p = n->expr();
+        if (!fusable(p) ||
+            std::find(chain.begin(), chain.end(), p) != chain.end() ||
+            outputs.count(n))
+          continue;
+        bool onlyM = true;
+        for (const Use *u = n->firstUse(); u && onlyM; u = u->nextUse())
+          onlyM = u->user() == m;
+        const Shape *ns = llvm::cast<TensorNode>(n)->staticShape();
+        if (!onlyM || (ns && rootShape && *ns != *rootShape) ||
+            chain.size() == MaxChain)
+          continue;
+        chain.push_back(p);
+        work.push_back(p);
+      }
+    }
+    if (chain.size() < 2)
+      continue;
+    std::sort(chain.begin(), chain.end(), [&](const Expr *a, const Expr *b) {
+      return position.lookup(a) < position.lookup(b);
+    });
+    for (const Expr *x : chain) {
+      taken.insert(x);
+      if (x != root)
+        ctx.deferred[x] = root;
+    }
+    ctx.elementwiseRoots[root] = std::move(chain);
+  }
+}
+
 } // namespace
 
 Tensor concatPartView(const ConcatPart &p, Value *slots, const Tensor &x,
@@ -365,6 +461,98 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     ctx.normHeads[e] = chain;
   }
   planConcatPlacement(g, outputs, chainHeads, ctx);
+  planElementwiseChains(g, outputs, position, ctx);
+}
+
+StepFn elementwiseChainStep(const Expr &root,
+                            llvm::ArrayRef<const Expr *> chain, StepFn single,
+                            LowerContext &ctx) {
+  // The instruction computing each slot of the chain, and the leaves: the
+  // operands computed outside it (by slot when they have one).
+  llvm::DenseMap<int64_t, uint32_t> instrOfSlot;
+  std::vector<ElementwiseCall> calls;
+  for (const Expr *x : chain)
+    calls.push_back(elementwiseDecoder(*x)(*x, ctx));
+  ElementwiseProgram prog;
+  std::vector<Src> leaves;
+  llvm::DenseMap<int64_t, uint32_t> leafOfSlot;
+  auto leaf = [&](const Src &src) -> uint32_t {
+    if (src.slot >= 0)
+      if (auto it = leafOfSlot.find(src.slot); it != leafOfSlot.end()) {
+        // Read as a view only when every op reading it takes views.
+        leaves[it->second].strided &= src.strided;
+        return it->second;
+      }
+    uint32_t i = uint32_t(leaves.size());
+    leaves.push_back(src);
+    if (src.slot >= 0)
+      leafOfSlot[src.slot] = i;
+    return i;
+  };
+  // First pass: leaf indices, so instruction values can follow them.
+  struct Ref {
+    bool instr;
+    uint32_t index;
+  };
+  std::vector<std::array<Ref, 2>> refs;
+  for (size_t k = 0; k < chain.size(); ++k) {
+    std::array<Ref, 2> r{};
+    const ElementwiseCall &c = calls[k];
+    const Src *ops[2] = {&c.x, c.unary ? nullptr : &c.y};
+    for (int j = 0; j < 2; ++j) {
+      if (!ops[j])
+        continue;
+      auto it = ops[j]->slot >= 0 ? instrOfSlot.find(ops[j]->slot)
+                                  : instrOfSlot.end();
+      r[j] = it != instrOfSlot.end() ? Ref{true, it->second}
+                                     : Ref{false, leaf(*ops[j])};
+    }
+    refs.push_back(r);
+    instrOfSlot[ctx.slot(chain[k]->output(0))] = uint32_t(k);
+  }
+  prog.numLeaves = uint32_t(leaves.size());
+  for (size_t k = 0; k < chain.size(); ++k) {
+    ElementwiseProgram::Instr in;
+    in.unary = calls[k].unary;
+    in.binary = calls[k].binary;
+    auto value = [&](Ref r) {
+      return r.instr ? prog.numLeaves + r.index : r.index;
+    };
+    in.a = value(refs[k][0]);
+    in.b = in.unary ? 0 : value(refs[k][1]);
+    prog.instrs.push_back(in);
+  }
+  // Where the one pass does not apply (dtypes, or shapes broadcasting
+  // between the chain's values, known only at run time), the chain's exprs
+  // run one by one, each reporting its own errors.
+  std::vector<std::pair<const Expr *, StepFn>> ops;
+  for (const Expr *x : chain) {
+    OpKind k = *callKind(*x);
+    ops.emplace_back(x, x == &root ? single
+                                   : lowerTable().lookup(k)->lower(*x, k, ctx));
+  }
+  const InternalGraph *g = ctx.plan.graph;
+  uint32_t o = ctx.slot(root.output(0));
+  return [prog, leaves, single, ops, g, o](Value *s, RunState &st) {
+    if (st.observable) {
+      single(s, st);
+      return;
+    }
+    llvm::SmallVector<Tensor, 8> ts;
+    for (const Src &l : leaves)
+      ts.push_back(l.get(s));
+    if (Tensor r = runFusedElementwise(prog, ts); r.defined()) {
+      s[o].tensor = std::move(r);
+      return;
+    }
+    for (const auto &[x, fn] : ops) {
+      try {
+        fn(s, st);
+      } catch (const Error &err) {
+        throw errorInStep(err, *x, *g);
+      }
+    }
+  };
 }
 
 StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,

@@ -101,6 +101,16 @@ static std::shared_ptr<ExecutionPlan> buildPlan(const Interpreter &interp,
   return p;
 }
 
+Error errorInStep(const Error &err, const Expr &e, const InternalGraph &g) {
+  Diagnostic d = err.diagnostic();
+  if (d.loc.exprId < 0) {
+    d.loc.exprId = e.id();
+    d.message = "graph '" + g.name() + "': " + d.message;
+    d.note("in " + e.str());
+  }
+  return Error(d);
+}
+
 std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
                            RunState &st, const std::vector<uint32_t> *endSlots,
                            bool *stopped) {
@@ -170,13 +180,7 @@ std::vector<Value> execute(const ExecutionPlan &p, llvm::ArrayRef<Value> args,
         step.fn(slots.data(), st);
       }
     } catch (const Error &err) {
-      Diagnostic d = err.diagnostic();
-      if (d.loc.exprId < 0) {
-        d.loc.exprId = step.expr->id();
-        d.message = "graph '" + g.name() + "': " + d.message;
-        d.note("in " + step.expr->str());
-      }
-      throw Error(d);
+      throw errorInStep(err, *step.expr, g);
     }
     bool done = false;
     for (uint32_t s : step.outs) {

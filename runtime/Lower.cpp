@@ -40,8 +40,8 @@ StepFn lowerOp(const Expr &e, OpKind k, LowerContext &ctx) {
   checkStringInputs(e, k,
                     llvm::isa<CallFunction>(e) ? llvm::cast<CallFunction>(e).func().printName()
                                                : llvm::cast<CallMethod>(e).method());
-  if (const LowerFn *fn = lowerTable().lookup(k))
-    return (*fn)(e, k, ctx);
+  if (const LowerEntry *fn = lowerTable().lookup(k))
+    return fn->lower(e, k, ctx);
   raiseAt(Location::atExpr(e.id()), "the runtime does not implement '{}'",
           llvm::isa<CallFunction>(e) ? llvm::cast<CallFunction>(e).func().printName().str()
                                      : llvm::cast<CallMethod>(e).method().str());
@@ -300,8 +300,8 @@ StepFn lowerSingle(const Expr &e, LowerContext &ctx) {
   case Expr::Kind::Apply: {
     auto &ap = llvm::cast<Apply>(e);
     checkStringInputs(e, ap.opdef().kind(), ap.opdef().name());
-    if (const LowerFn *fn = lowerTable().lookup(ap.opdef().kind()))
-      return (*fn)(e, ap.opdef().kind(), ctx);
+    if (const LowerEntry *fn = lowerTable().lookup(ap.opdef().kind()))
+      return fn->lower(e, ap.opdef().kind(), ctx);
     raiseAt(Location::atExpr(e.id()), "the runtime does not implement op def '{}'",
             ap.opdef().name().str());
   }
@@ -374,6 +374,8 @@ StepFn lowerExpr(const Expr &e, LowerContext &ctx) {
   StepFn single = lowerSingle(e, ctx);
   if (auto nh = ctx.normHeads.find(&e); nh != ctx.normHeads.end())
     return normChainStep(e, nh->second, std::move(single), ctx);
+  if (auto ew = ctx.elementwiseRoots.find(&e); ew != ctx.elementwiseRoots.end())
+    return elementwiseChainStep(e, ew->second, std::move(single), ctx);
   if (ctx.deferred.count(&e)) // a later step reads the inputs itself
     return [single](Value *s, RunState &st) {
       if (st.observable)

@@ -105,6 +105,10 @@ struct RunState {
   int depth = -1;
 };
 
+/// `err`, raised by the step of `e` in graph `g`, located at `e` unless it
+/// already names an expr.
+Error errorInStep(const Error &err, const Expr &e, const InternalGraph &g);
+
 /// Runs `p` on `args` (one per graph input); returns the output values.
 /// With `endSlots` (top graph only), stops once every listed slot has a
 /// value and returns those values instead, setting `*stopped`.
@@ -175,6 +179,11 @@ struct LowerContext {
   /// their chain, goes only to a max pool over two axes, absorbed: the
   /// conv pools its output itself (rt::conv2dMaxPool), in this window.
   llvm::DenseMap<const Expr *, WindowNd> convPools;
+  /// Chains of elementwise ops run as one fused loop
+  /// (ElementwiseProgram.h): by the chain's last expr (the root), every
+  /// expr of the chain in graph order, the root last. The others are
+  /// deferred to the root.
+  llvm::DenseMap<const Expr *, std::vector<const Expr *>> elementwiseRoots;
   /// Convs writing into a concat's output, and those concats.
   llvm::DenseMap<const Expr *, ConcatPart> concatParts;
   llvm::DenseMap<const Expr *, PlacedConcat> placedConcats;
@@ -245,6 +254,12 @@ bool concatInPlace(const PlacedConcat &c, const std::vector<Src> &parts,
 /// run when values must stay observable.
 StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
                      LowerContext &ctx);
+
+/// The step of an elementwise chain's root (ctx.elementwiseRoots); `single`
+/// is the root's own unfused step, run when values must stay observable.
+StepFn elementwiseChainStep(const Expr &root,
+                            llvm::ArrayRef<const Expr *> chain, StepFn single,
+                            LowerContext &ctx);
 
 /// The one step builder of every convolution, fused per ctx.heads.
 StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx);

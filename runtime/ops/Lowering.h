@@ -30,8 +30,28 @@ namespace tmg::rt {
 /// arguments the kernel cannot take.
 using LowerFn = StepFn (*)(const Expr &e, OpKind k, LowerContext &ctx);
 
+/// An op the plan may run inside a fused elementwise loop
+/// (FusedElementwise.h): unary(op, x) or binary(op, x, y), decoded from
+/// the expr's arguments exactly as its own step decodes them.
+struct ElementwiseCall {
+  std::optional<UnaryOp> unary;
+  BinaryOp binary = BinaryOp::Add;
+  Src x, y;
+};
+using ElementwiseFn = ElementwiseCall (*)(const Expr &e, LowerContext &ctx);
+
+/// An op's lowering and, for the unary and binary arithmetic ops, its
+/// ElementwiseCall decoder.
+struct LowerEntry {
+  LowerEntry() = default;
+  LowerEntry(LowerFn f, ElementwiseFn ew = nullptr)
+      : lower(f), elementwise(ew) {}
+  LowerFn lower = nullptr;
+  ElementwiseFn elementwise = nullptr;
+};
+
 /// The runtime's lowering of every op it implements, keyed by op kind.
-using LowerTable = OpTable<LowerFn>;
+using LowerTable = OpTable<LowerEntry>;
 
 /// The table, filled once by the register functions below.
 const LowerTable &lowerTable();
@@ -156,11 +176,26 @@ inline StepFn binaryStep(Src a, Src b, uint32_t out,
   return [a, b, out, f](Value *s, RunState &) { s[out].tensor = f(a.get(s), b.get(s)); };
 }
 
-/// The step of `unary(Op, x)`; x is `self` of a method, `x` of a function.
-template <UnaryOp Op> StepFn lowerUnary(const Expr &e, OpKind, LowerContext &ctx) {
+/// `unary(Op, x)`; x is `self` of a method, `x` of a function.
+template <UnaryOp Op>
+ElementwiseCall unaryCall(const Expr &e, LowerContext &ctx) {
   Args a(e, ctx);
-  Src x = a.isMethod() ? a.tensor("self") : a.tensor("x");
-  return unaryStep(x, outSlot(e, ctx), [](const Tensor &t) { return unary(Op, t); });
+  ElementwiseCall c;
+  c.unary = Op;
+  c.x = a.isMethod() ? a.tensor("self") : a.tensor("x");
+  return c;
+}
+
+/// The step of unaryCall<Op>.
+template <UnaryOp Op>
+StepFn lowerUnary(const Expr &e, OpKind, LowerContext &ctx) {
+  return unaryStep(unaryCall<Op>(e, ctx).x, outSlot(e, ctx),
+                   [](const Tensor &t) { return unary(Op, t); });
+}
+
+/// The table entry of unary op Op: its step and its ElementwiseCall.
+template <UnaryOp Op> LowerEntry unaryEntry() {
+  return LowerEntry(lowerUnary<Op>, unaryCall<Op>);
 }
 
 /// The step of `mathUnary(Op, <arg>)`, the operand named `inp` or `x`.

@@ -136,14 +136,14 @@ StepFn lowerPrelu(const Expr &e, OpKind, LowerContext &ctx) {
 void registerActivationLowering(LowerTable &t) {
   using K = OpKind;
   using U = UnaryOp;
-  t.add("activation", {K::Relu}, lowerUnary<U::Relu>);
-  t.add("activation", {K::Relu6}, lowerUnary<U::Relu6>);
-  t.add("activation", {K::Gelu}, lowerUnary<U::Gelu>);
-  t.add("activation", {K::GeluTanh}, lowerUnary<U::GeluTanh>);
-  t.add("activation", {K::Sigmoid}, lowerUnary<U::Sigmoid>);
-  t.add("activation", {K::Silu}, lowerUnary<U::Silu>);
-  t.add("activation", {K::Hswish}, lowerUnary<U::Hardswish>);
-  t.add("activation", {K::Hsigmoid}, lowerUnary<U::Hardsigmoid>);
+  t.add("activation", {K::Relu}, unaryEntry<U::Relu>());
+  t.add("activation", {K::Relu6}, unaryEntry<U::Relu6>());
+  t.add("activation", {K::Gelu}, unaryEntry<U::Gelu>());
+  t.add("activation", {K::GeluTanh}, unaryEntry<U::GeluTanh>());
+  t.add("activation", {K::Sigmoid}, unaryEntry<U::Sigmoid>());
+  t.add("activation", {K::Silu}, unaryEntry<U::Silu>());
+  t.add("activation", {K::Hswish}, unaryEntry<U::Hardswish>());
+  t.add("activation", {K::Hsigmoid}, unaryEntry<U::Hardsigmoid>());
   t.add("activation", {K::Softsign}, lowerMath<MathOp::Softsign, true>);
   t.add("activation", {K::Softplus}, lowerMath<MathOp::Softplus, true>);
   t.add("activation", {K::LeakyRelu}, lowerLeakyRelu);

@@ -277,14 +277,29 @@ Src rhsOperand(const Args &a) {
   return a.isMethod() ? a.tensor("value", a.dtypeOf("self")) : a.tensor("y", a.dtypeOf("x"));
 }
 
-template <BinaryOp Op, bool Swap = false>
-StepFn lowerBinary(const Expr &e, OpKind, LowerContext &ctx) {
+/// `binary(Op, x, y)`, the operands swapped for a reflected method.
+template <BinaryOp Op, bool Swap>
+ElementwiseCall binaryCall(const Expr &e, LowerContext &ctx) {
   Args a(e, ctx);
-  Src x = lhsOperand(a).asView(), y = rhsOperand(a).asView();
+  ElementwiseCall c;
+  c.binary = Op;
+  c.x = lhsOperand(a).asView();
+  c.y = rhsOperand(a).asView();
   if (Swap)
-    std::swap(x, y);
-  return binaryStep(x, y, outSlot(e, ctx),
-                    [](const Tensor &p, const Tensor &q) { return binary(Op, p, q); });
+    std::swap(c.x, c.y);
+  return c;
+}
+
+template <BinaryOp Op, bool Swap>
+StepFn lowerBinary(const Expr &e, OpKind, LowerContext &ctx) {
+  ElementwiseCall c = binaryCall<Op, Swap>(e, ctx);
+  return binaryStep(
+      c.x, c.y, outSlot(e, ctx),
+      [](const Tensor &p, const Tensor &q) { return binary(Op, p, q); });
+}
+
+template <BinaryOp Op, bool Swap = false> LowerEntry binaryEntry() {
+  return LowerEntry(lowerBinary<Op, Swap>, binaryCall<Op, Swap>);
 }
 
 template <CompareOp Op> StepFn lowerCompare(const Expr &e, OpKind, LowerContext &ctx) {
@@ -466,18 +481,19 @@ template <IntDivOp Op> StepFn lowerIntDiv(const Expr &e, OpKind, LowerContext &c
 void registerArithmetic(LowerTable &t) {
   using K = OpKind;
   using B = BinaryOp;
-  t.add("elementwise", {K::Add, K::MAdd, K::MIAdd}, lowerBinary<B::Add>);
-  t.add("elementwise", {K::MRAdd}, lowerBinary<B::Add, true>);
-  t.add("elementwise", {K::Sub, K::MSub, K::MISub}, lowerBinary<B::Sub>);
-  t.add("elementwise", {K::MRSub}, lowerBinary<B::Sub, true>);
-  t.add("elementwise", {K::Mul, K::MMul, K::MIMul}, lowerBinary<B::Mul>);
-  t.add("elementwise", {K::MRMul}, lowerBinary<B::Mul, true>);
-  t.add("elementwise", {K::Div, K::MTrueDiv, K::MITrueDiv}, lowerBinary<B::Div>);
-  t.add("elementwise", {K::MRTrueDiv}, lowerBinary<B::Div, true>);
-  t.add("elementwise", {K::Pow, K::MPow}, lowerBinary<B::Pow>);
-  t.add("elementwise", {K::MRPow}, lowerBinary<B::Pow, true>);
-  t.add("elementwise", {K::Maximum}, lowerBinary<B::Maximum>);
-  t.add("elementwise", {K::Minimum}, lowerBinary<B::Minimum>);
+  t.add("elementwise", {K::Add, K::MAdd, K::MIAdd}, binaryEntry<B::Add>());
+  t.add("elementwise", {K::MRAdd}, binaryEntry<B::Add, true>());
+  t.add("elementwise", {K::Sub, K::MSub, K::MISub}, binaryEntry<B::Sub>());
+  t.add("elementwise", {K::MRSub}, binaryEntry<B::Sub, true>());
+  t.add("elementwise", {K::Mul, K::MMul, K::MIMul}, binaryEntry<B::Mul>());
+  t.add("elementwise", {K::MRMul}, binaryEntry<B::Mul, true>());
+  t.add("elementwise", {K::Div, K::MTrueDiv, K::MITrueDiv},
+        binaryEntry<B::Div>());
+  t.add("elementwise", {K::MRTrueDiv}, binaryEntry<B::Div, true>());
+  t.add("elementwise", {K::Pow, K::MPow}, binaryEntry<B::Pow>());
+  t.add("elementwise", {K::MRPow}, binaryEntry<B::Pow, true>());
+  t.add("elementwise", {K::Maximum}, binaryEntry<B::Maximum>());
+  t.add("elementwise", {K::Minimum}, binaryEntry<B::Minimum>());
   t.add("elementwise", {K::Mod, K::MMod}, lowerIntDiv<IntDivOp::Mod>);
   t.add("elementwise", {K::Fmod}, lowerIntDiv<IntDivOp::Fmod>);
   t.add("elementwise", {K::FloorDiv, K::MFloorDiv}, lowerIntDiv<IntDivOp::FloorDiv>);
@@ -510,14 +526,14 @@ void registerUnary(LowerTable &t) {
   using K = OpKind;
   using U = UnaryOp;
   using M = MathOp;
-  t.add("elementwise", {K::Neg, K::MNeg}, lowerUnary<U::Neg>);
-  t.add("elementwise", {K::Abs, K::MAbs}, lowerUnary<U::Abs>);
-  t.add("elementwise", {K::Exp}, lowerUnary<U::Exp>);
-  t.add("elementwise", {K::Log}, lowerUnary<U::Log>);
-  t.add("elementwise", {K::Sqrt}, lowerUnary<U::Sqrt>);
-  t.add("elementwise", {K::Rsqrt}, lowerUnary<U::Rsqrt>);
-  t.add("elementwise", {K::Erf}, lowerUnary<U::Erf>);
-  t.add("elementwise", {K::Tanh}, lowerUnary<U::Tanh>);
+  t.add("elementwise", {K::Neg, K::MNeg}, unaryEntry<U::Neg>());
+  t.add("elementwise", {K::Abs, K::MAbs}, unaryEntry<U::Abs>());
+  t.add("elementwise", {K::Exp}, unaryEntry<U::Exp>());
+  t.add("elementwise", {K::Log}, unaryEntry<U::Log>());
+  t.add("elementwise", {K::Sqrt}, unaryEntry<U::Sqrt>());
+  t.add("elementwise", {K::Rsqrt}, unaryEntry<U::Rsqrt>());
+  t.add("elementwise", {K::Erf}, unaryEntry<U::Erf>());
+  t.add("elementwise", {K::Tanh}, unaryEntry<U::Tanh>());
   t.add("elementwise", {K::Floor}, lowerMath<M::Floor, false>);
   t.add("elementwise", {K::Ceil}, lowerMath<M::Ceil, false>);
   t.add("elementwise", {K::Round}, lowerMath<M::Round, false>);

@@ -1,0 +1,47 @@
+//===- ElementwiseProgram.h - Fused elementwise loops -----------*- C++ -*-===//
+//
+// Private to the runtime. A chain of elementwise ops (GELU's div, erf, add,
+// mul, mul as PyTorch exports it; a layer norm's normalise, scale and
+// shift) run op by op reads and writes the whole tensor once per op. The
+// plan (Fuse.cpp) turns such a chain into an ElementwiseProgram that runs
+// in one pass: chunks of each output row stay in L1 while every op is
+// applied to them in turn. Each op runs the same code as its own kernel
+// (binaryFloatRow, unaryFloatSpan in Elementwise.cpp), so the result is bit
+// for bit the value of the unfused ops.
+//
+//===----------------------------------------------------------------------===//
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include <llvm/ADT/ArrayRef.h>
+
+#include "tm/runtime/Elementwise.h"
+
+namespace tmg::rt {
+
+/// Value i < numLeaves is leaf i (a tensor given when the program runs);
+/// value numLeaves + k is the result of instruction k; the last
+/// instruction's result is the program's output.
+struct ElementwiseProgram {
+  struct Instr {
+    std::optional<UnaryOp>
+        unary; ///< unary(*unary, a), else binary(binary, a, b)
+    BinaryOp binary = BinaryOp::Add;
+    uint32_t a = 0, b = 0;
+  };
+  uint32_t numLeaves = 0;
+  std::vector<Instr> instrs;
+};
+
+/// The program's output computed in one pass, or an undefined tensor when
+/// that does not apply: a leaf that is not float32, or an instruction whose
+/// result would not have the output's shape (a broadcast between
+/// intermediate values): the ops then run one by one. Leaves may be
+/// strided views.
+Tensor runFusedElementwise(const ElementwiseProgram &p,
+                           llvm::ArrayRef<Tensor> leaves);
+
+} // namespace tmg::rt
