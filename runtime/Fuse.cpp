@@ -58,6 +58,25 @@ const Node *soleTensorArg(const Expr &e) {
   return e.numArgs() >= 1 ? e.arg(0).node() : nullptr;
 }
 
+/// A constant number argument of `e`, or nullopt (absent: None).
+std::optional<double> constNumber(const Expr &e, llvm::StringRef name) {
+  auto a = e.namedArg(name);
+  if (!a || !a->isConst() || !a->scalar().isNumber())
+    return std::nullopt;
+  return a->scalar().toDouble();
+}
+
+/// clip(x, 0, 6) is relu6, bit for bit: the clip kernel computes
+/// `r = x < 0 ? 0 : x; r > 6 ? 6 : r` on float32 (ONNX exports ReLU6 as
+/// Clip). clip(x, 0) is not relu: without an upper bound, clip takes
+/// ONNX's largest finite float, so +inf becomes FLT_MAX.
+std::optional<Activation> clipActivation(const Expr &e) {
+  if (e.numOutputs() == 1 && constNumber(e, "lower") == 0.0 &&
+      constNumber(e, "upper") == 6.0)
+    return Activation::Relu6;
+  return std::nullopt;
+}
+
 /// The activation `e` applies to its one tensor input, if it is one.
 std::optional<Activation> activationOf(const Expr &e) {
   if (auto *cf = llvm::dyn_cast<CallFunction>(&e)) {
@@ -65,6 +84,8 @@ std::optional<Activation> activationOf(const Expr &e) {
       return Activation::Relu;
     if (cf->func().kind() == OpKind::Relu6)
       return Activation::Relu6;
+    if (cf->func().kind() == OpKind::Clip)
+      return clipActivation(e);
     return std::nullopt;
   }
   const Module *m = builtinCallee(e);
@@ -489,7 +510,8 @@ StepFn elementwiseChainStep(const Expr &root,
       leafOfSlot[src.slot] = i;
     return i;
   };
-  // First pass: leaf indices, so instruction values can follow them.
+  // Each operand is a leaf or an earlier instruction; instruction values
+  // are numbered after the leaves, whose count is known after this pass.
   struct Ref {
     bool instr;
     uint32_t index;

@@ -848,3 +848,32 @@ TEST_CASE(
                Catch::Contains("do not broadcast") && Catch::Contains("add"));
   }
 }
+
+TEST_CASE("plan-time fusion: clip(0, 6) after a conv is its relu6",
+          "[runtime][interp][fusion]") {
+  // ONNX exports ReLU6 as Clip(0, 6); any other bounds stay a clip. NaN,
+  // infinities and -0 in the input reach the clip through the conv.
+  for (double upper : {6.0, 5.0}) {
+    CAPTURE(upper);
+    auto m = std::make_unique<Module>("Net");
+    m->registerParameter("w", ramp({64, 3, 3, 3}, 0.21f));
+    auto tm = TracedModule::fromModule(std::move(m));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1, 3, 40, 37}}});
+    Node *c = b.callFunction("conv2d", {b.arg(0), b.getAttr(b.self(), "w")});
+    b.finish(b.callFunction("clip", {c, 0.0, upper}));
+    Tensor x = ramp({1, 3, 40, 37}, 0.7f);
+    float *px = x.data<float>();
+    px[5] = std::numeric_limits<float>::quiet_NaN();
+    px[100] = std::numeric_limits<float>::infinity();
+    px[200] = -std::numeric_limits<float>::infinity();
+    Tensor cw = conv2d(x, *tm->tensor("w"), Tensor());
+    Tensor want = clip(cw, 0.0, upper);
+    Interpreter interp(*tm);
+    auto [fusedPeak, watchedPeak] =
+        runFusedAndWatched(interp, {x}, c, want, cw);
+    if (upper == 6.0)
+      CHECK(fusedPeak < watchedPeak); // the conv's output is the result
+    else
+      CHECK(fusedPeak == watchedPeak);
+  }
+}
