@@ -101,20 +101,35 @@ llvm::StringRef opName(CompareOp op) {
   return "?";
 }
 
-Shape broadcastShapes(llvm::StringRef op, llvm::ArrayRef<int64_t> a,
-                      llvm::ArrayRef<int64_t> b) {
+/// The NumPy broadcast of shapes a and b, or nullopt with `badDim` set to
+/// the first dimension (counted from the end) where they disagree.
+static std::optional<Shape> broadcastOrNot(llvm::ArrayRef<int64_t> a,
+                                           llvm::ArrayRef<int64_t> b,
+                                           size_t *badDim = nullptr) {
   size_t rank = std::max(a.size(), b.size());
   Shape out(rank, 1);
   for (size_t k = 0; k < rank; ++k) {
     int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
     int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-    if (da != db && da != 1 && db != 1)
-      raise("{}: shapes {} and {} do not broadcast (dimension {} from the "
-            "end: {} vs {})",
-            op.str(), shapeStr(a), shapeStr(b), k, da, db);
+    if (da != db && da != 1 && db != 1) {
+      if (badDim)
+        *badDim = k;
+      return std::nullopt;
+    }
     out[rank - 1 - k] = da == 1 ? db : da;
   }
   return out;
+}
+
+Shape broadcastShapes(llvm::StringRef op, llvm::ArrayRef<int64_t> a,
+                      llvm::ArrayRef<int64_t> b) {
+  size_t k = 0;
+  if (std::optional<Shape> out = broadcastOrNot(a, b, &k))
+    return std::move(*out);
+  raise("{}: shapes {} and {} do not broadcast (dimension {} from the "
+        "end: {} vs {})",
+        op.str(), shapeStr(a), shapeStr(b), k, a[a.size() - 1 - k],
+        b[b.size() - 1 - k]);
 }
 
 //===----------------------------------------------------------------------===//
@@ -868,17 +883,10 @@ static std::optional<Shape> programShape(const ElementwiseProgram &p,
       shapes.push_back(shapes[in.a]);
       continue;
     }
-    const Shape &a = shapes[in.a], &b = shapes[in.b];
-    size_t rank = std::max(a.size(), b.size());
-    Shape s(rank, 1);
-    for (size_t k = 0; k < rank; ++k) {
-      int64_t da = k < a.size() ? a[a.size() - 1 - k] : 1;
-      int64_t db = k < b.size() ? b[b.size() - 1 - k] : 1;
-      if (da != db && da != 1 && db != 1)
-        return std::nullopt; // the op reports it
-      s[rank - 1 - k] = da == 1 ? db : da;
-    }
-    shapes.push_back(std::move(s));
+    std::optional<Shape> s = broadcastOrNot(shapes[in.a], shapes[in.b]);
+    if (!s)
+      return std::nullopt; // the op reports it
+    shapes.push_back(std::move(*s));
   }
   for (size_t k = leaves.size(); k < shapes.size(); ++k)
     if (shapes[k] != shapes.back())
@@ -886,48 +894,20 @@ static std::optional<Shape> programShape(const ElementwiseProgram &p,
   return shapes.back();
 }
 
-/// How every leaf broadcasts to the output (a BroadcastPlan with any
-/// number of inputs): each leaf's element strides aligned to the output's
-/// dimensions, 0 where it broadcasts, runs of dimensions every leaf
-/// traverses with one stride merged.
+/// How every leaf broadcasts to the output: a BroadcastPlan with any
+/// number of inputs.
 struct LeafPlan {
   llvm::SmallVector<int64_t, 6> dims;
   std::vector<llvm::SmallVector<int64_t, 6>> strides; ///< per leaf, per dim
 };
 static LeafPlan leafPlan(llvm::ArrayRef<int64_t> out,
                          llvm::ArrayRef<Tensor> leaves) {
-  size_t rank = out.size(), numLeaves = leaves.size();
-  std::vector<llvm::SmallVector<int64_t, 6>> full(numLeaves);
-  for (size_t i = 0; i < numLeaves; ++i) {
-    full[i].assign(rank, 0);
-    llvm::ArrayRef<int64_t> sh = leaves[i].shape(), st = leaves[i].strides();
-    for (size_t k = 0; k < sh.size(); ++k)
-      if (sh[sh.size() - 1 - k] != 1)
-        full[i][rank - 1 - k] = st[st.size() - 1 - k];
-  }
   LeafPlan lp;
-  lp.strides.resize(numLeaves);
-  for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue;
-    bool merge = !lp.dims.empty();
-    for (size_t i = 0; merge && i < numLeaves; ++i)
-      merge = lp.strides[i].back() == full[i][d] * out[d];
-    if (merge) {
-      lp.dims.back() *= out[d];
-      for (size_t i = 0; i < numLeaves; ++i)
-        lp.strides[i].back() = full[i][d];
-    } else {
-      lp.dims.push_back(out[d]);
-      for (size_t i = 0; i < numLeaves; ++i)
-        lp.strides[i].push_back(full[i][d]);
-    }
+  for (const Tensor &t : leaves) {
+    llvm::ArrayRef<int64_t> st = t.strides();
+    lp.strides.push_back(alignedStrides(out.size(), t.shape(), &st));
   }
-  if (lp.dims.empty()) {
-    lp.dims.push_back(1);
-    for (size_t i = 0; i < numLeaves; ++i)
-      lp.strides[i].push_back(0);
-  }
+  lp.dims = mergeBroadcastDims(out, lp.strides);
   return lp;
 }
 

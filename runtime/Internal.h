@@ -193,51 +193,71 @@ template <size_t N> struct BroadcastPlan {
   int64_t innerStride(size_t i) const { return strides[i].back(); }
 };
 
+/// The element strides of an input of shape `in` (strides `st`; dense when
+/// null) aligned to an output of `rank` dimensions: 0 where it broadcasts.
+inline llvm::SmallVector<int64_t, 6>
+alignedStrides(size_t rank, llvm::ArrayRef<int64_t> in,
+               const llvm::ArrayRef<int64_t> *st) {
+  llvm::SmallVector<int64_t, 6> full(rank, 0);
+  int64_t s = 1;
+  size_t r = in.size();
+  for (size_t k = 0; k < r; ++k) {
+    int64_t size = in[r - 1 - k];
+    full[rank - 1 - k] = size == 1 ? 0 : st ? (*st)[r - 1 - k] : s;
+    s *= size;
+  }
+  return full;
+}
+
+/// Merges the runs of dimensions of `out` that every input traverses with
+/// one stride, and drops size-1 dimensions: `strides[i]` holds input i's
+/// aligned strides on entry and its stride per merged dimension on return.
+/// Returns the merged dimensions (never empty).
+inline llvm::SmallVector<int64_t, 6> mergeBroadcastDims(
+    llvm::ArrayRef<int64_t> out,
+    llvm::MutableArrayRef<llvm::SmallVector<int64_t, 6>> strides) {
+  size_t n = strides.size();
+  llvm::SmallVector<int64_t, 6> dims;
+  llvm::SmallVector<llvm::SmallVector<int64_t, 6>, 4> merged(n);
+  for (size_t d = 0; d < out.size(); ++d) {
+    if (out[d] == 1)
+      continue; // strides are irrelevant for size-1 dimensions
+    bool merge = !dims.empty();
+    for (size_t i = 0; merge && i < n; ++i)
+      merge = merged[i].back() == strides[i][d] * out[d];
+    if (merge) {
+      dims.back() *= out[d];
+      for (size_t i = 0; i < n; ++i)
+        merged[i].back() = strides[i][d];
+    } else {
+      dims.push_back(out[d]);
+      for (size_t i = 0; i < n; ++i)
+        merged[i].push_back(strides[i][d]);
+    }
+  }
+  if (dims.empty()) {
+    dims.push_back(1);
+    for (size_t i = 0; i < n; ++i)
+      merged[i].push_back(0);
+  }
+  for (size_t i = 0; i < n; ++i)
+    strides[i] = std::move(merged[i]);
+  return dims;
+}
+
 /// Builds the plan; each input shape must broadcast to `out` (checked by the
 /// caller). `inStrides` gives each input's element strides (a tensor's
 /// strides()); without it the inputs are dense.
 template <size_t N>
-BroadcastPlan<N>
-makeBroadcastPlan(llvm::ArrayRef<int64_t> out,
-                  const std::array<llvm::ArrayRef<int64_t>, N> &ins,
-                  const std::array<llvm::ArrayRef<int64_t>, N> *inStrides = nullptr) {
-  // Element strides of each input, aligned to the output's dimensions.
-  size_t rank = out.size();
-  std::array<llvm::SmallVector<int64_t, 6>, N> full;
-  for (size_t i = 0; i < N; ++i) {
-    full[i].assign(rank, 0);
-    int64_t s = 1;
-    size_t r = ins[i].size();
-    for (size_t k = 0; k < r; ++k) {
-      size_t d = rank - 1 - k;
-      int64_t size = ins[i][r - 1 - k];
-      int64_t stride = inStrides ? (*inStrides)[i][r - 1 - k] : s;
-      full[i][d] = size == 1 ? 0 : stride;
-      s *= size;
-    }
-  }
+BroadcastPlan<N> makeBroadcastPlan(
+    llvm::ArrayRef<int64_t> out,
+    const std::array<llvm::ArrayRef<int64_t>, N> &ins,
+    const std::array<llvm::ArrayRef<int64_t>, N> *inStrides = nullptr) {
   BroadcastPlan<N> p;
-  for (size_t d = 0; d < rank; ++d) {
-    if (out[d] == 1)
-      continue; // strides are irrelevant for size-1 dimensions
-    bool merge = !p.shape.empty();
-    for (size_t i = 0; merge && i < N; ++i)
-      merge = p.strides[i].back() == full[i][d] * out[d];
-    if (merge) {
-      p.shape.back() *= out[d];
-      for (size_t i = 0; i < N; ++i)
-        p.strides[i].back() = full[i][d];
-    } else {
-      p.shape.push_back(out[d]);
-      for (size_t i = 0; i < N; ++i)
-        p.strides[i].push_back(full[i][d]);
-    }
-  }
-  if (p.shape.empty()) {
-    p.shape.push_back(1);
-    for (size_t i = 0; i < N; ++i)
-      p.strides[i].push_back(0);
-  }
+  for (size_t i = 0; i < N; ++i)
+    p.strides[i] = alignedStrides(out.size(), ins[i],
+                                  inStrides ? &(*inStrides)[i] : nullptr);
+  p.shape = mergeBroadcastDims(out, p.strides);
   return p;
 }
 
