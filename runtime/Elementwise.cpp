@@ -378,11 +378,12 @@ static void runBinary(const BroadcastPlan<2> &p, const A *a, const B *b, Out *o,
 /// take those forms, as products, reciprocals and square roots: x * x and
 /// 1 / x are pow's correctly rounded result, the others round twice
 /// (within an ulp of pow). The one definition of float binary arithmetic:
-/// binary() and fused elementwise loops (runElementwiseProgram) both run
+/// binary() and fused elementwise loops (runFusedElementwise) both run
 /// it, so they agree bit for bit.
 template <typename T>
-void binaryFloatRow(BinaryOp op, bool oneExponent, const T *a, int64_t sa,
-                    const T *b, int64_t sb, T *o, int64_t n) {
+static void binaryFloatRow(BinaryOp op, bool oneExponent, const T *a,
+                           int64_t sa, const T *b, int64_t sb, T *o,
+                           int64_t n) {
   switch (op) {
   case BinaryOp::Add:
     return binaryRow(a, sa, b, sb, o, n, [](T x, T y) { return x + y; });
@@ -681,10 +682,10 @@ static std::optional<VecFn> vecFnOf(UnaryOp op) {
 
 /// Float unary op `op` on x[0, n) into o, on the calling thread. The one
 /// definition of float unary math: unary() runs it on parts of the tensor,
-/// fused elementwise loops (runElementwiseProgram) on chunks of rows, and
+/// fused elementwise loops (runFusedElementwise) on chunks of rows, and
 /// the results agree bit for bit (no element depends on its position).
 template <typename T>
-void unaryFloatSpan(UnaryOp op, const T *x, T *o, int64_t n) {
+static void unaryFloatSpan(UnaryOp op, const T *x, T *o, int64_t n) {
   if constexpr (std::is_same_v<T, float>) {
     if (auto f = vecFnOf(op))
       return vecMath(*f, x, o, n);

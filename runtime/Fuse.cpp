@@ -178,11 +178,6 @@ void planConcatPlacement(
     const InternalGraph &g, const llvm::DenseSet<const Node *> &outputs,
     const llvm::DenseMap<const Expr *, const Expr *> &chainHeads,
     LowerContext &ctx) {
-  auto claimed = [&](const Expr *x) {
-    return ctx.absorbed.count(x) || ctx.heads.count(x) ||
-           ctx.normHeads.count(x) || ctx.deferred.count(x) ||
-           ctx.concatParts.count(x);
-  };
   // The conv computing `n`'s value into its own output, or null.
   auto producerOf = [&](const Node *n) -> const Expr * {
     const Expr *x = n->expr();
@@ -192,7 +187,7 @@ void planConcatPlacement(
       return ctx.concatParts.count(it->second) ? nullptr : it->second;
     auto *cf = llvm::dyn_cast<CallFunction>(x);
     bool conv = (cf && cf->func().kind() == OpKind::Conv2dAct) || isConv2d(*x);
-    return conv && !claimed(x) ? x : nullptr;
+    return conv && !ctx.claimed(x) ? x : nullptr;
   };
   // A float32 node's static shape, or null.
   auto staticShape = [](const Node *n) -> const Shape * {
@@ -200,7 +195,7 @@ void planConcatPlacement(
     return t && t->dtype() == DType::Float32 ? t->staticShape() : nullptr;
   };
   for (const Expr *e : g) {
-    if (!isChannelConcat(*e) || claimed(e) || e->numInputs() < 2)
+    if (!isChannelConcat(*e) || ctx.claimed(e) || e->numInputs() < 2)
       continue;
     const Shape *cs = staticShape(e->output(0));
     if (!cs || cs->size() != 4)
@@ -264,12 +259,6 @@ void planElementwiseChains(const InternalGraph &g,
                            const llvm::DenseSet<const Node *> &outputs,
                            const llvm::DenseMap<const Expr *, size_t> &position,
                            LowerContext &ctx) {
-  auto claimed = [&](const Expr *x) {
-    return ctx.absorbed.count(x) || ctx.heads.count(x) ||
-           ctx.normHeads.count(x) || ctx.deferred.count(x) ||
-           ctx.concatParts.count(x) || ctx.placedConcats.count(x) ||
-           ctx.convPools.count(x);
-  };
   auto float32Out = [](const Expr *x) {
     if (x->numOutputs() != 1)
       return false;
@@ -278,7 +267,7 @@ void planElementwiseChains(const InternalGraph &g,
   };
   llvm::DenseSet<const Expr *> taken;
   auto fusable = [&](const Expr *x) {
-    return x && !taken.count(x) && !claimed(x) && float32Out(x) &&
+    return x && !taken.count(x) && !ctx.claimed(x) && float32Out(x) &&
            elementwiseDecoder(*x);
   };
   std::vector<const Expr *> order(g.begin(), g.end());

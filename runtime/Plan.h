@@ -187,6 +187,12 @@ struct LowerContext {
   /// Convs writing into a concat's output, and those concats.
   llvm::DenseMap<const Expr *, ConcatPart> concatParts;
   llvm::DenseMap<const Expr *, PlacedConcat> placedConcats;
+  /// Whether a fusion decision above already involves `x`.
+  bool claimed(const Expr *x) const {
+    return absorbed.count(x) || heads.count(x) || normHeads.count(x) ||
+           deferred.count(x) || concatParts.count(x) ||
+           placedConcats.count(x) || convPools.count(x);
+  }
   /// Slot of a node of the graph.
   uint32_t slot(const Node *n) const { return plan.slotOf.lookup(n); }
   /// Records that the plan holds pointers into `m`'s attributes.
