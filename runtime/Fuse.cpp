@@ -32,6 +32,7 @@
 #include <mutex>
 
 #include <llvm/ADT/DenseSet.h>
+#include <llvm/ADT/SmallPtrSet.h>
 
 #include "ElementwiseProgram.h"
 #include "ops/Lowering.h"
@@ -250,10 +251,10 @@ ElementwiseFn elementwiseDecoder(const Expr &e) {
   return entry ? entry->elementwise : nullptr;
 }
 
-/// Chains of float32 elementwise ops, each value but the last read by the
-/// next op of the chain alone, of the last one's static shape where both
-/// are known (ctx.elementwiseRoots). A chain is a tree: the root, and
-/// recursively the producers of its operands that qualify. Exprs another
+/// Chains of float32 elementwise ops, each value but the last read only by
+/// ops of the chain (GELU reads its input twice), of the last one's static
+/// shape where both are known (ctx.elementwiseRoots). A chain grows from
+/// its root to the producers of its operands that qualify. Exprs another
 /// fusion claimed stay out.
 void planElementwiseChains(const InternalGraph &g,
                            const llvm::DenseSet<const Node *> &outputs,
@@ -280,23 +281,25 @@ void planElementwiseChains(const InternalGraph &g,
     // At most MaxChain ops: the fused loop keeps a chunk of every value
     // of the chain in a per-thread buffer.
     constexpr size_t MaxChain = 32;
+    llvm::SmallPtrSet<const Expr *, 8> in{root};
     std::vector<const Expr *> chain{root}, work{root};
     while (!work.empty() && chain.size() < MaxChain) {
       const Expr *m = work.back();
       work.pop_back();
       for (const Node *n : m->inputs()) {
         const Expr *p = n->expr();
-        if (!fusable(p) ||
-            std::find(chain.begin(), chain.end(), p) != chain.end() ||
-            outputs.count(n))
+        if (!fusable(p) || in.count(p) || outputs.count(n))
           continue;
-        bool onlyM = true;
-        for (const Use *u = n->firstUse(); u && onlyM; u = u->nextUse())
-          onlyM = u->user() == m;
+        // Every reader is in the chain (a value read twice joins when its
+        // last reader does).
+        bool inside = true;
+        for (const Use *u = n->firstUse(); u && inside; u = u->nextUse())
+          inside = in.count(u->user());
         const Shape *ns = llvm::cast<TensorNode>(n)->staticShape();
-        if (!onlyM || (ns && rootShape && *ns != *rootShape) ||
+        if (!inside || (ns && rootShape && *ns != *rootShape) ||
             chain.size() == MaxChain)
           continue;
+        in.insert(p);
         chain.push_back(p);
         work.push_back(p);
       }

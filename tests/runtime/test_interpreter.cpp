@@ -728,21 +728,23 @@ TEST_CASE("plan-time fusion: elementwise chains run in one pass, bit for bit",
   using B = BinaryOp;
   auto scalar = [](float v) { return Tensor::fromFloats({}, {v}); };
   SECTION("GELU as PyTorch exports it: x * (1 + erf(x / sqrt 2)) * 0.5") {
-    // Rows of 700: several chunks per row, both threads.
+    // Rows of 700: several chunks per row, both threads. GELU's input is
+    // computed (x = in - 0.25, as a bias add): read twice, it joins too.
     Shape shape{3, 40, 700};
     auto tm = TracedModule::fromModule(std::make_unique<Module>("Gelu"));
     GraphBuilder b = GraphBuilder::top(*tm, {{"x", shape}});
-    Node *x = b.arg(0);
+    Node *x = b.callFunction("sub", {b.arg(0), 0.25f});
     Node *e = b.callFunction("erf", {b.callFunction("div", {x, 1.4142135f})});
     Node *y = b.callFunction(
         "mul",
         {b.callFunction("mul", {x, b.callFunction("add", {e, 1.0f})}), 0.5f});
     b.finish(y);
     Tensor in = ramp(shape, 0.37f);
+    Tensor xw = binary(B::Sub, in, scalar(0.25f));
     Tensor erfWant =
-        unary(UnaryOp::Erf, binary(B::Div, in, scalar(1.4142135f)));
+        unary(UnaryOp::Erf, binary(B::Div, xw, scalar(1.4142135f)));
     Tensor want = binary(
-        B::Mul, binary(B::Mul, in, binary(B::Add, erfWant, scalar(1.0f))),
+        B::Mul, binary(B::Mul, xw, binary(B::Add, erfWant, scalar(1.0f))),
         scalar(0.5f));
     Interpreter interp(*tm);
     auto [fusedPeak, watchedPeak] =
