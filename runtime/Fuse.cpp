@@ -13,7 +13,7 @@
 // conv2d_act's, is absorbed as well: the conv pools its output in bands
 // of rows as it computes them (conv2dMaxPool), bit for bit the two ops.
 //
-// Chains of float32 elementwise ops (each value read by the next op alone)
+// Chains of float32 elementwise ops (each value read only within the chain)
 // run as one loop over chunks that stay in L1 (ElementwiseProgram.h), each
 // op on the same code as its own kernel: bit for bit the ops one by one.
 //
