@@ -860,14 +860,9 @@ Tensor clip(const Tensor &x, std::optional<double> lower,
   return out;
 }
 
-} // namespace tmg::rt
-
 //===----------------------------------------------------------------------===//
 // Fused elementwise programs
 //===----------------------------------------------------------------------===//
-
-namespace tmg::rt {
-using namespace detail;
 
 /// The shape every value of `p` has, or nullopt when a leaf is not
 /// float32 or some instruction's result has another shape.

@@ -26,9 +26,9 @@ namespace tmg::rt {
 /// value numLeaves + k is the result of instruction k; the last
 /// instruction's result is the program's output.
 struct ElementwiseProgram {
+  /// unary(*unary, a) when `unary` is set, else binary(binary, a, b).
   struct Instr {
-    std::optional<UnaryOp>
-        unary; ///< unary(*unary, a), else binary(binary, a, b)
+    std::optional<UnaryOp> unary;
     BinaryOp binary = BinaryOp::Add;
     uint32_t a = 0, b = 0;
   };

@@ -31,7 +31,7 @@ namespace tmg::rt {
 using LowerFn = StepFn (*)(const Expr &e, OpKind k, LowerContext &ctx);
 
 /// An op the plan may run inside a fused elementwise loop
-/// (FusedElementwise.h): unary(op, x) or binary(op, x, y), decoded from
+/// (ElementwiseProgram.h): unary(op, x) or binary(op, x, y), decoded from
 /// the expr's arguments exactly as its own step decodes them.
 struct ElementwiseCall {
   std::optional<UnaryOp> unary;
