@@ -381,9 +381,9 @@ static void runBinary(const BroadcastPlan<2> &p, const A *a, const B *b, Out *o,
 /// binary() and fused elementwise loops (runFusedElementwise) both run
 /// it, so they agree bit for bit.
 template <typename T>
-static void binaryFloatRow(BinaryOp op, bool oneExponent, const T *a,
-                           int64_t sa, const T *b, int64_t sb, T *o,
-                           int64_t n) {
+[[gnu::always_inline]] static inline void
+binaryFloatRowT(BinaryOp op, bool oneExponent, const T *a, int64_t sa,
+                const T *b, int64_t sb, T *o, int64_t n) {
   switch (op) {
   case BinaryOp::Add:
     return binaryRow(a, sa, b, sb, o, n, [](T x, T y) { return x + y; });
@@ -422,6 +422,21 @@ static void binaryFloatRow(BinaryOp op, bool oneExponent, const T *a,
     return binaryRow(a, sa, b, sb, o, n,
                      [](T x, T y) { return (x < y || x != x) ? x : y; });
   }
+}
+
+/// binaryFloatRowT over float32, cloned for AVX-512 and AVX2: every op is
+/// one IEEE operation per element (nothing to contract into an FMA), so
+/// the clones agree bit for bit with each other and the scalar code.
+TM_VECTOR_CLONES
+static void binaryFloatRow(BinaryOp op, bool oneExponent, const float *a,
+                           int64_t sa, const float *b, int64_t sb, float *o,
+                           int64_t n) {
+  binaryFloatRowT(op, oneExponent, a, sa, b, sb, o, n);
+}
+static void binaryFloatRow(BinaryOp op, bool oneExponent, const double *a,
+                           int64_t sa, const double *b, int64_t sb, double *o,
+                           int64_t n) {
+  binaryFloatRowT(op, oneExponent, a, sa, b, sb, o, n);
 }
 
 template <typename T>
