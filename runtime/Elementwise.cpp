@@ -879,46 +879,96 @@ Tensor clip(const Tensor &x, std::optional<double> lower,
 // Fused elementwise programs
 //===----------------------------------------------------------------------===//
 
-/// The shape every value of `p` has, or nullopt when a leaf is not
-/// float32 or some instruction's result has another shape.
-static std::optional<Shape> programShape(const ElementwiseProgram &p,
-                                         llvm::ArrayRef<Tensor> leaves) {
+/// The shapes of a program's values: the output's, and whether each
+/// instruction's result is a row value (the output's shape with the last
+/// axis 1) rather than of the output's shape.
+struct ProgramShape {
+  Shape out;
+  std::vector<bool> rowValue; ///< per instruction
+  bool rows = false;          ///< the program runs row by row
+};
+
+/// The program's shapes, or nullopt when a leaf is not float32, some
+/// instruction's result has neither the output's shape nor a row value's,
+/// a reduction is not over the last axis of a value of the output's
+/// shape, or rows are longer than MaxFusedRow.
+static std::optional<ProgramShape> programShape(const ElementwiseProgram &p,
+                                                llvm::ArrayRef<Tensor> leaves) {
   std::vector<Shape> shapes;
   for (const Tensor &t : leaves) {
     if (!t.defined() || t.dtype() != DType::Float32)
       return std::nullopt;
     shapes.emplace_back(t.shape().begin(), t.shape().end());
   }
+  bool reduces = false;
   for (const ElementwiseProgram::Instr &in : p.instrs) {
     if (in.unary) {
       shapes.push_back(shapes[in.a]);
-      continue;
+    } else if (in.reduce) {
+      Shape s = shapes[in.a];
+      int64_t rank = int64_t(s.size());
+      if (rank == 0 || (in.axis != -1 && in.axis != rank - 1))
+        return std::nullopt; // another axis: the op runs on its own
+      s.back() = 1;
+      shapes.push_back(std::move(s));
+      reduces = true;
+    } else {
+      std::optional<Shape> s = broadcastOrNot(shapes[in.a], shapes[in.b]);
+      if (!s)
+        return std::nullopt; // the op reports it
+      shapes.push_back(std::move(*s));
     }
-    std::optional<Shape> s = broadcastOrNot(shapes[in.a], shapes[in.b]);
-    if (!s)
-      return std::nullopt; // the op reports it
-    shapes.push_back(std::move(*s));
   }
-  for (size_t k = leaves.size(); k < shapes.size(); ++k)
-    if (shapes[k] != shapes.back())
+  ProgramShape ps;
+  ps.out = shapes.back();
+  Shape row = ps.out;
+  if (!row.empty())
+    row.back() = 1;
+  size_t numLeaves = leaves.size();
+  for (size_t k = numLeaves; k < shapes.size(); ++k) {
+    bool isRow = shapes[k] != ps.out;
+    if (isRow && (ps.out.empty() || shapes[k] != row))
       return std::nullopt;
-  return shapes.back();
+    ps.rowValue.push_back(isRow);
+    ps.rows |= isRow;
+  }
+  for (const ElementwiseProgram::Instr &in : p.instrs)
+    if (in.reduce && (in.a < numLeaves ? shapes[in.a] != ps.out
+                                       : bool(ps.rowValue[in.a - numLeaves])))
+      return std::nullopt; // a reduction of a row value
+  ps.rows |= reduces;
+  if (ps.rows && ps.out.back() > MaxFusedRow)
+    return std::nullopt;
+  return ps;
 }
 
 /// How every leaf broadcasts to the output: a BroadcastPlan with any
-/// number of inputs.
+/// number of inputs. With `rows`, the last axis stays a dimension of its
+/// own (a chunk is one whole row).
 struct LeafPlan {
   llvm::SmallVector<int64_t, 6> dims;
   std::vector<llvm::SmallVector<int64_t, 6>> strides; ///< per leaf, per dim
 };
 static LeafPlan leafPlan(llvm::ArrayRef<int64_t> out,
-                         llvm::ArrayRef<Tensor> leaves) {
+                         llvm::ArrayRef<Tensor> leaves, bool rows) {
   LeafPlan lp;
   for (const Tensor &t : leaves) {
     llvm::ArrayRef<int64_t> st = t.strides();
     lp.strides.push_back(alignedStrides(out.size(), t.shape(), &st));
   }
-  lp.dims = mergeBroadcastDims(out, lp.strides);
+  if (!rows) {
+    lp.dims = mergeBroadcastDims(out, lp.strides);
+    return lp;
+  }
+  llvm::SmallVector<int64_t, 8> last;
+  for (auto &st : lp.strides) {
+    last.push_back(st.back());
+    st.pop_back();
+  }
+  lp.dims = mergeBroadcastDims(out.drop_back(), lp.strides);
+  lp.dims.push_back(out.back());
+  for (size_t i = 0; i < lp.strides.size(); ++i)
+    lp.strides[i].push_back(last[i]);
   return lp;
 }
 
@@ -928,14 +978,14 @@ Tensor runFusedElementwise(const ElementwiseProgram &p,
   size_t numLeaves = p.numLeaves, numInstrs = p.instrs.size();
   if (leaves.size() != numLeaves || numInstrs == 0)
     return Tensor();
-  std::optional<Shape> out = programShape(p, leaves);
-  if (!out)
+  std::optional<ProgramShape> ps = programShape(p, leaves);
+  if (!ps)
     return Tensor();
-  Tensor result = Tensor::empty(*out, DType::Float32);
+  Tensor result = Tensor::empty(ps->out, DType::Float32);
   int64_t n = result.numel();
   if (n == 0)
     return result;
-  const LeafPlan lp = leafPlan(*out, leaves);
+  const LeafPlan lp = leafPlan(ps->out, leaves, ps->rows);
   const auto &dims = lp.dims;
   const auto &strides = lp.strides;
   size_t outer = dims.size() - 1;
@@ -943,8 +993,8 @@ Tensor runFusedElementwise(const ElementwiseProgram &p,
 
   // Per leaf: its data, whether it is the same element everywhere (pow's
   // one exponent, as binary() decides it), and whether chunks of it are
-  // gathered into a dense buffer first (a unary op reads it, or its inner
-  // stride is neither 0 nor 1).
+  // gathered into a dense buffer first (a unary op or a reduction reads
+  // it, or its inner stride is neither 0 nor 1).
   std::vector<const float *> base(numLeaves);
   std::vector<int64_t> innerStride(numLeaves);
   std::vector<bool> uniform(numLeaves), gather(numLeaves);
@@ -956,13 +1006,21 @@ Tensor runFusedElementwise(const ElementwiseProgram &p,
     gather[i] = innerStride[i] != 0 && innerStride[i] != 1;
   }
   for (const Instr &in : p.instrs)
-    if (in.unary && in.a < numLeaves && innerStride[in.a] != 1)
+    if ((in.unary || in.reduce) && in.a < numLeaves && innerStride[in.a] != 1)
       gather[in.a] = true;
+  // A row value is one element per row: instructions computing one run on
+  // that element, others read it broadcast along the row.
+  const std::vector<bool> &rowValue = ps->rowValue;
+  auto isRow = [&](uint32_t v) {
+    return v >= numLeaves && rowValue[v - numLeaves];
+  };
+  int64_t rowNumel = ps->rows ? n / ps->out.back() : n;
 
-  // Chunks of at most Chunk elements of one row; every intermediate value
-  // of a chunk lives in a per-thread buffer (Chunk floats per instruction
-  // and gathered leaf), in L1.
-  constexpr int64_t Chunk = 512;
+  // Chunks of at most Chunk elements of one row (a whole row when the
+  // program has row values); every intermediate value of a chunk lives in
+  // a per-thread buffer (Chunk floats per instruction and gathered leaf),
+  // in L1 or L2.
+  const int64_t Chunk = ps->rows ? inner : std::min<int64_t>(inner, 512);
   int64_t perRow = (inner + Chunk - 1) / Chunk;
   int64_t chunks = rows * perRow, width = std::min(inner, Chunk);
   int64_t grain =
@@ -1004,16 +1062,22 @@ Tensor runFusedElementwise(const ElementwiseProgram &p,
       float *dst = result.data<float>() + row * inner + col;
       for (size_t k = 0; k < numInstrs; ++k) {
         const Instr &in = p.instrs[k];
+        bool rowK = rowValue[k];
         float *o = k + 1 == numInstrs ? dst : reg + Chunk * k;
-        if (in.unary) {
-          unaryFloatSpan(*in.unary, ptr[in.a], o, len);
+        int64_t m = rowK ? 1 : len;
+        if (in.reduce) {
+          *o = reduceRowF32(*in.reduce, ptr[in.a], len);
+        } else if (in.unary) {
+          unaryFloatSpan(*in.unary, ptr[in.a], o, m);
         } else {
-          bool oneExponent = in.b < numLeaves ? bool(uniform[in.b]) : n == 1;
+          bool oneExponent = in.b < numLeaves ? bool(uniform[in.b])
+                             : isRow(in.b)    ? rowNumel == 1
+                                              : n == 1;
           binaryFloatRow(in.binary, oneExponent, ptr[in.a], step[in.a],
-                         ptr[in.b], step[in.b], o, len);
+                         ptr[in.b], step[in.b], o, m);
         }
         ptr[numLeaves + k] = o;
-        step[numLeaves + k] = 1;
+        step[numLeaves + k] = rowK ? 0 : 1; // a row value, broadcast
       }
       if (c % perRow == perRow - 1 && c + 1 < ce) { // next row
         ++row;

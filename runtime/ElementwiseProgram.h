@@ -19,17 +19,27 @@
 #include <llvm/ADT/ArrayRef.h>
 
 #include "tm/runtime/Elementwise.h"
+#include "tm/runtime/Reduce.h"
 
 namespace tmg::rt {
 
 /// Value i < numLeaves is leaf i (a tensor given when the program runs);
 /// value numLeaves + k is the result of instruction k; the last
 /// instruction's result is the program's output.
+///
+/// A program may reduce rows: reduce(op, a, {axis}, keepdims) over the
+/// output's last axis gives a value of the output's shape with that axis 1
+/// (a row value, one element per row), which later instructions broadcast
+/// along the row (a layer norm's mean and variance, a softmax's max and
+/// sum). Such a program runs one whole row at a time.
 struct ElementwiseProgram {
-  /// unary(*unary, a) when `unary` is set, else binary(binary, a, b).
+  /// unary(*unary, a) when `unary` is set, reduce(*reduce, a, {axis},
+  /// keepdims) when `reduce` is, else binary(binary, a, b).
   struct Instr {
     std::optional<UnaryOp> unary;
     BinaryOp binary = BinaryOp::Add;
+    std::optional<ReduceOp> reduce;
+    int64_t axis = -1;
     uint32_t a = 0, b = 0;
   };
   uint32_t numLeaves = 0;
@@ -37,10 +47,15 @@ struct ElementwiseProgram {
 };
 
 /// The program's output computed in one pass, or an undefined tensor when
-/// that does not apply: a leaf that is not float32, or an instruction whose
-/// result would not have the output's shape (a broadcast between
-/// intermediate values): the ops then run one by one. Leaves may be
-/// strided views.
+/// that does not apply: a leaf that is not float32, an instruction whose
+/// result would have neither the output's shape nor a row value's (a
+/// broadcast between intermediate values), a reduction over another axis
+/// than the last, or, with row values, rows longer than MaxFusedRow: the
+/// ops then run one by one. Leaves may be strided views.
+/// The longest row a program with row values runs (every value of a row
+/// is in a per-thread buffer).
+constexpr int64_t MaxFusedRow = 8192;
+
 Tensor runFusedElementwise(const ElementwiseProgram &p,
                            llvm::ArrayRef<Tensor> leaves);
 

@@ -16,6 +16,8 @@
 // Chains of float32 elementwise ops (each value read only within the chain)
 // run as one loop over chunks that stay in L1 (ElementwiseProgram.h), each
 // op on the same code as its own kernel: bit for bit the ops one by one.
+// Reductions over the last axis join such chains (layer and RMS norms,
+// softmax as exported), which then run a row at a time.
 //
 // With InterpreterOptions::fastMath, an inference BatchNorm2d between the
 // two is absorbed too: the conv's weights and bias get the batch norm
@@ -242,7 +244,7 @@ std::optional<OpKind> callKind(const Expr &e) {
 }
 
 /// The ElementwiseCall decoder of `e`'s op, if it is a unary or binary
-/// arithmetic op.
+/// arithmetic op or a reduction.
 ElementwiseFn elementwiseDecoder(const Expr &e) {
   auto k = callKind(e);
   if (!k || *k == OpKind::Custom)
@@ -251,11 +253,27 @@ ElementwiseFn elementwiseDecoder(const Expr &e) {
   return entry ? entry->elementwise : nullptr;
 }
 
+/// The ElementwiseCall of `e` if a fused loop can run it (its own step
+/// reports arguments it cannot decode).
+std::optional<ElementwiseCall> fusableCall(const Expr &e, LowerContext &ctx) {
+  ElementwiseFn f = elementwiseDecoder(e);
+  if (!f)
+    return std::nullopt;
+  try {
+    ElementwiseCall c = f(e, ctx);
+    return c.fusable ? std::optional(std::move(c)) : std::nullopt;
+  } catch (const Error &) {
+    return std::nullopt;
+  }
+}
+
 /// Chains of float32 elementwise ops, each value but the last read only by
 /// ops of the chain (GELU reads its input twice), of the last one's static
-/// shape where both are known (ctx.elementwiseRoots). A chain grows from
-/// its root to the producers of its operands that qualify. Exprs another
-/// fusion claimed stay out.
+/// shape or that shape with the last axis 1 (a row value: a reduction over
+/// the last axis with keepdims, and what is computed from it), where both
+/// are known (ctx.elementwiseRoots). A chain grows from its root to the
+/// producers of its operands that qualify. Exprs another fusion claimed
+/// stay out.
 void planElementwiseChains(const InternalGraph &g,
                            const llvm::DenseSet<const Node *> &outputs,
                            const llvm::DenseMap<const Expr *, size_t> &position,
@@ -267,17 +285,28 @@ void planElementwiseChains(const InternalGraph &g,
     return t && t->hasDType() && t->dtype() == DType::Float32;
   };
   llvm::DenseSet<const Expr *> taken;
-  auto fusable = [&](const Expr *x) {
-    return x && !taken.count(x) && !ctx.claimed(x) && float32Out(x) &&
-           elementwiseDecoder(*x);
+  // The call of x if it may join a chain, where reductions are not roots.
+  auto fusable = [&](const Expr *x) -> std::optional<ElementwiseCall> {
+    if (!x || taken.count(x) || ctx.claimed(x) || !float32Out(x))
+      return std::nullopt;
+    return fusableCall(*x, ctx);
   };
   std::vector<const Expr *> order(g.begin(), g.end());
   for (auto r = order.rbegin(); r != order.rend(); ++r) {
     const Expr *root = *r;
-    if (!fusable(root))
+    if (auto c = fusable(root); !c || c->reduce)
       continue;
     const Shape *rootShape =
         llvm::cast<TensorNode>(root->output(0))->staticShape();
+    std::optional<Shape> rowShape;
+    if (rootShape && !rootShape->empty()) {
+      rowShape = *rootShape;
+      rowShape->back() = 1;
+    }
+    auto shapeFits = [&](const Shape *ns) {
+      return !ns || !rootShape || *ns == *rootShape ||
+             (rowShape && *ns == *rowShape);
+    };
     // At most MaxChain ops: the fused loop keeps a chunk of every value
     // of the chain in a per-thread buffer.
     constexpr size_t MaxChain = 32;
@@ -288,16 +317,26 @@ void planElementwiseChains(const InternalGraph &g,
       work.pop_back();
       for (const Node *n : m->inputs()) {
         const Expr *p = n->expr();
-        if (!fusable(p) || in.count(p) || outputs.count(n))
+        std::optional<ElementwiseCall> call = fusable(p);
+        if (!call || in.count(p) || outputs.count(n))
           continue;
+        // A reduction joins where the loop runs it: over the last axis of
+        // a value of the root's shape.
+        if (call->reduce) {
+          auto *x = llvm::dyn_cast<TensorNode>(p->input(0));
+          int64_t rank = rowShape ? int64_t(rowShape->size()) : 0;
+          if (!rowShape || !x || !x->staticShape() ||
+              *x->staticShape() != *rootShape ||
+              (call->axis != -1 && call->axis != rank - 1))
+            continue;
+        }
         // Every reader is in the chain (a value read twice joins when its
         // last reader does).
         bool inside = true;
         for (const Use *u = n->firstUse(); u && inside; u = u->nextUse())
           inside = in.count(u->user());
         const Shape *ns = llvm::cast<TensorNode>(n)->staticShape();
-        if (!inside || (ns && rootShape && *ns != *rootShape) ||
-            chain.size() == MaxChain)
+        if (!inside || !shapeFits(ns) || chain.size() == MaxChain)
           continue;
         in.insert(p);
         chain.push_back(p);
@@ -512,7 +551,7 @@ StepFn elementwiseChainStep(const Expr &root,
   for (size_t k = 0; k < chain.size(); ++k) {
     std::array<Ref, 2> r{};
     const ElementwiseCall &c = calls[k];
-    const Src *ops[2] = {&c.x, c.unary ? nullptr : &c.y};
+    const Src *ops[2] = {&c.x, c.unary || c.reduce ? nullptr : &c.y};
     for (int j = 0; j < 2; ++j) {
       if (!ops[j])
         continue;
@@ -529,11 +568,13 @@ StepFn elementwiseChainStep(const Expr &root,
     ElementwiseProgram::Instr in;
     in.unary = calls[k].unary;
     in.binary = calls[k].binary;
+    in.reduce = calls[k].reduce;
+    in.axis = calls[k].axis;
     auto value = [&](Ref r) {
       return r.instr ? prog.numLeaves + r.index : r.index;
     };
     in.a = value(refs[k][0]);
-    in.b = in.unary ? 0 : value(refs[k][1]);
+    in.b = in.unary || in.reduce ? 0 : value(refs[k][1]);
     prog.instrs.push_back(in);
   }
   // Where the one pass does not apply (dtypes, or shapes broadcasting

@@ -22,6 +22,7 @@
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/Tensor.h"
 #include "tm/runtime/Common.h"
+#include "tm/runtime/Reduce.h"
 
 /// Put before a hot kernel function (not a lambda) to compile it for
 /// AVX-512, AVX2+FMA and the baseline, the best chosen when the library
@@ -346,6 +347,14 @@ void addActivate(float *out, const float *add, int64_t n, Activation act);
 void sgemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                  float alpha, const float *a, int64_t lda, const float *b,
                  int64_t ldb, float beta, float *c, int64_t ldc);
+
+/// Rows of at most this many elements are reduced by one task of reduce(),
+/// in one reduceRowF32.
+constexpr int64_t WholeRowReduce = 1 << 16;
+/// reduce(op) of the n contiguous float32 values at x (0 < n <=
+/// WholeRowReduce), bit for bit the value reduce() computes for each row
+/// when it reduces the last axis of a tensor whose rows are that long.
+float reduceRowF32(ReduceOp op, const float *x, int64_t n);
 
 /// Makes OpenBLAS run every call on the calling thread (see Linalg.h). Call
 /// outside parallel regions.

@@ -110,7 +110,7 @@ struct Tiling {
 };
 
 Tiling tileFor(const ReduceLayout &l) {
-  constexpr int64_t TaskElems = 1 << 16, ColChunk = 512;
+  constexpr int64_t TaskElems = WholeRowReduce, ColChunk = 512;
   Tiling t;
   t.jChunk = std::min(std::max<int64_t>(l.inner, 1), ColChunk);
   t.jChunks = (l.inner + t.jChunk - 1) / t.jChunk;
@@ -320,6 +320,24 @@ Tensor reduce(ReduceOp op, const Tensor &x, llvm::ArrayRef<int64_t> axes,
     }
   });
   return out;
+}
+
+float detail::reduceRowF32(ReduceOp op, const float *x, int64_t n) {
+  // reduce()'s float32 arithmetic for one task of the (outer, r, 1)
+  // layout: reduceRow over the whole row, then the finish of each op.
+  switch (op) {
+  case ReduceOp::Sum:
+    return float(reduceRow<SumOp<float, double>>(x, n));
+  case ReduceOp::Mean:
+    return float(reduceRow<SumOp<float, double>>(x, n) / double(n));
+  case ReduceOp::Prod:
+    return float(reduceRow<ProdOp<float, double>>(x, n));
+  case ReduceOp::Max:
+    return reduceRow<MaxOp<float>>(x, n);
+  case ReduceOp::Min:
+    return reduceRow<MinOp<float>>(x, n);
+  }
+  return 0.0f;
 }
 
 //===----------------------------------------------------------------------===//

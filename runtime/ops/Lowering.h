@@ -31,11 +31,17 @@ namespace tmg::rt {
 using LowerFn = StepFn (*)(const Expr &e, OpKind k, LowerContext &ctx);
 
 /// An op the plan may run inside a fused elementwise loop
-/// (ElementwiseProgram.h): unary(op, x) or binary(op, x, y), decoded from
-/// the expr's arguments exactly as its own step decodes them.
+/// (ElementwiseProgram.h): unary(op, x), binary(op, x, y), or reduce(op, x,
+/// {axis}, keepdims) of one axis, decoded from the expr's arguments
+/// exactly as its own step decodes them. `fusable` is false for the op's
+/// forms a loop cannot run (a reduction of several axes, without keepdims,
+/// or over axes known only at run time).
 struct ElementwiseCall {
   std::optional<UnaryOp> unary;
   BinaryOp binary = BinaryOp::Add;
+  std::optional<ReduceOp> reduce;
+  int64_t axis = -1;
+  bool fusable = true;
   Src x, y;
 };
 using ElementwiseFn = ElementwiseCall (*)(const Expr &e, LowerContext &ctx);

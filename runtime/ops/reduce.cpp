@@ -143,6 +143,26 @@ template <ReduceOp Op> StepFn lowerReduce(const Expr &e, OpKind, LowerContext &c
   };
 }
 
+/// reduce(Op, x, {axis}, keepdims=True) in a fused elementwise loop.
+template <ReduceOp Op>
+ElementwiseCall reduceCall(const Expr &e, LowerContext &ctx) {
+  Args a(e, ctx);
+  ElementwiseCall c;
+  c.reduce = Op;
+  c.x = a.first();
+  IntsArg axes = a.axesArg("axis");
+  c.fusable =
+      !axes.runtime() && axes.fixed.size() == 1 && a.boolean("keepdims");
+  if (c.fusable)
+    c.axis = axes.fixed[0];
+  return c;
+}
+
+/// The table entry of reduction Op: its step and its ElementwiseCall.
+template <ReduceOp Op> LowerEntry reduceEntry() {
+  return LowerEntry(lowerReduce<Op>, reduceCall<Op>);
+}
+
 template <bool Max> StepFn lowerArgReduce(const Expr &e, OpKind, LowerContext &ctx) {
   Args a(e, ctx);
   std::vector<int64_t> axes = a.axes("axis");
@@ -189,11 +209,11 @@ StepFn lowerTopk(const Expr &e, OpKind, LowerContext &ctx) {
 
 void registerReduceLowering(LowerTable &t) {
   using K = OpKind;
-  t.add("reduce", {K::Sum, K::MSum}, lowerReduce<ReduceOp::Sum>);
-  t.add("reduce", {K::Mean, K::MMean}, lowerReduce<ReduceOp::Mean>);
-  t.add("reduce", {K::Max, K::MMax}, lowerReduce<ReduceOp::Max>);
-  t.add("reduce", {K::Min, K::MMin}, lowerReduce<ReduceOp::Min>);
-  t.add("reduce", {K::Prod, K::MProd}, lowerReduce<ReduceOp::Prod>);
+  t.add("reduce", {K::Sum, K::MSum}, reduceEntry<ReduceOp::Sum>());
+  t.add("reduce", {K::Mean, K::MMean}, reduceEntry<ReduceOp::Mean>());
+  t.add("reduce", {K::Max, K::MMax}, reduceEntry<ReduceOp::Max>());
+  t.add("reduce", {K::Min, K::MMin}, reduceEntry<ReduceOp::Min>());
+  t.add("reduce", {K::Prod, K::MProd}, reduceEntry<ReduceOp::Prod>());
   t.add("reduce", {K::Argmax}, lowerArgReduce<true>);
   t.add("reduce", {K::Argmin}, lowerArgReduce<false>);
   t.add("reduce", {K::Cumsum}, lowerCumsum);

@@ -824,6 +824,75 @@ TEST_CASE("plan-time fusion: elementwise chains run in one pass, bit for bit",
   }
 }
 
+TEST_CASE("plan-time fusion: reductions over the last axis join the chain",
+          "[runtime][interp][fusion]") {
+  using B = BinaryOp;
+  auto scalar = [](float v) { return Tensor::fromFloats({}, {v}); };
+  SECTION("softmax as exp(x - max) / sum, of a transposed view") {
+    // Rows of 1500 (longer than a chunk of the elementwise loop), x^T read
+    // as a view: the reductions read it gathered.
+    auto tm = TracedModule::fromModule(std::make_unique<Module>("Softmax"));
+    GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{1500, 7}}});
+    Node *t = b.callFunction("transpose", {b.arg(0), Arg::ints({1, 0})});
+    Node *d = b.callFunction("sub", {t, b.callFunction("max", {t, -1, true})});
+    Node *e = b.callFunction("exp", {d});
+    b.finish(b.callFunction("div", {e, b.callFunction("sum", {e, 1, true})}));
+    Tensor in = ramp({1500, 7}, 0.013f);
+    Tensor tw = contiguous(transpose(in, {1, 0}));
+    Tensor ew =
+        unary(UnaryOp::Exp,
+              binary(B::Sub, tw, reduce(ReduceOp::Max, tw, {-1}, true)));
+    Tensor want = binary(B::Div, ew, reduce(ReduceOp::Sum, ew, {1}, true));
+    Interpreter interp(*tm);
+    auto [fusedPeak, watchedPeak] =
+        runFusedAndWatched(interp, {in}, e, want, ew);
+    CHECK(fusedPeak < watchedPeak);
+  }
+  SECTION("RMS norm: x * rsqrt(mean(x * x) + eps) * w, rows of one element") {
+    for (int64_t cols : {300, 1}) {
+      CAPTURE(cols);
+      auto m = std::make_unique<Module>("RmsNorm");
+      m->registerParameter("w", ramp({cols}, 0.3f));
+      auto tm = TracedModule::fromModule(std::move(m));
+      GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{2, 33, cols}}});
+      Node *x = b.arg(0);
+      Node *ms =
+          b.callFunction("mean", {b.callFunction("mul", {x, x}), -1, true});
+      Node *r = b.callFunction("rsqrt", {b.callFunction("add", {ms, 1e-6f})});
+      b.finish(b.callFunction(
+          "mul", {b.callFunction("mul", {x, r}), b.getAttr(b.self(), "w")}));
+      Tensor in = ramp({2, 33, cols}, 0.21f);
+      Tensor msw = mean(binary(B::Mul, in, in), {-1}, true);
+      Tensor rw = unary(UnaryOp::Rsqrt, binary(B::Add, msw, scalar(1e-6f)));
+      Tensor want = binary(B::Mul, binary(B::Mul, in, rw), *tm->tensor("w"));
+      Interpreter interp(*tm);
+      auto [fusedPeak, watchedPeak] =
+          runFusedAndWatched(interp, {in}, ms, want, msw);
+      CHECK(fusedPeak < watchedPeak);
+    }
+  }
+  SECTION("other axes, and rows too long for one pass, run op by op") {
+    // x - mean(x, axis) for the first axis (no row value), then for the
+    // last axis of rows of 9000 (longer than MaxFusedRow) and of 9 traced
+    // at 9000: either way each op runs on its own, bit for bit.
+    for (int axis : {0, -1}) {
+      auto tm = TracedModule::fromModule(std::make_unique<Module>("Center"));
+      GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3, 9000}}});
+      Node *x = b.arg(0);
+      Node *c =
+          b.callFunction("sub", {x, b.callFunction("mean", {x, axis, true})});
+      b.finish(b.callFunction("mul", {c, c}));
+      Interpreter interp(*tm);
+      for (int64_t cols : {9000, 9}) {
+        CAPTURE(axis, cols);
+        Tensor in = ramp({3, cols}, 0.17f);
+        Tensor cw = binary(B::Sub, in, mean(in, {axis}, true));
+        CHECK(interp.run({in}).outputs[0].bitwiseEqual(binary(B::Mul, cw, cw)));
+      }
+    }
+  }
+}
+
 TEST_CASE(
     "plan-time fusion: chains whose shapes change at run time run op by op",
     "[runtime][interp][fusion]") {
