@@ -29,14 +29,16 @@ int64_t packedPanelFloats(int64_t groups, int64_t m, int64_t k) {
   return groups * ((m + GemmMR - 1) / GemmMR) * k * GemmMR;
 }
 
-std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w0) {
-  Tensor w = w0.contiguous();
+std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w) {
   auto p = std::make_shared<PackedGemmB>();
   p->n = w.dim(0);
   p->k = w.dim(1);
   int64_t strips = (p->n + GemmNR - 1) / GemmNR;
   p->data = Tensor::empty({strips * p->k * GemmNR}, DType::Float32);
-  const float *src = w.data<float>();
+  // Element (row, kk) of w, a view of any strides: W^T of a matmul's B
+  // reads B's rows, 48 contiguous floats per strip and depth.
+  const float *src = static_cast<const float *>(w.viewData());
+  int64_t s0 = w.strides()[0], s1 = w.strides()[1];
   float *dst = p->data.data<float>();
   // Once per plan, but a transformer's weights are hundreds of MB: the
   // strips are packed (and their pages first touched) by all threads.
@@ -46,7 +48,7 @@ std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w0) {
       float *d = dst + (s * p->k + kk) * GemmNR;
       for (int64_t j = 0; j < GemmNR; ++j) {
         int64_t row = s * GemmNR + j;
-        d[j] = row < p->n ? src[row * p->k + kk] : 0.0f;
+        d[j] = row < p->n ? src[row * s0 + kk * s1] : 0.0f;
       }
     }
   return p;
@@ -57,8 +59,8 @@ std::shared_ptr<const PackedGemmB> LinearWeightPack::get(const Tensor &w) {
       w.rank() != 2 || w.dim(0) < 16 || w.dim(1) == 0)
     return nullptr;
   std::lock_guard l(mu_);
-  if (!packed_ || key_.rawData() != w.rawData() || key_.shape() != w.shape() ||
-      key_.strides() != w.strides()) {
+  if (!packed_ || key_.viewData() != w.viewData() ||
+      key_.shape() != w.shape() || key_.strides() != w.strides()) {
     packed_ = packTransposedB(w);
     key_ = w;
   }

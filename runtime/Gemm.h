@@ -116,7 +116,7 @@ struct PackedGemmB {
   int64_t n = 0, k = 0;
   GemmB operand() const { return {data.data<float>(), k * GemmNR, GemmNR}; }
 };
-/// The packed W^T of a float32 row-major 2-d `w`.
+/// The packed W^T of a float32 2-d `w` (a view of any strides).
 std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w);
 
 /// What microSgemm applies to each block of C as soon as it is computed:
@@ -159,5 +159,11 @@ private:
   Tensor key_;
   std::shared_ptr<const PackedGemmB> packed_;
 };
+
+/// matmul(a, b) with b's pack for the micro-kernel made (once) by `pack`
+/// from b^T, bit for bit matmul(a, b): where matmul computes the product as
+/// one micro-kernel GEMM (a float32 with contiguous rows, b one float32
+/// matrix, AVX-512); undefined otherwise (the caller runs matmul()).
+Tensor matmulPackedB(const Tensor &a, const Tensor &b, LinearWeightPack &pack);
 
 } // namespace tmg::rt::detail

@@ -166,6 +166,13 @@ void gemmSerial(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
               a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
+/// Threads for a product of `flops` on the micro-kernel: one inside a
+/// parallel region or below ~1 MFLOP, where a fork/join costs more than
+/// it saves.
+int gemmThreads(double flops) {
+  return omp_in_parallel() || flops < 1e6 ? 1 : omp_get_max_threads();
+}
+
 /// parallelSgemm over float (sgemm) or double (dgemm) buffers.
 template <typename T>
 void parallelGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
@@ -173,13 +180,10 @@ void parallelGemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                   T beta, T *c, int64_t ldc) {
   if (m == 0 || n == 0)
     return;
-  bool nested = omp_in_parallel();
-  if (!nested)
+  if (!omp_in_parallel())
     ensureSerialBlas();
-  int threads = nested ? 1 : omp_get_max_threads();
-  double flops = 2.0 * double(m) * double(n) * double(k);
-  // Below ~1 MFLOP a fork/join costs more than it saves.
-  if (threads <= 1 || flops < 1e6) {
+  int threads = gemmThreads(2.0 * double(m) * double(n) * double(k));
+  if (threads <= 1) {
     gemmSerial(transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
     return;
   }
@@ -372,6 +376,32 @@ void parallelSgemm(bool transA, bool transB, int64_t m, int64_t n, int64_t k,
                       ldc);
 }
 
+Tensor detail::matmulPackedB(const Tensor &a, const Tensor &b,
+                             LinearWeightPack &pack) {
+  // matmulInto's folded case (b one matrix, a not a vector) where
+  // parallelGemm takes the micro-kernel.
+  if (!a.defined() || !b.defined() || a.dtype() != DType::Float32 ||
+      b.dtype() != DType::Float32 || a.rank() < 2 || b.rank() != 2 ||
+      !a.isContiguous())
+    return Tensor();
+  int64_t k = b.dim(0), n = b.dim(1);
+  if (k == 0 || a.dim(a.rank() - 1) != k)
+    return Tensor();
+  int64_t rows = a.numel() / k;
+  if (rows > INT32_MAX || n > INT32_MAX || k > INT32_MAX ||
+      !microGemmFits(false, false, rows, n, k, k, 1.0f, 0.0f))
+    return Tensor();
+  std::shared_ptr<const PackedGemmB> packed = pack.get(b.permuted({1, 0}));
+  if (!packed)
+    return Tensor();
+  Shape shape(a.shape().begin(), a.shape().end());
+  shape.back() = n;
+  Tensor out = Tensor::empty(shape, DType::Float32);
+  microSgemm(rows, n, k, a.data<float>(), packed->operand(), out.data<float>(),
+             n, gemmThreads(2.0 * double(rows) * double(n) * double(k)));
+  return out;
+}
+
 Tensor matmul(const Tensor &a, const Tensor &b, bool transposeA,
               bool transposeB) {
   requireFloatOperand("matmul", a, "a");
@@ -437,9 +467,7 @@ void linearInto(const Tensor &x, const Tensor &weight, const Tensor &bias,
   const T *pb = bias.defined() ? bias.data<T>() : nullptr;
   if constexpr (std::is_same_v<T, float>) {
     if (packed && microGemmFits(false, false, rows, outF, in, in, 1.0f, 0.0f)) {
-      bool nested = omp_in_parallel();
-      double flops = 2.0 * double(rows) * double(outF) * double(in);
-      int threads = nested || flops < 1e6 ? 1 : omp_get_max_threads();
+      int threads = gemmThreads(2.0 * double(rows) * double(outF) * double(in));
       microSgemm(rows, outF, in, x.data<float>(), packed->operand(), out.data<float>(), outF,
                  threads, GemmEpilogue{pb, act, tail});
       return;

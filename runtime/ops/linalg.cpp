@@ -357,9 +357,20 @@ StepFn lowerMatmul(const Expr &e, OpKind, LowerContext &ctx) {
   bool ta = !method && a.boolean("transpose_a"), tb = !method && a.boolean("transpose_b");
   Src x = method ? a.tensor("self") : a.tensor("inp1");
   Src y = method ? a.tensor("value") : a.tensor("inp2");
-  return binaryStep(x, y, outSlot(e, ctx), [ta, tb](const Tensor &p, const Tensor &q) {
-    return matmul(p, q, ta, tb);
-  });
+  // A B that persists across runs (an exported linear layer's weight) is
+  // packed once for the micro-kernel, as linear's weight is.
+  if (ta || tb ||
+      !(y.slot < 0 || stableTensorArg(e, method ? "value" : "inp2")))
+    return binaryStep(x, y, outSlot(e, ctx),
+                      [ta, tb](const Tensor &p, const Tensor &q) {
+                        return matmul(p, q, ta, tb);
+                      });
+  auto pack = std::make_shared<detail::LinearWeightPack>();
+  return binaryStep(
+      x, y, outSlot(e, ctx), [pack](const Tensor &p, const Tensor &q) {
+        Tensor packed = detail::matmulPackedB(p, q, *pack);
+        return packed.defined() ? packed : matmul(p, q, false, false);
+      });
 }
 
 StepFn lowerEinsum(const Expr &e, OpKind, LowerContext &ctx) {

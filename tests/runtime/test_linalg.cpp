@@ -224,6 +224,44 @@ TEST_CASE("matmul and linear at the micro-kernel's tile edges", "[linalg][thread
   }
 }
 
+TEST_CASE("matmul by a constant B packs it once, bit for bit the kernel",
+          "[linalg][interp]") {
+  // x @ W with W a module attribute (an exported linear layer: ONNX MatMul
+  // by an initializer): the plan packs W for the micro-kernel on the first
+  // run and reuses it, and repacks a replacing tensor. Batched rows (x is
+  // 3-d), columns over several strips and a partial one, two depth blocks,
+  // 1 and 2 threads; and a B too narrow for the micro-kernel (n < 16).
+  Rng rng(107);
+  for (int64_t n : {200, 48, 7}) {
+    const int64_t k = 300;
+    auto m = std::make_unique<tmg::Module>("Net");
+    m->registerParameter("w", rng.tensor({k, n}));
+    auto tm = tmg::TracedModule::fromModule(std::move(m));
+    tmg::GraphBuilder gb =
+        tmg::GraphBuilder::top(*tm, {{"x", Shape{3, 37, k}}});
+    gb.finish(
+        gb.callFunction("matmul", {gb.arg(0), gb.getAttr(gb.self(), "w")}));
+    rt::Interpreter interp(*tm);
+    for (int threads : {1, 2}) {
+      INFO("n=" << n << " threads=" << threads);
+      for (int run = 0; run < 2; ++run) {
+        Tensor x = rng.tensor({3, 37, k});
+        Tensor got =
+            withThreads(threads, [&] { return interp.run({x}).outputs[0]; });
+        Tensor want = withThreads(
+            threads, [&] { return rt::matmul(x, *tm->tensor("w")); });
+        CHECK(got.bitwiseEqual(want));
+      }
+    }
+    Tensor w2 = rng.tensor({k, n});
+    *tm->tensor("w") = w2;
+    Tensor x = rng.tensor({3, 37, k});
+    CHECK(interp.run({x}).outputs[0].bitwiseEqual(rt::matmul(x, w2)));
+    requireClose(interp.run({x}).outputs[0],
+                 refMatmul(Ref(x), Ref(w2), false, false), gemmTol(k));
+  }
+}
+
 TEST_CASE("matmul and linear: tall products cut by rows over threads",
           "[linalg][threads]") {
   // More rows than columns with a B that stays in L2 (a conv net's
