@@ -1022,9 +1022,9 @@ Tensor runFusedElementwise(const ElementwiseProgram &p,
   // in L1 or L2.
   const int64_t Chunk = ps->rows ? inner : std::min<int64_t>(inner, 512);
   int64_t perRow = (inner + Chunk - 1) / Chunk;
-  int64_t chunks = rows * perRow, width = std::min(inner, Chunk);
+  int64_t chunks = rows * perRow;
   int64_t grain =
-      std::max<int64_t>(1, ElementwiseGrain / (width * int64_t(numInstrs)));
+      std::max<int64_t>(1, ElementwiseGrain / (Chunk * int64_t(numInstrs)));
   parallelFor(chunks, grain, [&](int64_t cb, int64_t ce) {
     static thread_local std::vector<float> scratch;
     size_t need = size_t(Chunk) * (numInstrs + numLeaves);
