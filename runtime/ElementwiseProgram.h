@@ -46,16 +46,16 @@ struct ElementwiseProgram {
   std::vector<Instr> instrs;
 };
 
+/// The longest row a program with row values runs (every value of a row
+/// is in a per-thread buffer).
+constexpr int64_t MaxFusedRow = 8192;
+
 /// The program's output computed in one pass, or an undefined tensor when
 /// that does not apply: a leaf that is not float32, an instruction whose
 /// result would have neither the output's shape nor a row value's (a
 /// broadcast between intermediate values), a reduction over another axis
 /// than the last, or, with row values, rows longer than MaxFusedRow: the
 /// ops then run one by one. Leaves may be strided views.
-/// The longest row a program with row values runs (every value of a row
-/// is in a per-thread buffer).
-constexpr int64_t MaxFusedRow = 8192;
-
 Tensor runFusedElementwise(const ElementwiseProgram &p,
                            llvm::ArrayRef<Tensor> leaves);
 
