@@ -32,6 +32,7 @@
 #include "PoolWindow.h"
 #include "Simd512.h"
 #include "tm/runtime/Linalg.h"
+#include "tm/runtime/Shape.h"
 
 namespace tmg::rt {
 using namespace detail;
@@ -345,6 +346,27 @@ PackedConvWeight::PackedConvWeight(const Tensor &weight, int64_t g)
     : outChannels(weight.dim(0)), groups(g),
       depth(weight.dim(0) ? weight.numel() / weight.dim(0) : 0),
       weight_(weight.contiguous()) {}
+
+/// w (o, 1, kh, kw) as [kh * kw][o]: PackedConvWeight::depthwiseTaps().
+static void packDepthwiseTaps(const float *w, int64_t o, int64_t taps,
+                              float *dst) {
+  for (int64_t oc = 0; oc < o; ++oc)
+    for (int64_t t = 0; t < taps; ++t)
+      dst[t * o + oc] = w[oc * taps + t];
+}
+
+llvm::ArrayRef<float> PackedConvWeight::depthwiseTaps() const {
+  std::call_once(tapsOnce_, [this] {
+    if (depth != 0 && weight_.dim(1) != 1)
+      raise("pack_conv_weight: the depthwise form needs one input channel per "
+            "group, got weight {}",
+            shapeStr(weight_.shape()));
+    tapsSize_ = size_t(outChannels * depth);
+    taps_.reset(new float[tapsSize_]);
+    packDepthwiseTaps(weight_.data<float>(), outChannels, depth, taps_.get());
+  });
+  return {taps_.get(), tapsSize_};
+}
 
 llvm::ArrayRef<float> PackedConvWeight::panels() const {
   std::call_once(panelsOnce_, [this] {
@@ -1759,6 +1781,170 @@ static void checkPacked(const ConvGeom &g, const PackedConvWeight &pk,
           pk.outChannels, pk.groups, pk.depth, shapeStr(w.shape()), g.groups);
 }
 
+//===-- Channels-last depthwise convolution -------------------------------===//
+
+/// `g` as convDepthwise runs it: with one output row (column) the stride
+/// along it does not matter, so it is taken as 1.
+static ConvGeom depthwiseGeom(ConvGeom g) {
+  if (g.oh == 1)
+    g.sh = 1;
+  if (g.ow == 1)
+    g.sw = 1;
+  return g;
+}
+
+/// Whether depthwiseChannelsLast computes conv `g`: a depthwise
+/// convolution with one output channel per input channel whose planes the
+/// register kernel (depthwisePlaneRows) computes in (N, C, H, W) order.
+/// Both then sum the same taps in the same order with the same FMAs, so a
+/// layout never changes a result.
+static bool channelsLastDepthwiseApplies(const ConvGeom &g) {
+  return g.isDepthwise() && g.og == 1 &&
+         depthwiseRowsKernel(depthwiseGeom(g)) != nullptr;
+}
+
+#if TM_HAVE_SIMD512
+/// Output pixels of one register block of the channels-last kernel.
+constexpr int DwNhwcPixels = 8;
+
+/// Output pixels ox0 .. ox0 + 7 of output row `oy`, channels c .. c + 15
+/// (the lanes of `m`), of a K x K depthwise convolution with horizontal
+/// stride SW on one channels-last image: x is (H, W, C), y (OH, OW, C),
+/// `taps` the weight as [K * K][C]; the first `np` pixels are stored. Each
+/// input pixel of a row is loaded once and its taps added to every output
+/// that reads it, in order of columns, so each output sums its taps from
+/// the bias in (ki, kj) order, one FMA each; taps left or right of the
+/// input row are FMAs of zero and rows above or below are skipped, as
+/// depthwisePlaneRows sums them.
+template <int K, int SW>
+TM_AVX512F static inline void
+depthwiseNhwcBlock(const ConvGeom &g, const float *x, const float *taps,
+                   __m512 bias, int64_t c, __mmask16 m, int64_t oy, int64_t ox0,
+                   int64_t np, float *y, __m512 lo, __m512 hi) {
+  constexpr int P = DwNhwcPixels;
+  constexpr int Span = (P - 1) * SW + K; // input columns of P outputs
+  const __m512 zero = _mm512_setzero_ps();
+  __m512 acc[P];
+  for (int p = 0; p < P; ++p)
+    acc[p] = bias;
+  int64_t ix0 = ox0 * SW - g.pw;
+  for (int ki = 0; ki < K; ++ki) {
+    int64_t iy = oy * g.sh - g.ph + ki;
+    if (iy < 0 || iy >= g.h)
+      continue;
+    const float *row = x + iy * g.w * g.c + c;
+    __m512 wv[K];
+#pragma GCC unroll 8
+    for (int kj = 0; kj < K; ++kj)
+      wv[kj] = _mm512_maskz_loadu_ps(m, taps + (ki * K + kj) * g.c + c);
+#pragma GCC unroll 32
+    for (int j = 0; j < Span; ++j) {
+      int64_t ix = ix0 + j;
+      __m512 xv =
+          ix >= 0 && ix < g.w ? _mm512_maskz_loadu_ps(m, row + ix * g.c) : zero;
+#pragma GCC unroll 8
+      for (int p = 0; p < P; ++p) {
+        int kj = j - p * SW;
+        if (kj >= 0 && kj < K)
+          acc[p] = _mm512_fmadd_ps(wv[kj], xv, acc[p]);
+      }
+    }
+  }
+  // The activation as depthwisePlaneRows' clamp: NaN stays NaN.
+  for (int p = 0; p < P && p < np; ++p)
+    _mm512_mask_storeu_ps(y + (oy * g.ow + ox0 + p) * g.c + c, m,
+                          _mm512_min_ps(hi, _mm512_max_ps(lo, acc[p])));
+}
+
+/// Work items [i0, i1) of depthwiseChannelsLast: item i is output row
+/// (i / chunks) % oh of image i / (oh * chunks), channels of chunk
+/// i % chunks (64 each).
+template <int K, int SW>
+TM_AVX512F static void depthwiseNhwcItems(const ConvGeom &g, const float *x,
+                                          const float *taps, const float *bias,
+                                          float *y, int64_t chunks, int64_t i0,
+                                          int64_t i1) {
+  using namespace detail::simd512;
+  constexpr float Inf = std::numeric_limits<float>::infinity();
+  const __m512 lo = _mm512_set1_ps(g.act == Activation::None ? -Inf : 0.0f);
+  const __m512 hi = _mm512_set1_ps(g.act == Activation::Relu6 ? 6.0f : Inf);
+  for (int64_t i = i0; i < i1; ++i) {
+    int64_t img = i / (g.oh * chunks), oy = i / chunks % g.oh;
+    int64_t c0 = i % chunks * 64, c1 = std::min(g.c, c0 + 64);
+    const float *xi = x + img * g.h * g.w * g.c;
+    float *yi = y + img * g.oh * g.ow * g.c;
+    for (int64_t c = c0; c < c1; c += 16) {
+      __mmask16 m = headMask(c1 - c);
+      __m512 b =
+          bias ? _mm512_maskz_loadu_ps(m, bias + c) : _mm512_setzero_ps();
+      for (int64_t ox = 0; ox < g.ow; ox += DwNhwcPixels)
+        depthwiseNhwcBlock<K, SW>(g, xi, taps, b, c, m, oy, ox,
+                                  std::min<int64_t>(DwNhwcPixels, g.ow - ox),
+                                  yi, lo, hi);
+    }
+  }
+}
+
+using DwNhwcFn = void (*)(const ConvGeom &, const float *, const float *,
+                          const float *, float *, int64_t, int64_t, int64_t);
+template <int K> static DwNhwcFn depthwiseNhwcKernelK(int64_t sw) {
+  return sw == 1 ? &depthwiseNhwcItems<K, 1> : &depthwiseNhwcItems<K, 2>;
+}
+/// The channels-last kernel of `g` (one that channelsLastDepthwiseApplies).
+static DwNhwcFn depthwiseNhwcKernel(const ConvGeom &g) {
+  switch (g.kh) {
+  case 3:
+    return depthwiseNhwcKernelK<3>(g.sw);
+  case 5:
+    return depthwiseNhwcKernelK<5>(g.sw);
+  default:
+    return depthwiseNhwcKernelK<7>(g.sw);
+  }
+}
+#endif
+
+/// conv2d of `g` on a channels-last input (isChannelsLast): a channels-last
+/// result computed without transposing either, bit for bit the (N, C, H, W)
+/// kernel's; undefined (nothing computed) where it does not apply
+/// (channelsLastDepthwiseApplies, an AVX-512 CPU).
+static Tensor depthwiseChannelsLast(const ConvGeom &g0, const Tensor &x,
+                                    const Tensor &w, const Tensor &bias) {
+#if TM_HAVE_SIMD512
+  if (!isChannelsLast(x) || !channelsLastDepthwiseApplies(g0))
+    return Tensor();
+  ConvGeom g = depthwiseGeom(g0);
+  Tensor y = Tensor::empty({g.n, g.oh, g.ow, g.o});
+  if (y.numel() == 0)
+    return y.permuted(ChannelsLastToNchw);
+  const float *taps;
+  Tensor owned;
+  if (const PackedConvWeight *pk = g.packed) {
+    checkPacked(g, *pk, w);
+    taps = pk->depthwiseTaps().data();
+  } else {
+    owned = Tensor::empty({g.kh * g.kw * g.o});
+    packDepthwiseTaps(w.contiguous().data<float>(), g.o, g.kh * g.kw,
+                      owned.data<float>());
+    taps = owned.data<float>();
+  }
+  const float *xs = static_cast<const float *>(x.viewData());
+  const float *pb = bias.defined() ? bias.data<float>() : nullptr;
+  float *ys = y.data<float>();
+  int64_t chunks = (g.c + 63) / 64, items = g.n * g.oh * chunks;
+  int64_t perItem = g.ow * std::min<int64_t>(g.c, 64) * g.kh * g.kw;
+  DwNhwcFn kernel = depthwiseNhwcKernel(g);
+  parallelFor(items,
+              std::max<int64_t>(1, (1 << 15) / std::max<int64_t>(perItem, 1)),
+              [&](int64_t i0, int64_t i1) {
+                kernel(g, xs, taps, pb, ys, chunks, i0, i1);
+              });
+  return y.permuted(ChannelsLastToNchw);
+#else
+  (void)g0, (void)x, (void)w, (void)bias;
+  return Tensor();
+#endif
+}
+
 /// The im2col panels of conv `g`'s weight `w`: the packed weight's, or
 /// packed for this call into `owned` (on the calling thread, from the
 /// run's arena).
@@ -1858,7 +2044,8 @@ static Tensor conv2dMaxPoolFused(const Tensor &input, const Tensor &weight,
     return Tensor();
   detail::MaxPoolRows pr(pool, g.oh, g.ow, oh, ow);
   Tensor out = Tensor::empty({g.n, g.o, oh, ow});
-  Tensor x = input.contiguous(), w = weight.contiguous();
+  // (The runtime's strided copy: a view's transposing copy is tiled.)
+  Tensor x = rt::contiguous(input), w = weight.contiguous();
   Tensor b = bias.defined() ? bias.contiguous() : Tensor();
   const float *pb = b.defined() ? b.data<float>() : nullptr;
   Tensor owned;
@@ -1879,6 +2066,14 @@ Tensor conv2dMaxPool(const Tensor &input, const Tensor &weight,
 Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
               const Conv2dParams &p) {
   ConvGeom g = conv2dGeom(input, weight, bias, p);
+  if (!input.isContiguous()) {
+    // A channels-last input keeps its layout where the depthwise kernel
+    // reads it; other views are read as a dense copy.
+    if (!p.residual.defined() && !p.into.defined())
+      if (Tensor y = depthwiseChannelsLast(g, input, weight, bias); y.defined())
+        return y;
+    return conv2d(rt::contiguous(input), weight, bias, p);
+  }
   Shape outShape{g.n, g.o, g.oh, g.ow};
   Tensor residual;
   if (p.residual.defined()) {

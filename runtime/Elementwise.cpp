@@ -508,6 +508,13 @@ Tensor binary(BinaryOp op, const Tensor &a, const Tensor &b) {
   Tensor ca = asDType(a, t), cb = asDType(b, t);
   if (op == BinaryOp::Pow && isInteger(t))
     requireNonNegativeExponent(a, b, cb);
+  // A channels-last first operand of the result's shape gives a
+  // channels-last result: computed in (N, H, W, C) order over views, so
+  // neither it nor the result is transposed in memory.
+  if (ca.shape() == llvm::ArrayRef<int64_t>(shape) && isChannelsLast(ca))
+    return binary(op, ca.permuted(NchwToChannelsLast),
+                  cb.expanded(shape).permuted(NchwToChannelsLast))
+        .permuted(ChannelsLastToNchw);
 
   // Integer true division gives float32.
   DType outType = op == BinaryOp::Div && !isFloat(t) ? DType::Float32 : t;
@@ -981,6 +988,21 @@ Tensor runFusedElementwise(const ElementwiseProgram &p,
   std::optional<ProgramShape> ps = programShape(p, leaves);
   if (!ps)
     return Tensor();
+  // As binary(): the first leaf of the output's shape decides the result's
+  // layout; a channels-last one gives a channels-last result, the program
+  // running over (N, H, W, C) views of every leaf.
+  if (!ps->rows)
+    for (const Tensor &t : leaves) {
+      if (t.shape() != llvm::ArrayRef<int64_t>(ps->out))
+        continue;
+      if (!isChannelsLast(t))
+        break;
+      llvm::SmallVector<Tensor, 8> nhwc;
+      for (const Tensor &l : leaves)
+        nhwc.push_back(l.expanded(ps->out).permuted(NchwToChannelsLast));
+      Tensor r = runFusedElementwise(p, nhwc);
+      return r.defined() ? r.permuted(ChannelsLastToNchw) : r;
+    }
   Tensor result = Tensor::empty(ps->out, DType::Float32);
   int64_t n = result.numel();
   if (n == 0)

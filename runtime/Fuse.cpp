@@ -810,8 +810,6 @@ std::shared_ptr<const PackedConvWeight> WeightPack::get(const Tensor &w) {
       w.dtype() != DType::Float32 || w.rank() < 3 || !w.isContiguous() ||
       groups_ <= 0 || w.dim(0) % groups_ != 0)
     return nullptr; // the conv reports what is wrong, if anything
-  if (groups_ > 1 && w.dim(1) == 1)
-    return nullptr; // depthwise: a direct kernel, no GEMM
   std::lock_guard l(mu_);
   if (!packed_ || key_.rawData() != w.rawData() || key_.shape() != w.shape()) {
     packed_ = packConvWeight(w, groups_);
@@ -824,6 +822,10 @@ std::shared_ptr<const PackedConvWeight> WeightPack::get(const Tensor &w) {
 StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   uint32_t o = ctx.slot(e.output(0));
   ConvCall c = call;
+  // conv2d reads any view (a channels-last input keeps its layout in the
+  // depthwise kernel); the others take dense inputs.
+  if (c.kind == ConvCall::Kind::Conv2d)
+    c.x = c.x.asView();
   ConvGemm gemm = ctx.interp.options().convGemm;
   c.p1.gemm = c.p2.gemm = gemm;
   // Weights that persist across runs are packed once for the micro-kernel

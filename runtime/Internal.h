@@ -142,6 +142,31 @@ void parallelFor(int64_t n, int64_t grain, Body &&body) {
   parallelForParts(n, grain, [&](int64_t b, int64_t e, int) { body(b, e); });
 }
 
+//===-- Memory layouts ----------------------------------------------------===//
+
+/// The channels-last order of an (N, C, H, W) tensor: memory holds
+/// (N, H, W, C). permuted(ChannelsLastToNchw) of a dense (N, H, W, C)
+/// tensor is a channels-last (N, C, H, W) view, permuted(NchwToChannelsLast)
+/// of that view the dense tensor again.
+constexpr std::array<int64_t, 4> NchwToChannelsLast = {0, 2, 3, 1};
+constexpr std::array<int64_t, 4> ChannelsLastToNchw = {0, 3, 1, 2};
+
+/// True when `t` is a 4-D (N, C, H, W) view whose elements lie dense in
+/// (N, H, W, C) order, and not also row-major (a transposed NHWC tensor:
+/// what transpose(x, (0, 3, 1, 2)) of a dense x makes). Dimensions of size
+/// 1 may have any stride.
+inline bool isChannelsLast(const Tensor &t) {
+  if (t.rank() != 4 || t.isContiguous())
+    return false;
+  llvm::ArrayRef<int64_t> sh = t.shape(), st = t.strides();
+  int64_t n = sh[0], c = sh[1], h = sh[2], w = sh[3];
+  auto fits = [](int64_t size, int64_t stride, int64_t want) {
+    return size == 1 || stride == want;
+  };
+  return fits(c, st[1], 1) && fits(w, st[3], c) && fits(h, st[2], w * c) &&
+         fits(n, st[0], h * w * c);
+}
+
 //===-- Dtype dispatch ----------------------------------------------------===//
 
 // StorageT, visitDType, fromDouble and toDouble are in tm/ir/Tensor.h.

@@ -157,6 +157,65 @@ TEST_CASE("conv2d: depthwise square kernels on wide planes", "[conv]") {
   CHECK(checked > 400);
 }
 
+TEST_CASE("conv2d: channels-last inputs of depthwise convolutions", "[conv]") {
+  // An (N, C, H, W) view of dense (N, H, W, C) data, as an exporter's
+  // transpose makes it: the depthwise kernel reads it in place and writes
+  // a channels-last result, bit for bit the result of the same values
+  // stored (N, C, H, W). Cover channel counts ending mid-vector and
+  // spanning several 64-channel chunks, rows ending mid-block of 8
+  // pixels, planes narrower than a kernel, both strides, 3x3 / 5x5 / 7x7,
+  // asymmetric padding, the activations, no bias, packed weights, two
+  // images; and views the kernel does not take (a dilation, a 4x4 kernel,
+  // a channel multiplier), whose results are dense.
+  Rng rng(210);
+  bool simd = rt::convMicroKernelAvailable();
+  int checked = 0;
+  for (int64_t kk : {3, 4, 5, 7})
+    for (int64_t c : {3, 16, 20, 80, 130})
+      for (int64_t s : {1, 2})
+        for (int64_t w : {2, 7, 9, 17}) {
+          int64_t n = c == 20 ? 2 : 1, h = 5 + (w + c) % 6;
+          int64_t mult = c == 3 && w == 9 ? 2 : 1;
+          int64_t dil = c == 16 && w == 17 ? 2 : 1;
+          Int2 pad(kk / 2, (kk - 1) / 2 - (w % 2)),
+              padEnd(kk / 2 - s + 1, kk / 2);
+          if (pad.w < 0 || padEnd.h < 0 ||
+              rt::convOutputSize(h, kk, s, pad.h, padEnd.h, dil) <= 0 ||
+              rt::convOutputSize(w, kk, s, pad.w, padEnd.w, dil) <= 0)
+            continue;
+          INFO("k " << kk << " c " << c << " stride " << s << " w " << w
+                    << " h " << h << " mult " << mult << " dilation " << dil);
+          Tensor x = rng.tensor({n, h, w, c}, -2, 2).permuted({0, 3, 1, 2});
+          REQUIRE(!x.isContiguous());
+          Tensor wt = rng.tensor({c * mult, 1, kk, kk});
+          Tensor b = (w + c) % 3 ? rng.tensor({c * mult}) : Tensor();
+          rt::Conv2dParams p{.stride = s,
+                             .padding = pad,
+                             .paddingEnd = padEnd,
+                             .dilation = dil,
+                             .groups = c,
+                             .activation = Activation((w + kk) % 3)};
+          std::shared_ptr<const rt::PackedConvWeight> packed;
+          if (w % 2 && simd) {
+            packed = rt::packConvWeight(wt, c);
+            p.packed = packed.get();
+          }
+          Tensor got = rt::conv2d(x, wt, b, p);
+          Tensor want = rt::conv2d(x.contiguous(), wt, b, p);
+          REQUIRE(want.isContiguous());
+          CHECK(got.bitwiseEqual(want));
+          bool channelsLast = simd && mult == 1 && dil == 1 && kk != 4;
+          llvm::ArrayRef<int64_t> st = got.strides();
+          int64_t oc = want.dim(1), ow = want.dim(3);
+          if (channelsLast)
+            CHECK((st[1] == 1 && st[3] == oc && st[2] == ow * oc));
+          else
+            CHECK(got.isContiguous());
+          ++checked;
+        }
+  CHECK(checked > 100);
+}
+
 TEST_CASE("conv2d: pointwise and GEMM tiling paths", "[conv]") {
   Rng rng(203);
   // 1x1 stride 1: the input is the GEMM operand, no im2col.

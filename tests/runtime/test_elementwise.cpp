@@ -1,6 +1,8 @@
 //===- test_elementwise.cpp - Elementwise kernels against references ------===//
 #include "Reference.h"
 
+#include "../../runtime/ElementwiseProgram.h"
+
 #include <functional>
 #include <limits>
 
@@ -239,6 +241,87 @@ TEST_CASE("binary float ops broadcast like NumPy", "[elementwise][broadcast]") {
         requireClose(rt::binary(op, b, a), swapped, tol);
     }
   }
+}
+
+TEST_CASE("binary ops keep a channels-last first operand's layout",
+          "[elementwise][broadcast]") {
+  // An (N, C, H, W) view of dense (N, H, W, C) data as the first operand:
+  // the result is laid out the same way (computed in memory order), with
+  // the values of the op on dense operands; a dense first operand gives a
+  // dense result whatever the second is. Second operands: the same
+  // layout, dense, per-channel (C, 1, 1), a scalar; an integer pair.
+  Rng rng(25);
+  auto channelsLast = [](const Tensor &t) {
+    llvm::ArrayRef<int64_t> st = t.strides();
+    return st[1] == 1 && st[3] == t.dim(1) && st[2] == t.dim(1) * t.dim(3) &&
+           st[0] == t.dim(1) * t.dim(2) * t.dim(3);
+  };
+  Tensor a = rng.tensor({2, 5, 7, 19}, -3, 3).permuted({0, 3, 1, 2});
+  REQUIRE(channelsLast(a));
+  Tensor ad = a.contiguous();
+  Tensor others[] = {rng.tensor({2, 5, 7, 19}, 0.5, 2).permuted({0, 3, 1, 2}),
+                     rng.tensor({2, 19, 5, 7}, 0.5, 2),
+                     rng.tensor({19, 1, 1}, 0.5, 2),
+                     Tensor::fromFloats({}, {1.5f})};
+  for (BinaryOp op : AllBinary)
+    for (const Tensor &b : others) {
+      CAPTURE(rt::opName(op).str(), shapeOf(b.shape()));
+      Tensor want = rt::binary(op, ad, b.contiguous());
+      Tensor got = rt::binary(op, a, b);
+      requireIdentical(got, want);
+      CHECK(channelsLast(got));
+      if (b.rank() == 4) {
+        Tensor swapped = rt::binary(op, b.contiguous(), a);
+        requireIdentical(swapped, rt::binary(op, b.contiguous(), ad));
+        CHECK(swapped.isContiguous());
+      }
+    }
+  Tensor ia = rt::cast(rng.tensor({2, 5, 7, 19}, -9, 9), DType::Int32)
+                  .permuted({0, 3, 1, 2});
+  Tensor ib = rt::cast(others[1], DType::Int32);
+  Tensor isum = rt::binary(BinaryOp::Add, ia, ib);
+  requireIdentical(isum, rt::binary(BinaryOp::Add, ia.contiguous(), ib));
+  CHECK(channelsLast(isum));
+}
+
+TEST_CASE("fused elementwise programs keep a channels-last first leaf's layout",
+          "[elementwise][fusion]") {
+  // (x * scale + r) as one program, ConvNeXt's layer scale and residual:
+  // with x channels-last the result is channels-last; with x dense and r
+  // channels-last (the first leaf decides) it is dense. Bit for bit the
+  // ops one by one either way. A program with a row reduction (a layer
+  // norm's mean) runs row by row and keeps the dense layout.
+  Rng rng(26);
+  rt::ElementwiseProgram prog;
+  prog.numLeaves = 3;
+  prog.instrs.push_back({std::nullopt, BinaryOp::Mul, std::nullopt, -1, 0, 1});
+  prog.instrs.push_back({std::nullopt, BinaryOp::Add, std::nullopt, -1, 3, 2});
+  Tensor cl = rng.tensor({2, 6, 11, 70}).permuted({0, 3, 1, 2});
+  Tensor dense = rng.tensor({2, 70, 6, 11}), scale = rng.tensor({70, 1, 1});
+  for (bool firstChannelsLast : {true, false}) {
+    CAPTURE(firstChannelsLast);
+    const Tensor &x = firstChannelsLast ? cl : dense,
+                 &r = firstChannelsLast ? dense : cl;
+    Tensor got = rt::runFusedElementwise(prog, {x, scale, r});
+    REQUIRE(got.defined());
+    requireIdentical(got,
+                     rt::add(rt::mul(x.contiguous(), scale), r.contiguous()));
+    if (firstChannelsLast)
+      CHECK((got.strides()[1] == 1 && got.strides()[3] == 70));
+    else
+      CHECK(got.isContiguous());
+  }
+  rt::ElementwiseProgram center; // x - mean(x, -1)
+  center.numLeaves = 1;
+  center.instrs.push_back(
+      {std::nullopt, BinaryOp::Add, rt::ReduceOp::Mean, -1, 0, 0});
+  center.instrs.push_back(
+      {std::nullopt, BinaryOp::Sub, std::nullopt, -1, 0, 1});
+  Tensor got = rt::runFusedElementwise(center, {cl});
+  REQUIRE(got.defined());
+  Tensor cd = cl.contiguous();
+  requireIdentical(got, rt::sub(cd, rt::mean(cd, {-1}, true)));
+  CHECK(got.isContiguous());
 }
 
 TEST_CASE("binary wrappers equal the generic entry point", "[elementwise]") {

@@ -285,6 +285,46 @@ TEST_CASE("kernels behind transpose, stepped getitem and broadcast_to",
                    rt::unary(rt::UnaryOp::Relu, rt::add(conv2, tv)));
 }
 
+TEST_CASE("channels-last values: a ConvNeXt block transposes nothing",
+          "[views][interp]") {
+  // As PyTorch exports ConvNeXt's blocks: two (N, H, W, C) values
+  // transposed to (N, C, H, W), x * scale (C, 1, 1) + r, a 7x7 depthwise
+  // conv, the transpose back. The elementwise chain computes in the
+  // channels-last order of its first operand and the depthwise conv reads
+  // and writes that order, so the last transpose is dense (N, H, W, C)
+  // again (the layouts themselves are checked with the kernels). Values:
+  // bit for bit the ops on dense (N, C, H, W) tensors, fused or with every
+  // op on its own (values watched).
+  Rng rng(18);
+  int64_t n = 2, h = 9, w = 13, c = 40;
+  Tensor x = rng.tensor({n, h, w, c}), r = rng.tensor({n, h, w, c});
+  Tensor scale = rng.tensor({c, 1, 1}), wt = rng.tensor({c, 1, 7, 7}),
+         bias = rng.tensor({c});
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Block"));
+  GraphBuilder b = GraphBuilder::top(
+      *tm, {{"x", Shape{n, h, w, c}}, {"r", Shape{n, h, w, c}}});
+  auto toNchw = [&](Node *v) {
+    return b.callFunction("transpose", {v, Arg::ints({0, 3, 1, 2})});
+  };
+  Node *scaled = b.callMethod(toNchw(b.arg(0)), "__mul__", {b.constant(scale)});
+  Node *sum = b.callMethod(scaled, "__add__", {toNchw(b.arg(1))});
+  Node *conv = b.callFunction("conv2d", {sum, b.constant(wt), b.constant(bias)},
+                              {{"padding", 3}, {"groups", c}});
+  b.finish(b.callFunction("transpose", {conv, Arg::ints({0, 2, 3, 1})}));
+
+  Tensor xd = x.permuted({0, 3, 1, 2}).contiguous(),
+         rd = r.permuted({0, 3, 1, 2}).contiguous();
+  Tensor sumWant = rt::add(rt::mul(xd, scale), rd);
+  Tensor convWant = rt::conv2d(sumWant, wt, bias, {.padding = 3, .groups = c});
+  Tensor want = convWant.permuted({0, 2, 3, 1}).contiguous();
+  rt::Interpreter interp(*tm);
+  requireIdentical(interp.run({x, r}).outputs.at(0), want);
+  rt::RunResult watched = interp.run({x, r}, rt::RunOptions{{sum, conv}, {}});
+  requireIdentical(watched.outputs.at(0), want);
+  requireIdentical(watched.watched.at(sum).at(0), sumWant);
+  requireIdentical(watched.watched.at(conv).at(0), convWant);
+}
+
 TEST_CASE("transposing twice needs no copy in the interpreter", "[views][interp]") {
   Tensor x = Tensor::randn({64, 32}, 3);
   int64_t peak = 0;

@@ -71,8 +71,12 @@ struct Conv2dParams {
 /// kw), plus bias (O,) when defined, then the activation. Output (N, O, Ho,
 /// Wo) with Ho = (H + padTop + padBottom - dilation.h * (kh - 1) - 1) /
 /// stride.h + 1 (floor), and likewise Wo. Throws on a rank, channel, group,
-/// bias or residual mismatch, on non-positive strides or dilations, negative padding,
-/// or a kernel larger than the padded input.
+/// bias or residual mismatch, on non-positive strides or dilations, negative
+/// padding, or a kernel larger than the padded input. The input may be any
+/// view; a channels-last one (memory in (N, H, W, C) order, what transposing a
+/// dense NHWC tensor by (0, 3, 1, 2) gives) of a depthwise convolution
+/// gives a channels-last output (computed without transposing either, bit
+/// for bit the (N, C, H, W) result), unless `residual` or `into` is set.
 Tensor conv2d(const Tensor &input, const Tensor &weight,
               const Tensor &bias = {}, const Conv2dParams &params = {});
 
@@ -129,13 +133,17 @@ public:
   llvm::ArrayRef<float> panels() const;
   /// The Winograd form; requires a 3x3 weight and groups == 1.
   llvm::ArrayRef<float> winograd() const;
+  /// The channels-last depthwise form: tap t (ki * kw + kj) of output
+  /// channel oc at [t * out_channels + oc]; requires one input channel per
+  /// group.
+  llvm::ArrayRef<float> depthwiseTaps() const;
 
 private:
   Tensor weight_; // contiguous
-  mutable std::once_flag panelsOnce_, winogradOnce_;
+  mutable std::once_flag panelsOnce_, winogradOnce_, tapsOnce_;
   // Written once, without zero-filling first (fresh pages are the cost).
-  mutable std::unique_ptr<float[]> panels_, winograd_;
-  mutable size_t panelsSize_ = 0, winogradSize_ = 0;
+  mutable std::unique_ptr<float[]> panels_, winograd_, taps_;
+  mutable size_t panelsSize_ = 0, winogradSize_ = 0, tapsSize_ = 0;
 };
 
 /// Packs `weight` (O, C / groups, kh, kw) or (O, C / groups, k) for a
