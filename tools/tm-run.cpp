@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/StringExtras.h>
 
 #include <sys/resource.h>
@@ -328,8 +329,24 @@ int run(Options &o) {
     interp.prepare(m.module->graph());
     auto ready = std::chrono::steady_clock::now();
     auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    // The module's tensors and the graphs' tensor constants (passes turn
+    // weights into constants), each storage once.
     int64_t weights = 0;
-    m.module->namedTensors([&](const std::string &, const Tensor &t) { weights += t.nbytes(); });
+    llvm::DenseSet<const void *> counted;
+    auto count = [&](const Tensor &t) {
+      if (t.defined() && counted.insert(t.viewData()).second)
+        weights += int64_t(t.nbytes());
+    };
+    m.module->namedTensors(
+        [&](const std::string &, const Tensor &t) { count(t); });
+    m.module->namedModules([&](const std::string &, Module &sub) {
+      if (auto *tm = llvm::dyn_cast<TracedModule>(&sub))
+        for (const auto &sig : tm->signatures())
+          if (sig.graph)
+            for (const Expr *e : sig.graph->body())
+              if (auto *c = llvm::dyn_cast<Constant>(e); c && c->isTensor())
+                count(c->tensor());
+    });
     struct rusage ru {};
     getrusage(RUSAGE_SELF, &ru);
     std::printf("load: %.1f ms (read %.1f ms, plan %.1f ms); weights %.1f MiB; peak RSS %.1f "

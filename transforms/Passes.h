@@ -59,6 +59,14 @@ struct FuseConvBnPass : PassWrapper<FuseConvBnPass> {
   FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
 };
 
+struct PruneAttributesPass : PassWrapper<PruneAttributesPass> {
+  static constexpr const char *Name = "prune-attributes";
+  static constexpr const char *Description =
+      "remove parameters and buffers no graph reads (by getattr, a constant "
+      "sharing their storage, or a call of their module)";
+  FailureOr<bool> run(TracedModule &m, PassContext &ctx) override;
+};
+
 struct FuseLinearBnPass : PassWrapper<FuseLinearBnPass> {
   static constexpr const char *Name = "fuse-linear-bn";
   static constexpr const char *Description =

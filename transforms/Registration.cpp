@@ -9,12 +9,13 @@ const char *optimizePipelineText() {
   // normalisation and scale folding (the reference's FuseConvBn ->
   // FuseAddMul -> BackwardFoldScale -> FuseAddMul), CSE, and last the
   // fusions into ops of their own: attention, then the activations (they
-  // hide relus from the passes before them).
+  // hide relus from the passes before them); last, the weights the folds
+  // replaced are dropped.
   return "canonicalize-onnx,canonicalize,attr-to-constant,fuse-conv-bn,fuse-"
          "linear-bn,fold-constant,"
          "norm-elemwise,fuse-add-mul,backward-fold-scale,fuse-add-mul,cse,"
          "canonicalize,"
-         "fuse-attention,fuse-conv-activation,compile";
+         "fuse-attention,fuse-conv-activation,compile,prune-attributes";
 }
 
 void registerTransformPasses(PassRegistry &r) {
@@ -35,6 +36,7 @@ void registerTransformPasses(PassRegistry &r) {
   add.operator()<NormElemwisePass>();
   add.operator()<BackwardFoldScalePass>();
   add.operator()<FuseAddMulPass>();
+  add.operator()<PruneAttributesPass>();
   if (!r.preset("optimize"))
     r.addPreset("optimize", optimizePipelineText(),
                 "the optimisation passes in a sensible order (inference)");

@@ -85,6 +85,11 @@ TEST_CASE("canonicalize-onnx: matmul + bias and gemm become linear",
   for (Expr *e : o->graph().body())
     constants += llvm::isa<Constant>(e) && e->output(0)->name().startswith("w_t");
   CHECK(constants == 1);
+  // The (in, out) weight the linear layers no longer read is dropped; wt,
+  // equal to the transposed copy, was merged into it by cse.
+  CHECK_FALSE(o->hasAttr("w"));
+  CHECK_FALSE(o->hasAttr("wt"));
+  CHECK(o->hasAttr("b56"));
 }
 
 TEST_CASE("canonicalize-onnx: the erf and tanh forms of GELU",

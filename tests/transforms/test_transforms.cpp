@@ -157,6 +157,49 @@ TEST_CASE("fix-input-shape turns GetVarShape of a static shape into a constant",
   CHECK(s.at(2) == 7);
 }
 
+TEST_CASE("prune-attributes removes the tensors nothing reads",
+          "[transforms][prune-attributes]") {
+  // read: a getattr (kept); shared: a constant's storage after
+  // attr-to-constant, through a reshaped view (kept); folded: read only by
+  // a subgraph fold-constant replaced (removed); unused (removed); the
+  // called Linear's unread attribute (kept: a called module may read any);
+  // an uncalled BatchNorm2d (kept: a builtin's attributes are its type's);
+  // a plain submodule's unread buffer (removed).
+  auto m = std::make_unique<Module>("Net");
+  m->registerParameter("read", Tensor::randn({4}, 1));
+  m->registerParameter("shared", Tensor::randn({2, 2}, 2));
+  m->registerBuffer("folded", Tensor::randn({4}, 3));
+  m->registerBuffer("unused", Tensor::randn({4}, 4));
+  m->addModule<Linear>("linear", 4, 4)
+      .registerBuffer("extra", Tensor::randn({2}, 5));
+  m->addModule<BatchNorm2d>("bn", 4);
+  m->addModule<Module>("holder", "Holder")
+      .registerBuffer("stale", Tensor::randn({3}, 6));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3, 4}}});
+  Node *x = b.callMethod(b.arg(0), "__add__", {b.getAttr(b.self(), "read")});
+  Node *sh = b.callFunction("reshape",
+                            {b.getAttr(b.self(), "shared"), Arg::ints({4})});
+  x = b.callMethod(x, "__mul__", {sh});
+  Node *f = b.callMethod(b.getAttr(b.self(), "folded"), "__mul__", {2});
+  x = b.callMethod(x, "__sub__", {f});
+  b.finish(b.callModule(b.getAttr(b.self(), "linear"), {x}));
+  auto opt = checkDifferential(
+      *tm, "attr-to-constant,fold-constant,compile,prune-attributes", {{3, 4}});
+  CHECK(opt->hasAttr("read"));
+  CHECK(opt->hasAttr("shared"));
+  CHECK_FALSE(opt->hasAttr("folded"));
+  CHECK_FALSE(opt->hasAttr("unused"));
+  CHECK(opt->module("linear")->hasAttr("extra"));
+  CHECK(opt->module("bn")->hasAttr("running_mean"));
+  CHECK_FALSE(opt->module("holder")->hasAttr("stale"));
+  checkVerified(*opt);
+  // Nothing left to remove.
+  size_t attrs = opt->attrs().size();
+  run(*opt, "prune-attributes");
+  CHECK(opt->attrs().size() == attrs);
+}
+
 TEST_CASE("the optimize preset expands in the pipeline text", "[transforms][optimize]") {
   auto p = Pipeline::parse("flatten,optimize,verify", reg());
   REQUIRE(p.succeeded());

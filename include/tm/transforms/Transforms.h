@@ -14,6 +14,7 @@
 //   cse                   common subexpressions merged (commutative-aware)
 //   canonicalize          identity, eval dropout, reshape/transpose chains
 //   fuse-conv-activation  conv/linear + activation => one fused op
+//   prune-attributes      parameters and buffers no graph reads removed
 //
 // and the pipeline preset `optimize` (see README, "Optimisation passes").
 //
