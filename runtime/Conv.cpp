@@ -1725,17 +1725,22 @@ static DwRowsFn depthwiseRowsKernel(const ConvGeom &g) {
 #endif
 }
 
-/// Direct depthwise convolution: output channel oc reads input channel
-/// oc / og; planes are split over threads.
-static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
-                          const float *bias, float *out) {
-  // With one output row (column) the stride along it does not matter:
-  // taking it as 1 keeps a huge stride from making as many sub-planes.
-  ConvGeom g = g0;
+/// `g` as the depthwise kernels run it: with one output row (column) the
+/// stride along it does not matter, so it is taken as 1 (which keeps a
+/// huge stride from making as many sub-planes).
+static ConvGeom depthwiseGeom(ConvGeom g) {
   if (g.oh == 1)
     g.sh = 1;
   if (g.ow == 1)
     g.sw = 1;
+  return g;
+}
+
+/// Direct depthwise convolution: output channel oc reads input channel
+/// oc / og; planes are split over threads.
+static void convDepthwise(const ConvGeom &g0, const float *x, const float *w,
+                          const float *bias, float *out) {
+  ConvGeom g = depthwiseGeom(g0);
   int64_t planes = g.n * g.o;
   int64_t khw = g.kh * g.kw;
   int64_t grain =
@@ -1782,16 +1787,6 @@ static void checkPacked(const ConvGeom &g, const PackedConvWeight &pk,
 }
 
 //===-- Channels-last depthwise convolution -------------------------------===//
-
-/// `g` as convDepthwise runs it: with one output row (column) the stride
-/// along it does not matter, so it is taken as 1.
-static ConvGeom depthwiseGeom(ConvGeom g) {
-  if (g.oh == 1)
-    g.sh = 1;
-  if (g.ow == 1)
-    g.sw = 1;
-  return g;
-}
 
 /// Whether depthwiseChannelsLast computes conv `g`: a depthwise
 /// convolution with one output channel per input channel whose planes the
