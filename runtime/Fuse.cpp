@@ -37,6 +37,7 @@
 #include <llvm/ADT/SmallPtrSet.h>
 
 #include "ElementwiseProgram.h"
+#include "Gemm.h"
 #include "ops/Lowering.h"
 #include "tm/runtime/Kernels.h"
 
@@ -489,6 +490,23 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
     if (chain.residualSlot < 0)
       poolAfter(e, last);
   }
+  // linear -> add of a tensor computed before it: the residual
+  // connections of transformer blocks.
+  for (const Expr *e : g) {
+    auto *cf = llvm::dyn_cast<CallFunction>(e);
+    if (!cf || e->numOutputs() != 1 || ctx.claimed(e) ||
+        (cf->func().kind() != OpKind::Linear &&
+         cf->func().kind() != OpKind::LinearAct))
+      continue;
+    const Node *n = e->output(0);
+    if (n->numUsers() != 1 || outputs.count(n))
+      continue;
+    const Expr *u = n->firstUse()->user();
+    if (auto z = addendOf(*u, n); z && !ctx.claimed(u) && before(z->first, e)) {
+      ctx.linearResiduals[e] = {ctx.slot(z->first), z->second};
+      ctx.absorbed[u] = ctx.slot(n);
+    }
+  }
   // [concat] -> batch norm -> [relu]: the conv chains above come first.
   for (const Expr *e : g) {
     const Node *x = batchNormInput(*e);
@@ -514,6 +532,20 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
   }
   planConcatPlacement(g, outputs, chainHeads, ctx);
   planElementwiseChains(g, outputs, position, ctx);
+}
+
+Tensor linearWithResidual(const LinearResidual *res, Value *s,
+                          const RunState &st, const Tensor &x, const Tensor &w,
+                          const Tensor &b,
+                          llvm::function_ref<Tensor(const Tensor &)> linear) {
+  if (!res || st.observable)
+    return linear(Tensor());
+  const Tensor &z = s[res->slot].tensor;
+  if (detail::linearAddendFits(x, w, b, z))
+    return linear(z);
+  // Broadcasting or promoting: the add as its op.
+  Tensor y = linear(Tensor());
+  return res->first ? binary(BinaryOp::Add, z, y) : binary(BinaryOp::Add, y, z);
 }
 
 StepFn elementwiseChainStep(const Expr &root,

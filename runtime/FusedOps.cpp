@@ -247,19 +247,27 @@ StepFn lowerLinearAct(const Expr &e, OpKind, LowerContext &ctx) {
   // A weight read by getattr (the usual case) is packed once per plan.
   auto pack = stableTensorArg(e, "weight") ? std::make_shared<detail::LinearWeightPack>()
                                            : nullptr;
-  return [x = d.src(x), w = d.src(w), b = d.src(b), o, act, pack](Value *s,
-                                                                  RunState &) {
-    Tensor wt = w.get(s);
+  std::optional<LinearResidual> res;
+  if (auto it = ctx.linearResiduals.find(&e); it != ctx.linearResiduals.end())
+    res = it->second;
+  return [x = d.src(x), w = d.src(w), b = d.src(b), o, act, pack,
+          res](Value *s, RunState &st) {
+    const Tensor &xt = x.get(s);
+    Tensor wt = w.get(s), bt = b.getOr(s);
     auto packed = pack ? pack->get(wt) : nullptr;
     // The tail runs on each block of a float32 result as it is computed.
     auto tail = [act](float *p, int64_t n) { tailRow(act, p, n); };
-    Tensor y = detail::linearWithPack(
-        x.get(s), wt, b.getOr(s), epilogue(act), packed.get(),
-        hasTail(act) ? llvm::function_ref<void(float *, int64_t)>(tail)
-                     : nullptr);
-    if (y.dtype() != DType::Float32)
-      applyTail(y, act);
-    s[o].tensor = std::move(y);
+    s[o].tensor = linearWithResidual(
+        res ? &*res : nullptr, s, st, xt, wt, bt, [&](const Tensor &addend) {
+          Tensor y = detail::linearWithPack(
+              xt, wt, bt, epilogue(act), packed.get(),
+              hasTail(act) ? llvm::function_ref<void(float *, int64_t)>(tail)
+                           : nullptr,
+              addend);
+          if (y.dtype() != DType::Float32)
+            applyTail(y, act);
+          return y;
+        });
   };
 }
 

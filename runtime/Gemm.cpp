@@ -98,7 +98,8 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
           : std::clamp<int64_t>((int64_t(threads) * 2 + tiles - 1) / tiles, 1,
                                 panels);
   int64_t items = mBlocks * tiles;
-  bool epilogue = ep.colBias || ep.act != Activation::None || ep.tail;
+  bool epilogue =
+      ep.colBias || ep.act != Activation::None || ep.tail || ep.addend;
 #pragma omp parallel num_threads(threads) if (threads > 1 && items > 1)
   {
 #pragma omp for schedule(static)
@@ -125,6 +126,9 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
           addActivate(row, ep.colBias ? ep.colBias + j0 : nullptr, j1 - j0, ep.act);
           if (ep.tail)
             ep.tail(row, j1 - j0);
+          if (ep.addend)
+            addActivate(row, ep.addend + (m0 + r) * ldc + j0, j1 - j0,
+                        Activation::None);
         }
       }
     }

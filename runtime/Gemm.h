@@ -122,11 +122,13 @@ std::shared_ptr<const PackedGemmB> packTransposedB(const Tensor &w);
 /// What microSgemm applies to each block of C as soon as it is computed:
 /// c[i][j] = act(c[i][j] + colBias[j]) (colBias may be null; as
 /// biasActivate without it), then `tail` on each row segment of the block
-/// (an elementwise function, e.g. GELU).
+/// (an elementwise function, e.g. GELU), then c[i][j] += addend[i * ldc +
+/// j] (a residual of C's shape and layout, when not null).
 struct GemmEpilogue {
   const float *colBias = nullptr;
   Activation act = Activation::None;
   llvm::function_ref<void(float *, int64_t)> tail;
+  const float *addend = nullptr;
 };
 
 /// C (m x n) = A (m x k, row-major, rows contiguous) * B on the
@@ -140,10 +142,18 @@ void microSgemm(int64_t m, int64_t n, int64_t k, const float *a, GemmB b, float 
 /// linear() whose weight^T is `packed` for the micro-kernel (nullptr, or a
 /// pack of another shape: the BLAS path), then `tail` (an elementwise
 /// function over float32 rows, e.g. GELU) on a float32 result, applied to
-/// each block of the output as it is computed on the micro-kernel.
+/// each block of the output as it is computed on the micro-kernel; then,
+/// when `addend` fits the result (linearAddendFits), + addend, bit for bit
+/// the add op on the result (a residual connection's add).
 Tensor linearWithPack(const Tensor &x, const Tensor &weight, const Tensor &bias,
                       Activation act, const PackedGemmB *packed,
-                      llvm::function_ref<void(float *, int64_t)> tail = {});
+                      llvm::function_ref<void(float *, int64_t)> tail = {},
+                      const Tensor &addend = {});
+
+/// Whether linear(x, weight, bias) + z can run as one linearWithPack with
+/// addend z: all float32, z contiguous and of the result's shape.
+bool linearAddendFits(const Tensor &x, const Tensor &weight, const Tensor &bias,
+                      const Tensor &z);
 
 /// The packed weight of one linear step, made on first use and remade
 /// when another tensor is bound to the weight (one per step, so it lives

@@ -462,14 +462,16 @@ template <typename T>
 void linearInto(const Tensor &x, const Tensor &weight, const Tensor &bias,
                 Activation act, int64_t rows, int64_t in, Tensor &out,
                 const PackedGemmB *packed,
-                llvm::function_ref<void(float *, int64_t)> tail) {
+                llvm::function_ref<void(float *, int64_t)> tail,
+                const float *addend) {
   int64_t outF = weight.dim(0);
   const T *pb = bias.defined() ? bias.data<T>() : nullptr;
   if constexpr (std::is_same_v<T, float>) {
     if (packed && microGemmFits(false, false, rows, outF, in, in, 1.0f, 0.0f)) {
       int threads = gemmThreads(2.0 * double(rows) * double(outF) * double(in));
-      microSgemm(rows, outF, in, x.data<float>(), packed->operand(), out.data<float>(), outF,
-                 threads, GemmEpilogue{pb, act, tail});
+      microSgemm(rows, outF, in, x.data<float>(), packed->operand(),
+                 out.data<float>(), outF, threads,
+                 GemmEpilogue{pb, act, tail, addend});
       return;
     }
   }
@@ -477,12 +479,19 @@ void linearInto(const Tensor &x, const Tensor &weight, const Tensor &bias,
                   T(0), out.data<T>(), outF);
   rowBiasActivate<T>(out.data<T>(), rows, outF, pb, act);
   if constexpr (std::is_same_v<T, float>)
-    if (tail)
-      parallelFor(rows, std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(outF, 1)),
-                  [&](int64_t r0, int64_t r1) {
-                    for (int64_t r = r0; r < r1; ++r)
-                      tail(out.data<float>() + r * outF, outF);
-                  });
+    if (tail || addend)
+      parallelFor(
+          rows,
+          std::max<int64_t>(1, ElementwiseGrain / std::max<int64_t>(outF, 1)),
+          [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r) {
+              float *row = out.data<float>() + r * outF;
+              if (tail)
+                tail(row, outF);
+              if (addend)
+                addActivate(row, addend + r * outF, outF, Activation::None);
+            }
+          });
 }
 
 /// Checks linear's operands; returns the dtype of its result.
@@ -514,10 +523,33 @@ Tensor linear(const Tensor &x, const Tensor &weight, const Tensor &bias,
   return linearWithPack(x, weight, bias, act, nullptr);
 }
 
-Tensor detail::linearWithPack(const Tensor &x, const Tensor &weight, const Tensor &bias,
-                              Activation act, const PackedGemmB *packed,
-                              llvm::function_ref<void(float *, int64_t)> tail) {
+bool detail::linearAddendFits(const Tensor &x, const Tensor &weight,
+                              const Tensor &bias, const Tensor &z) {
+  if (!x.defined() || !weight.defined() || !z.defined() ||
+      x.dtype() != DType::Float32 || weight.dtype() != DType::Float32 ||
+      z.dtype() != DType::Float32 ||
+      (bias.defined() && bias.dtype() != DType::Float32) || x.rank() == 0 ||
+      weight.rank() != 2 || !z.isContiguous() || z.rank() != x.rank())
+    return false;
+  for (size_t i = 0; i + 1 < x.rank(); ++i)
+    if (z.dim(i) != x.dim(i))
+      return false;
+  return z.dim(z.rank() - 1) == weight.dim(0);
+}
+
+Tensor detail::linearWithPack(const Tensor &x, const Tensor &weight,
+                              const Tensor &bias, Activation act,
+                              const PackedGemmB *packed,
+                              llvm::function_ref<void(float *, int64_t)> tail,
+                              const Tensor &addend) {
   DType outType = checkLinear(x, weight, bias);
+  const float *pz =
+      addend.defined() && linearAddendFits(x, weight, bias, addend)
+          ? addend.data<float>()
+          : nullptr;
+  if (addend.defined() && !pz)
+    return binary(BinaryOp::Add,
+                  linearWithPack(x, weight, bias, act, packed, tail), addend);
   DType ct = floatComputeType(outType);
   int64_t in = x.dim(x.rank() - 1), outF = weight.dim(0);
   Shape outShape(x.shape().begin(), x.shape().end());
@@ -532,15 +564,16 @@ Tensor detail::linearWithPack(const Tensor &x, const Tensor &weight, const Tenso
     requireBlasSize("linear", v, "dimension");
   Tensor b = bias.defined() ? asDType(bias, ct) : Tensor();
   if (ct == DType::Float64)
-    linearInto<double>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out,
-                       nullptr, {});
+    linearInto<double>(asDType(x, ct), asDType(weight, ct), b, act, rows, in,
+                       out, nullptr, {}, nullptr);
   else
-    linearInto<float>(asDType(x, ct), asDType(weight, ct), b, act, rows, in, out,
-                      weight.dtype() == DType::Float32 && packed && packed->n == outF &&
-                              packed->k == in
+    linearInto<float>(asDType(x, ct), asDType(weight, ct), b, act, rows, in,
+                      out,
+                      weight.dtype() == DType::Float32 && packed &&
+                              packed->n == outF && packed->k == in
                           ? packed
                           : nullptr,
-                      outType == DType::Float32 ? tail : nullptr);
+                      outType == DType::Float32 ? tail : nullptr, pz);
   return asDType(out, outType);
 }
 

@@ -161,6 +161,16 @@ struct PlacedConcat {
   std::vector<int64_t> offsets; ///< channel offset of each part
 };
 
+/// A linear / linear_act whose value goes only to an add with a tensor
+/// computed before it (a transformer's residual connection): the linear
+/// adds that tensor as it stores each block of its result
+/// (linearWithPack's addend), and the add is absorbed. With
+/// RunState::observable both run on their own.
+struct LinearResidual {
+  uint32_t slot = 0;  ///< the add's other operand
+  bool first = false; ///< whether it was the add's first operand
+};
+
 /// Everything lowering needs from the plan being built.
 struct LowerContext {
   LowerContext(const Interpreter &i, ExecutionPlan &p) : interp(i), plan(p) {}
@@ -170,6 +180,7 @@ struct LowerContext {
   /// absorbed exprs with the slot their value arrives in.
   llvm::DenseMap<const Expr *, FusedChain> heads;
   llvm::DenseMap<const Expr *, NormChain> normHeads;
+  llvm::DenseMap<const Expr *, LinearResidual> linearResiduals;
   llvm::DenseMap<const Expr *, uint32_t> absorbed;
   /// Exprs whose inputs a later step reads instead (the value): they are
   /// freed after that step, and the expr itself runs only when values
@@ -190,8 +201,8 @@ struct LowerContext {
   /// Whether a fusion decision above already involves `x`.
   bool claimed(const Expr *x) const {
     return absorbed.count(x) || heads.count(x) || normHeads.count(x) ||
-           deferred.count(x) || concatParts.count(x) ||
-           placedConcats.count(x) || convPools.count(x);
+           linearResiduals.count(x) || deferred.count(x) ||
+           concatParts.count(x) || placedConcats.count(x) || convPools.count(x);
   }
   /// Slot of a node of the graph.
   uint32_t slot(const Node *n) const { return plan.slotOf.lookup(n); }
@@ -269,6 +280,17 @@ StepFn elementwiseChainStep(const Expr &root,
 
 /// The one step builder of every convolution, fused per ctx.heads.
 StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx);
+
+/// The value of a linear step with its absorbed residual add `res`
+/// (ctx.linearResiduals; null: none): `linear(addend)` computes the
+/// linear of x, w, b plus `addend` when that is defined
+/// (detail::linearWithPack); the add runs as its op where the residual
+/// needs broadcasting or promotion, and on its own step when values are
+/// observed.
+Tensor linearWithResidual(const LinearResidual *res, Value *s,
+                          const RunState &st, const Tensor &x, const Tensor &w,
+                          const Tensor &b,
+                          llvm::function_ref<Tensor(const Tensor &)> linear);
 
 /// The step function of `e` (not Input). Throws tmg::Error naming the expr
 /// for ops the runtime does not implement or arguments it cannot take.

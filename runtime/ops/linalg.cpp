@@ -343,11 +343,18 @@ StepFn lowerLinear(const Expr &e, OpKind, LowerContext &ctx) {
   auto pack = w.slot < 0 || stableTensorArg(e, "weight")
                   ? std::make_shared<detail::LinearWeightPack>()
                   : nullptr;
-  return [x, w, b, o, pack](Value *s, RunState &) {
-    Tensor wt = w.get(s);
+  std::optional<LinearResidual> res;
+  if (auto it = ctx.linearResiduals.find(&e); it != ctx.linearResiduals.end())
+    res = it->second;
+  return [x, w, b, o, pack, res](Value *s, RunState &st) {
+    const Tensor &xt = x.get(s);
+    Tensor wt = w.get(s), bt = b.defined() ? b.get(s) : Tensor();
     auto packed = pack ? pack->get(wt) : nullptr;
-    s[o].tensor = detail::linearWithPack(x.get(s), wt, b.defined() ? b.get(s) : Tensor(),
-                                         Activation::None, packed.get());
+    s[o].tensor = linearWithResidual(
+        res ? &*res : nullptr, s, st, xt, wt, bt, [&](const Tensor &addend) {
+          return detail::linearWithPack(xt, wt, bt, Activation::None,
+                                        packed.get(), {}, addend);
+        });
   };
 }
 

@@ -489,6 +489,79 @@ TEST_CASE("nn.linear_act: bias, activation and tail on every output block",
 }
 
 namespace {
+/// A transformer's residual connection: y = linear(x) + z, in=out=200
+/// features, 111 rows (several row chunks, a partial panel), with
+///  0: z = x, through the function `add`;
+///  1: z = x first, through `__add__` (`x + linear(x)`);
+///  2: nn.linear_act with GELU, then + x;
+///  3: a (200,) parameter: broadcast, the add runs as its op;
+///  4: sigmoid(x), traced after the linear: no linear can absorb the add;
+///  5: a weight computed in the graph (w * 1: not packed, the BLAS path).
+std::unique_ptr<TracedModule> linearResidual(int variant) {
+  auto net = std::make_unique<Module>("Block");
+  net->registerParameter("w", Tensor::randn({200, 200}, 21));
+  net->registerParameter("b", Tensor::randn({200}, 22));
+  net->registerParameter("shift", Tensor::randn({200}, 23));
+  auto tm = TracedModule::fromModule(std::move(net));
+  GraphBuilder b = GraphBuilder::top(*tm, {{"x", Shape{3, 37, 200}}});
+  Node *x = b.arg(0), *w = b.getAttr(b.self(), "w"),
+       *bias = b.getAttr(b.self(), "b");
+  if (variant == 5)
+    w = b.callFunction("mul", {w, 1.0});
+  Node *y = variant == 2
+                ? b.callFunction("nn.linear_act", {x, w, bias},
+                                 {{"activation", std::string("gelu")}})
+                : b.callFunction("nn.linear", {x, w}, {{"bias", bias}});
+  Node *z = variant == 3   ? b.getAttr(b.self(), "shift")
+            : variant == 4 ? b.callFunction("sigmoid", {x})
+                           : x;
+  Node *s = variant == 1   ? b.callMethod(z, "__add__", {y})
+            : variant == 0 ? b.callFunction("add", {y, z})
+                           : b.callMethod(y, "__add__", {z});
+  b.finish(s);
+  return tm;
+}
+} // namespace
+
+TEST_CASE("plan-time fusion: a residual add runs in the linear layer",
+          "[runtime][interp][fusion]") {
+  Tensor x = Tensor::randn({3, 37, 200}, 24);
+  for (int variant = 0; variant < 6; ++variant) {
+    CAPTURE(variant);
+    auto tm = linearResidual(variant);
+    Tensor y = linear(x, *tm->tensor("w"), *tm->tensor("b"));
+    if (variant == 2)
+      y = unary(UnaryOp::Gelu, y);
+    Tensor z = variant == 3   ? *tm->tensor("shift")
+               : variant == 4 ? unary(UnaryOp::Sigmoid, x)
+                              : x;
+    Tensor want = variant == 1 ? binary(BinaryOp::Add, z, y)
+                               : binary(BinaryOp::Add, y, z);
+    Interpreter interp(*tm);
+    // Watching the linear's output runs the add on its own.
+    const Node *linOut =
+        tm->graph().outputs()[0]->expr()->input(variant == 1 ? 1 : 0);
+    interp.run({x}); // packs the weight (memory the plan keeps)
+    RunResult fused = interp.run({x});
+    RunResult watched = interp.run({x}, RunOptions{{linOut}, {}});
+    REQUIRE(watched.watched.at(linOut).size() == 1);
+    Tensor linWant = watched.watched.at(linOut)[0];
+    // The fused run gives the bits of the watched one, add by add.
+    CHECK(fused.outputs[0].bitwiseEqual(watched.outputs[0]));
+    CHECK(watched.outputs[0].bitwiseEqual(
+        variant == 1 ? binary(BinaryOp::Add, z, linWant)
+                     : binary(BinaryOp::Add, linWant, z)));
+    // ... and the linear layer's own result within rounding of linear().
+    requireClose(fused.outputs[0], want, 2e-4);
+    // Fused, the linear's result and the sum are one buffer (for the
+    // BLAS path the product of w * 1 and the weight make the peak).
+    if (variant <= 2)
+      CHECK(fused.peakBytes < watched.peakBytes);
+    CHECK(fused.peakBytes <= watched.peakBytes);
+  }
+}
+
+namespace {
 /// relu(batch_norm(concat([sigmoid(a), b], axis), ...)) with the batch
 /// norm's statistics and affine tensors read by getattr; `concat` false:
 /// relu(batch_norm(a)); `relu` false: no activation.

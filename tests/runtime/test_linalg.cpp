@@ -5,6 +5,7 @@
 #include <cmath>
 #include <optional>
 
+#include "../../runtime/Gemm.h"
 #include "tm/ir/IR.h"
 #include "tm/runtime/Interpreter.h"
 
@@ -177,6 +178,57 @@ TEST_CASE("linear: x @ W^T + b with a fused activation", "[linalg]") {
           requireClose(rt::linear(x, w, b, act), refLinear(x, w, b, act),
                        GemmTol);
         }
+}
+
+TEST_CASE("linear with an addend: bit for bit linear, then the add",
+          "[linalg][threads]") {
+  // A residual added as each block of the result is stored (the plan's
+  // linear -> add fusion): rows around the 8-row panels and 12-panel
+  // groups, columns around the strips and tiles, packed (micro-kernel) and
+  // unpacked (BLAS), with GELU as a tail; one and two threads.
+  Rng rng(131);
+  auto gelu = [](float *p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i)
+      p[i] = 0.5f * p[i] * (1.0f + std::erf(p[i] * 0.70710678f));
+  };
+  for (int64_t m : {1, 9, 97, 197})
+    for (int64_t n : {16, 49, 193})
+      for (bool packed : {false, true})
+        for (bool tail : {false, true}) {
+          int64_t k = 300;
+          Tensor x = rng.tensor({m, k}), w = rng.tensor({n, k}),
+                 b = rng.tensor({n});
+          Tensor z = rng.tensor({m, n});
+          auto pk = packed ? rt::detail::packTransposedB(w) : nullptr;
+          llvm::function_ref<void(float *, int64_t)> t;
+          if (tail)
+            t = gelu;
+          INFO("m=" << m << " n=" << n << " packed=" << packed
+                    << " tail=" << tail);
+          for (int threads : {1, 2}) {
+            Tensor y = withThreads(threads, [&] {
+              return rt::detail::linearWithPack(x, w, b, rt::Activation::None,
+                                                pk.get(), t);
+            });
+            Tensor got = withThreads(threads, [&] {
+              return rt::detail::linearWithPack(x, w, b, rt::Activation::None,
+                                                pk.get(), t, z);
+            });
+            CHECK(got.bitwiseEqual(rt::binary(rt::BinaryOp::Add, y, z)));
+          }
+        }
+  // Addends that do not fit (broadcast, a view, float64) are added as the
+  // add op would.
+  Tensor x = rng.tensor({5, 8}), w = rng.tensor({6, 8}), b = rng.tensor({6});
+  Tensor y = rt::linear(x, w, b);
+  for (Tensor z : {rng.tensor({6}), rng.tensor({6, 5}).permuted({1, 0}),
+                   rt::cast(rng.tensor({5, 6}), DType::Float64)}) {
+    CHECK_FALSE(rt::detail::linearAddendFits(x, w, b, z));
+    Tensor got = rt::detail::linearWithPack(x, w, b, rt::Activation::None,
+                                            nullptr, {}, z);
+    CHECK(got.bitwiseEqual(rt::binary(rt::BinaryOp::Add, y, z)));
+  }
+  CHECK(rt::detail::linearAddendFits(x, w, b, rng.tensor({5, 6})));
 }
 
 TEST_CASE("matmul and linear at the micro-kernel's tile edges", "[linalg][threads]") {
