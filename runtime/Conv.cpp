@@ -47,6 +47,8 @@ int64_t convOutputSize(int64_t in, int64_t kernel, int64_t stride,
 
 namespace {
 
+struct NormedChannels;
+
 /// Validated geometry of a 2-D convolution (conv1d uses H = kh = 1).
 struct ConvGeom {
   int64_t n, c, h, w;     ///< input
@@ -66,6 +68,9 @@ struct ConvGeom {
   /// output is a channel slice of a larger tensor (a concat's output).
   /// Each image is contiguous; the residual is contiguous throughout.
   int64_t outImage = 0;
+  /// A normalised input (conv2dNormedInput), read from its channels
+  /// instead of x; only on pointwise convs through convMicro.
+  const NormedChannels *norm = nullptr;
 
   int64_t k() const { return cg * kh * kw; }
   int64_t spatial() const { return oh * ow; }
@@ -300,7 +305,8 @@ static void convBlas(const ConvGeom &g, const float *x, const float *w,
     int64_t n = img / g.groups, grp = img % g.groups;
     int64_t j0 = tl * t.tile, j1 = std::min(sp, j0 + t.tile);
     int64_t m0 = g.og * mb / t.mBlocks, m1 = g.og * (mb + 1) / t.mBlocks;
-    const float *xg = x + (n * g.c + grp * g.cg) * g.h * g.w;
+    // (x is null for a normalised input, read from its channels.)
+    const float *xg = x ? x + (n * g.c + grp * g.cg) * g.h * g.w : nullptr;
     float *og = out + g.outAt(n, grp * g.og);
     const float *wg = w + (grp * g.og + m0) * k;
     const float *bg = bias ? bias + grp * g.og : nullptr;
@@ -479,6 +485,19 @@ TM_IM2COL_AVX512 inline void copySeg2(float *d, const float *s, int64_t n) {
                           evens(lo, hi));
   }
 }
+/// d[i] = act(s[i] * scale + shift), i < n, as one FMA: what
+/// scaleShiftChannels computes on a CPU with AVX-512 (its AVX-512 and AVX2
+/// clones contract the multiply and add), the only CPUs that run this.
+TM_IM2COL_AVX512 inline void scaleShiftSeg(float *d, const float *s, int64_t n,
+                                           float scale, float shift,
+                                           Activation act) {
+  const __m512 sv = _mm512_set1_ps(scale), bv = _mm512_set1_ps(shift);
+  for (int64_t i = 0; i < n; i += 16) {
+    __mmask16 m = headMask(n - i);
+    __m512 v = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, s + i), sv, bv);
+    _mm512_mask_storeu_ps(d + i, m, simd512::activate(v, act));
+  }
+}
 } // namespace
 #else
 #define TM_IM2COL_AVX512
@@ -488,6 +507,11 @@ inline void copySeg(float *d, const float *s, int64_t n) { std::copy(s, s + n, d
 inline void copySeg2(float *d, const float *s, int64_t n) {
   for (int64_t q = 0; q < n; ++q)
     d[q] = s[2 * q];
+}
+inline void scaleShiftSeg(float *d, const float *s, int64_t n, float scale,
+                          float shift, Activation act) {
+  for (int64_t i = 0; i < n; ++i)
+    d[i] = activate(act, s[i] * scale + shift);
 }
 } // namespace
 #endif
@@ -557,6 +581,40 @@ static void im2colStrips(const ConvGeom &g, const float *x, int64_t j0,
           zeroSeg(d + b, r.ox1 - b);
         }
       }
+    }
+  }
+}
+
+namespace {
+/// A ConvInputNorm as convMicro reads it: input channel k of image n at
+/// base[k] + n * imageStride[k] (a plane of its part), then act(v *
+/// scale[k] + shift[k]).
+struct NormedChannels {
+  llvm::SmallVector<const float *, 64> base;
+  llvm::SmallVector<int64_t, 64> imageStride;
+  const float *scale = nullptr, *shift = nullptr;
+  Activation act = Activation::None;
+};
+} // namespace
+
+/// Rows [k0, k1) x columns [j0, j1) of the normalised input of image n of
+/// a pointwise conv, in im2colStrips' layout (the patch matrix of a 1x1
+/// conv is its input).
+TM_IM2COL_AVX512
+static void normedStrips(const NormedChannels &nm, int64_t n, int64_t j0,
+                         int64_t j1, int64_t k0, int64_t k1, float *col) {
+  int64_t stripStride = (k1 - k0) * GemmNR;
+  // Channel by channel: each reads one contiguous run of its plane (the
+  // parts come from layers run long before, from memory) while the next
+  // channel's run is prefetched.
+  for (int64_t k = k0; k < k1; ++k) {
+    const float *src = nm.base[k] + n * nm.imageStride[k];
+    if (k + 1 < k1)
+      prefetchFloats(nm.base[k + 1] + n * nm.imageStride[k + 1] + j0, j1 - j0);
+    for (int64_t s0 = j0; s0 < j1; s0 += GemmNR) {
+      int64_t width = std::min(GemmNR, j1 - s0);
+      scaleShiftSeg(col + (s0 - j0) / GemmNR * stripStride + (k - k0) * width,
+                    src + s0, width, nm.scale[k], nm.shift[k], nm.act);
     }
   }
 }
@@ -788,6 +846,24 @@ static int64_t widestColumnTile(int64_t k) {
                               gemmDepthBlock(k) / GemmNR * GemmNR);
 }
 
+/// Columns [j0, j1) of image n of a pointwise conv on a normalised input
+/// (g.norm), rows from panel p0 (m of them), into `c`: each depth block's
+/// rows normalised into `buf` (normedStrips), then multiplied as
+/// gemmPackedA multiplies the dense input's.
+static void normedColumns(const ConvGeom &g, int64_t n, const float *wg,
+                          int64_t panels, int64_t p0, int64_t m, int64_t j0,
+                          int64_t j1, float *c, int64_t ldc, const float *bias,
+                          float *buf, Activation act, GemmAddend addend) {
+  int64_t k = g.k(), kb = gemmDepthBlock(k);
+  for (int64_t k0 = 0; k0 < k; k0 += kb) {
+    int64_t kc = std::min(kb, k - k0);
+    normedStrips(*g.norm, n, j0, j1, k0, k0 + kc, buf);
+    gemmPackedABlock(wg, panels, p0, m, j1 - j0, k, k0, kc,
+                     {buf, kc * GemmNR, GemmNR, /*compact=*/true}, c, ldc, bias,
+                     act, addend);
+  }
+}
+
 /// convBlas on the micro-kernel: the same work items (image, group, column
 /// tile, row block), with the patch tile written straight into the
 /// kernel's strip layout and bias + activation applied in its store.
@@ -863,7 +939,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   if (implicit)
     im = makeImplicit(g, onGrid ? std::min(chunk, tile) : tile);
   size_t tileFloats =
-      pointwise  ? 0
+      pointwise && !g.norm ? 0
       : implicit ? size_t(im->bufferFloats + (onGrid ? g.og * chunk : 0))
                  : size_t(gemmDepthBlock(k)) * size_t(strips * GemmNR);
   Tensor scratchT = Tensor::empty({int64_t(tileFloats) * threads});
@@ -897,7 +973,11 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
     if (g.residual)
       res = {g.residual + g.resAt(n, grp * g.og + m0) + j0, sp};
     Activation act = g.residual ? g.tailAct : g.act;
-    if (pointwise || k == 0) { // (k == 0: C is the activated bias)
+    if (g.norm && k > 0) {
+      normedColumns(g, n, wg, panels, p0, m1 - m0, j0, j1, cg, sp, bg,
+                    scratch + tileFloats * size_t(omp_get_thread_num()), act,
+                    res);
+    } else if (pointwise || k == 0) { // (k == 0: C is the activated bias)
       gemmPackedA(wg, panels, p0, m1 - m0, j1 - j0, k, {xg + j0, GemmNR, sp},
                   cg, sp, bg, act, res);
     } else if (onGrid) {
@@ -2058,17 +2138,11 @@ Tensor conv2dMaxPool(const Tensor &input, const Tensor &weight,
   return y.defined() ? y : maxPoolNd(conv2d(input, weight, bias, p), pool);
 }
 
-Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
-              const Conv2dParams &p) {
-  ConvGeom g = conv2dGeom(input, weight, bias, p);
-  if (!input.isContiguous()) {
-    // A channels-last input keeps its layout where the depthwise kernel
-    // reads it; other views are read as a dense copy.
-    if (!p.residual.defined() && !p.into.defined())
-      if (Tensor y = depthwiseChannelsLast(g, input, weight, bias); y.defined())
-        return y;
-    return conv2d(rt::contiguous(input), weight, bias, p);
-  }
+/// The output of conv `g` with p's residual and `into` (checked; an
+/// `into` that does not fit is ignored), computed by run(g, out) with
+/// g.residual and g.outImage set.
+template <typename Run>
+static Tensor convOutput(ConvGeom g, const Conv2dParams &p, Run &&run) {
   Shape outShape{g.n, g.o, g.oh, g.ow};
   Tensor residual;
   if (p.residual.defined()) {
@@ -2092,14 +2166,101 @@ Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
         into.strides()[1] == g.spatial() && into.strides()[0] >= g.outImage));
   if (!fits) {
     Tensor out = Tensor::empty(outShape, DType::Float32);
-    runConv(g, input, weight, bias, out);
+    run(g, out);
     return out;
   }
   if (!into.isContiguous())
     g.outImage = into.strides()[0];
   Tensor out = into;
-  runConv(g, input, weight, bias, out);
+  run(g, out);
   return out;
+}
+
+Tensor conv2d(const Tensor &input, const Tensor &weight, const Tensor &bias,
+              const Conv2dParams &p) {
+  ConvGeom g = conv2dGeom(input, weight, bias, p);
+  if (!input.isContiguous()) {
+    // A channels-last input keeps its layout where the depthwise kernel
+    // reads it; other views are read as a dense copy.
+    if (!p.residual.defined() && !p.into.defined())
+      if (Tensor y = depthwiseChannelsLast(g, input, weight, bias); y.defined())
+        return y;
+    return conv2d(rt::contiguous(input), weight, bias, p);
+  }
+  return convOutput(g, p, [&](const ConvGeom &gg, Tensor &out) {
+    runConv(gg, input, weight, bias, out);
+  });
+}
+
+Tensor detail::conv2dNormedInput(const ConvInputNorm &in, const Tensor &w,
+                                 const Tensor &bias, const Conv2dParams &p) {
+  const ChannelAffine &a = *in.affine;
+  // The in-kernel path's conditions. Anything else, every error included,
+  // goes through the built input and conv2d.
+  constexpr int64_t IntMax = std::numeric_limits<int>::max();
+  bool fast = gemmMicroKernelAvailable() && p.gemm != ConvGemm::Blas &&
+              !in.parts.empty();
+  int64_t n = 0, c = 0, h = 0, wd = 0;
+  for (size_t i = 0; fast && i < in.parts.size(); ++i) {
+    const Tensor &t = in.parts[i];
+    fast = t.defined() && t.dtype() == DType::Float32 && t.rank() == 4 &&
+           t.isContiguous();
+    if (!fast)
+      break;
+    if (i == 0) {
+      n = t.dim(0);
+      h = t.dim(2);
+      wd = t.dim(3);
+    }
+    fast = t.dim(0) == n && t.dim(2) == h && t.dim(3) == wd;
+    c += t.dim(1);
+  }
+  Int2 end = p.paddingEnd.value_or(p.padding);
+  fast =
+      fast && n > 0 && c > 0 && h > 0 && wd > 0 && c <= IntMax &&
+      h * wd <= IntMax && int64_t(a.scale.size()) == c &&
+      int64_t(a.shift.size()) == c && w.defined() &&
+      w.dtype() == DType::Float32 && w.rank() == 4 && w.isContiguous() &&
+      w.dim(0) > 0 && w.dim(1) == c && w.dim(2) == 1 && w.dim(3) == 1 &&
+      p.groups == 1 && p.stride == Int2(1) && p.padding == Int2(0) &&
+      end == Int2(0) && p.dilation.h >= 1 && p.dilation.w >= 1 &&
+      (!bias.defined() || (bias.dtype() == DType::Float32 && bias.rank() == 1 &&
+                           bias.numel() == w.dim(0) && bias.isContiguous()));
+  if (!fast)
+    return conv2d(scaleShiftChannels(in.parts, a, in.act), w, bias, p);
+  NormedChannels nm;
+  for (const Tensor &t : in.parts)
+    for (int64_t j = 0; j < t.dim(1); ++j) {
+      nm.base.push_back(t.data<float>() + j * h * wd);
+      nm.imageStride.push_back(t.dim(1) * h * wd);
+    }
+  nm.scale = a.scale.data();
+  nm.shift = a.shift.data();
+  nm.act = in.act;
+  ConvGeom g;
+  g.n = n;
+  g.c = g.cg = c;
+  g.h = g.oh = h;
+  g.w = g.ow = wd;
+  g.o = g.og = w.dim(0);
+  g.kh = g.kw = 1;
+  g.sh = g.sw = 1;
+  g.ph = g.pw = 0;
+  g.dh = p.dilation.h;
+  g.dw = p.dilation.w;
+  g.groups = 1;
+  g.act = p.activation;
+  g.packed = p.packed;
+  g.gemm = p.gemm;
+  g.outImage = g.o * g.spatial();
+  g.norm = &nm;
+  return convOutput(g, p, [&](const ConvGeom &gg, Tensor &out) {
+    Tensor owned;
+    const float *panels = panelsOf(gg, w, owned);
+    convMicro(gg, nullptr, panels,
+              bias.defined() ? bias.data<float>() : nullptr,
+              static_cast<float *>(out.viewData()));
+  });
 }
 
 Tensor conv1d(const Tensor &input, const Tensor &weight, const Tensor &bias,

@@ -38,6 +38,7 @@
 
 #include "ElementwiseProgram.h"
 #include "Gemm.h"
+#include "Internal.h"
 #include "ops/Lowering.h"
 #include "tm/runtime/Kernels.h"
 
@@ -133,6 +134,22 @@ std::optional<std::pair<const Node *, bool>> addendOf(const Expr &e, const Node 
   if (nb == n)
     return std::make_pair(static_cast<const Node *>(na), true);
   return std::nullopt;
+}
+
+/// Whether conv `e`'s weight may be (O, C, 1, 1): false only when its
+/// shape is known and is not.
+bool mayBePointwise(const Expr &e) {
+  const Shape *shape = nullptr;
+  if (const Module *m = builtinCallee(e)) {
+    const Tensor *w = m->tensor("weight");
+    if (w && w->rank() != 4)
+      return false;
+    return !w || (w->dim(2) == 1 && w->dim(3) == 1);
+  }
+  if (auto w = e.namedArg("weight"))
+    if (auto *t = llvm::dyn_cast_or_null<TensorNode>(w->node()))
+      shape = t->staticShape();
+  return !shape || (shape->size() == 4 && (*shape)[2] == 1 && (*shape)[3] == 1);
 }
 
 /// An inference batch norm with running statistics.
@@ -528,9 +545,29 @@ void planFusions(const InternalGraph &g, LowerContext &ctx) {
       chain.activation = *activationOf(*act);
       ctx.absorbed[act] = ctx.slot(e->output(0));
     }
+    chain.value = (act ? act : e)->output(0);
     ctx.normHeads[e] = chain;
   }
   planConcatPlacement(g, outputs, chainHeads, ctx);
+  // ... -> conv2d: a pointwise conv normalises its input as it reads it.
+  // Not where the conv writes into a concat, pools its output or adds a
+  // residual (those read the input's shape first), nor where its weight
+  // is known not to be 1x1.
+  for (auto &[head, chain] : ctx.normHeads) {
+    const Expr *u = soleUser(chain.value);
+    auto *cf = u ? llvm::dyn_cast<CallFunction>(u) : nullptr;
+    if (!u || u->numOutputs() != 1 ||
+        !((cf && cf->func().kind() == OpKind::Conv2dAct) || isConv2d(*u)) ||
+        ctx.convPools.count(u) || ctx.concatParts.count(u) ||
+        ctx.absorbed.count(u) || ctx.deferred.count(u) || !mayBePointwise(*u))
+      continue;
+    if (auto h = ctx.heads.find(u);
+        h != ctx.heads.end() && h->second.residualSlot >= 0)
+      continue;
+    chain.conv = u;
+    ctx.convInputNorms[u] = head;
+    ctx.deferred[head] = u;
+  }
   planElementwiseChains(g, outputs, position, ctx);
 }
 
@@ -642,72 +679,172 @@ StepFn elementwiseChainStep(const Expr &root,
   };
 }
 
-StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
-                     LowerContext &ctx) {
-  uint32_t o = ctx.slot(head.output(0));
-  const Expr &bn = head;
-  // The parts: the concat's inputs, or the batch norm's own input.
+namespace {
+/// What a NormChain's steps read: its parts (the concat's inputs, or the
+/// batch norm's own input) and the statistics and affine tensors.
+struct NormSource {
   std::vector<Src> parts;
-  if (chain.concat)
-    parts = Args(*chain.concat, ctx).list("inps");
-  // The statistics and affine tensors, read when the step runs.
   std::function<std::array<Tensor, 4>(Value *)> params;
-  double eps;
+  double eps = 0;
+  bool concat = false;
+  Activation act = Activation::None;
+
+  std::vector<Tensor> tensors(Value *s) const {
+    std::vector<Tensor> ts;
+    ts.reserve(parts.size());
+    for (const Src &p : parts)
+      ts.push_back(p.get(s));
+    return ts;
+  }
+  /// Whether `ts` are what batchNormAct takes: float32 parts equal
+  /// outside axis 1.
+  static bool fits(const std::vector<Tensor> &ts) {
+    bool ok = !ts.empty();
+    for (const Tensor &t : ts)
+      ok &= t.defined() && t.dtype() == DType::Float32 && t.rank() >= 2 &&
+            t.rank() == ts[0].rank() && t.dim(0) == ts[0].dim(0) &&
+            t.shape().drop_front(2) == ts[0].shape().drop_front(2);
+    return ok;
+  }
+  /// The chain's value as its ops compute it (promotion, or a mismatch
+  /// the concat reports).
+  Tensor byOps(const std::vector<Tensor> &ts,
+               const std::array<Tensor, 4> &p) const {
+    Tensor t = concat ? rt::concat(ts, 1) : ts[0];
+    t = batchNorm(t, p[0], p[1], p[2], p[3], eps);
+    return activationOp(t, act);
+  }
+};
+
+NormSource normSourceOf(const Expr &bn, const NormChain &chain,
+                        LowerContext &ctx) {
+  NormSource src;
+  src.concat = chain.concat != nullptr;
+  src.act = chain.activation;
+  if (chain.concat)
+    src.parts = Args(*chain.concat, ctx).list("inps");
   if (const Module *m = builtinCallee(bn)) {
     ctx.readsModule(m);
     const Tensor *t[4] = {m->tensor("running_mean"), m->tensor("running_var"),
                           m->tensor("weight"), m->tensor("bias")};
-    params = [t](Value *) {
+    src.params = [t](Value *) {
       return std::array<Tensor, 4>{*t[0], *t[1], t[2] ? *t[2] : Tensor(),
                                    t[3] ? *t[3] : Tensor()};
     };
-    eps = m->floatValue("eps");
+    src.eps = m->floatValue("eps");
     if (!chain.concat) {
       Src x;
       x.slot = ctx.slot(bn.arg(1).node());
-      parts.push_back(x);
+      src.parts.push_back(x);
     }
-  } else {
-    Args a(bn, ctx);
-    Src mean = a.optTensor("running_mean"), var = a.optTensor("running_var"),
-        w = a.optTensor("weight"), b = a.optTensor("bias");
-    if (!mean.defined() || !var.defined())
-      a.fail("batch_norm needs running_mean and running_var at inference");
-    params = [mean, var, w, b](Value *s) {
-      return std::array<Tensor, 4>{mean.get(s), var.get(s), w.defined() ? w.get(s) : Tensor(),
-                                   b.defined() ? b.get(s) : Tensor()};
-    };
-    eps = a.number("eps");
-    if (!chain.concat)
-      parts.push_back(a.tensor("inp"));
+    return src;
   }
-  bool concat = chain.concat != nullptr;
-  Activation act = chain.activation;
+  Args a(bn, ctx);
+  Src mean = a.optTensor("running_mean"), var = a.optTensor("running_var"),
+      w = a.optTensor("weight"), b = a.optTensor("bias");
+  if (!mean.defined() || !var.defined())
+    a.fail("batch_norm needs running_mean and running_var at inference");
+  src.params = [mean, var, w, b](Value *s) {
+    return std::array<Tensor, 4>{mean.get(s), var.get(s),
+                                 w.defined() ? w.get(s) : Tensor(),
+                                 b.defined() ? b.get(s) : Tensor()};
+  };
+  src.eps = a.number("eps");
+  if (!chain.concat)
+    src.parts.push_back(a.tensor("inp"));
+  return src;
+}
+
+/// A batch norm's per-channel affine, computed once and kept against the
+/// identity (storage, shape, dtype) of the tensors it came from and the
+/// channel count, as BatchNormFold keeps its fold.
+class AffineCache {
+public:
+  std::shared_ptr<const detail::ChannelAffine>
+  get(const std::array<Tensor, 4> &t, double eps,
+      llvm::ArrayRef<int64_t> shape) {
+    std::lock_guard l(mu_);
+    bool same = affine_ && channels_ == shape[1];
+    for (size_t i = 0; same && i < t.size(); ++i)
+      same = t[i].defined() == key_[i].defined() &&
+             t[i].rawData() == key_[i].rawData() &&
+             t[i].shape() == key_[i].shape() && t[i].dtype() == key_[i].dtype();
+    if (!same) {
+      affine_ = std::make_shared<const detail::ChannelAffine>(
+          detail::batchNormAffine(t[0], t[1], t[2], t[3], eps, shape));
+      key_ = t;
+      channels_ = shape[1];
+    }
+    return affine_;
+  }
+
+private:
+  std::mutex mu_;
+  std::array<Tensor, 4> key_;
+  int64_t channels_ = -1;
+  std::shared_ptr<const detail::ChannelAffine> affine_;
+};
+
+} // namespace
+
+/// The input a conv reads through a NormChain (ctx.convInputNorms).
+struct NormedConvInput {
+  NormSource src;
+  AffineCache affine;
+};
+
+std::shared_ptr<NormedConvInput> normedConvInput(const Expr &e,
+                                                 LowerContext &ctx) {
+  auto n = ctx.convInputNorms.find(&e);
+  if (n == ctx.convInputNorms.end())
+    return nullptr;
+  auto normed = std::make_shared<NormedConvInput>();
+  normed->src = normSourceOf(*n->second, ctx.normHeads.lookup(n->second), ctx);
+  return normed;
+}
+
+bool runNormedConv(
+    NormedConvInput &normed, Value *s, const RunState &st, uint32_t xSlot,
+    llvm::function_ref<void(const detail::ConvInputNorm &)> run) {
+  if (st.observable)
+    return false;
+  std::vector<Tensor> ts = normed.src.tensors(s);
+  std::array<Tensor, 4> params = normed.src.params(s);
+  bool fits = NormSource::fits(ts);
+  for (const Tensor &t : ts)
+    fits &= t.rank() == 4;
+  if (!fits) {
+    s[xSlot].tensor = normed.src.byOps(ts, params);
+    return false;
+  }
+  Shape shape(ts[0].shape().begin(), ts[0].shape().end());
+  shape[1] = 0;
+  for (const Tensor &t : ts)
+    shape[1] += t.dim(1);
+  auto affine = normed.affine.get(params, normed.src.eps, shape);
+  run(detail::ConvInputNorm{ts, affine.get(), normed.src.act});
+  return true;
+}
+
+StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
+                     LowerContext &ctx) {
+  uint32_t o = ctx.slot(head.output(0));
+  if (chain.conv) // the conv reads the parts and normalises them itself
+    return [single](Value *s, RunState &st) {
+      if (st.observable)
+        single(s, st);
+    };
+  NormSource src = normSourceOf(head, chain, ctx);
   return [=](Value *s, RunState &st) {
     if (st.observable) {
       single(s, st);
       return;
     }
-    std::vector<Tensor> ts;
-    ts.reserve(parts.size());
-    for (const Src &p : parts)
-      ts.push_back(p.get(s));
-    auto [mean, var, w, b] = params(s);
-    // What batchNormAct takes: float32 parts equal outside axis 1. Anything
-    // else (promotion, or a mismatch the concat reports) runs the ops.
-    bool fits = true;
-    for (const Tensor &t : ts)
-      fits &= t.defined() && t.dtype() == DType::Float32 && t.rank() >= 2 &&
-              t.rank() == ts[0].rank() && t.dim(0) == ts[0].dim(0) &&
-              t.shape().drop_front(2) == ts[0].shape().drop_front(2);
-    if (fits) {
-      s[o].tensor = batchNormAct(ts, mean, var, w, b, eps, act);
-      return;
-    }
-    Tensor t = concat ? rt::concat(ts, 1) : ts[0];
-    t = batchNorm(t, mean, var, w, b, eps);
-    t = activationOp(t, act);
-    s[o].tensor = std::move(t);
+    std::vector<Tensor> ts = src.tensors(s);
+    auto [mean, var, w, b] = src.params(s);
+    s[o].tensor = NormSource::fits(ts)
+                      ? batchNormAct(ts, mean, var, w, b, src.eps, src.act)
+                      : src.byOps(ts, {mean, var, w, b});
   };
 }
 
@@ -781,12 +918,14 @@ private:
 };
 
 /// The conv call, then (when `pool` is given: a conv2d that absorbed a max
-/// pool, ctx.convPools, with no residual or `into`) the pool.
+/// pool, ctx.convPools, with no residual or `into`) the pool. With `norm`
+/// (a conv2d without pool), the input is that normalised input, not x.
 Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w,
                const Tensor &b, Activation act,
                const PackedConvWeight *packed = nullptr,
                const Tensor &residual = {}, const Tensor &into = {},
-               const std::optional<WindowNd> &pool = std::nullopt) {
+               const std::optional<WindowNd> &pool = std::nullopt,
+               const detail::ConvInputNorm *norm = nullptr) {
   if (pool) {
     assert(c.kind == ConvCall::Kind::Conv2d && !residual.defined() &&
            !into.defined());
@@ -808,7 +947,8 @@ Tensor runConv(const ConvCall &c, const Tensor &x, const Tensor &w,
     p.packed = packed;
     p.residual = residual;
     p.into = into;
-    return conv2d(x, w, b, p);
+    return norm ? detail::conv2dNormedInput(*norm, w, b, p)
+                : conv2d(x, w, b, p);
   }
   case ConvCall::Kind::ConvTranspose2d: {
     ConvTranspose2dParams p = c.pt;
@@ -879,11 +1019,32 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   std::optional<WindowNd> pool;
   if (auto p = ctx.convPools.find(&e); p != ctx.convPools.end())
     pool = p->second;
+  // A NormChain's value as the input (planned only without pool, residual
+  // or concat target): the parts, normalised as the conv reads them.
+  // viaNorm runs the conv so and returns true, or computes the input into
+  // x's slot and returns false.
+  std::shared_ptr<NormedConvInput> normed =
+      c.kind == ConvCall::Kind::Conv2d && c.x.slot >= 0
+          ? normedConvInput(e, ctx)
+          : nullptr;
+  auto viaNorm = [c, normed, o](Value *s, const RunState &st, const Tensor &w,
+                                const Tensor &b, Activation act,
+                                const PackedConvWeight *pw) {
+    return normed && runNormedConv(*normed, s, st, uint32_t(c.x.slot),
+                                   [&](const detail::ConvInputNorm &in) {
+                                     s[o].tensor =
+                                         runConv(c, Tensor(), w, b, act, pw, {},
+                                                 {}, std::nullopt, &in);
+                                   });
+  };
   auto it = ctx.heads.find(&e);
   if (it == ctx.heads.end())
-    return [c, o, pack, packOf, intoOf, pool](Value *s, RunState &st) {
-      Tensor x = c.x.get(s), w = c.w.get(s);
+    return [c, o, pack, packOf, intoOf, pool, viaNorm](Value *s, RunState &st) {
+      Tensor w = c.w.get(s);
       auto pw = packOf(pack, w);
+      if (viaNorm(s, st, w, c.b.getOr(s), Activation::None, pw.get()))
+        return;
+      Tensor x = c.x.get(s);
       if (pool && !st.observable) {
         s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get(),
                               {}, {}, pool);
@@ -901,19 +1062,22 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
     if (pack)
       foldPack = std::make_shared<WeightPack>(groups);
   }
-  return [c, o, chain, fold, pack, foldPack, packOf, intoOf,
-          pool](Value *s, RunState &st) {
-    const Tensor &x = c.x.get(s);
+  return [c, o, chain, fold, pack, foldPack, packOf, intoOf, pool,
+          viaNorm](Value *s, RunState &st) {
     Tensor w = c.w.get(s);
     if (st.observable) {
       auto pw = packOf(pack, w);
-      s[o].tensor = runConv(c, x, w, c.b.getOr(s), Activation::None, pw.get());
+      s[o].tensor =
+          runConv(c, c.x.get(s), w, c.b.getOr(s), Activation::None, pw.get());
       return;
     }
     Tensor b = c.b.getOr(s);
     if (fold)
       std::tie(w, b) = fold->get(w, b);
     auto pw = packOf(fold ? foldPack : pack, w);
+    if (viaNorm(s, st, w, b, chain.activation, pw.get()))
+      return;
+    const Tensor &x = c.x.get(s);
     if (chain.residualSlot < 0) {
       s[o].tensor =
           pool ? runConv(c, x, w, b, chain.activation, pw.get(), {}, {}, pool)

@@ -12,6 +12,8 @@
 //===----------------------------------------------------------------------===//
 #include "FusedOps.h"
 
+#include "Internal.h"
+
 #include "Gemm.h"
 #include "VecMath.h"
 #include "ops/Lowering.h"
@@ -211,16 +213,28 @@ StepFn lowerConv2dAct(const Expr &e, OpKind, LowerContext &ctx) {
   if (auto it = ctx.convPools.find(&e); it != ctx.convPools.end())
     pool = it->second;
   // One part of a channel concat: written straight into its output.
+  // Its input a NormChain's value: normalised as it is read (planned only
+  // without pool or concat target).
+  auto normed = x >= 0 ? normedConvInput(e, ctx) : nullptr;
   return [x = d.src(x), w = d.src(w), b = d.src(b), o, p, act, pack, pool,
-          target = concatTargetOf(ctx, e)](Value *s, RunState &st) {
+          target = concatTargetOf(ctx, e), normed](Value *s, RunState &st) {
     Conv2dParams q = p;
-    Tensor xt = x.get(s), wt = w.get(s);
-    q.into = target.view(s, st, xt, wt, p);
+    Tensor wt = w.get(s);
     std::shared_ptr<const PackedConvWeight> pw;
     if (pack) {
       pw = pack->get(wt);
       q.packed = pw.get();
     }
+    if (normed && runNormedConv(*normed, s, st, uint32_t(x.slot),
+                                [&](const detail::ConvInputNorm &in) {
+                                  Tensor y = detail::conv2dNormedInput(
+                                      in, wt, b.getOr(s), q);
+                                  applyTail(y, act);
+                                  s[o].tensor = std::move(y);
+                                }))
+      return;
+    Tensor xt = x.get(s);
+    q.into = target.view(s, st, xt, wt, p);
     if (pool && !st.observable) {
       Tensor y;
       if (hasTail(act)) {

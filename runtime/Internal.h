@@ -22,6 +22,7 @@
 #include "tm/ir/Diagnostic.h"
 #include "tm/ir/Tensor.h"
 #include "tm/runtime/Common.h"
+#include "tm/runtime/Conv.h"
 #include "tm/runtime/Reduce.h"
 
 /// Put before a hot kernel function (not a lambda) to compile it for
@@ -384,5 +385,39 @@ float reduceRowF32(ReduceOp op, const float *x, int64_t n);
 /// Makes OpenBLAS run every call on the calling thread (see Linalg.h). Call
 /// outside parallel regions.
 void ensureSerialBlas();
+
+//===-- Normalised conv inputs --------------------------------------------===//
+
+/// An inference batch norm as y = x * scale[c] + shift[c] per channel c
+/// (folded in double, rounded to float, as batchNormAct computes it).
+struct ChannelAffine {
+  llvm::SmallVector<float, 64> scale, shift;
+};
+/// The affine of batch_norm over axis 1 of a tensor of `shape` (the
+/// statistics checked against its channels; eps >= 0).
+ChannelAffine batchNormAffine(const Tensor &mean, const Tensor &var,
+                              const Tensor &weight, const Tensor &bias,
+                              double eps, llvm::ArrayRef<int64_t> shape);
+/// act(x * scale + shift) over the channel concatenation of `parts`
+/// (float32, equal outside axis 1): batchNormAct with its affine given.
+Tensor scaleShiftChannels(llvm::ArrayRef<Tensor> parts, const ChannelAffine &a,
+                          Activation act);
+
+/// The input of a conv2d given as act(x * scale + shift) of the channel
+/// concatenation of `parts`: a batch norm, its activation and a concat
+/// before the conv (DenseNet's layers, pre-activation blocks).
+struct ConvInputNorm {
+  llvm::ArrayRef<Tensor> parts;
+  const ChannelAffine *affine = nullptr;
+  Activation act = Activation::None;
+};
+/// conv2d(scaleShiftChannels(in.parts, *in.affine, in.act), w, b, p), bit
+/// for bit. A pointwise (1x1, stride 1, unpadded) ungrouped conv on the
+/// micro-kernel (AVX-512) of 4-d contiguous parts never builds its input:
+/// each work item normalises the input columns it multiplies, one depth
+/// block at a time, into the patch buffer the kernel reads (as im2col
+/// fills it). Other convs build the input first.
+Tensor conv2dNormedInput(const ConvInputNorm &in, const Tensor &w,
+                         const Tensor &b, const Conv2dParams &p);
 
 } // namespace tmg::rt::detail

@@ -92,10 +92,17 @@ static std::shared_ptr<ExecutionPlan> buildPlan(const Interpreter &interp,
       else if (--left[s] == 0)
         st.frees.push_back(s);
     }
-    if (auto it = pending.find(e); it != pending.end())
-      for (uint32_t s : it->second)
-        if (--left[s] == 0)
-          st.frees.push_back(s);
+    if (auto it = pending.find(e); it != pending.end()) {
+      llvm::SmallVector<uint32_t, 8> held = std::move(it->second);
+      pending.erase(it);
+      // A deferred expr's own deferred inputs wait for its reader too.
+      if (later != ctx.deferred.end())
+        pending[later->second].append(held.begin(), held.end());
+      else
+        for (uint32_t s : held)
+          if (--left[s] == 0)
+            st.frees.push_back(s);
+    }
     p->steps.push_back(std::move(st));
   }
   return p;

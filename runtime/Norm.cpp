@@ -56,8 +56,9 @@ Tensor batchNorm(const Tensor &x, const Tensor &mean, const Tensor &var,
   return batchNormAct({x}, mean, var, weight, bias, eps, Activation::None);
 }
 
-Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean, const Tensor &var,
-                    const Tensor &weight, const Tensor &bias, double eps, Activation act) {
+/// The shape of the channel concatenation of `parts` (checked: float32,
+/// rank >= 2, equal outside axis 1).
+static Shape concatShape(llvm::ArrayRef<Tensor> parts) {
   if (parts.empty())
     raise("batch_norm: no input");
   for (const Tensor &p : parts) {
@@ -65,7 +66,6 @@ Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean, const Tens
     if (p.rank() < 2)
       raise("batch_norm: input must be at least 2-D (N, C, ...), got {}", shapeStr(p.shape()));
   }
-  // The concatenation of the parts along axis 1.
   Shape shape(parts[0].shape().begin(), parts[0].shape().end());
   shape[1] = 0;
   for (const Tensor &p : parts) {
@@ -77,23 +77,42 @@ Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean, const Tens
   }
   for (const Tensor &p : parts)
     shape[1] += p.dim(1);
+  return shape;
+}
+
+namespace detail {
+ChannelAffine batchNormAffine(const Tensor &mean, const Tensor &var,
+                              const Tensor &weight, const Tensor &bias,
+                              double eps, llvm::ArrayRef<int64_t> shape) {
   requireDefined("batch_norm", mean, "running mean");
   requireDefined("batch_norm", var, "running var");
   if (!(eps >= 0.0))
     raise("batch_norm: eps must be >= 0, got {}", eps);
-  int64_t n = shape[0], c = shape[1];
-  int64_t inner = shapeNumel(llvm::ArrayRef<int64_t>(shape).drop_front(2));
+  int64_t c = shape[1];
   auto mu = channelParam(mean, "running mean", c, shape, 0.0);
   auto var2 = channelParam(var, "running var", c, shape, 1.0);
   auto gamma = channelParam(weight, "weight", c, shape, 1.0);
   auto beta = channelParam(bias, "bias", c, shape, 0.0);
   // y = x * scale + shift, folded per channel in double.
-  llvm::SmallVector<float, 64> scale(c), shift(c);
+  ChannelAffine a;
+  a.scale.resize(size_t(c));
+  a.shift.resize(size_t(c));
   for (int64_t i = 0; i < c; ++i) {
     double s = gamma[i] / std::sqrt(var2[i] + eps);
-    scale[i] = float(s);
-    shift[i] = float(beta[i] - mu[i] * s);
+    a.scale[i] = float(s);
+    a.shift[i] = float(beta[i] - mu[i] * s);
   }
+  return a;
+}
+
+Tensor scaleShiftChannels(llvm::ArrayRef<Tensor> parts, const ChannelAffine &a,
+                          Activation act) {
+  Shape shape = concatShape(parts);
+  int64_t n = shape[0], c = shape[1];
+  if (int64_t(a.scale.size()) != c || int64_t(a.shift.size()) != c)
+    raise("batch_norm: {} scales and {} shifts for {} channels", a.scale.size(),
+          a.shift.size(), c);
+  int64_t inner = shapeNumel(llvm::ArrayRef<int64_t>(shape).drop_front(2));
   // Where channel ch of image i is: part[ch], at plane (i * its C + local[ch]).
   llvm::SmallVector<Tensor, 8> dense;
   llvm::SmallVector<uint32_t, 64> part(c);
@@ -114,13 +133,21 @@ Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean, const Tens
     for (int64_t p = p0; p < p1; ++p) {
       int64_t ch = p % c;
       const Tensor &t = dense[part[ch]];
-      float s = scale[ch], b = shift[ch];
       const float *src = t.data<float>() + ((p / c) * t.dim(1) + local[ch]) * inner;
-      float *dst = po + p * inner;
-      scaleShiftActivate(src, dst, inner, s, b, act);
+      scaleShiftActivate(src, po + p * inner, inner, a.scale[ch], a.shift[ch],
+                         act);
     }
   });
   return out;
+}
+} // namespace detail
+
+Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean,
+                    const Tensor &var, const Tensor &weight, const Tensor &bias,
+                    double eps, Activation act) {
+  Shape shape = concatShape(parts);
+  return scaleShiftChannels(
+      parts, batchNormAffine(mean, var, weight, bias, eps, shape), act);
 }
 
 Tensor layerNorm(const Tensor &x, llvm::ArrayRef<int64_t> normalizedShape,

@@ -19,6 +19,9 @@
 #include "tm/runtime/Shape.h"
 
 namespace tmg::rt {
+namespace detail {
+struct ConvInputNorm;
+} // namespace detail
 
 /// A value in a slot: a tensor, or a module (self, a submodule).
 struct Value {
@@ -139,9 +142,15 @@ struct FusedChain {
 /// reading the concat's inputs itself; the concat then computes nothing
 /// (its inputs live until the head has run) and the activation is
 /// absorbed. At least one of the concat and the activation is present.
+/// When the chain's value goes only to a conv2d (`conv`) that may read it
+/// as a pointwise conv's input, the head is deferred to that conv, which
+/// normalises its input as it reads it (detail::conv2dNormedInput) and
+/// releases the parts; the head then computes nothing.
 struct NormChain {
   const Expr *concat = nullptr;
   Activation activation = Activation::None;
+  const Node *value = nullptr; ///< the chain's value (the activation's output)
+  const Expr *conv = nullptr;
 };
 
 /// A conv2d_act whose output is one part of a channel concat of static
@@ -180,6 +189,8 @@ struct LowerContext {
   /// absorbed exprs with the slot their value arrives in.
   llvm::DenseMap<const Expr *, FusedChain> heads;
   llvm::DenseMap<const Expr *, NormChain> normHeads;
+  /// Convs reading a NormChain's value, with the chain's head.
+  llvm::DenseMap<const Expr *, const Expr *> convInputNorms;
   llvm::DenseMap<const Expr *, LinearResidual> linearResiduals;
   llvm::DenseMap<const Expr *, uint32_t> absorbed;
   /// Exprs whose inputs a later step reads instead (the value): they are
@@ -277,6 +288,20 @@ StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
 StepFn elementwiseChainStep(const Expr &root,
                             llvm::ArrayRef<const Expr *> chain, StepFn single,
                             LowerContext &ctx);
+
+/// The input of conv `e` when it reads a NormChain's value
+/// (ctx.convInputNorms), or null.
+struct NormedConvInput;
+std::shared_ptr<NormedConvInput> normedConvInput(const Expr &e,
+                                                 LowerContext &ctx);
+/// In the step of a conv reading `normed`: when no value is observed and
+/// the parts fit the kernel (float32, rank 4, equal outside axis 1), calls
+/// run(in) with them and the batch norm's affine, and returns true;
+/// otherwise computes the chain's value as its ops do into `xSlot` (the
+/// conv's input; observed runs ran every expr) and returns false.
+bool runNormedConv(NormedConvInput &normed, Value *s, const RunState &st,
+                   uint32_t xSlot,
+                   llvm::function_ref<void(const detail::ConvInputNorm &)> run);
 
 /// The one step builder of every convolution, fused per ctx.heads.
 StepFn convStep(const Expr &e, const ConvCall &c, LowerContext &ctx);

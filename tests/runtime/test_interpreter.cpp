@@ -625,6 +625,97 @@ TEST_CASE("plan-time fusion: concat + batch norm + relu in one pass",
 }
 
 namespace {
+/// conv(relu(batch_norm(concat([sigmoid(a), b], 1)))) with a of 100 and b of
+/// 200 channels (depth 300: two depth blocks) on (2, ., h, w); `conv` is
+/// "conv2d" (with bias, then a relu: a fused chain) or "nn.conv2d_act"
+/// (relu6); the weight is 40 x 300 x k x k.
+std::unique_ptr<TracedModule> normConv(bool concat, bool relu,
+                                       const std::string &conv, int64_t h,
+                                       int64_t w, int64_t k, int64_t stride) {
+  auto m = std::make_unique<Module>("DenseLayer");
+  int64_t c = concat ? 300 : 100;
+  m->registerBuffer("mean", ramp({c}, 0.2f));
+  m->registerBuffer(
+      "var", binary(BinaryOp::Add, ramp({c}, 0.05f), Tensor::full({c}, 2.0)));
+  m->registerParameter("weight", ramp({c}, 0.3f));
+  m->registerParameter("bias", ramp({c}, 0.1f));
+  m->registerParameter("cw", Tensor::randn({40, c, k, k}, 7));
+  m->registerParameter("cb", Tensor::randn({40}, 8));
+  auto tm = TracedModule::fromModule(std::move(m));
+  GraphBuilder b = GraphBuilder::top(
+      *tm, {{"a", Shape{2, 100, h, w}}, {"b", Shape{2, 200, h, w}}});
+  Node *x = b.arg(0);
+  if (concat)
+    x = b.callFunction(
+        "concat",
+        {Arg::list({b.callFunction("sigmoid", {b.arg(0)}), b.arg(1)}), 1});
+  Node *n = b.callFunction(
+      "batch_norm",
+      {x, b.getAttr(b.self(), "mean"), b.getAttr(b.self(), "var"),
+       b.getAttr(b.self(), "weight"), b.getAttr(b.self(), "bias")},
+      {{"eps", 1e-3}});
+  if (relu)
+    n = b.callFunction("relu", {n});
+  std::vector<Arg> args{n, b.getAttr(b.self(), "cw"),
+                        b.getAttr(b.self(), "cb")};
+  if (conv == "conv2d")
+    b.finish(b.callFunction(
+        "relu", {b.callFunction("conv2d", args, {{"stride", stride}})}));
+  else
+    b.finish(b.callFunction(
+        conv, args,
+        {{"stride", stride}, {"activation", std::string("relu6")}}));
+  return tm;
+}
+} // namespace
+
+TEST_CASE(
+    "plan-time fusion: a pointwise conv normalises its input as it reads it",
+    "[runtime][interp][fusion]") {
+  // Spatial sizes: 9 x 11 (two strips and a narrow tail of 3 columns) and
+  // 24 x 30 (several column tiles).
+  for (auto [h, w] : {std::pair{9, 11}, std::pair{24, 30}})
+    for (bool concat : {true, false})
+      for (bool relu : {true, false})
+        for (const char *conv : {"conv2d", "nn.conv2d_act"})
+          for (auto [k, stride] :
+               {std::pair{1, 1}, std::pair{3, 1}, std::pair{1, 2}}) {
+            if (!concat && !relu)
+              continue; // a lone batch norm is no chain
+            CAPTURE(h, w, concat, relu, conv, k, stride);
+            auto tm = normConv(concat, relu, conv, h, w, k, stride);
+            Tensor a = Tensor::randn({2, 100, h, w}, 1),
+                   bIn = Tensor::randn({2, 200, h, w}, 2);
+            Tensor x =
+                concat ? rt::concat({unary(UnaryOp::Sigmoid, a), bIn}, 1) : a;
+            Tensor bn =
+                batchNorm(x, *tm->tensor("mean"), *tm->tensor("var"),
+                          *tm->tensor("weight"), *tm->tensor("bias"), 1e-3);
+            Tensor in = relu ? unary(UnaryOp::Relu, bn) : bn;
+            Conv2dParams p;
+            p.stride = stride;
+            Tensor want = conv2d(in, *tm->tensor("cw"), *tm->tensor("cb"), p);
+            want = unary(std::string(conv) == "conv2d" ? UnaryOp::Relu
+                                                       : UnaryOp::Relu6,
+                         want);
+            Interpreter interp(*tm);
+            const Node *bnOut = nullptr;
+            for (const Expr *e : tm->graph())
+              if (auto *cf = llvm::dyn_cast<CallFunction>(e);
+                  cf && cf->func().kind() == OpKind::BatchNorm)
+                bnOut = e->output(0);
+            REQUIRE(bnOut);
+            auto [fusedPeak, watchedPeak] =
+                runFusedAndWatched(interp, {a, bIn}, bnOut, want, bn);
+            // A pointwise conv holds neither the concatenation nor its
+            // normalised input, only its patch buffers.
+            if (concat && k == 1 && stride == 1 &&
+                rt::convMicroKernelAvailable())
+              CHECK(fusedPeak + in.numel() * 4 <= watchedPeak);
+          }
+}
+
+namespace {
 /// concat([conv2d_act(x, w1, b1), conv2d_act(x, w2), conv2d_act(x, w3, b3)], 1)
 /// (relu activations) on a static input of `batch` images; `mixed`: w2 and
 /// w3 are 3x3 (padding 1), else all three are 1x1 with more channels;
