@@ -787,24 +787,31 @@ private:
 
 } // namespace
 
-/// The input a conv reads through a NormChain (ctx.convInputNorms).
-struct NormedConvInput {
+/// What a NormChain's step, or the conv reading its value
+/// (ctx.convInputNorms), reads: its source and its affine, folded once
+/// per set of tensors.
+struct NormInput {
   NormSource src;
   AffineCache affine;
+
+  /// The affine of parts `ts` (NormSource::fits) under `params`.
+  std::shared_ptr<const detail::ChannelAffine>
+  affineOf(const std::vector<Tensor> &ts, const std::array<Tensor, 4> &params) {
+    return affine.get(params, src.eps, detail::channelConcatShape(ts));
+  }
 };
 
-std::shared_ptr<NormedConvInput> normedConvInput(const Expr &e,
-                                                 LowerContext &ctx) {
+std::shared_ptr<NormInput> normedConvInput(const Expr &e, LowerContext &ctx) {
   auto n = ctx.convInputNorms.find(&e);
   if (n == ctx.convInputNorms.end())
     return nullptr;
-  auto normed = std::make_shared<NormedConvInput>();
+  auto normed = std::make_shared<NormInput>();
   normed->src = normSourceOf(*n->second, ctx.normHeads.lookup(n->second), ctx);
   return normed;
 }
 
 bool runNormedConv(
-    NormedConvInput &normed, Value *s, const RunState &st, uint32_t xSlot,
+    NormInput &normed, Value *s, const RunState &st, uint32_t xSlot,
     llvm::function_ref<void(const detail::ConvInputNorm &)> run) {
   if (st.observable)
     return false;
@@ -817,11 +824,7 @@ bool runNormedConv(
     s[xSlot].tensor = normed.src.byOps(ts, params);
     return false;
   }
-  Shape shape(ts[0].shape().begin(), ts[0].shape().end());
-  shape[1] = 0;
-  for (const Tensor &t : ts)
-    shape[1] += t.dim(1);
-  auto affine = normed.affine.get(params, normed.src.eps, shape);
+  auto affine = normed.affineOf(ts, params);
   run(detail::ConvInputNorm{ts, affine.get(), normed.src.act});
   return true;
 }
@@ -834,17 +837,19 @@ StepFn normChainStep(const Expr &head, const NormChain &chain, StepFn single,
       if (st.observable)
         single(s, st);
     };
-  NormSource src = normSourceOf(head, chain, ctx);
-  return [=](Value *s, RunState &st) {
+  auto in = std::make_shared<NormInput>();
+  in->src = normSourceOf(head, chain, ctx);
+  return [single, o, in](Value *s, RunState &st) {
     if (st.observable) {
       single(s, st);
       return;
     }
-    std::vector<Tensor> ts = src.tensors(s);
-    auto [mean, var, w, b] = src.params(s);
+    std::vector<Tensor> ts = in->src.tensors(s);
+    std::array<Tensor, 4> params = in->src.params(s);
     s[o].tensor = NormSource::fits(ts)
-                      ? batchNormAct(ts, mean, var, w, b, src.eps, src.act)
-                      : src.byOps(ts, {mean, var, w, b});
+                      ? detail::scaleShiftChannels(
+                            ts, *in->affineOf(ts, params), in->src.act)
+                      : in->src.byOps(ts, params);
   };
 }
 
@@ -1023,7 +1028,7 @@ StepFn convStep(const Expr &e, const ConvCall &call, LowerContext &ctx) {
   // or concat target): the parts, normalised as the conv reads them.
   // viaNorm runs the conv so and returns true, or computes the input into
   // x's slot and returns false.
-  std::shared_ptr<NormedConvInput> normed =
+  std::shared_ptr<NormInput> normed =
       c.kind == ConvCall::Kind::Conv2d && c.x.slot >= 0
           ? normedConvInput(e, ctx)
           : nullptr;

@@ -393,6 +393,9 @@ void ensureSerialBlas();
 struct ChannelAffine {
   llvm::SmallVector<float, 64> scale, shift;
 };
+/// The shape of the channel concatenation of `parts` (checked: float32,
+/// rank >= 2, equal outside axis 1; batch_norm's messages).
+Shape channelConcatShape(llvm::ArrayRef<Tensor> parts);
 /// The affine of batch_norm over axis 1 of a tensor of `shape` (the
 /// statistics checked against its channels; eps >= 0).
 ChannelAffine batchNormAffine(const Tensor &mean, const Tensor &var,

@@ -56,9 +56,7 @@ Tensor batchNorm(const Tensor &x, const Tensor &mean, const Tensor &var,
   return batchNormAct({x}, mean, var, weight, bias, eps, Activation::None);
 }
 
-/// The shape of the channel concatenation of `parts` (checked: float32,
-/// rank >= 2, equal outside axis 1).
-static Shape concatShape(llvm::ArrayRef<Tensor> parts) {
+Shape detail::channelConcatShape(llvm::ArrayRef<Tensor> parts) {
   if (parts.empty())
     raise("batch_norm: no input");
   for (const Tensor &p : parts) {
@@ -107,7 +105,7 @@ ChannelAffine batchNormAffine(const Tensor &mean, const Tensor &var,
 
 Tensor scaleShiftChannels(llvm::ArrayRef<Tensor> parts, const ChannelAffine &a,
                           Activation act) {
-  Shape shape = concatShape(parts);
+  Shape shape = channelConcatShape(parts);
   int64_t n = shape[0], c = shape[1];
   if (int64_t(a.scale.size()) != c || int64_t(a.shift.size()) != c)
     raise("batch_norm: {} scales and {} shifts for {} channels", a.scale.size(),
@@ -145,7 +143,7 @@ Tensor scaleShiftChannels(llvm::ArrayRef<Tensor> parts, const ChannelAffine &a,
 Tensor batchNormAct(llvm::ArrayRef<Tensor> parts, const Tensor &mean,
                     const Tensor &var, const Tensor &weight, const Tensor &bias,
                     double eps, Activation act) {
-  Shape shape = concatShape(parts);
+  Shape shape = channelConcatShape(parts);
   return scaleShiftChannels(
       parts, batchNormAffine(mean, var, weight, bias, eps, shape), act);
 }

@@ -291,15 +291,14 @@ StepFn elementwiseChainStep(const Expr &root,
 
 /// The input of conv `e` when it reads a NormChain's value
 /// (ctx.convInputNorms), or null.
-struct NormedConvInput;
-std::shared_ptr<NormedConvInput> normedConvInput(const Expr &e,
-                                                 LowerContext &ctx);
+struct NormInput;
+std::shared_ptr<NormInput> normedConvInput(const Expr &e, LowerContext &ctx);
 /// In the step of a conv reading `normed`: when no value is observed and
 /// the parts fit the kernel (float32, rank 4, equal outside axis 1), calls
 /// run(in) with them and the batch norm's affine, and returns true;
 /// otherwise computes the chain's value as its ops do into `xSlot` (the
 /// conv's input; observed runs ran every expr) and returns false.
-bool runNormedConv(NormedConvInput &normed, Value *s, const RunState &st,
+bool runNormedConv(NormInput &normed, Value *s, const RunState &st,
                    uint32_t xSlot,
                    llvm::function_ref<void(const detail::ConvInputNorm &)> run);
 
