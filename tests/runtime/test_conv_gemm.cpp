@@ -369,6 +369,65 @@ TEST_CASE("conv GEMM: one packed weight shared by concurrent calls",
     requireIdentical(got[i], want[i]);
 }
 
+TEST_CASE("conv GEMM: a pointwise conv's first output channels are those "
+          "of a wider one, bit for bit",
+          "[conv][gemm]") {
+  // A pointwise conv with at most 16 output channels (over 32 or more
+  // input channels and 128 KB of input) copies its input into the kernel's
+  // strip layout first; a wider one reads it in place. Each
+  // output channel is the same sum either way: the first 8 or 16 channels
+  // of a 40-channel conv, with bias, activation and residual, must be
+  // those of the narrower conv. Planes: several column tiles with rows not
+  // whole vectors (55x55), 13x13 at batch 2, 7x7 (a strip and a 1-column
+  // tail); depths of one to three blocks; 1 to 3 threads; and a conv too
+  // small to copy.
+  Rng rng(411);
+  constexpr int64_t Wide = 40;
+  for (ConvCase k :
+       {ConvCase{1, 128, 55, 55, Wide, 1, 1},
+        ConvCase{2, 300, 13, 13, Wide, 1, 1},
+        ConvCase{3, 700, 7, 7, Wide, 1, 1}, ConvCase{1, 3, 9, 17, Wide, 1, 1}})
+    for (int64_t narrow : {8, 16})
+      for (int threads : {1, 2, 3}) {
+        INFO(describeCase(k) << " narrow " << narrow << " threads " << threads);
+        int64_t sp = k.h * k.w;
+        Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
+        Tensor w = rng.tensor({Wide, k.c, 1, 1}), b = rng.tensor({Wide});
+        // The first `narrow` output channels of a wide tensor (N, Wide, ...)
+        // or of the weight / bias.
+        auto firstRows = [](const Tensor &t, int64_t rows, int64_t images) {
+          llvm::SmallVector<int64_t, 4> shape(t.shape().begin(),
+                                              t.shape().end());
+          int64_t wide = shape[images > 0 ? 1 : 0];
+          shape[images > 0 ? 1 : 0] = rows;
+          Tensor r = Tensor::empty(shape);
+          int64_t per = t.numel() / std::max<int64_t>(images, 1) / wide;
+          for (int64_t i = 0; i < std::max<int64_t>(images, 1); ++i)
+            std::copy_n(t.data<float>() + i * wide * per, rows * per,
+                        r.data<float>() + i * rows * per);
+          return r;
+        };
+        Tensor wn = firstRows(w, narrow, 0), bn = firstRows(b, narrow, 0);
+        Tensor z = rng.tensor({k.n, Wide, k.h, k.w}, -2, 2);
+        Tensor zn = firstRows(z, narrow, k.n);
+        for (bool residual : {false, true}) {
+          rt::Conv2dParams p{.activation = Activation::Relu};
+          rt::Conv2dParams pn = p;
+          if (residual) {
+            p.residual = z;
+            pn.residual = zn;
+          }
+          withThreads(threads, [&] {
+            Tensor wide = rt::conv2d(x, w, b, p);
+            Tensor got = rt::conv2d(x, wn, bn, pn);
+            REQUIRE(got.bitwiseEqual(firstRows(wide, narrow, k.n)));
+            REQUIRE(sp * narrow * k.n == got.numel());
+            return 0;
+          });
+        }
+      }
+}
+
 TEST_CASE("conv GEMM: results do not depend on the thread count",
           "[conv][gemm][omp]") {
   Rng rng(406);
