@@ -19,6 +19,7 @@
 
 #include "tm/runtime/Elementwise.h"
 #include "tm/runtime/Extra.h"
+#include "tm/runtime/Shape.h"
 
 using namespace tmtest;
 namespace rt = tmg::rt;
@@ -390,26 +391,15 @@ TEST_CASE("conv GEMM: a pointwise conv's first output channels are those "
     for (int64_t narrow : {8, 16})
       for (int threads : {1, 2, 3}) {
         INFO(describeCase(k) << " narrow " << narrow << " threads " << threads);
-        int64_t sp = k.h * k.w;
         Tensor x = rng.tensor({k.n, k.c, k.h, k.w}, -2, 2);
         Tensor w = rng.tensor({Wide, k.c, 1, 1}), b = rng.tensor({Wide});
-        // The first `narrow` output channels of a wide tensor (N, Wide, ...)
-        // or of the weight / bias.
-        auto firstRows = [](const Tensor &t, int64_t rows, int64_t images) {
-          llvm::SmallVector<int64_t, 4> shape(t.shape().begin(),
-                                              t.shape().end());
-          int64_t wide = shape[images > 0 ? 1 : 0];
-          shape[images > 0 ? 1 : 0] = rows;
-          Tensor r = Tensor::empty(shape);
-          int64_t per = t.numel() / std::max<int64_t>(images, 1) / wide;
-          for (int64_t i = 0; i < std::max<int64_t>(images, 1); ++i)
-            std::copy_n(t.data<float>() + i * wide * per, rows * per,
-                        r.data<float>() + i * rows * per);
-          return r;
+        // The first `narrow` entries of `axis` (the output channels).
+        auto firstRows = [narrow](const Tensor &t, int64_t axis) {
+          return rt::slice(t, {rt::AxisSlice{axis, 0, narrow}}).contiguous();
         };
-        Tensor wn = firstRows(w, narrow, 0), bn = firstRows(b, narrow, 0);
+        Tensor wn = firstRows(w, 0), bn = firstRows(b, 0);
         Tensor z = rng.tensor({k.n, Wide, k.h, k.w}, -2, 2);
-        Tensor zn = firstRows(z, narrow, k.n);
+        Tensor zn = firstRows(z, 1);
         for (bool residual : {false, true}) {
           rt::Conv2dParams p{.activation = Activation::Relu};
           rt::Conv2dParams pn = p;
@@ -420,8 +410,7 @@ TEST_CASE("conv GEMM: a pointwise conv's first output channels are those "
           withThreads(threads, [&] {
             Tensor wide = rt::conv2d(x, w, b, p);
             Tensor got = rt::conv2d(x, wn, bn, pn);
-            REQUIRE(got.bitwiseEqual(firstRows(wide, narrow, k.n)));
-            REQUIRE(sp * narrow * k.n == got.numel());
+            REQUIRE(got.bitwiseEqual(firstRows(wide, 1)));
             return 0;
           });
         }
