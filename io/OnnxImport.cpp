@@ -56,7 +56,7 @@ using onnx::NodeProto;
 constexpr int64_t FoldLimit = 1 << 16;
 
 /// The external_data key by which importOnnx marks an initializer whose
-/// raw_data was left in the mapped model file (mapInlineData).
+/// raw_data was left in the mapped model file (splitModel).
 constexpr const char *InlineKey = "tmgraph.inline_raw_data";
 
 std::string sanitizeIdent(const std::string &s, const char *fallback) {
@@ -115,6 +115,58 @@ std::optional<Shape> mergeShapes(const std::optional<Shape> &ours,
   return s;
 }
 
+/// The graph's nodes, in order. A model read through splitModel keeps each
+/// node serialized, and a visit parses one node at a time into one reused
+/// message: a graph of 10^6 nodes never holds 10^6 parsed messages (about
+/// 440 bytes each, and a fifth of a second to free) next to its IR. A model
+/// parsed whole visits its graph's own nodes.
+class GraphNodes {
+public:
+  GraphNodes(const onnx::GraphProto &g, std::vector<llvm::StringRef> wire)
+      : graph_(g), wire_(std::move(wire)) {}
+
+  int64_t size() const { return graph_.node_size() + int64_t(wire_.size()); }
+
+  /// Calls f(node, index) for every node in order. The node is valid during
+  /// the call only.
+  template <class F> void forEach(F &&f) const {
+    for (int i = 0; i < graph_.node_size(); ++i)
+      f(graph_.node(i), int64_t(i));
+    for (size_t i = 0; i < wire_.size(); ++i)
+      f(parse(scratch_, i), int64_t(graph_.node_size()) + int64_t(i));
+  }
+
+  /// Node `i`, valid until the next at() or forEach.
+  const NodeProto &at(int64_t i) const {
+    return i < graph_.node_size()
+               ? graph_.node(int(i))
+               : parse(scratch_, size_t(i - graph_.node_size()));
+  }
+
+  /// Appends the serialized nodes to `g` (a copy of the graph, for ONNX's
+  /// shape inference).
+  void addTo(onnx::GraphProto &g) const {
+    g.mutable_node()->Reserve(g.node_size() + int(wire_.size()));
+    for (size_t i = 0; i < wire_.size(); ++i)
+      parse(*g.add_node(), i);
+  }
+
+private:
+  const NodeProto &parse(NodeProto &into, size_t i) const {
+    llvm::StringRef b = wire_[i];
+    if (b.size() > size_t(INT32_MAX) ||
+        !into.ParseFromArray(b.data(), int(b.size())))
+      raise("not a valid ONNX protobuf (truncated or corrupt): node #{} cannot "
+            "be read",
+            graph_.node_size() + int64_t(i));
+    return into;
+  }
+
+  const onnx::GraphProto &graph_;
+  std::vector<llvm::StringRef> wire_;
+  mutable NodeProto scratch_;
+};
+
 } // namespace
 
 namespace onnxdetail {
@@ -125,10 +177,13 @@ public:
   /// The importer owns `m` for the import: it fixes input shapes in place
   /// and releases each initializer's bytes once they are in a tensor, so
   /// that the weights are held once, not twice.
-  Importer(onnx::ModelProto &m, std::string file, const OnnxImportOptions &o)
-      : model_(m), file_(std::move(file)), opts_(o) {}
+  /// `nodes` are the graph's nodes kept serialized (splitModel), if any.
+  Importer(onnx::ModelProto &m, std::vector<llvm::StringRef> nodes,
+           std::string file, const OnnxImportOptions &o)
+      : model_(m), nodes_(m.graph(), std::move(nodes)), file_(std::move(file)),
+        opts_(o) {}
   /// The mapped model file, whose initializers' raw_data the model names
-  /// as external data of key InlineKey (see mapInlineData).
+  /// as external data of key InlineKey (see splitModel).
   void setSelf(std::shared_ptr<MappedFile> self) { self_ = std::move(self); }
 
   OnnxModel run();
@@ -162,6 +217,10 @@ private:
   void validateTensors(const onnx::GraphProto &g);
 
   onnx::ModelProto &model_;
+  GraphNodes nodes_;
+  /// The nodes with tensor attributes (Constant's value), for
+  /// validateTensors; found by checkSupported.
+  std::vector<int64_t> tensorAttrNodes_;
   std::string file_;
   const OnnxImportOptions &opts_;
   /// opts_.limits resolved once (the memory available when reading).
@@ -246,7 +305,7 @@ void Importer::loadExternalData() {
         number(length);
     }
     if (inlined) {
-      // raw_data left in the mapped model file (mapInlineData). The range
+      // raw_data left in the mapped model file (splitModel). The range
       // is checked all the same: a file may carry this key itself.
       if (length < 0 || offset > int64_t(self_->size()) ||
           length > int64_t(self_->size()) - offset)
@@ -415,6 +474,7 @@ void Importer::inferOnnxTypes() {
       held.back().second.swap(*inits[i].mutable_raw_data());
     }
   onnx::ModelProto copy = model_;
+  nodes_.addTo(*copy.mutable_graph());
   for (auto &[i, bytes] : held)
     inits[i].mutable_raw_data()->swap(bytes);
   // Models ONNX cannot type are typed by tmgraph's own rules. The graph's
@@ -534,29 +594,7 @@ void Importer::setOutput(Ctx &cx, const std::string &name, Node *x, const NodeCx
 }
 
 void Importer::checkSupported(const onnx::GraphProto &g) {
-  std::vector<std::string> bad;
-  int64_t index = -1;
-  for (const auto &n : g.node()) {
-    ++index;
-    bool sub = false;
-    for (const auto &a : n.attribute())
-      sub |= a.type() == AttributeProto::GRAPH || a.type() == AttributeProto::GRAPHS;
-    bool dom = !n.domain().empty() && n.domain() != "ai.onnx";
-    if (dom || sub || !isOnnxOpSupported(n.op_type()))
-      bad.push_back(fmt::format("{}{} (node {}{})", dom ? n.domain() + "." : "", n.op_type(),
-                                n.name().empty() ? "#" + std::to_string(index)
-                                                 : "'" + n.name() + "'",
-                                sub ? ", has subgraphs" : ""));
-  }
-  if (!bad.empty()) {
-    std::string list;
-    for (size_t i = 0; i < bad.size(); ++i)
-      list += (i ? ", " : "") + bad[i];
-    raise("unsupported ONNX ops: {}", list);
-  }
-  if (g.sparse_initializer_size())
-    raise("sparse initializers are not supported");
-  // ONNX's own shape inference (run next) divides by these without checking
+  // ONNX's own shape inference (run later) divides by these without checking
   // them (libonnx 1.12: a zero stride is a SIGFPE in convPoolShapeInference).
   static const std::map<std::string, std::vector<std::string>> positive = {
       {"Conv", {"strides", "dilations", "kernel_shape"}},
@@ -565,12 +603,32 @@ void Importer::checkSupported(const onnx::GraphProto &g) {
       {"AveragePool", {"strides", "dilations", "kernel_shape"}},
       {"DepthToSpace", {"blocksize"}},
       {"SpaceToDepth", {"blocksize"}}};
-  index = -1;
-  for (const auto &n : g.node()) {
-    ++index;
+  auto label = [](const NodeProto &n, int64_t index) {
+    return n.name().empty() ? "#" + std::to_string(index)
+                            : "'" + n.name() + "'";
+  };
+  std::vector<std::string> bad;
+  std::string
+      notPositive; // the first attribute that must be positive and is not
+  tensorAttrNodes_.clear();
+  nodes_.forEach([&](const NodeProto &n, int64_t index) {
+    bool sub = false, tensors = false;
+    for (const auto &a : n.attribute()) {
+      sub |= a.type() == AttributeProto::GRAPH ||
+             a.type() == AttributeProto::GRAPHS;
+      tensors |= a.has_t() || a.tensors_size() || a.has_sparse_tensor() ||
+                 a.sparse_tensors_size();
+    }
+    if (tensors)
+      tensorAttrNodes_.push_back(index);
+    bool dom = !n.domain().empty() && n.domain() != "ai.onnx";
+    if (dom || sub || !isOnnxOpSupported(n.op_type()))
+      bad.push_back(fmt::format("{}{} (node {}{})", dom ? n.domain() + "." : "",
+                                n.op_type(), label(n, index),
+                                sub ? ", has subgraphs" : ""));
     auto it = positive.find(n.op_type());
-    if (it == positive.end())
-      continue;
+    if (it == positive.end() || !notPositive.empty())
+      return;
     for (const auto &a : n.attribute()) {
       if (std::find(it->second.begin(), it->second.end(), a.name()) == it->second.end())
         continue;
@@ -578,12 +636,22 @@ void Importer::checkSupported(const onnx::GraphProto &g) {
       if (a.type() == AttributeProto::INT || (vs.empty() && a.has_i()))
         vs.push_back(a.i());
       for (int64_t v : vs)
-        if (v < 1)
-          raise("node {} ({}): attribute '{}' must be positive, got {}",
-                n.name().empty() ? "#" + std::to_string(index) : "'" + n.name() + "'",
-                n.op_type(), a.name(), v);
+        if (v < 1 && notPositive.empty())
+          notPositive = fmt::format(
+              "node {} ({}): attribute '{}' must be positive, got {}",
+              label(n, index), n.op_type(), a.name(), v);
     }
+  });
+  if (!bad.empty()) {
+    std::string list;
+    for (size_t i = 0; i < bad.size(); ++i)
+      list += (i ? ", " : "") + bad[i];
+    raise("unsupported ONNX ops: {}", list);
   }
+  if (g.sparse_initializer_size())
+    raise("sparse initializers are not supported");
+  if (!notPositive.empty())
+    raise("{}", notPositive);
 }
 
 bool Importer::tryFold(Ctx &cx, const NodeProto &n) {
@@ -676,9 +744,8 @@ void Importer::validateTensors(const onnx::GraphProto &g) {
     }
     check(init, where);
   }
-  int64_t index = -1;
-  for (const auto &n : g.node()) {
-    ++index;
+  for (int64_t index : tensorAttrNodes_) {
+    const NodeProto &n = nodes_.at(index);
     std::string node = fmt::format("node {} ({})",
                                    n.name().empty() ? "#" + std::to_string(index)
                                                     : "'" + n.name() + "'",
@@ -738,11 +805,11 @@ static void recordOnnxNames(TracedModule &tm, const InternalGraph &g,
   tm.setValue("onnx_node_names", TreeDef::dict(nodeNameDict));
 }
 
-/// About how many values `g` names, to size the value table once: a graph
-/// of 10^6 nodes would otherwise rehash it 20 times.
-static unsigned valueCount(const onnx::GraphProto &g) {
+/// About how many values the graph names, to size the value table once: a
+/// graph of 10^6 nodes would otherwise rehash it 20 times.
+static unsigned valueCount(const onnx::GraphProto &g, int64_t nodes) {
   return unsigned(std::min<int64_t>(
-      int64_t(g.node_size()) + g.initializer_size() + g.input_size(), 1 << 26));
+      nodes + g.initializer_size() + g.input_size(), 1 << 26));
 }
 
 OnnxModel Importer::run() {
@@ -771,7 +838,7 @@ OnnxModel Importer::run() {
 
   auto mod = std::make_unique<Module>(sanitizeIdent(g.name(), "OnnxModel"));
   NameSpace paramNs("params", "");
-  ValMap vals(valueCount(g));
+  ValMap vals(valueCount(g, nodes_.size()));
   std::vector<std::pair<Scalar, TreeDef>> paramNames;
   auto addParam = [&](const std::string &orig, Tensor t) {
     std::string name = paramNs.createUniqueName(orig.empty() ? "param" : orig);
@@ -838,14 +905,14 @@ OnnxModel Importer::run() {
   // Each ONNX node's name, kept on the node of its first output (named once
   // the graph outputs are renamed below) for the exporter.
   std::vector<std::pair<Node *, std::string>> nodeNames;
-  for (const auto &n : g.node()) {
+  nodes_.forEach([&](const NodeProto &n, int64_t) {
     if (tryFold(cx, n))
-      continue;
+      return;
     convertNode(cx, n);
     if (!n.name().empty() && n.output_size() > 0)
       if (auto it = vals.find(n.output(0)); it != vals.end() && it->second.node)
         nodeNames.emplace_back(it->second.node, n.name());
-  }
+  });
   // Graph outputs, cast to their declared dtype where tmgraph's differs.
   std::vector<Arg> outs;
   std::vector<std::string> outputNames;
@@ -1032,7 +1099,7 @@ FailureOr<std::vector<std::string>> onnxModelOps(const std::string &path) {
 
 namespace {
 
-/// The protobuf wire format, as far as mapInlineData reads it.
+/// The protobuf wire format, as far as splitModel reads it.
 struct WireReader {
   const char *p, *end;
   bool varint(uint64_t &v) {
@@ -1127,21 +1194,33 @@ bool unrawTensor(llvm::StringRef t, const char *base, std::string &out) {
   return true;
 }
 
-/// The serialized model `bytes` without the raw_data of its graph's large
-/// initializers, which name it as external data of key InlineKey (the
-/// offset of the bytes in `bytes`) instead: parsing the result costs no
-/// copy of the weights. nullopt when no initializer changes, or when the
-/// bytes are not the wire format (the parser then reports them).
-std::optional<std::string> mapInlineData(llvm::StringRef bytes) {
-  std::string out;
-  bool changed = false;
+/// A serialized model split for import (splitModel).
+struct SplitModel {
+  /// The model without its graph's nodes and, when asked, without the
+  /// raw_data of its large initializers.
+  std::string skeleton;
+  /// The graph's nodes, serialized, in order (views of the bytes split).
+  std::vector<llvm::StringRef> nodes;
+  /// Some initializer's raw_data was left in the bytes (unrawTensor).
+  bool mapsData = false;
+};
+
+/// Splits the serialized model `bytes`: its graph's nodes are left out of
+/// the skeleton and kept as views of `bytes`, parsed one at a time by the
+/// importer (GraphNodes). With `mapData`, the graph's large initializers
+/// lose their raw_data too, which they name as external data of key
+/// InlineKey (the offset of the bytes in `bytes`) instead: parsing the
+/// skeleton copies no weights. nullopt when the bytes are not the wire
+/// format (the parser then reports them).
+std::optional<SplitModel> splitModel(llvm::StringRef bytes, bool mapData) {
+  SplitModel out;
   WireReader model{bytes.data(), bytes.data() + bytes.size()};
   uint32_t n, type;
   llvm::StringRef payload;
   const char *start;
   while (model.field(n, type, payload, start)) {
     if (n != 7 || type != 2) { // ModelProto.graph
-      out.append(start, size_t(model.p - start));
+      out.skeleton.append(start, size_t(model.p - start));
       continue;
     }
     std::string graph;
@@ -1150,27 +1229,55 @@ std::optional<std::string> mapInlineData(llvm::StringRef bytes) {
     llvm::StringRef gp;
     const char *gstart;
     while (g.field(gn, gtype, gp, gstart)) {
-      bool done = gn == 5 && gtype == 2 && unrawTensor(gp, bytes.data(), graph); // initializer
-      changed |= done;
+      if (gn == 1 && gtype == 2) { // GraphProto.node
+        out.nodes.push_back(gp);
+        continue;
+      }
+      bool done = mapData && gn == 5 && gtype == 2 && // initializer
+                  unrawTensor(gp, bytes.data(), graph);
+      out.mapsData |= done;
       if (!done)
         graph.append(gstart, size_t(g.p - gstart));
     }
     if (g.p != g.end)
       return std::nullopt;
-    putLen(out, 7, graph);
+    putLen(out.skeleton, 7, graph);
   }
-  if (model.p != model.end || !changed)
+  if (model.p != model.end)
     return std::nullopt;
   return out;
 }
 
-/// Imports the parsed `m` (consumed), naming `name` in errors.
-FailureOr<OnnxModel> importModel(onnx::ModelProto &m, const std::string &name,
-                                 const OnnxImportOptions &opts,
-                                 std::shared_ptr<MappedFile> self = nullptr) {
+/// Imports the serialized model `bytes`, naming `name` in errors. `file`,
+/// when given, is the mapping that holds `bytes`: the large initializers'
+/// tensors then view it rather than copy it.
+FailureOr<OnnxModel> importSerialized(llvm::StringRef bytes,
+                                      const std::string &name,
+                                      const OnnxImportOptions &opts,
+                                      std::shared_ptr<MappedFile> file) {
+  std::optional<SplitModel> split = splitModel(bytes, file != nullptr);
+  llvm::StringRef parse = split ? llvm::StringRef(split->skeleton) : bytes;
+  // The IR takes up to about 40 times the bytes parsed (weights aside).
+  if (opts.reserveHeap) {
+    size_t parsed = parse.size();
+    if (split)
+      for (llvm::StringRef n : split->nodes)
+        parsed += n.size();
+    reserveHugePageHeap(std::min<size_t>(parsed, size_t(64) << 20) * 40);
+  }
+  onnx::ModelProto m;
+  if (parse.size() > size_t(INT32_MAX) ||
+      !m.ParseFromArray(parse.data(), int(parse.size())))
+    return Diagnostic(
+        Location::inFile(name),
+        fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)",
+                    name));
   try {
-    Importer im(m, name, opts);
-    im.setSelf(std::move(self));
+    Importer im(
+        m, split ? std::move(split->nodes) : std::vector<llvm::StringRef>(),
+        name, opts);
+    if (split && split->mapsData)
+      im.setSelf(std::move(file));
     return im.run();
   } catch (const Error &e) {
     Diagnostic d = e.diagnostic();
@@ -1186,13 +1293,7 @@ FailureOr<OnnxModel> importModel(onnx::ModelProto &m, const std::string &name,
 
 FailureOr<OnnxModel> importOnnxBytes(const std::string &bytes, const std::string &name,
                                      const OnnxImportOptions &opts) {
-  onnx::ModelProto m;
-  try {
-    parseProto(m, bytes, name);
-  } catch (const Error &e) {
-    return Diagnostic(Location::inFile(name), e.diagnostic().message);
-  }
-  return importModel(m, name, opts);
+  return importSerialized(bytes, name, opts, nullptr);
 }
 
 FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions &opts) {
@@ -1207,18 +1308,7 @@ FailureOr<OnnxModel> importOnnx(const std::string &path, const OnnxImportOptions
     size_t slash = path.rfind('/');
     o.externalDataDir = slash == std::string::npos ? "." : path.substr(0, slash);
   }
-  llvm::StringRef bytes = (*file)->bytes();
-  std::optional<std::string> skeleton = mapInlineData(bytes);
-  llvm::StringRef parse = skeleton ? llvm::StringRef(*skeleton) : bytes;
-  // The parsed messages and the IR take up to about 40 times the bytes
-  // parsed.
-  if (opts.reserveHeap)
-    reserveHugePageHeap(std::min<size_t>(parse.size(), size_t(64) << 20) * 40);
-  onnx::ModelProto m;
-  if (parse.size() > size_t(INT32_MAX) || !m.ParseFromArray(parse.data(), int(parse.size())))
-    return Diagnostic(Location::inFile(path),
-                      fmt::format("{}: not a valid ONNX protobuf (truncated or corrupt)", path));
-  return importModel(m, path, o, skeleton ? *file : nullptr);
+  return importSerialized((*file)->bytes(), path, o, *file);
 }
 
 } // namespace tmg::io

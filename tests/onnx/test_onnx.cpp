@@ -374,6 +374,77 @@ TEST_CASE("import: corrupt, truncated, sparse and external data are errors", "[o
   CHECK_THAT(rs.diagnostic().message, Catch::Contains("sparse"));
 }
 
+TEST_CASE("import: a corrupt node is named, whether the model is read from "
+          "bytes or a file",
+          "[onnx]") {
+  // Nodes are kept serialized and parsed one at a time: a node whose bytes
+  // are not a NodeProto, inside a model whose framing is intact, is still
+  // an error that names it.
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.node("Relu", {"x"}, {"a"}, "first");
+  b.node("Neg", {"a"}, {"b"}, "second");
+  b.node("Abs", {"b"}, {"y"}, "third");
+  b.output("y", {4});
+  std::string bytes = b.bytes();
+  std::string node = b.g->node(1).SerializeAsString();
+  size_t at = bytes.find(node);
+  REQUIRE(at != std::string::npos);
+  REQUIRE(bytes[at] == '\x0a'); // field 1 (input), length-delimited
+  bytes[at] = '\x0f';           // field 1 with wire type 7: not the wire format
+  auto r = io::importOnnxBytes(bytes, "bad_node.onnx");
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().str(), Catch::Contains("bad_node.onnx"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("truncated or corrupt"));
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("node #1"));
+
+  std::string path =
+      (std::filesystem::temp_directory_path() /
+       ("tmgraph-bad-node-" + std::to_string(::getpid()) + ".onnx"))
+          .string();
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << bytes;
+  }
+  auto rf = io::importOnnx(path);
+  std::filesystem::remove(path);
+  REQUIRE(rf.failed());
+  CHECK_THAT(rf.diagnostic().message, Catch::Contains("node #1"));
+}
+
+TEST_CASE("import: a model the split cannot walk is parsed whole and imports "
+          "the same",
+          "[onnx]") {
+  // An unknown field encoded as a group (wire types 3 and 4, which protobuf
+  // still reads) stops the importer's own walk of the wire format: the
+  // model is then parsed whole, nodes included.
+  ModelBuilder b(13);
+  b.input("x", {4});
+  b.init("w", {4}, {1, -2, 3, -4});
+  b.node("Mul", {"x", "w"}, {"a"}, "scale");
+  b.node("Relu", {"a"}, {"y"}, "act");
+  b.output("y", {4});
+  std::string plain = b.bytes();
+  std::string grouped =
+      plain + std::string("\xa3\x06\xa4\x06", 4); // field 100: start, end group
+  onnx::ModelProto check;
+  REQUIRE(check.ParseFromString(grouped));
+  auto p = io::importOnnxBytes(plain, "plain.onnx");
+  auto g = io::importOnnxBytes(grouped, "grouped.onnx");
+  REQUIRE(p.succeeded());
+  REQUIRE(g.succeeded());
+  CHECK(g->module->str() == p->module->str());
+  Tensor x = ramp({4});
+  auto yp = run(*p->module, {x}), yg = run(*g->module, {x});
+  REQUIRE(yg.size() == 1);
+  CHECK(std::memcmp(yg[0].rawData(), yp[0].rawData(), yp[0].nbytes()) == 0);
+  for (auto *m : {&*p, &*g}) {
+    const TreeDef *names = m->module->value("onnx_node_names");
+    REQUIRE(names != nullptr);
+    CHECK(names->numChildren() == 2);
+  }
+}
+
 namespace {
 
 /// A model `y = (x + w) * s` with w (2048 floats, mapped when imported)
