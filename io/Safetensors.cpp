@@ -235,16 +235,22 @@ FailureOr<std::string> readFileBytes(const std::string &path) {
 
 /// Writes `path` through `path.tmp`, renamed over it at the end, so a
 /// failed write leaves the old file (and a model may be written back over
-/// the files it was mapped from). `write` streams the bytes.
-static FailureOr<void> writeThroughTemp(const std::string &path,
-                                        llvm::function_ref<void(std::ostream &)> write) {
+/// the files it was mapped from).
+FailureOr<void> writeFileWith(const std::string &path,
+                              llvm::function_ref<void(std::ostream &)> write) {
   std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       return Diagnostic(Location::inFile(path),
                         fmt::format("cannot write file: {}", std::strerror(errno)));
-    write(out);
+    try {
+      write(out);
+    } catch (const Error &e) {
+      out.close();
+      std::remove(tmp.c_str());
+      return e.diagnostic();
+    }
     if (!out.flush()) {
       out.close();
       std::remove(tmp.c_str());
@@ -261,7 +267,7 @@ static FailureOr<void> writeThroughTemp(const std::string &path,
 }
 
 FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes) {
-  return writeThroughTemp(path, [&](std::ostream &out) {
+  return writeFileWith(path, [&](std::ostream &out) {
     out.write(bytes.data(), std::streamsize(bytes.size()));
   });
 }
@@ -338,7 +344,7 @@ FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w) {
     d.loc.file = path;
     return d;
   }
-  return writeThroughTemp(path, [&](std::ostream &out) {
+  return writeFileWith(path, [&](std::ostream &out) {
     out.write(header->data(), std::streamsize(header->size()));
     for (const auto &[name, t] : w.tensors) {
       Tensor dense = t.contiguous(); // views are written dense

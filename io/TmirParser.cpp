@@ -1,8 +1,9 @@
 //===- TmirParser.cpp - Reading .tmir text --------------------------------===//
-#include <charconv>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <map>
+#include <ostream>
 #include <unordered_map>
 
 #include <llvm/ADT/DenseMap.h>
@@ -1551,15 +1552,15 @@ FailureOr<void> saveTmir(const TracedModule &m, const std::string &path) {
   TmirWriteOptions o;
   o.weights = &w;
   o.weightsFile = slash == std::string::npos ? weightsPath : weightsPath.substr(slash + 1);
-  std::string text;
-  try {
-    text = printTmir(m, o);
-  } catch (const Error &e) {
-    return e.diagnostic();
-  }
-  if (auto r = writeSafetensors(weightsPath, w); r.failed())
-    return r;
-  return writeFileBytes(path, text);
+  // The text streams to its temporary file as it is printed; the weights it
+  // collected are written before the text is renamed into place.
+  return writeFileWith(path, [&](std::ostream &out) {
+    printTmir(m, o, [&](llvm::StringRef piece) {
+      out.write(piece.data(), std::streamsize(piece.size()));
+    });
+    if (auto r = writeSafetensors(weightsPath, w); r.failed())
+      throw Error(r.diagnostic());
+  });
 }
 
 } // namespace tmg

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <tuple>
 
 #include <llvm/ADT/DenseSet.h>
@@ -139,7 +140,12 @@ std::vector<llvm::StringRef> namesNotIn(const NameSpace &ns, llvm::ArrayRef<llvm
 
 class Printer {
 public:
-  explicit Printer(const TmirWriteOptions &o) : opts_(o) {}
+  using Sink = llvm::function_ref<void(llvm::StringRef)>;
+  /// With a sink, the text goes to it piece by piece (about ChunkBytes
+  /// each) and run() returns what is left.
+  explicit Printer(const TmirWriteOptions &o,
+                   std::optional<Sink> sink = std::nullopt)
+      : opts_(o), sink_(sink) {}
 
   std::string run(const TracedModule &m) {
     out_ += "tmir ";
@@ -174,9 +180,21 @@ public:
 private:
   void indent(int depth) { out_.append(size_t(2 * depth), ' '); }
 
+  /// Hands the text so far to the sink once it holds a chunk; the buffer,
+  /// emptied, is filled again.
+  static constexpr size_t ChunkBytes = size_t(1) << 20;
+  void flushChunk() {
+    if (sink_ && out_.size() >= ChunkBytes) {
+      (*sink_)(out_);
+      out_.clear();
+    }
+  }
+
   /// Makes room for `extra` more bytes at once (one reallocation for a
   /// graph body instead of a doubling series).
   void ensure(size_t extra) {
+    if (sink_)
+      extra = std::min(extra, 2 * ChunkBytes);
     if (out_.size() + extra > out_.capacity()) {
       out_.reserve(out_.size() + extra);
       // The part not yet written, on huge pages: a large module's text
@@ -433,6 +451,7 @@ private:
       out_ += "\t;; ";
       annotations(*e);
       out_ += '\n';
+      flushChunk();
       if (++done == Sample && g.size() > Sample) {
         size_t perLine = (out_.size() - bodyStart) / Sample + 1;
         ensure((g.size() - Sample) * perLine * 9 / 8);
@@ -528,6 +547,7 @@ private:
   }
 
   const TmirWriteOptions &opts_;
+  std::optional<Sink> sink_;
   std::string out_;
   size_t constants_ = 0;
   std::map<Identity, int> uses_;
@@ -598,6 +618,13 @@ std::string nodeInfoStr(const Node &n) {
 
 std::string printTmir(const TracedModule &m, const TmirWriteOptions &opts) {
   return Printer(opts).run(m);
+}
+
+void printTmir(const TracedModule &m, const TmirWriteOptions &opts,
+               llvm::function_ref<void(llvm::StringRef)> sink) {
+  std::string rest = Printer(opts, sink).run(m);
+  if (!rest.empty())
+    sink(rest);
 }
 
 } // namespace tmg

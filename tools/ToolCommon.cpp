@@ -12,6 +12,7 @@
 #include <llvm/Support/Path.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include "tm/io/MappedFile.h"
 #include "tm/io/Safetensors.h"
 #include "tm/ir/HugePages.h"
 #include "tm/ir/StateDict.h"
@@ -197,13 +198,25 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
   llvm::StringRef p(path);
   bool bySuffix = p.endswith(".onnx") || p.endswith(".tmir");
   // An ONNX file is read by the importer itself (it may need the file's
-  // directory); everything else is read here first.
-  std::string bytes;
+  // directory); everything else is read here first. A regular file is
+  // mapped, not copied: its pages are the page cache's, where reading it
+  // would fill as much fresh memory.
+  std::shared_ptr<MappedFile> mapped;
+  std::string read;
+  llvm::StringRef bytes;
   if (!bySuffix || p.endswith(".tmir")) {
-    auto read = readInput(path);
-    if (read.failed())
-      return tool.fail(read.diagnostic());
-    bytes = std::move(*read);
+    if (path != "-")
+      if (auto m = MappedFile::open(path); m.succeeded())
+        mapped = std::move(*m);
+    if (mapped) {
+      bytes = mapped->bytes();
+    } else {
+      auto r = readInput(path);
+      if (r.failed())
+        return tool.fail(r.diagnostic());
+      read = std::move(*r);
+      bytes = read;
+    }
   }
   if (detectFormat(bySuffix ? p : llvm::StringRef(), bytes) == ModelFormat::Onnx) {
 #ifdef TM_HAVE_ONNX
@@ -211,7 +224,8 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
     opts.inputShapes = inputShapes;
     opts.limits = limits;
     opts.reserveHeap = true;
-    auto imported = bySuffix ? io::importOnnx(path, opts) : io::importOnnxBytes(bytes, name, opts);
+    auto imported = bySuffix || mapped ? io::importOnnx(path, opts)
+                                       : io::importOnnxBytes(read, name, opts);
     if (imported.failed())
       return tool.fail(imported.diagnostic());
     out.module = std::move(imported->module);
@@ -235,7 +249,7 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
   auto loaded = parseTmir(bytes, name, o);
   if (loaded.failed()) {
     if (path == "-")
-      tool.addSource(name, std::move(bytes));
+      tool.addSource(name, std::move(read));
     return tool.fail(loaded.diagnostic());
   }
   out.module = std::move(*loaded);

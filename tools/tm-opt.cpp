@@ -280,14 +280,19 @@ int writeModel(Options &o, const TracedModule &m) {
   } else {
     w.inlineMaxElements = std::numeric_limits<int64_t>::max();
   }
-  std::string text = printTmir(m, w);
+  // The text goes out as it is printed, not held whole.
+  FailureOr<void> written;
+  printTmir(m, w, [&](llvm::StringRef piece) {
+    if (!written.failed())
+      written = tools::writeOutput("-", piece);
+  });
+  if (written.failed())
+    return Tool.fail(written.diagnostic());
   if (!o.weightsFile.empty()) {
     weights.metadata["format"] = "tmgraph";
     if (auto r = writeSafetensors(o.weightsFile, weights); r.failed())
       return Tool.fail(r.diagnostic());
   }
-  if (auto r = tools::writeOutput("-", text); r.failed())
-    return Tool.fail(r.diagnostic());
   return tools::ExitOk;
 }
 

@@ -156,6 +156,31 @@ TEST_CASE("safetensors: a read file is mapped; its tensors are private views of 
   CHECK(f.at(3) == 4);
 }
 
+TEST_CASE("writeFileWith: a failed write leaves the old file and no temporary",
+          "[io][files]") {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / fmt::format("tm-writewith-{}", ::getpid());
+  fs::create_directories(dir);
+  std::string path = (dir / "out.txt").string();
+  REQUIRE(
+      succeeded(writeFileWith(path, [](std::ostream &o) { o << "first"; })));
+  auto r = writeFileWith(path, [](std::ostream &o) {
+    o << "half of the second";
+    throw Error(Diagnostic(Location::inFile("out.txt"), "printing failed"));
+  });
+  REQUIRE(r.failed());
+  CHECK_THAT(r.diagnostic().message, Catch::Contains("printing failed"));
+  auto kept = readFileBytes(path);
+  REQUIRE(succeeded(kept));
+  CHECK(*kept == "first");
+  CHECK(!fs::exists(path + ".tmp"));
+  REQUIRE(
+      succeeded(writeFileWith(path, [](std::ostream &o) { o << "second"; })));
+  CHECK(*readFileBytes(path) == "second");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("readFileBytes: whole files, pipes, and errors naming the file", "[io][files]") {
   namespace fs = std::filesystem;
   fs::path dir = fs::temp_directory_path() / fmt::format("tm-readfile-{}", ::getpid());

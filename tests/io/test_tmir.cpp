@@ -134,6 +134,42 @@ TEST_CASE("saveTmir / loadTmir write .tmir and .safetensors beside it", "[io][tm
   std::remove("tmir_save_test.safetensors");
 }
 
+TEST_CASE("printing to a sink gives the text in pieces; saveTmir streams it to "
+          "the file",
+          "[io][tmir]") {
+  // A graph whose text is a few MiB: the sink gets it in pieces of about
+  // 1 MiB, which together are the text printTmir returns.
+  auto tm = TracedModule::fromModule(std::make_unique<Module>("Chain"));
+  GraphBuilder b = GraphBuilder::top(*tm, {InputSpec("x", Shape{4})});
+  Node *x = b.arg(0);
+  for (int i = 0; i < 30000; ++i)
+    x = b.callFunction(i % 2 ? "relu" : "neg", {x});
+  b.finish(x);
+  std::string whole = printTmir(*tm);
+  REQUIRE(whole.size() > (size_t(3) << 20));
+  std::vector<std::string> pieces;
+  printTmir(*tm, {}, [&](llvm::StringRef p) { pieces.push_back(p.str()); });
+  REQUIRE(pieces.size() >= 3);
+  std::string joined;
+  for (size_t i = 0; i < pieces.size(); ++i) {
+    if (i + 1 < pieces.size())
+      CHECK(pieces[i].size() >= (size_t(1) << 20));
+    joined += pieces[i];
+  }
+  CHECK(joined == whole);
+
+  std::string path = "tmir_stream_test.tmir";
+  REQUIRE(succeeded(saveTmir(*tm, path)));
+  auto text = readFileBytes(path);
+  REQUIRE(succeeded(text));
+  auto loaded = parseTmir(*text, path);
+  if (loaded.failed())
+    FAIL(loaded.diagnostic().str());
+  CHECK(compareModules(*tm, **loaded).value_or("") == "");
+  std::remove(path.c_str());
+  std::remove("tmir_stream_test.safetensors");
+}
+
 TEST_CASE("malformed .tmir input is reported with file:line:col", "[io][tmir]") {
   auto tm = addOneModule();
   WeightFile w;

@@ -34,6 +34,16 @@ check "DOT has one cluster per graph" test "$(grep -c 'subgraph cluster_' cnn.do
 
 "$opt" cnn.tmir > stdout.txt
 check "tm-opt prints text to stdout" contains stdout.txt '^tmir 4$'
+check "text on stdout reads back from stdin" sh -c "'$opt' - -o piped.tmir < stdout.txt"
+sed 1,2d piped.tmir > c.txt
+check "the text through stdout and stdin is the model's" cmp -s a.txt c.txt
+check "the weights through stdout and stdin are the model's" cmp -s cnn.safetensors piped.safetensors
+mkfifo fifo.tmir
+cat cnn.tmir > fifo.tmir &
+check "tm-opt reads a .tmir that is not a regular file (a FIFO)" "$opt" fifo.tmir -o fifo-out.tmir
+wait
+sed 1,2d fifo-out.tmir > d.txt
+check "the model read from a FIFO is the model" cmp -s a.txt d.txt
 
 "$opt" --help > help.txt
 check "--help lists the options" contains help.txt '--pipeline-file'

@@ -8,11 +8,13 @@
 //===----------------------------------------------------------------------===//
 #pragma once
 
+#include <iosfwd>
 #include <map>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/ir/Diagnostic.h"
@@ -49,5 +51,10 @@ FailureOr<void> writeSafetensors(const std::string &path, const WeightFile &w);
 FailureOr<std::string> readFileBytes(const std::string &path);
 /// Writes a whole file atomically (temporary file + rename).
 FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes);
+/// Writes `path` atomically from what `write` streams: through `path.tmp`,
+/// renamed over `path` once `write` returns and the bytes are flushed. An
+/// Error thrown by `write` removes the temporary file and is returned.
+FailureOr<void> writeFileWith(const std::string &path,
+                              llvm::function_ref<void(std::ostream &)> write);
 
 } // namespace tmg

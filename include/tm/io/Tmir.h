@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 
+#include <llvm/ADT/STLFunctionalExtras.h>
 #include <llvm/ADT/StringRef.h>
 
 #include "tm/io/Safetensors.h"
@@ -45,6 +46,10 @@ struct TmirWriteOptions {
 
 /// Prints `m` (which must verify) as .tmir text.
 std::string printTmir(const TracedModule &m, const TmirWriteOptions &opts = {});
+/// The same text, handed to `sink` piece by piece (about 1 MiB each) as it
+/// is printed: writing a large module holds no copy of its whole text.
+void printTmir(const TracedModule &m, const TmirWriteOptions &opts,
+               llvm::function_ref<void(llvm::StringRef)> sink);
 
 struct TmirReadOptions {
   /// Resolves `@"key"` tensor references. When null, the `weights` directive
