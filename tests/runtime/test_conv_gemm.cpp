@@ -201,13 +201,15 @@ TEST_CASE("conv GEMM: pointwise convs with more output channels than "
           "[conv][gemm][omp]") {
   Rng rng(408);
   // Batch 1 (an image's columns would otherwise be cut), batch 3 with a
-  // small weight (each thread keeps its channel block over the images),
-  // batch 3 with a large one (whole images per thread instead), groups,
-  // channel counts that leave a partial panel, and 2 or 3 threads.
+  // small weight (on 2 threads each keeps its channel block over the
+  // images), batch 3 with a large one and batch 4 (whole images per
+  // thread instead), groups, channel counts that leave a partial panel,
+  // and 2 or 3 threads.
   ConvCase cases[] = {
       {1, 40, 9, 9, 100, 1, 1},  {1, 256, 7, 14, 1000, 1, 1},
       {3, 24, 5, 5, 72, 1, 1},   {3, 24, 5, 5, 145, 1, 1, 1},
       {3, 600, 6, 6, 800, 1, 1}, {1, 24, 4, 5, 144, 1, 1, 2},
+      {4, 24, 5, 5, 72, 1, 1},
   };
   for (int threads : {2, 3})
     for (ConvCase k : cases) {
