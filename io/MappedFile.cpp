@@ -1,6 +1,8 @@
 //===- MappedFile.cpp - Weight files mapped into memory -------------------===//
 #include "tm/io/MappedFile.h"
 
+#include "tm/io/Safetensors.h"
+
 #include "tm/ir/CheckedSize.h"
 #include "tm/ir/HugePages.h"
 
@@ -44,6 +46,19 @@ FailureOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string &path)
     f->data_ = static_cast<char *>(p);
   }
   ::close(fd); // the mapping stays valid
+  return f;
+}
+
+FailureOr<FileBytes> FileBytes::open(const std::string &path) {
+  FileBytes f;
+  if (auto m = MappedFile::open(path); m.succeeded()) {
+    f.map_ = std::move(*m);
+    return f;
+  }
+  auto r = readFileBytes(path);
+  if (r.failed())
+    return r.diagnostic();
+  f.read_ = std::move(*r);
   return f;
 }
 

@@ -11,6 +11,7 @@
 #include <llvm/ADT/StringSet.h>
 
 #include "TmirCommon.h"
+#include "tm/io/MappedFile.h"
 #include "tm/ir/ModuleCheck.h"
 
 namespace tmg {
@@ -1529,12 +1530,12 @@ static std::string dirOf(const std::string &path) {
 
 FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path,
                                                   const TmirReadOptions &opts) {
-  auto text = readFileBytes(path);
+  auto text = FileBytes::open(path);
   if (text.failed())
     return text.diagnostic();
   TmirReadOptions o = opts;
   o.baseDir = dirOf(path);
-  return parseTmir(*text, path, o);
+  return parseTmir(text->bytes(), path, o);
 }
 
 FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path) {

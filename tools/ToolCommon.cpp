@@ -201,31 +201,30 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
   // directory); everything else is read here first. A regular file is
   // mapped, not copied: its pages are the page cache's, where reading it
   // would fill as much fresh memory.
-  std::shared_ptr<MappedFile> mapped;
-  std::string read;
-  llvm::StringRef bytes;
+  FileBytes file;
   if (!bySuffix || p.endswith(".tmir")) {
-    if (path != "-")
-      if (auto m = MappedFile::open(path); m.succeeded())
-        mapped = std::move(*m);
-    if (mapped) {
-      bytes = mapped->bytes();
-    } else {
+    if (path == "-") {
       auto r = readInput(path);
       if (r.failed())
         return tool.fail(r.diagnostic());
-      read = std::move(*r);
-      bytes = read;
+      file = FileBytes(std::move(*r));
+    } else {
+      auto f = FileBytes::open(path);
+      if (f.failed())
+        return tool.fail(f.diagnostic());
+      file = std::move(*f);
     }
   }
+  llvm::StringRef bytes = file.bytes();
   if (detectFormat(bySuffix ? p : llvm::StringRef(), bytes) == ModelFormat::Onnx) {
 #ifdef TM_HAVE_ONNX
     io::OnnxImportOptions opts;
     opts.inputShapes = inputShapes;
     opts.limits = limits;
     opts.reserveHeap = true;
-    auto imported = bySuffix || mapped ? io::importOnnx(path, opts)
-                                       : io::importOnnxBytes(read, name, opts);
+    auto imported = bySuffix || file.mapping()
+                        ? io::importOnnx(path, opts)
+                        : io::importOnnxBytes(file.take(), name, opts);
     if (imported.failed())
       return tool.fail(imported.diagnostic());
     out.module = std::move(imported->module);
@@ -249,7 +248,7 @@ int loadModel(Tool &tool, const std::string &path, LoadedModel &out,
   auto loaded = parseTmir(bytes, name, o);
   if (loaded.failed()) {
     if (path == "-")
-      tool.addSource(name, std::move(read));
+      tool.addSource(name, file.take());
     return tool.fail(loaded.diagnostic());
   }
   out.module = std::move(*loaded);

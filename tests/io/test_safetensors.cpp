@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "tm/io/MappedFile.h"
 #include "tm/io/Safetensors.h"
 
 using namespace tmg;
@@ -178,6 +179,39 @@ TEST_CASE("writeFileWith: a failed write leaves the old file and no temporary",
   REQUIRE(
       succeeded(writeFileWith(path, [](std::ostream &o) { o << "second"; })));
   CHECK(*readFileBytes(path) == "second");
+  fs::remove_all(dir);
+}
+
+TEST_CASE(
+    "FileBytes: a regular file is mapped, a pipe read, a missing file named",
+    "[io][files]") {
+  namespace fs = std::filesystem;
+  fs::path dir =
+      fs::temp_directory_path() / fmt::format("tm-filebytes-{}", ::getpid());
+  fs::create_directories(dir);
+  std::string path = (dir / "model.tmir").string();
+  std::string text = "tmir 4\n# some text\n";
+  REQUIRE(succeeded(writeFileBytes(path, text)));
+  auto f = FileBytes::open(path);
+  REQUIRE(succeeded(f));
+  CHECK(f->mapping() != nullptr);
+  CHECK(f->bytes() == text);
+  CHECK(f->take() == text);
+
+  int fds[2];
+  REQUIRE(::pipe(fds) == 0);
+  REQUIRE(::write(fds[1], text.data(), text.size()) == ssize_t(text.size()));
+  ::close(fds[1]);
+  auto p = FileBytes::open(fmt::format("/proc/self/fd/{}", fds[0]));
+  ::close(fds[0]);
+  REQUIRE(succeeded(p));
+  CHECK(p->mapping() == nullptr);
+  CHECK(p->bytes() == text);
+
+  auto missing = FileBytes::open((dir / "missing.tmir").string());
+  REQUIRE(missing.failed());
+  CHECK_THAT(missing.diagnostic().str(),
+             Catch::Contains("missing.tmir: error: cannot open file"));
   fs::remove_all(dir);
 }
 

@@ -50,4 +50,28 @@ private:
   std::string path_;
 };
 
+/// A whole file's bytes, mapped where the file is a regular one (its pages
+/// are the page cache's: reading it would fill as much fresh memory), read
+/// otherwise (a pipe, a terminal).
+class FileBytes {
+public:
+  FileBytes() = default;
+  /// Bytes read already (stdin, say).
+  explicit FileBytes(std::string read) : read_(std::move(read)) {}
+  /// The file's bytes; a Diagnostic naming the file when it cannot be read.
+  static FailureOr<FileBytes> open(const std::string &path);
+  llvm::StringRef bytes() const {
+    return map_ ? map_->bytes() : llvm::StringRef(read_);
+  }
+  /// The mapping, when the file was mapped.
+  const std::shared_ptr<MappedFile> &mapping() const { return map_; }
+  /// The bytes as a string (moved out when they were read; the object then
+  /// holds none).
+  std::string take() { return map_ ? map_->bytes().str() : std::move(read_); }
+
+private:
+  std::shared_ptr<MappedFile> map_;
+  std::string read_;
+};
+
 } // namespace tmg
