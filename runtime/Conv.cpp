@@ -1630,7 +1630,6 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
   // the AVX2 one.
   typedef float V16 __attribute__((vector_size(64)));
   typedef float V16u __attribute__((vector_size(64), aligned(4), may_alias));
-  typedef int32_t I16 __attribute__((vector_size(64)));
   float *flat = scratch + L.subTotal(g);
   float *pad = flat + g.oh * L.ws + DwLayout::Block;
   int64_t padLen = L.ws * g.sw; // padded columns any phase reads
@@ -1665,15 +1664,16 @@ static void depthwisePlane(const ConvGeom &g, const DwLayout &L,
       // Even and odd columns, 16 at a time by shuffles. The last vector
       // may run past the row: into the next row, written after this one,
       // or into the slack, which only discarded positions read.
-      const I16 even = {0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30};
-      const I16 odd = even + 1;
+      // (__builtin_shufflevector: GCC 12 and clang both have it.)
       float *e = scratch + (a * 2) * L.subFloats + r * L.ws;
       float *o = e + L.subFloats;
       for (int64_t x = 0; x < L.ws; x += 16) {
         V16 lo = *reinterpret_cast<const V16u *>(pad + 2 * x);
         V16 hi = *reinterpret_cast<const V16u *>(pad + 2 * x + 16);
-        *reinterpret_cast<V16u *>(e + x) = __builtin_shuffle(lo, hi, even);
-        *reinterpret_cast<V16u *>(o + x) = __builtin_shuffle(lo, hi, odd);
+        *reinterpret_cast<V16u *>(e + x) = __builtin_shufflevector(
+            lo, hi, 0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        *reinterpret_cast<V16u *>(o + x) = __builtin_shufflevector(
+            lo, hi, 1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
       }
       continue;
     }
