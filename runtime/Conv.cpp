@@ -902,6 +902,34 @@ static bool copiesInput(const ConvGeom &g, int64_t panels) {
          g.k() * g.spatial() * int64_t(sizeof(float)) >= MinInputBytes;
 }
 
+/// Whether pointwise conv `g` gives each of `threads` threads one block of
+/// output channels over all images, rather than whole images or column
+/// tiles. A pointwise conv with fewer columns than output channels reads
+/// less input than weights. When an image's columns would be cut over the
+/// threads, every thread would stream all the weights (1 MB for each of
+/// ResNet-50's 14x14 layers, from memory in a model); one block of output
+/// channels per thread streams only its share. A batch the threads divide
+/// keeps whole images per thread: each thread then reads the images the op
+/// before wrote on its core, and writes those the op after reads there (the
+/// depthwise convs, pools and other convs split the batch the same way).
+/// Cutting channels made every thread read every image, half of them from
+/// the other core's cache: at batch 8 on an Intel Xeon VM, MobileNetV2 ran
+/// 4-7% slower, ShuffleNetV2, RegNetY and MobileNetV3 3-5% (ResNets and
+/// ConvNeXt the same). Another batch keeps the channel split where the
+/// share stays in L2 next to an image's input, to be reused by the next
+/// image.
+static bool channelsFirst(const ConvGeom &g, int threads) {
+  constexpr int64_t ReuseBudgetBytes = 768 << 10;
+  int64_t k = g.k(), images = g.n * g.groups;
+  int64_t panels = (g.og + GemmMR - 1) / GemmMR;
+  int64_t weightBytes = g.og * k * int64_t(sizeof(float));
+  int64_t inputBytes = k * g.spatial() * int64_t(sizeof(float));
+  return threads > 1 && inputBytes < weightBytes && panels / 4 >= threads &&
+         (images < threads ||
+          (images % threads != 0 &&
+           weightBytes / threads + inputBytes <= ReuseBudgetBytes));
+}
+
 /// convBlas on the micro-kernel: the same work items (image, group, column
 /// tile, row block), with the patch tile written straight into the
 /// kernel's strip layout and bias + activation applied in its store.
@@ -925,28 +953,7 @@ static void convMicro(const ConvGeom &g, const float *x, const float *wPacked,
   int64_t maxTile = widestColumnTile(k);
   int64_t tiles = std::max<int64_t>(1, (gsp + maxTile - 1) / maxTile);
   int64_t panels = (g.og + GemmMR - 1) / GemmMR;
-  // Output channels first: a pointwise conv with fewer columns than output
-  // channels reads less input than weights. When an image's columns would
-  // be cut over the threads, every thread would stream all the weights
-  // (1 MB for each of ResNet-50's 14x14 layers, from memory in a model);
-  // one block of output channels per thread streams only its share. A
-  // batch the threads divide keeps whole images per thread: each thread
-  // then reads the images the op before wrote on its core, and writes
-  // those the op after reads there (the depthwise convs, pools and other
-  // convs split the batch the same way). Cutting channels made every
-  // thread read every image, half of them from the other core's cache:
-  // at batch 8 on an Intel Xeon VM, MobileNetV2 ran 4-7% slower,
-  // ShuffleNetV2, RegNetY and MobileNetV3 3-5% (ResNets and ConvNeXt the
-  // same). Another batch keeps the channel split where the share stays in
-  // L2 next to an image's input, to be reused by the next image.
-  constexpr int64_t ReuseBudgetBytes = 768 << 10;
-  int64_t weightBytes = g.og * k * int64_t(sizeof(float));
-  int64_t inputBytes = k * sp * int64_t(sizeof(float));
-  bool rowsFirst = pointwise && threads > 1 && inputBytes < weightBytes &&
-                   panels / 4 >= threads &&
-                   (images < threads ||
-                    (images % threads != 0 &&
-                     weightBytes / threads + inputBytes <= ReuseBudgetBytes));
+  bool rowsFirst = pointwise && channelsFirst(g, threads);
   if (images * tiles < 4 * threads && !rowsFirst)
     while ((images * tiles) % threads != 0 && gsp / (tiles + 1) >= MinTile)
       ++tiles;
