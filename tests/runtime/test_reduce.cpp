@@ -191,6 +191,13 @@ TEST_CASE("reductions over size-0 and size-1 axes", "[reduce]") {
   CHECK(std::isnan(rt::mean(e, {1}).data<float>()[0]));
   CHECK(shapeOf(rt::max(e, {0}).shape()) == "(0,)");
   CHECK(shapeOf(rt::sum(e, {1}, true).shape()) == "(3, 1)");
+  // Reduced axes apart from one another, one of them of size 0 (ONNX
+  // MeanVarianceNormalization over (0, 2, 3) of a (3, 3, 3, 0) input).
+  Tensor apart = Tensor::zeros({3, 3, 3, 0});
+  CHECK(Ref(rt::sum(apart, {0, 2, 3})).v == std::vector<double>{0, 0, 0});
+  Tensor m = rt::mean(apart, {0, 2, 3}, true);
+  CHECK(shapeOf(m.shape()) == "(1, 3, 1, 1)");
+  CHECK(std::isnan(m.data<float>()[2]));
   Tensor one = Tensor::randn({1, 5, 1}, 1);
   requireClose(rt::sum(one, {0, 2}), Ref(one.reshaped({5})), Exact);
   Tensor scalar = Tensor::full({}, 4.0);
