@@ -28,6 +28,7 @@
 
 #include <onnx/checker.h>
 
+#include "tm/io/Safetensors.h"
 #include "tm/ir/ElemwiseModes.h"
 #include "tm/ir/IR.h"
 #include "tm/ir/ModuleTable.h"
@@ -724,48 +725,37 @@ int64_t initializerBytes(const onnx::ModelProto &model) {
 
 /// Moves the bytes of the initializers of at least `minBytes` into the
 /// file `dir/location`, each at a 64-byte aligned offset. The file is
-/// written beside and renamed over the old one at the end: the tensors
-/// written may be views of the old file's mapping (a model imported from
-/// this very file), which must not change under them.
+/// written beside and renamed over the old one at the end (writeFileWith):
+/// the tensors written may be views of the old file's mapping (a model
+/// imported from this very file), which must not change under them.
 void writeExternalData(onnx::ModelProto &model, const std::string &dir,
                        const std::string &location, int64_t minBytes) {
-  std::string path = dir + "/" + location, tmp = path + ".tmp";
-  std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-  if (!f)
-    raise("cannot write the external data file '{}': {}", path, std::strerror(errno));
-  int64_t offset = 0;
-  for (auto &t : *model.mutable_graph()->mutable_initializer()) {
-    const std::string &raw = t.raw_data();
-    if (int64_t(raw.size()) < minBytes)
-      continue;
-    int64_t pad = (64 - offset % 64) % 64;
-    static const char zeros[64] = {};
-    f.write(zeros, pad);
-    offset += pad;
-    f.write(raw.data(), std::streamsize(raw.size()));
-    auto add = [&](const char *k, const std::string &v) {
-      auto *e = t.add_external_data();
-      e->set_key(k);
-      e->set_value(v);
-    };
-    add("location", location);
-    add("offset", std::to_string(offset));
-    add("length", std::to_string(raw.size()));
-    offset += int64_t(raw.size());
-    t.set_data_location(onnx::TensorProto::EXTERNAL);
-    std::string().swap(*t.mutable_raw_data());
-  }
-  if (!f.flush()) {
-    f.close();
-    std::remove(tmp.c_str());
-    raise("write error in '{}'", path);
-  }
-  f.close();
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    int err = errno;
-    std::remove(tmp.c_str());
-    raise("cannot rename '{}' to '{}': {}", tmp, path, std::strerror(err));
-  }
+  auto written = writeFileWith(dir + "/" + location, [&](std::ostream &f) {
+    int64_t offset = 0;
+    for (auto &t : *model.mutable_graph()->mutable_initializer()) {
+      const std::string &raw = t.raw_data();
+      if (int64_t(raw.size()) < minBytes)
+        continue;
+      int64_t pad = (64 - offset % 64) % 64;
+      static const char zeros[64] = {};
+      f.write(zeros, pad);
+      offset += pad;
+      f.write(raw.data(), std::streamsize(raw.size()));
+      auto add = [&](const char *k, const std::string &v) {
+        auto *e = t.add_external_data();
+        e->set_key(k);
+        e->set_value(v);
+      };
+      add("location", location);
+      add("offset", std::to_string(offset));
+      add("length", std::to_string(raw.size()));
+      offset += int64_t(raw.size());
+      t.set_data_location(onnx::TensorProto::EXTERNAL);
+      std::string().swap(*t.mutable_raw_data());
+    }
+  });
+  if (written.failed())
+    throw Error(written.diagnostic());
 }
 
 } // namespace
@@ -804,11 +794,14 @@ FailureOr<void> exportOnnx(const TracedModule &m, const std::string &path,
       writeExternalData(model, slash == std::string::npos ? "." : path.substr(0, slash),
                         location, opts.externalDataMinBytes);
     }
-    std::ofstream f(path, std::ios::binary | std::ios::trunc);
-    if (!f)
-      raise("cannot write the file: {}", std::strerror(errno));
-    if (!model.SerializeToOstream(&f) || !f.flush())
-      raise("cannot write the file (disk full?)");
+    // Through a temporary file too: the module may view the old file's
+    // mapping (a model imported from this very file).
+    auto written = writeFileWith(path, [&](std::ostream &f) {
+      if (!model.SerializeToOstream(&f))
+        raise("cannot write the file (disk full?)");
+    });
+    if (written.failed())
+      throw Error(written.diagnostic());
     return {};
   } catch (const Error &e) {
     Diagnostic d = e.diagnostic();

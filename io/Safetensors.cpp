@@ -12,6 +12,8 @@
 #include <unordered_map>
 
 #include <llvm/ADT/STLExtras.h>
+#include <llvm/ADT/SmallString.h>
+#include <llvm/Support/FileSystem.h>
 #include <nlohmann/json.hpp>
 
 #include "tm/io/MappedFile.h"
@@ -235,29 +237,47 @@ FailureOr<std::string> readFileBytes(const std::string &path) {
 
 /// Writes `path` through `path.tmp`, renamed over it at the end, so a
 /// failed write leaves the old file (and a model may be written back over
-/// the files it was mapped from).
+/// the files it was mapped from). A symbolic link is followed: the file it
+/// names is replaced, the link stays. A path that exists and is not a
+/// regular file (/dev/null, a FIFO, a terminal) is written in place:
+/// renaming over it would replace the device.
 FailureOr<void> writeFileWith(const std::string &path,
                               llvm::function_ref<void(std::ostream &)> write) {
-  std::string tmp = path + ".tmp";
+  struct stat st {};
+  bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+  if (special && S_ISDIR(st.st_mode))
+    return Diagnostic(Location::inFile(path),
+                      "cannot write file: is a directory");
+  std::string target = path;
+  if (!special) {
+    llvm::SmallString<256> real;
+    if (!llvm::sys::fs::real_path(path,
+                                  real)) // an existing file, links resolved
+      target = std::string(real);
+  }
+  std::string tmp = special ? target : target + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     if (!out)
       return Diagnostic(Location::inFile(path),
                         fmt::format("cannot write file: {}", std::strerror(errno)));
+    auto discard = [&] {
+      out.close();
+      if (!special)
+        std::remove(tmp.c_str());
+    };
     try {
       write(out);
     } catch (const Error &e) {
-      out.close();
-      std::remove(tmp.c_str());
+      discard();
       return e.diagnostic();
     }
     if (!out.flush()) {
-      out.close();
-      std::remove(tmp.c_str());
+      discard();
       return Diagnostic(Location::inFile(path), "write error");
     }
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+  if (!special && std::rename(tmp.c_str(), target.c_str()) != 0) {
     Diagnostic d(Location::inFile(path),
                  fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
     std::remove(tmp.c_str());

@@ -2,6 +2,7 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <ostream>
 #include <unordered_map>
@@ -9,6 +10,8 @@
 #include <llvm/ADT/DenseMap.h>
 #include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/StringSet.h>
+
+#include <sys/stat.h>
 
 #include "TmirCommon.h"
 #include "tm/io/MappedFile.h"
@@ -1543,6 +1546,20 @@ FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path) {
 }
 
 FailureOr<void> saveTmir(const TracedModule &m, const std::string &path) {
+  auto stream = [&](const TmirWriteOptions &o, std::ostream &out) {
+    printTmir(m, o, [&](llvm::StringRef piece) {
+      out.write(piece.data(), std::streamsize(piece.size()));
+    });
+  };
+  // A device or a FIFO (/dev/null, a pipe) has no directory entry beside
+  // it for the weights: they go inline, as on stdout.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+      !S_ISDIR(st.st_mode)) {
+    TmirWriteOptions o;
+    o.inlineMaxElements = std::numeric_limits<int64_t>::max();
+    return writeFileWith(path, [&](std::ostream &out) { stream(o, out); });
+  }
   std::string stem = path;
   if (llvm::StringRef(stem).endswith(".tmir"))
     stem.resize(stem.size() - 5);
@@ -1556,9 +1573,7 @@ FailureOr<void> saveTmir(const TracedModule &m, const std::string &path) {
   // The text streams to its temporary file as it is printed; the weights it
   // collected are written before the text is renamed into place.
   return writeFileWith(path, [&](std::ostream &out) {
-    printTmir(m, o, [&](llvm::StringRef piece) {
-      out.write(piece.data(), std::streamsize(piece.size()));
-    });
+    stream(o, out);
     if (auto r = writeSafetensors(weightsPath, w); r.failed())
       throw Error(r.diagnostic());
   });

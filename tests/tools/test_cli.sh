@@ -44,6 +44,21 @@ check "tm-opt reads a .tmir that is not a regular file (a FIFO)" "$opt" fifo.tmi
 wait
 sed 1,2d fifo-out.tmir > d.txt
 check "the model read from a FIFO is the model" cmp -s a.txt d.txt
+mkfifo out.fifo
+cat out.fifo > from-fifo.tmir &
+check "tm-opt writes .tmir into a FIFO" "$opt" cnn.tmir -o out.fifo --emit=tmir
+wait
+check "the FIFO stays a FIFO" test -p out.fifo
+check "no weights file is written beside a FIFO" test ! -e out.safetensors -a ! -e out.fifo.safetensors
+check "the text through a FIFO has its weights inline and reads back" \
+  sh -c "'$opt' - -o from-fifo-back.tmir < from-fifo.tmir"
+check "the weights through a FIFO are the model's" cmp -s cnn.safetensors from-fifo-back.safetensors
+check "tm-opt -o /dev/null --emit=tmir" "$opt" cnn.tmir -o /dev/null --emit=tmir
+check "tm-opt -o /dev/null --emit=onnx" "$opt" cnn.tmir -o /dev/null --emit=onnx
+check "/dev/null is still a device" test -c /dev/null
+ln -s round.tmir link.tmir
+check "tm-opt writes through a symbolic link" "$opt" cnn.tmir -o link.tmir
+check "the link stays a link" test -L link.tmir
 
 "$opt" --help > help.txt
 check "--help lists the options" contains help.txt '--pipeline-file'

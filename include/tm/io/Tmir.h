@@ -78,7 +78,9 @@ FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path);
 /// `path`.
 FailureOr<std::unique_ptr<TracedModule>> loadTmir(const std::string &path,
                                                   const TmirReadOptions &opts);
-/// Writes `path` (.tmir) and, beside it, `<stem>.safetensors`.
+/// Writes `path` (.tmir) and, beside it, `<stem>.safetensors`. A path that
+/// is a device or a FIFO (/dev/null, a pipe) gets the text alone, weights
+/// inline.
 FailureOr<void> saveTmir(const TracedModule &m, const std::string &path);
 
 /// A reproducer: `path` names a small text file holding the pipeline;
