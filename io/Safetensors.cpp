@@ -235,26 +235,28 @@ FailureOr<std::string> readFileBytes(const std::string &path) {
   return bytes;
 }
 
+bool isSpecialFile(const std::string &path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
+         !S_ISDIR(st.st_mode);
+}
+
 /// Writes `path` through `path.tmp`, renamed over it at the end, so a
 /// failed write leaves the old file (and a model may be written back over
-/// the files it was mapped from). A symbolic link is followed: the file it
-/// names is replaced, the link stays. A path that exists and is not a
-/// regular file (/dev/null, a FIFO, a terminal) is written in place:
-/// renaming over it would replace the device.
+/// the files it was mapped from). A special file (/dev/null, a FIFO) is
+/// written in place: renaming over it would replace the device.
 FailureOr<void> writeFileWith(const std::string &path,
                               llvm::function_ref<void(std::ostream &)> write) {
-  struct stat st {};
-  bool special = ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
-  if (special && S_ISDIR(st.st_mode))
+  if (llvm::sys::fs::is_directory(path))
     return Diagnostic(Location::inFile(path),
                       "cannot write file: is a directory");
+  bool special = isSpecialFile(path);
+  // The file a symbolic link names is replaced, not the link (an existing
+  // path resolves; a new one is written as named).
   std::string target = path;
-  if (!special) {
-    llvm::SmallString<256> real;
-    if (!llvm::sys::fs::real_path(path,
-                                  real)) // an existing file, links resolved
-      target = std::string(real);
-  }
+  llvm::SmallString<256> real;
+  if (!special && !llvm::sys::fs::real_path(path, real))
+    target = std::string(real);
   std::string tmp = special ? target : target + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);

@@ -11,8 +11,6 @@
 #include <llvm/ADT/DenseSet.h>
 #include <llvm/ADT/StringSet.h>
 
-#include <sys/stat.h>
-
 #include "TmirCommon.h"
 #include "tm/io/MappedFile.h"
 #include "tm/ir/ModuleCheck.h"
@@ -1553,9 +1551,7 @@ FailureOr<void> saveTmir(const TracedModule &m, const std::string &path) {
   };
   // A device or a FIFO (/dev/null, a pipe) has no directory entry beside
   // it for the weights: they go inline, as on stdout.
-  struct stat st {};
-  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) &&
-      !S_ISDIR(st.st_mode)) {
+  if (isSpecialFile(path)) {
     TmirWriteOptions o;
     o.inlineMaxElements = std::numeric_limits<int64_t>::max();
     return writeFileWith(path, [&](std::ostream &out) { stream(o, out); });

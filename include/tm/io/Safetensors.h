@@ -52,9 +52,15 @@ FailureOr<std::string> readFileBytes(const std::string &path);
 /// Writes a whole file atomically (temporary file + rename).
 FailureOr<void> writeFileBytes(const std::string &path, llvm::StringRef bytes);
 /// Writes `path` atomically from what `write` streams: through `path.tmp`,
-/// renamed over `path` once `write` returns and the bytes are flushed. An
-/// Error thrown by `write` removes the temporary file and is returned.
+/// renamed over `path` once `write` returns and the bytes are flushed (a
+/// symbolic link is followed: the file it names is replaced). An Error
+/// thrown by `write` removes the temporary file and is returned. A path
+/// that isSpecialFile is written in place.
 FailureOr<void> writeFileWith(const std::string &path,
                               llvm::function_ref<void(std::ostream &)> write);
+/// Whether `path` exists and is neither a regular file nor a directory (a
+/// device such as /dev/null, a FIFO, a terminal): written in place, since
+/// renaming over it would replace it, and with nothing beside it.
+bool isSpecialFile(const std::string &path);
 
 } // namespace tmg
