@@ -323,6 +323,7 @@ private:
 
   void moduleBody(const Module &m, int depth, const std::string &path) {
     for (const auto &a : m.attrs()) {
+      flushChunk(); // (inline weights can be most of the text)
       std::string key = path.empty() ? a.name : path + "." + a.name;
       indent(depth);
       out_ += a.name;
