@@ -18,10 +18,9 @@
 #include "onnx/Export.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <ostream>
 #include <map>
 #include <set>
 #include <unordered_map>

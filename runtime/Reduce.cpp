@@ -237,17 +237,15 @@ static Prepared prepare(llvm::StringRef op, const Tensor &x,
   // Several separate reduced groups: move the reduced axes last (in
   // ascending order, so arg indices are row-major over them).
   llvm::SmallVector<int64_t, 8> perm;
-  int64_t kept = 1; // elements of the axes kept (not numel / reducedCount:
-                    // a reduced axis may have size 0)
   for (size_t d = 0; d < x.rank(); ++d)
-    if (!isRed[d]) {
+    if (!isRed[d])
       perm.push_back(int64_t(d));
-      kept *= x.dim(d);
-    }
   for (int64_t d : red)
     perm.push_back(d);
   p.data = contiguous(transpose(x, perm)); // a view: copy it dense, tiled
-  p.layout = {kept, p.reducedCount, 1};
+  // One row per output element (not numel / reducedCount: a reduced axis
+  // may have size 0).
+  p.layout = {shapeNumel(p.outShape), p.reducedCount, 1};
   return p;
 }
 
