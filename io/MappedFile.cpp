@@ -51,7 +51,13 @@ FailureOr<std::shared_ptr<MappedFile>> MappedFile::open(const std::string &path)
 
 FailureOr<FileBytes> FileBytes::open(const std::string &path) {
   FileBytes f;
-  if (auto m = MappedFile::open(path); m.succeeded()) {
+  // Told apart by stat, which opens nothing: opening a FIFO to find out
+  // would let its writer go ahead and then see the reader vanish.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode)) {
+    auto m = MappedFile::open(path);
+    if (m.failed())
+      return m.diagnostic();
     f.map_ = std::move(*m);
     return f;
   }

@@ -39,14 +39,16 @@ sed 1,2d piped.tmir > c.txt
 check "the text through stdout and stdin is the model's" cmp -s a.txt c.txt
 check "the weights through stdout and stdin are the model's" cmp -s cnn.safetensors piped.safetensors
 mkfifo fifo.tmir
-cat cnn.tmir > fifo.tmir &
-check "tm-opt reads a .tmir that is not a regular file (a FIFO)" "$opt" fifo.tmir -o fifo-out.tmir
+# (timeouts: a side that never opens its end would block the other)
+timeout 60 sh -c "cat cnn.tmir > fifo.tmir" &
+check "tm-opt reads a .tmir that is not a regular file (a FIFO)" \
+  timeout 60 "$opt" fifo.tmir -o fifo-out.tmir
 wait
 sed 1,2d fifo-out.tmir > d.txt
 check "the model read from a FIFO is the model" cmp -s a.txt d.txt
 mkfifo out.fifo
-cat out.fifo > from-fifo.tmir &
-check "tm-opt writes .tmir into a FIFO" "$opt" cnn.tmir -o out.fifo --emit=tmir
+timeout 60 sh -c "cat out.fifo > from-fifo.tmir" &
+check "tm-opt writes .tmir into a FIFO" timeout 60 "$opt" cnn.tmir -o out.fifo --emit=tmir
 wait
 check "the FIFO stays a FIFO" test -p out.fifo
 check "no weights file is written beside a FIFO" test ! -e out.safetensors -a ! -e out.fifo.safetensors
